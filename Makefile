@@ -1,0 +1,45 @@
+# npu-watchdog developer and operator entry points. Everything runs from a private .venv.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+RUN_DIR ?= .run
+
+.PHONY: help venv run demo test test-fast test-e2e check-config bench install uninstall clean
+
+help:
+	@echo "make run        create .venv, install, run the daemon in the foreground with the example config"
+	@echo "make test       create .venv, install, run the whole test suite"
+	@echo "make test-e2e   the long end-to-end scenario suite"
+	@echo "make bench      benchmarks (by hand; results go to the README)"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	@mkdir -p $(RUN_DIR)
+	$(BIN)/npu-watchdog run -c config/npu-watchdog.example.yaml --state-dir $(RUN_DIR)/state
+
+check-config: $(STAMP)
+	$(BIN)/npu-watchdog check-config -c config/npu-watchdog.example.yaml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(MAKE) --no-print-directory test-e2e
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" tests
+
+test-e2e: $(STAMP)
+	@if [ -d tests/e2e ]; then $(BIN)/python -m pytest -q -m slow tests; else echo "no e2e tests yet"; fi
+
+bench: $(STAMP)
+	@for b in bench/bench_*.py; do [ -e "$$b" ] || continue; echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) $(RUN_DIR) build dist *.egg-info

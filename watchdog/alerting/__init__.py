@@ -1,0 +1,1 @@
+"""Alerting: the engine that turns findings into notifications."""

@@ -1,0 +1,38 @@
+"""`npu-watchdog check-config`: validate a config and print it, effective and redacted."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import yaml
+
+from watchdog.commands import add_config_arg
+
+
+def register(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("check-config", help="validate a config file and print the effective config (secrets redacted)")
+    add_config_arg(p)
+    p.add_argument("--json", action="store_true", help="print the effective config as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing when valid")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from watchdog.config import ConfigError, load_config, redacted_dump
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    if args.quiet:
+        return 0
+    data = redacted_dump(config)
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        print(f"# {args.config}: valid. Effective config (durations in seconds, sizes in bytes):")
+        print(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), end="")
+    return 0

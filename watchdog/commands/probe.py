@@ -1,0 +1,93 @@
+"""`npu-watchdog probe`: run every configured probe once, then the detectors; print what was seen."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from typing import Any, Dict, List
+
+from watchdog.commands import add_config_arg
+
+
+def register(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("probe", help="run every configured probe once and print observations and findings")
+    add_config_arg(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--state-dir", help="override paths.state_dir")
+    p.set_defaults(func=main)
+
+
+def _plain(value: Any) -> Any:
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def main(args: argparse.Namespace) -> int:
+    from watchdog.alerting.engine import LoggingEngine
+    from watchdog.config import ConfigError, load_config
+    from watchdog.detectors import load_detectors, run_detectors
+    from watchdog.logsetup import setup_logging
+    from watchdog.probes import ProbeContext, build_probes
+    from watchdog.scheduler import ProbeScheduler
+    from watchdog.state import StateStore
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    if args.state_dir:
+        config.paths.state_dir = args.state_dir
+    setup_logging("warning", "text")
+    store = StateStore(config.probes.history)
+    probes = build_probes(ProbeContext(config=config, state_dir=config.paths.state_dir))
+    sched = ProbeScheduler(store, config.probes.default_timeout, 0, on_round=lambda _n: None, tick=lambda: None)
+    for p in probes:
+        sched.probes[p.name] = p
+        store.register(p.name, p.interval)
+    # Run rounds concurrently, as the daemon does, so one hung probe does not delay the others.
+    threads = [threading.Thread(target=sched.run_now, args=(p.name,), daemon=True) for p in probes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    view = store.view(time.time())
+    findings, errors = run_detectors(load_detectors(), view, config)
+    out: Dict[str, Any] = {"probes": [], "findings": [f.to_dict() for f in findings], "detector_errors": errors}
+    for st in store.statuses():
+        sample = view.latest(st.name)
+        out["probes"].append({
+            "name": st.name, "up": st.up, "duration_seconds": st.last_duration,
+            "summary": st.last_result, "error": st.last_error,
+            "observation": _plain(sample.value) if sample else None,
+        })
+    for p in probes:
+        p.close()
+    if args.json:
+        print(json.dumps(out, indent=2, default=str, ensure_ascii=False))
+    else:
+        if not probes:
+            print("no probes configured")
+        for p in out["probes"]:
+            state = "up  " if p["up"] else "DOWN"
+            print(f"{state} {p['name']}: {p['summary'] or p['error']}")
+        print(f"\n{len(findings)} finding(s)")
+        for f in findings:
+            print(f"  [{f.severity}] {f.rule}: {f.summary}  {f.labels}")
+            if f.hint:
+                print(f"      hint: {f.hint}")
+        for e in errors:
+            print(f"  detector error: {e}")
+    if errors:
+        return 1
+    return 1 if findings or any(not p["up"] for p in out["probes"]) else 0

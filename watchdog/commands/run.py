@@ -1,0 +1,40 @@
+"""`npu-watchdog run`: the daemon in the foreground (systemd runs it like this)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from watchdog.commands import add_config_arg
+
+
+def register(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("run", help="run the daemon in the foreground")
+    add_config_arg(p)
+    p.add_argument("--log-format", choices=("text", "json"), help="override logging.format")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), help="override logging.level")
+    p.add_argument("--state-dir", help="override paths.state_dir (e.g. for a run by hand)")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from watchdog.config import ConfigError, load_config
+    from watchdog.daemon import Daemon
+    from watchdog.logsetup import setup_logging
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    if args.state_dir:
+        config.paths.state_dir = args.state_dir
+        config.paths.snapshot_dir = None
+        config.paths = type(config.paths).model_validate(config.paths.model_dump())
+    setup_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
+    try:
+        daemon = Daemon(config, args.config)
+    except OSError as exc:
+        print(f"npu-watchdog: cannot prepare {config.paths.state_dir}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    return daemon.run()

@@ -1,0 +1,65 @@
+"""`npu-watchdog status`: ask the running daemon (its /api/status) what each probe saw."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Dict, Optional
+
+from watchdog.commands import add_config_arg
+
+
+def register(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("status", help="show the running daemon's probes and findings")
+    add_config_arg(p)
+    p.add_argument("--url", help="daemon base URL (default: from the config's http.listen)")
+    p.add_argument("--json", action="store_true", help="print the raw status JSON")
+    p.set_defaults(func=main)
+
+
+def _ago(ts: Optional[float], now: float) -> str:
+    if not ts:
+        return "never"
+    d = now - ts
+    return f"{d:.0f}s ago" if d >= 0 else f"in {-d:.0f}s"
+
+
+def main(args: argparse.Namespace) -> int:
+    url = args.url
+    if not url:
+        from watchdog.config import ConfigError, load_config
+
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            print(exc.render(), file=sys.stderr)
+            return 2
+        host = config.http.host
+        host = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        url = f"http://{host}:{config.http.port}"
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/api/status", timeout=5) as resp:
+            data: Dict[str, Any] = json.loads(resp.read().decode("utf-8"))
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        print(f"npu-watchdog: cannot reach the daemon at {url}: {reason}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return 0
+    now = time.time()
+    print(f"npu-watchdog {data['version']} pid {data['pid']} host {data['host']} job {data['job']}")
+    for p in data["probes"]:
+        state = "up  " if p["up"] else "DOWN"
+        what = p["last_result"] if p["up"] else p["last_error"]
+        print(f"  {state} {p['name']:<22} last {_ago(p['last_run'], now):<10} next {_ago(p['next_run'], now):<8} {what or ''}")
+    print(f"findings in force: {len(data['findings'])}")
+    for f in data["findings"]:
+        print(f"  [{f['severity']}] {f['rule']}: {f['summary']}")
+    return 0

@@ -1,0 +1,188 @@
+"""Read, resolve and validate the YAML config; every error names its key path.
+
+Resolution order: YAML parse (syntax errors carry file:line:column) -> `${ENV}` substitution in
+string values (a missing variable is an error at its key path; `${VAR:-default}` allowed) ->
+schema validation (unknown keys, wrong types, bad durations/sizes, out-of-range numbers).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import yaml
+from pydantic import SecretStr, ValidationError
+
+from watchdog.config.schema import Config
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+# Secrets may be written inline as ${ENV}; such values are remembered so dumps can hide them.
+
+
+class ConfigError(Exception):
+    """A config that cannot be used. `errors` holds one line per problem, each `path: message`."""
+
+    def __init__(self, source: str, errors: Sequence[str]):
+        self.source = source
+        self.errors = list(errors)
+        super().__init__(f"{source}: " + "; ".join(self.errors))
+
+    def render(self) -> str:
+        head = f"invalid config {self.source}:"
+        return "\n".join([head] + [f"  {e}" for e in self.errors])
+
+
+@dataclass
+class LoadedConfig:
+    config: Config
+    path: str
+
+
+def _path_str(loc: Tuple[Union[str, int], ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _lookup(data: Any, loc: Tuple[Union[str, int], ...]) -> Tuple[bool, Any]:
+    cur = data
+    for part in loc:
+        try:
+            cur = cur[part]
+        except (KeyError, IndexError, TypeError):
+            return False, None
+    return True, cur
+
+
+def _clean_loc(loc: Tuple[Union[str, int], ...]) -> Tuple[Union[str, int], ...]:
+    # pydantic puts validator/type names into the location for unions and function validators.
+    return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, (dict, list)):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    return repr(value)
+
+
+def format_validation_error(exc: ValidationError, raw: Any, secret_paths: Sequence[str] = ()) -> List[str]:
+    """Turn pydantic's errors into `key.path: message, got 'value'` lines."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = _clean_loc(err["loc"])
+        path = _path_str(loc)
+        msg = err["msg"]
+        kind = err["type"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        if msg.startswith("Assertion failed, "):
+            msg = msg[len("Assertion failed, "):]
+        if kind == "extra_forbidden":
+            lines.append(f"{path}: unknown key")
+            continue
+        if kind == "missing":
+            lines.append(f"{path}: required key is missing")
+            continue
+        found, value = _lookup(raw, loc)
+        redact = any(path == s or path.startswith(s + ".") for s in secret_paths) or "secret" in path \
+            or "token" in path or path.endswith("url")
+        if found and not isinstance(value, dict) and not redact:
+            lines.append(f"{path}: {msg}, got {_show(value)}")
+        else:
+            lines.append(f"{path}: {msg}")
+    return lines
+
+
+def _substitute_env(node: Any, path: str, errors: List[str], env_paths: List[str]) -> Any:
+    if isinstance(node, dict):
+        return {k: _substitute_env(v, f"{path}.{k}" if path else str(k), errors, env_paths)
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_substitute_env(v, f"{path}[{i}]", errors, env_paths) for i, v in enumerate(node)]
+    if isinstance(node, str) and "${" in node:
+        def repl(m: "re.Match[str]") -> str:
+            name, default = m.group(1), m.group(2)
+            if name in os.environ:
+                return os.environ[name]
+            if default is not None:
+                return default
+            errors.append(f"{path}: environment variable {name} is not set")
+            return ""
+        env_paths.append(path)
+        return _ENV_REF.sub(repl, node)
+    return node
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Parse YAML; a syntax error becomes a ConfigError with file:line:column."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        problem = exc.problem or exc.context or "syntax error"
+        raise ConfigError(source, [f"{where}: YAML syntax error: {problem}"]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(source, [f"{source}: YAML error: {exc}"]) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(source, [f"(top level): expected a mapping of sections, got {type(data).__name__}"])
+    return data
+
+
+def load_config_text(text: str, source: str = "<string>") -> Config:
+    """Validate config text; raises ConfigError listing every problem found."""
+    raw = parse_yaml(text, source)
+    errors: List[str] = []
+    env_paths: List[str] = []
+    data = _substitute_env(raw, "", errors, env_paths)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        errors.extend(format_validation_error(exc, data, env_paths))
+        raise ConfigError(source, errors) from None
+    if errors:
+        raise ConfigError(source, errors)
+    return config
+
+
+def load_config(path: Optional[str]) -> Config:
+    """Load and validate a config file; a missing or unreadable file is a ConfigError too."""
+    from watchdog.config.schema import DEFAULT_CONFIG_PATH
+
+    path = path or DEFAULT_CONFIG_PATH
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(path, [f"{path}: no such file (use -c to name the config)"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, [f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"]) from None
+    return load_config_text(text, path)
+
+
+def redacted_dump(config: Config) -> dict:
+    """The effective config as plain data with every secret replaced by `<redacted>`."""
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, SecretStr):
+            return "<redacted>"
+        if hasattr(node, "model_fields"):
+            return {name: walk(getattr(node, name)) for name in type(node).model_fields}
+        if isinstance(node, dict):
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, (list, tuple)):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(config)

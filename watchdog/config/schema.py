@@ -1,0 +1,149 @@
+"""The root of the config file. Each feature's section lives in `watchdog/config/sections/`."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from typing import List, Literal, Optional
+
+from pydantic import Field, field_validator, model_validator
+
+from watchdog.config.sections.alerting import AlertingConfig
+from watchdog.config.sections.commands import CommandCheck
+from watchdog.config.sections.doctor import DoctorConfig
+from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
+from watchdog.config.sections.logs import LogsProbeConfig
+from watchdog.config.sections.npu import NpuProbeConfig
+from watchdog.config.sections.process import ProcessProbeConfig
+from watchdog.config.sections.snapshots import SnapshotsConfig
+from watchdog.config.types import Duration, StrictModel
+
+DEFAULT_CONFIG_PATH = "/etc/npu-watchdog/config.yaml"
+DEFAULT_PORT = 9841
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+def _default_state_dir() -> str:
+    # systemd's StateDirectory= exports STATE_DIRECTORY (colon-separated when several).
+    env = os.environ.get("STATE_DIRECTORY", "")
+    return env.split(":")[0] if env else "/var/lib/npu-watchdog"
+
+
+class NodeConfig(StrictModel):
+    """Which node this is: the `host` label on every finding, alert and snapshot."""
+
+    name: str = Field(default_factory=socket.gethostname)
+
+    @field_validator("name")
+    @classmethod
+    def _label(cls, v: str) -> str:
+        if not _LABEL_VALUE.match(v):
+            raise ValueError("expected letters, digits and . _ : - (max 128), starting with a letter or digit")
+        return v
+
+
+class JobConfig(StrictModel):
+    """Which training job is watched: the `job` label on every finding and alert."""
+
+    name: str = "training"
+    #: Optional owner of the job's processes (used by the process probe to narrow its search).
+    user: Optional[str] = None
+    #: Optional launcher (e.g. torchrun) whose children are the ranks.
+    launcher: Optional[str] = None
+
+    @field_validator("name")
+    @classmethod
+    def _label(cls, v: str) -> str:
+        if not _LABEL_VALUE.match(v):
+            raise ValueError("expected letters, digits and . _ : - (max 128), starting with a letter or digit")
+        return v
+
+
+class PathsConfig(StrictModel):
+    """Where the daemon keeps its state (offsets, alert state, outbox) and its snapshots."""
+
+    state_dir: str = Field(default_factory=_default_state_dir)
+    #: Defaults to `<state_dir>/snapshots`.
+    snapshot_dir: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _snapshot_default(self) -> "PathsConfig":
+        if not self.snapshot_dir:
+            self.snapshot_dir = os.path.join(self.state_dir, "snapshots")
+        return self
+
+
+class HttpConfig(StrictModel):
+    """The metrics/status endpoint."""
+
+    enabled: bool = True
+    #: host:port; 127.0.0.1 by default, open it to your Prometheus explicitly.
+    listen: str = f"127.0.0.1:{DEFAULT_PORT}"
+
+    @field_validator("listen")
+    @classmethod
+    def _hostport(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError("expected host:port such as 127.0.0.1:9841 or [::1]:9841")
+        return v
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
+
+
+class LoggingConfig(StrictModel):
+    """Daemon logs go to stderr (journald adds the timestamps)."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["text", "json"] = "text"
+
+
+class ProbesConfig(StrictModel):
+    """Every probe has its own schedule; all are off until configured, except what you enable."""
+
+    #: Maximum time a single probe round may take unless the probe sets its own `timeout`.
+    default_timeout: Duration = Field(default="20s")
+    #: Random delay (0..jitter) added to each run, so a fleet does not probe in lock-step.
+    jitter: Duration = Field(default="1s")
+    #: How much per-series history the state store keeps for trend detectors.
+    history: Duration = Field(default="1h")
+    process: ProcessProbeConfig = Field(default_factory=ProcessProbeConfig)
+    heartbeat: HeartbeatProbeConfig = Field(default_factory=HeartbeatProbeConfig)
+    npu: NpuProbeConfig = Field(default_factory=NpuProbeConfig)
+    logs: LogsProbeConfig = Field(default_factory=LogsProbeConfig)
+    commands: List[CommandCheck] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_commands(self) -> "ProbesConfig":
+        seen = set()
+        for c in self.commands:
+            if c.name in seen:
+                raise ValueError(f"commands: duplicate name {c.name!r}")
+            seen.add(c.name)
+        return self
+
+
+class Config(StrictModel):
+    """The whole config file."""
+
+    node: NodeConfig = Field(default_factory=NodeConfig)
+    job: JobConfig = Field(default_factory=JobConfig)
+    paths: PathsConfig = Field(default_factory=PathsConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    probes: ProbesConfig = Field(default_factory=ProbesConfig)
+    alerting: AlertingConfig = Field(default_factory=AlertingConfig)
+    snapshots: SnapshotsConfig = Field(default_factory=SnapshotsConfig)
+    doctor: DoctorConfig = Field(default_factory=DoctorConfig)
+
+    @property
+    def base_labels(self) -> dict:
+        """The labels every finding of this node carries."""
+        return {"host": self.node.name, "job": self.job.name}

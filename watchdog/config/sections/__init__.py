@@ -1,0 +1,1 @@
+"""One module per config section, each owned by the feature that reads it."""

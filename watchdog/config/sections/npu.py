@@ -1,0 +1,15 @@
+"""Config of the npu probe (filled in by its feature)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from watchdog.config.sections.common import ProbeSchedule
+from watchdog.config.types import Duration
+
+
+class NpuProbeConfig(ProbeSchedule):
+    """Disabled until configured: a probe with nothing to watch reports nothing."""
+
+    enabled: bool = False
+    interval: Duration = Field(default="10s")

@@ -1,0 +1,134 @@
+"""Value types shared by every config section: durations, sizes, secrets, strict models.
+
+Durations and sizes are strings with units on purpose: `interval: 10` is ambiguous (seconds?
+rounds?), `interval: 10s` is not. Every field type here raises a ValueError whose text reads well
+after the key path, because the loader prints `key.path: <message>, got '<value>'`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Dict
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, SecretStr, model_validator
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DURATION_FULL = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
+_SIZE_UNITS = {
+    "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+    "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
+}
+
+
+def parse_duration(value: Any) -> float:
+    """Parse `30s`, `5m`, `1h30m`, `250ms`, `2d` into seconds (float)."""
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise ValueError("expected a duration like 30s or 5m")
+    text = value.strip()
+    if not _DURATION_FULL.match(text):
+        raise ValueError("expected a duration like 30s or 5m")
+    return sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text))
+
+
+def format_duration(seconds: float) -> str:
+    """Render seconds back as the shortest duration string (used in messages and dumps)."""
+    if seconds < 1 and seconds != int(seconds):
+        return f"{int(round(seconds * 1000))}ms"
+    seconds = int(round(seconds))
+    if seconds == 0:
+        return "0s"
+    out = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            out.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(out)
+
+
+def parse_size(value: Any) -> int:
+    """Parse `512MiB`, `2GiB`, `100MB`, `4096B` into bytes."""
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise ValueError("expected a size like 512MiB or 2GiB")
+    m = _SIZE_RE.match(value.strip())
+    if not m:
+        raise ValueError("expected a size like 512MiB or 2GiB")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+
+
+def _check_readable_file(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError("expected a file path")
+    p = Path(value)
+    if not p.is_file():
+        raise ValueError("file does not exist or is not a regular file")
+    try:
+        with p.open("rb"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"file is not readable ({exc.strerror})") from None
+    return value
+
+
+#: Seconds, written in config as `30s`, `5m`, `1h30m`.
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+#: Bytes, written in config as `512MiB`, `2GiB`.
+Size = Annotated[int, BeforeValidator(parse_size)]
+#: A path that must name a readable file when the config is loaded.
+ReadableFile = Annotated[str, BeforeValidator(_check_readable_file)]
+#: A secret: redacted in every dump; may be given as `<name>_file: /path` instead of inline.
+Secret = SecretStr
+
+
+class StrictModel(BaseModel):
+    """Base of every config section: unknown keys are errors, and `<secret>_file` keys are read.
+
+    A field typed `Secret` called `url` may instead be written `url_file: /etc/npu-watchdog/url`;
+    the file's content (trailing newline stripped) becomes the value. Reading happens here so the
+    error names the key path like every other config error.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_secret_files(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        secret_fields = [
+            name for name, f in cls.model_fields.items()
+            if f.annotation in (SecretStr, "SecretStr") or "SecretStr" in str(f.annotation)
+        ]
+        if not secret_fields:
+            return data
+        data = dict(data)
+        for name in secret_fields:
+            key = f"{name}_file"
+            if key not in data:
+                continue
+            path = data.pop(key)
+            if name in data:
+                raise ValueError(f"give either {name} or {key}, not both")
+            if not isinstance(path, str):
+                raise ValueError(f"{key}: expected a file path")
+            try:
+                data[name] = Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+            except OSError as exc:
+                raise ValueError(f"{key}: cannot read {path!r} ({exc.strerror})") from None
+        return data
+
+
+def secret_value(secret: Any) -> str:
+    """The plain text of a Secret (or '' for None); only channels should ever call this."""
+    if secret is None:
+        return ""
+    if isinstance(secret, SecretStr):
+        return secret.get_secret_value()
+    return str(secret)
+
+
+Labels = Dict[str, str]

@@ -1,0 +1,236 @@
+"""Wiring and the main loop of `npu-watchdog run`.
+
+Signal handlers only queue the signal; the main loop acts on it (reload, stop), feeds the systemd
+watchdog only while rounds really complete, and keeps STATUS= current.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from watchdog import __version__
+from watchdog.alerting.engine import build_engine
+from watchdog.config import Config, ConfigError, load_config
+from watchdog.detectors import load_detectors, run_detectors
+from watchdog.httpserver import HttpEndpoint
+from watchdog.logsetup import set_level
+from watchdog.metrics.collector import make_registry
+from watchdog.probes import ProbeContext, build_probes
+from watchdog.runtime import Runtime
+from watchdog.scheduler import ProbeScheduler
+from watchdog.sdnotify import Notifier, watchdog_interval
+from watchdog.state import StateStore
+
+log = logging.getLogger("watchdog.daemon")
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def ensure_private_dir(path: str) -> None:
+    """Create a directory the daemon writes to, owner-only (0700)."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    try:
+        os.chmod(path, 0o700)
+    except PermissionError:
+        log.warning("cannot tighten permissions of %s", path)
+
+
+class Daemon:
+    def __init__(self, config: Config, config_path: Optional[str]):
+        self.config_path = config_path
+        ensure_private_dir(config.paths.state_dir)
+        self.state = StateStore(history_seconds=config.probes.history)
+        self.engine = build_engine(config, config.paths.state_dir)
+        self.runtime = Runtime(config=config, state=self.state, engine=self.engine, config_path=config_path)
+        self.runtime.started_at = self.state.started_at
+        self.detectors = load_detectors()
+        self._eval_lock = threading.Lock()
+        self.signals: "queue.Queue[int]" = queue.Queue()
+        self.notifier = Notifier()
+        self.scheduler = ProbeScheduler(
+            self.state, config.probes.default_timeout, config.probes.jitter,
+            on_round=self._after_round, tick=self._periodic,
+        )
+        self.http: Optional[HttpEndpoint] = None
+        self._last_periodic_eval = 0.0
+        self.stopping = False
+
+    @property
+    def config(self) -> Config:
+        return self.runtime.config
+
+    # -- evaluation ------------------------------------------------------------------------
+    def evaluate(self) -> None:
+        """One detector pass over a consistent view, handed to the engine."""
+        with self._eval_lock:
+            view = self.state.view()
+            findings, errors = run_detectors(self.detectors, view, self.config)
+            if errors:
+                self.runtime.bump("detector_errors")
+            self.runtime.detector_errors = errors
+            self.engine.process(findings, view.now)
+
+    def _after_round(self, probe: str) -> None:
+        if not self.stopping:
+            self.evaluate()
+
+    def _periodic(self) -> None:
+        # Time-based conditions (a heartbeat going stale) must be seen even between probe rounds.
+        now = time.monotonic()
+        if now - self._last_periodic_eval >= 5.0 and not self.stopping:
+            self._last_periodic_eval = now
+            self.evaluate()
+
+    # -- status ----------------------------------------------------------------------------
+    def status(self) -> Dict[str, Any]:
+        nexts = self.scheduler.next_runs()
+        probes = []
+        for st in self.state.statuses():
+            probes.append({
+                "name": st.name, "up": st.up, "interval_seconds": st.interval, "runs_total": st.runs_total,
+                "errors_total": st.errors_total, "timeouts_total": st.timeouts_total, "hung": st.hung,
+                "last_run": st.last_run, "last_success": st.last_success, "last_duration_seconds": st.last_duration,
+                "next_run": nexts.get(st.name), "last_result": st.last_result, "last_error": st.last_error,
+            })
+        return {
+            "version": __version__, "pid": os.getpid(), "host": self.config.node.name, "job": self.config.job.name,
+            "started_at": self.runtime.started_at, "config_path": self.config_path,
+            "config_loaded_at": self.runtime.config_loaded_at,
+            "probes": probes,
+            "findings": [f.to_dict() for f in self.engine.current()],
+            "detector_errors": list(self.runtime.detector_errors),
+        }
+
+    def healthy(self) -> Tuple[bool, str]:
+        if self.stopping:
+            return False, "stopping"
+        if not self.scheduler.completing_rounds():
+            return False, "scheduler is not completing rounds"
+        down = [s.name for s in self.state.statuses() if not s.up and s.runs_total > 0]
+        if down:
+            return True, "ok (probes down: " + ", ".join(sorted(down)) + ")"
+        return True, "ok"
+
+    def status_line(self) -> str:
+        sts = self.state.statuses()
+        up = sum(1 for s in sts if s.up)
+        findings = self.engine.current()
+        crit = sum(1 for f in findings if f.severity == "critical")
+        return f"{up}/{len(sts)} probes up, {len(findings)} findings ({crit} critical), job {self.config.job.name}"
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def _build_probes(self, config: Config) -> List[Any]:
+        return build_probes(ProbeContext(config=config, state_dir=config.paths.state_dir))
+
+    def _install_signal_handlers(self) -> None:
+        def enqueue(signum: int, _frame: Any) -> None:
+            self.signals.put(signum)
+
+        for sig in STOP_SIGNALS + (signal.SIGHUP,):
+            signal.signal(sig, enqueue)
+
+    def reload(self) -> bool:
+        self.notifier.reloading()
+        try:
+            new = load_config(self.config_path)
+            probes = self._build_probes(new)
+        except ConfigError as exc:
+            self.runtime.bump("reload_failure")
+            log.error("reload rejected, keeping the running config:\n%s", exc.render())
+            self.notifier.ready(f"reload rejected ({len(exc.errors)} errors); " + self.status_line())
+            return False
+        except Exception as exc:
+            self.runtime.bump("reload_failure")
+            log.exception("reload rejected, keeping the running config: %s", exc)
+            self.notifier.ready("reload rejected; " + self.status_line())
+            return False
+        old = self.config
+        if new.http.listen != old.http.listen:
+            log.warning("http.listen changed (%s -> %s): takes effect at the next restart",
+                        old.http.listen, new.http.listen)
+        if new.paths.state_dir != old.paths.state_dir:
+            log.warning("paths.state_dir changed: takes effect at the next restart")
+        set_level(new.logging.level)
+        self.state.set_history(new.probes.history)
+        self.runtime.config = new
+        self.runtime.config_loaded_at = time.time()
+        self.engine.reconfigure(new)
+        self.scheduler.replace_probes(probes, new.probes.default_timeout, new.probes.jitter)
+        self.runtime.bump("reload_success")
+        log.info("config reloaded from %s: %d probes", self.config_path, len(probes))
+        self.notifier.ready(self.status_line())
+        return True
+
+    def run(self) -> int:
+        config = self.config
+        probes = self._build_probes(config)
+        registry = make_registry(self.runtime)
+        if config.http.enabled:
+            try:
+                self.http = HttpEndpoint(config.http.host, config.http.port, registry, self.status, self.healthy)
+            except OSError as exc:
+                log.error("cannot listen on %s: %s", config.http.listen, exc.strerror or exc)
+                return 1
+            self.http.start()
+            log.info("serving /metrics on http://%s:%d/", config.http.host, self.http.port)
+        self._install_signal_handlers()
+        self.scheduler.start(probes)
+        log.info("npu-watchdog %s started: host=%s job=%s probes=%s", __version__, config.node.name,
+                 config.job.name, ",".join(p.name for p in probes) or "(none)")
+        # READY=1 after the first round of every probe (bounded by the longest probe timeout).
+        first_budget = max([self.scheduler.timeout_of(p) for p in probes] + [1.0]) + 2.0
+        ready_deadline = time.monotonic() + first_budget
+        ready = False
+        ping_every = watchdog_interval()
+        last_ping = 0.0
+        last_status = 0.0
+        exit_code = 0
+        try:
+            while True:
+                try:
+                    signum = self.signals.get(timeout=0.2)
+                except queue.Empty:
+                    signum = None
+                if signum in STOP_SIGNALS:
+                    log.info("received %s, stopping", signal.Signals(signum).name)
+                    break
+                if signum == signal.SIGHUP:
+                    log.info("received SIGHUP, reloading %s", self.config_path)
+                    self.reload()
+                now = time.monotonic()
+                if not ready and (self.scheduler.wait_first_round(0) or now >= ready_deadline):
+                    self.evaluate()
+                    ready = True
+                    self.notifier.ready(self.status_line())
+                    log.info("first probe round complete: %s", self.status_line())
+                if ready and ping_every and now - last_ping >= ping_every:
+                    if self.scheduler.completing_rounds():
+                        self.notifier.watchdog()
+                        last_ping = now
+                    else:
+                        log.error("probe rounds are not completing; withholding the systemd watchdog ping")
+                        last_ping = now
+                if ready and now - last_status >= 10:
+                    self.notifier.status(self.status_line())
+                    last_status = now
+        finally:
+            self.stop()
+        return exit_code
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.notifier.stopping()
+        self.scheduler.shutdown()
+        if self.http is not None:
+            self.http.stop()
+        try:
+            self.engine.close()
+        except Exception:
+            log.exception("closing the alert engine failed")
+        log.info("stopped")

@@ -1,0 +1,57 @@
+"""Findings about the watcher itself and about command checks.
+
+"A blind watcher must not look healthy": a probe that cannot observe is a finding of its own, so
+silence on the channel never means "all good" when it really means "cannot see".
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from watchdog.config.schema import Config
+from watchdog.findings import Finding
+from watchdog.observations import CommandResult
+from watchdog.state import StateView
+
+PROBE_DOWN_HINT = (
+    "The watchdog cannot observe this part of the node, so failures there go unnoticed. "
+    "Check the daemon log (journalctl -u npu-watchdog) for the probe's error and `npu-watchdog status`."
+)
+
+
+def detect(view: StateView, config: Config) -> List[Finding]:
+    base = config.base_labels
+    out: List[Finding] = []
+    for status in view.statuses.values():
+        if status.up or status.runs_total == 0:
+            continue
+        since = status.last_success or view.started_at
+        out.append(Finding(
+            rule="probe_down",
+            severity="critical" if status.hung or status.name == "npu" else "warning",
+            summary=f"probe {status.name} cannot observe: {status.last_error or 'unknown error'}",
+            labels={**base, "probe": status.name},
+            hint=PROBE_DOWN_HINT,
+            value=status.last_error,
+            since=since,
+            details={"errors_total": status.errors_total, "timeouts_total": status.timeouts_total},
+        ))
+    for check in config.probes.commands:
+        sample = view.latest(f"command:{check.name}")
+        if sample is None:
+            continue
+        res: CommandResult = sample.value
+        if res.returncode == 0 and not res.timed_out:
+            continue
+        what = "timed out" if res.timed_out else f"exited {res.returncode}"
+        out.append(Finding(
+            rule="command_check",
+            severity=check.severity,
+            summary=f"check {check.name} {what}",
+            labels={**base, "check": check.name},
+            hint=check.hint or f"Run the check by hand: {' '.join(check.argv)}",
+            value=what,
+            since=sample.time,
+            evidence=tuple(res.output_tail.splitlines()[-10:]),
+        ))
+    return out

@@ -1,0 +1,66 @@
+"""Findings: what detectors conclude, and what the alert engine receives.
+
+A finding is idempotent by construction: the same condition on the same labels always yields the
+same `key`, so a restart or a repeated detector run never produces a second, different alert.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional
+
+SEVERITIES = ("info", "warning", "critical")
+SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
+
+
+def fingerprint(rule: str, labels: Mapping[str, str]) -> str:
+    """Stable key of a finding: rule plus its identifying labels, order-independent."""
+    text = rule + "\x00" + "\x00".join(f"{k}={labels[k]}" for k in sorted(labels))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One condition that holds now.
+
+    `labels` identify the condition (host, job, and where relevant rank, device, probe...): only
+    put stable identities there. Values that change from round to round (ages, counts, the current
+    reading) belong in `value` and `details`, or the key would change and the alert would flap.
+    """
+
+    rule: str
+    severity: str
+    summary: str
+    labels: Dict[str, str]
+    hint: str = ""
+    value: Optional[str] = None
+    #: Epoch seconds when the condition started, as observed (e.g. the last heartbeat time).
+    since: Optional[float] = None
+    details: Dict[str, Any] = field(default_factory=dict)
+    #: Log lines or other evidence to show in the alert (already truncated by the producer).
+    evidence: tuple = ()
+    #: Whether the engine should request a snapshot when this fires (None: by severity).
+    snapshot: Optional[bool] = None
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITY_RANK:
+            raise ValueError(f"unknown severity {self.severity!r}")
+
+    @property
+    def key(self) -> str:
+        return fingerprint(self.rule, self.labels)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "key": self.key,
+            "rule": self.rule,
+            "severity": self.severity,
+            "summary": self.summary,
+            "labels": dict(self.labels),
+            "hint": self.hint,
+            "value": self.value,
+            "since": self.since,
+            "details": dict(self.details),
+            "evidence": list(self.evidence),
+        }

@@ -1,0 +1,124 @@
+"""The HTTP endpoint: `/metrics`, `/healthz`, `/api/status` and a small landing page at `/`.
+
+Everything served reads cached state; no request ever runs a probe or a subprocess, so a hung
+npu-smi cannot slow a scrape.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from watchdog import __version__
+
+log = logging.getLogger(__name__)
+
+Route = Callable[[], Tuple[int, str, bytes]]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class HttpEndpoint:
+    def __init__(self, host: str, port: int, registry: Any, status_fn: Callable[[], Dict[str, Any]],
+                 healthy_fn: Callable[[], Tuple[bool, str]]):
+        self.registry = registry
+        self.status_fn = status_fn
+        self.healthy_fn = healthy_fn
+        self.routes: Dict[str, Route] = {
+            "/metrics": self._metrics,
+            "/healthz": self._healthz,
+            "/api/status": self._status,
+            "/": self._index,
+        }
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            server_version = f"npu-watchdog/{__version__}"
+            sys_version = ""
+
+            def do_GET(self) -> None:  # noqa: N802
+                path = self.path.split("?", 1)[0]
+                route = endpoint.routes.get(path)
+                if route is None:
+                    self._send(404, "text/plain; charset=utf-8", b"not found\n")
+                    return
+                try:
+                    code, ctype, body = route()
+                except Exception:
+                    log.exception("HTTP %s failed", path)
+                    code, ctype, body = 500, "text/plain; charset=utf-8", b"internal error\n"
+                self._send(code, ctype, body)
+
+            def do_HEAD(self) -> None:  # noqa: N802
+                self.do_GET()
+
+            def _send(self, code: int, ctype: str, body: bytes) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def log_message(self, fmt: str, *args: Any) -> None:
+                log.debug("http %s " + fmt, self.address_string(), *args)
+
+        server_cls = _Server6 if ":" in host else _Server
+        self.server = server_cls((host, port), Handler)
+        self.port = self.server.server_address[1]
+        self.thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.server.serve_forever, name="http", daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # -- routes ----------------------------------------------------------------------------
+    def _metrics(self) -> Tuple[int, str, bytes]:
+        return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+
+    def _healthz(self) -> Tuple[int, str, bytes]:
+        ok, why = self.healthy_fn()
+        return (200 if ok else 503), "text/plain; charset=utf-8", (why + "\n").encode("utf-8")
+
+    def _status(self) -> Tuple[int, str, bytes]:
+        body = json.dumps(self.status_fn(), indent=2, default=str, ensure_ascii=False)
+        return 200, "application/json", body.encode("utf-8")
+
+    def _index(self) -> Tuple[int, str, bytes]:
+        st = self.status_fn()
+        rows = "".join(
+            f"<tr><td>{html.escape(p['name'])}</td><td>{'up' if p['up'] else 'DOWN'}</td>"
+            f"<td>{html.escape(str(p.get('last_result') or p.get('last_error') or ''))}</td></tr>"
+            for p in st.get("probes", [])
+        )
+        findings = "".join(
+            f"<li>[{html.escape(f['severity'])}] {html.escape(f['summary'])}</li>" for f in st.get("findings", [])
+        ) or "<li>none</li>"
+        page = (
+            "<!doctype html><html><head><meta charset='utf-8'><title>npu-watchdog</title></head><body>"
+            f"<h1>npu-watchdog {html.escape(__version__)}</h1>"
+            f"<p>host {html.escape(st['host'])}, job {html.escape(st['job'])}</p>"
+            "<p><a href='/metrics'>/metrics</a> &middot; <a href='/healthz'>/healthz</a> &middot; "
+            "<a href='/api/status'>/api/status</a></p>"
+            f"<h2>Probes</h2><table border='1'><tr><th>probe</th><th>state</th><th>last</th></tr>{rows}</table>"
+            f"<h2>Findings in force</h2><ul>{findings}</ul></body></html>"
+        )
+        return 200, "text/html; charset=utf-8", page.encode("utf-8")

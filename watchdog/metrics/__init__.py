@@ -1,0 +1,1 @@
+"""Prometheus metrics: the table (catalog), one module per feature, and the scrape-time collector."""

@@ -1,0 +1,140 @@
+"""Records that probes put into the state store and detectors read.
+
+These are the contract between the probes and the detectors (including the fused stall rule,
+which reads several of them together). Probes may add fields; they keep these names and meanings.
+All times are epoch seconds (time.time()); all sizes bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+
+# --- process probe -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    #: Rank from RANK/LOCAL_RANK in the environment, else by order of start time; None if unknown.
+    rank: Optional[int]
+    #: psutil status: running, sleeping, disk-sleep, zombie, stopped, ...
+    state: str
+    create_time: float
+    cpu_seconds: float
+    #: CPU seconds used since the previous round (None on the first sighting).
+    cpu_delta: Optional[float]
+    rss_bytes: int
+    threads: int
+    cmdline: Tuple[str, ...] = ()
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class ProcessObservation:
+    processes: Tuple[ProcessInfo, ...]
+    expected: Optional[int] = None
+    #: Ranks that were seen before and are gone now, with their last ProcessInfo.
+    gone: Tuple[ProcessInfo, ...] = ()
+
+
+# --- heartbeat probe -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HeartbeatReading:
+    path: str
+    rank: Optional[int]
+    exists: bool
+    mtime: Optional[float] = None
+    #: Heartbeat time: the JSON `time` field if present, else the file mtime.
+    beat_time: Optional[float] = None
+    step: Optional[int] = None
+    phase: Optional[str] = None
+    loss: Optional[float] = None
+    grad_norm: Optional[float] = None
+    loss_scale: Optional[float] = None
+    throughput: Optional[float] = None
+    fields: Dict[str, Any] = field(default_factory=dict)
+    #: A read or parse problem this round (the previous good reading stays in history).
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class HeartbeatObservation:
+    readings: Tuple[HeartbeatReading, ...]
+
+
+# --- npu probe -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NpuChip:
+    npu: int
+    chip: int
+    device_id: Optional[int]
+    name: str
+    health: str
+    power_w: Optional[float]
+    temp_c: Optional[float]
+    aicore_util_pct: Optional[float]
+    memory_used_mb: Optional[int]
+    memory_total_mb: Optional[int]
+    hbm_used_mb: Optional[int]
+    hbm_total_mb: Optional[int]
+    bus_id: Optional[str]
+
+
+@dataclass(frozen=True)
+class NpuProcess:
+    npu: int
+    chip: int
+    pid: int
+    name: str
+    memory_mb: int
+
+
+@dataclass(frozen=True)
+class NpuObservation:
+    version: Optional[str]
+    chips: Tuple[NpuChip, ...]
+    processes: Tuple[NpuProcess, ...]
+    #: Health error codes from `npu-smi info -t health` for chips that are not OK: (npu, chip) -> codes.
+    health_codes: Dict[Tuple[int, int], List[str]] = field(default_factory=dict)
+    duration_seconds: float = 0.0
+
+
+# --- log probe -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LogEvent:
+    source: str
+    path: str
+    line_no: Optional[int]
+    rule: str
+    category: str
+    severity: str
+    role: str
+    text: str
+    time: float
+    lines: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LogObservation:
+    #: Rule matches found this round (after thresholds).
+    events: Tuple[LogEvent, ...]
+    #: Per configured source: epoch time of the newest complete line read so far (progress signal).
+    last_line_at: Dict[str, float] = field(default_factory=dict)
+    #: Per configured source: complete lines read this round.
+    lines_read: Dict[str, int] = field(default_factory=dict)
+
+
+# --- command checks ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CommandResult:
+    name: str
+    argv: Tuple[str, ...]
+    returncode: Optional[int]
+    timed_out: bool
+    duration_seconds: float
+    output_tail: str

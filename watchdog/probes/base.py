@@ -1,0 +1,54 @@
+"""What a probe is: a named thing that collects one observation per round.
+
+A probe knows nothing of alerts, channels or metrics: it returns an observation (a record from
+`watchdog.observations`) and a one-line summary. Raising is allowed and expected on failure: the
+scheduler turns an exception into "probe down" (metric + log) and runs the next round normally.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from watchdog.config.schema import Config
+
+
+@dataclass
+class ProbeContext:
+    """What a probe may use besides its own config: the daemon-wide config and the state dir."""
+
+    config: Config
+    state_dir: str
+
+
+@dataclass(frozen=True)
+class Collected:
+    """A probe round's result: the observation to store and a short human summary."""
+
+    value: Any
+    summary: str = ""
+
+
+class ProbeError(Exception):
+    """A probe could not observe; the message is shown in logs, `status` and the probe_down finding."""
+
+
+class Probe:
+    """Base class. Subclasses set `name`, `interval`, `timeout` and implement `collect`."""
+
+    name: str = "probe"
+    interval: float = 10.0
+    timeout: Optional[float] = None
+
+    def collect(self) -> Collected:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def reconfigure(self, new: "Probe") -> bool:
+        """Adopt the settings of `new` (built from a reloaded config) keeping runtime state.
+
+        Return True if adopted; False makes the daemon replace this probe by `new`.
+        """
+        return False
+
+    def close(self) -> None:
+        """Release resources (files, persisted offsets) at shutdown or removal."""

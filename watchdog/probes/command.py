@@ -1,0 +1,39 @@
+"""Command checks: run a configured program each round; its exit status is the observation."""
+
+from __future__ import annotations
+
+from typing import List
+
+from watchdog.config.sections.commands import CommandCheck
+from watchdog.observations import CommandResult
+from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
+from watchdog.subproc import run_command
+
+
+class CommandProbe(Probe):
+    def __init__(self, check: CommandCheck):
+        self.check = check
+        self.name = f"command:{check.name}"
+        self.interval = check.interval
+        # The scheduler's own timeout is a little longer than the command's, so the command's
+        # process-group kill always happens first and is reported precisely.
+        self.timeout = check.timeout + 5.0
+
+    def collect(self) -> Collected:
+        out = run_command(self.check.argv, timeout=self.check.timeout)
+        if out.start_error:
+            raise ProbeError(f"cannot run {self.check.argv[0]!r}: {out.start_error}")
+        tail = (out.stdout + out.stderr).strip()[-2000:]
+        result = CommandResult(
+            name=self.check.name, argv=tuple(self.check.argv), returncode=out.returncode,
+            timed_out=out.timed_out, duration_seconds=out.duration, output_tail=tail,
+        )
+        if out.timed_out:
+            verdict = f"timed out after {self.check.timeout:g}s (process group killed)"
+        else:
+            verdict = f"exit {out.returncode}"
+        return Collected(result, f"{verdict} in {out.duration:.2f}s")
+
+
+def build(ctx: ProbeContext) -> List[Probe]:
+    return [CommandProbe(c) for c in ctx.config.probes.commands]

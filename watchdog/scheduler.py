@@ -1,0 +1,236 @@
+"""Runs each probe on its own interval, with a hard per-round timeout, and records its health.
+
+APScheduler has no job timeout and its pool threads block interpreter exit, so a round's real
+work runs in a separate daemon thread that the job waits on for at most the probe's timeout. A
+round that overruns marks the probe down and is left to finish (or hang) on its own; while it is
+still stuck, later rounds report "previous round still running" instead of piling up threads.
+Subprocesses inside probes have their own timeouts and kill their process group.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime
+from typing import Callable, Dict, List, Optional
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from watchdog.probes.base import Collected, Probe
+from watchdog.state import StateStore
+
+log = logging.getLogger(__name__)
+
+TICK_JOB = "_tick"
+
+
+class _Round:
+    """One round of one probe running in its own thread."""
+
+    def __init__(self, probe: Probe):
+        self.probe = probe
+        self.started = time.monotonic()
+        self.result: Optional[Collected] = None
+        self.error: Optional[BaseException] = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"probe-{probe.name}", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.result = self.probe.collect()
+        except BaseException as exc:  # noqa: BLE001 - reported, never raised into the scheduler
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+def _short_error(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    name = type(exc).__name__
+    if name in ("ProbeError",):
+        return text[:500]
+    return f"{name}: {text}"[:500] if text else name
+
+
+class ProbeScheduler:
+    """Owns the APScheduler instance and the probes' round bookkeeping."""
+
+    def __init__(self, store: StateStore, default_timeout: float, jitter: float,
+                 on_round: Callable[[str], None], tick: Callable[[], None]):
+        self.store = store
+        self.default_timeout = default_timeout
+        self.jitter = jitter
+        self.on_round = on_round
+        self._tick_fn = tick
+        self.probes: Dict[str, Probe] = {}
+        self._inflight: Dict[str, _Round] = {}
+        self._completed: Dict[str, float] = {}
+        self._first_done: Dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+        self.last_tick = time.monotonic()
+        self._sched = BackgroundScheduler(
+            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 30},
+            executors={"default": {"type": "threadpool", "max_workers": 20}},
+            timezone="UTC",
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self, probes: List[Probe]) -> None:
+        self._sched.add_job(self._tick, IntervalTrigger(seconds=1), id=TICK_JOB, name=TICK_JOB)
+        for p in probes:
+            self._add(p)
+        self._sched.start()
+
+    def shutdown(self) -> None:
+        try:
+            self._sched.shutdown(wait=False)
+        except Exception:  # already stopped
+            pass
+        for p in list(self.probes.values()):
+            try:
+                p.close()
+            except Exception:
+                log.exception("closing probe %s failed", p.name)
+
+    def timeout_of(self, probe: Probe) -> float:
+        return probe.timeout if probe.timeout else self.default_timeout
+
+    def _add(self, probe: Probe) -> None:
+        self.probes[probe.name] = probe
+        self._first_done.setdefault(probe.name, threading.Event())
+        self.store.register(probe.name, probe.interval)
+        self._sched.add_job(
+            self._run_probe, IntervalTrigger(seconds=probe.interval, jitter=self.jitter or None),
+            args=[probe.name], id=probe.name, name=probe.name, replace_existing=True,
+            next_run_time=datetime.now().astimezone(),
+        )
+
+    def replace_probes(self, probes: List[Probe], default_timeout: float, jitter: float) -> None:
+        """Apply a reloaded config: keep probes that adopt the new settings, swap the rest."""
+        self.default_timeout = default_timeout
+        self.jitter = jitter
+        new_names = {p.name for p in probes}
+        for name in list(self.probes):
+            if name not in new_names:
+                self._sched.remove_job(name)
+                self.probes.pop(name).close()
+        for p in probes:
+            old = self.probes.get(p.name)
+            if old is not None and old.reconfigure(p):
+                self._sched.reschedule_job(p.name, trigger=IntervalTrigger(seconds=old.interval, jitter=jitter or None))
+                self.store.register(p.name, old.interval)
+                continue
+            if old is not None:
+                old.close()
+            self._add(p)
+        self.store.unregister_missing(list(self.probes))
+
+    # -- rounds ----------------------------------------------------------------------------
+    def _tick(self) -> None:
+        self.last_tick = time.monotonic()
+        try:
+            self._tick_fn()
+        except Exception:
+            log.exception("periodic evaluation failed")
+
+    def run_now(self, name: str) -> None:
+        self._run_probe(name)
+
+    def _run_probe(self, name: str) -> None:
+        probe = self.probes.get(name)
+        if probe is None:
+            return
+        timeout = self.timeout_of(probe)
+        now = time.time()
+        st = self.store.status(name)
+        runs = (st.runs_total if st else 0) + 1
+        with self._lock:
+            stuck = self._inflight.get(name)
+        if stuck is not None and not stuck.done.is_set():
+            age = time.monotonic() - stuck.started
+            msg = f"previous round still running after {age:.0f}s (hung)"
+            st = self.store.update_status(name, up=False, hung=True, runs_total=runs, last_run=now,
+                                          errors_total=(st.errors_total if st else 0) + 1, last_error=msg)
+            log.error("probe %s: %s", name, msg, extra={"probe": name})
+            self._finish(name)
+            return
+        rnd = _Round(probe)
+        with self._lock:
+            self._inflight[name] = rnd
+        rnd.thread.start()
+        finished = rnd.done.wait(timeout)
+        duration = time.monotonic() - rnd.started
+        st = self.store.status(name)
+        errors = st.errors_total if st else 0
+        if not finished:
+            msg = f"round timed out after {timeout:g}s"
+            self.store.update_status(name, up=False, hung=True, runs_total=runs, last_run=now,
+                                     last_duration=duration, errors_total=errors + 1,
+                                     timeouts_total=(st.timeouts_total if st else 0) + 1, last_error=msg)
+            log.error("probe %s: %s", name, msg, extra={"probe": name})
+        else:
+            with self._lock:
+                self._inflight.pop(name, None)
+            if rnd.error is not None:
+                msg = _short_error(rnd.error)
+                self.store.update_status(name, up=False, hung=False, runs_total=runs, last_run=now,
+                                         last_duration=duration, errors_total=errors + 1, last_error=msg)
+                level = logging.ERROR if (st is None or st.up or st.last_error != msg) else logging.DEBUG
+                log.log(level, "probe %s failed: %s", name, msg, extra={"probe": name},
+                        exc_info=rnd.error if not type(rnd.error).__name__ == "ProbeError" and level == logging.ERROR else None)
+            else:
+                assert rnd.result is not None
+                self.store.put(name, rnd.result.value, at=now)
+                if st is not None and not st.up and st.runs_total > 0:
+                    log.info("probe %s recovered: %s", name, rnd.result.summary, extra={"probe": name})
+                self.store.update_status(name, up=True, hung=False, runs_total=runs, last_run=now,
+                                         last_success=time.time(), last_duration=duration, last_error=None,
+                                         last_result=rnd.result.summary)
+        self._finish(name)
+
+    def _finish(self, name: str) -> None:
+        self._completed[name] = time.monotonic()
+        ev = self._first_done.get(name)
+        if ev is not None:
+            ev.set()
+        try:
+            self.on_round(name)
+        except Exception:
+            log.exception("evaluation after probe %s failed", name)
+
+    # -- health ----------------------------------------------------------------------------
+    def wait_first_round(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        for ev in list(self._first_done.values()):
+            if not ev.wait(max(0.0, deadline - time.monotonic())):
+                return False
+        return True
+
+    def completing_rounds(self) -> bool:
+        """True if the scheduler loop ticks and every probe's rounds complete on time.
+
+        This gates the systemd watchdog ping: a wedged scheduler (or a round wrapper that itself
+        hangs) stops the pings and systemd restarts the daemon. A probe that merely fails or times
+        out still completes its round wrapper, so it does not stop the pings.
+        """
+        now = time.monotonic()
+        if now - self.last_tick > 30:
+            return False
+        for name, probe in self.probes.items():
+            last = self._completed.get(name)
+            budget = probe.interval + self.timeout_of(probe) + self.jitter + 30
+            if last is None:
+                continue
+            if now - last > budget:
+                return False
+        return True
+
+    def next_runs(self) -> Dict[str, Optional[float]]:
+        out: Dict[str, Optional[float]] = {}
+        for job in self._sched.get_jobs():
+            if job.id == TICK_JOB:
+                continue
+            out[job.id] = job.next_run_time.timestamp() if job.next_run_time else None
+        return out

@@ -1,0 +1,125 @@
+"""The in-memory state store: latest observation and short history per probe, plus probe health.
+
+Probes write, detectors and the metrics collector read a consistent, immutable view. History is
+bounded by age (not by count), so a probe interval change does not change what trend detectors see.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One observation a probe made at `time`."""
+
+    time: float
+    value: Any
+
+
+@dataclass(frozen=True)
+class ProbeStatus:
+    """How a probe is doing: the scheduler's record, exported as metrics and shown by `status`."""
+
+    name: str
+    interval: float
+    up: bool = False
+    runs_total: int = 0
+    errors_total: int = 0
+    timeouts_total: int = 0
+    last_run: Optional[float] = None
+    last_success: Optional[float] = None
+    last_duration: Optional[float] = None
+    last_error: Optional[str] = None
+    next_run: Optional[float] = None
+    #: True while a timed-out round is still stuck in its worker thread.
+    hung: bool = False
+    #: A short human summary of what the last successful round saw.
+    last_result: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class StateView:
+    """An immutable snapshot of the store for one detector pass or one scrape."""
+
+    now: float
+    started_at: float
+    samples: Mapping[str, Tuple[Sample, ...]]
+    statuses: Mapping[str, ProbeStatus]
+
+    def latest(self, probe: str) -> Optional[Sample]:
+        hist = self.samples.get(probe)
+        return hist[-1] if hist else None
+
+    def history(self, probe: str) -> Tuple[Sample, ...]:
+        return self.samples.get(probe, ())
+
+    def status(self, probe: str) -> Optional[ProbeStatus]:
+        return self.statuses.get(probe)
+
+
+class StateStore:
+    """Thread-safe store; all mutation goes through `put` and `update_status`."""
+
+    def __init__(self, history_seconds: float = 3600.0, max_samples: int = 4096):
+        self._lock = threading.Lock()
+        self._history_seconds = history_seconds
+        self._max_samples = max_samples
+        self._samples: Dict[str, Deque[Sample]] = {}
+        self._statuses: Dict[str, ProbeStatus] = {}
+        self.started_at = time.time()
+
+    def set_history(self, seconds: float) -> None:
+        with self._lock:
+            self._history_seconds = seconds
+
+    def put(self, probe: str, value: Any, at: Optional[float] = None) -> None:
+        at = time.time() if at is None else at
+        with self._lock:
+            hist = self._samples.setdefault(probe, deque(maxlen=self._max_samples))
+            hist.append(Sample(at, value))
+            cutoff = at - self._history_seconds
+            while len(hist) > 1 and hist[0].time < cutoff:
+                hist.popleft()
+
+    def register(self, name: str, interval: float) -> None:
+        """Make a probe known (so it shows as down until its first success)."""
+        with self._lock:
+            old = self._statuses.get(name)
+            self._statuses[name] = replace(old, interval=interval) if old else ProbeStatus(name, interval)
+
+    def unregister_missing(self, names: Iterable[str]) -> None:
+        keep = set(names)
+        with self._lock:
+            for name in list(self._statuses):
+                if name not in keep:
+                    del self._statuses[name]
+                    self._samples.pop(name, None)
+
+    def update_status(self, name: str, **changes: Any) -> ProbeStatus:
+        with self._lock:
+            old = self._statuses.get(name) or ProbeStatus(name, 0.0)
+            new = replace(old, **changes)
+            self._statuses[name] = new
+            return new
+
+    def status(self, name: str) -> Optional[ProbeStatus]:
+        with self._lock:
+            return self._statuses.get(name)
+
+    def view(self, now: Optional[float] = None) -> StateView:
+        with self._lock:
+            return StateView(
+                now=time.time() if now is None else now,
+                started_at=self.started_at,
+                samples={k: tuple(v) for k, v in self._samples.items()},
+                statuses=dict(self._statuses),
+            )
+
+    def statuses(self) -> List[ProbeStatus]:
+        with self._lock:
+            return list(self._statuses.values())
