@@ -24,6 +24,7 @@ from watchdog.metrics.collector import make_registry
 from watchdog.probes import ProbeContext, build_probes
 from watchdog.runtime import Runtime
 from watchdog.scheduler import ProbeScheduler
+from watchdog.snapshots import build_snapshot_taker
 from watchdog.sdnotify import Notifier, watchdog_interval
 from watchdog.state import StateStore
 
@@ -46,9 +47,14 @@ class Daemon:
         self.config_path = config_path
         ensure_private_dir(config.paths.state_dir)
         self.state = StateStore(history_seconds=config.probes.history)
-        self.engine = build_engine(config, config.paths.state_dir)
-        self.runtime = Runtime(config=config, state=self.state, engine=self.engine, config_path=config_path)
+        self.runtime = Runtime(config=config, state=self.state, engine=None, config_path=config_path)
         self.runtime.started_at = self.state.started_at
+        # Optional services first: the engine links alerts to snapshots through the runtime.
+        snapshots = build_snapshot_taker(config, self.runtime)
+        if snapshots is not None:
+            self.runtime.services["snapshots"] = snapshots
+        self.engine = build_engine(config, self.runtime)
+        self.runtime.engine = self.engine
         self.detectors = load_detectors()
         self._eval_lock = threading.Lock()
         self.signals: "queue.Queue[int]" = queue.Queue()
@@ -233,4 +239,10 @@ class Daemon:
             self.engine.close()
         except Exception:
             log.exception("closing the alert engine failed")
+        snapshots = self.runtime.services.get("snapshots")
+        if snapshots is not None:
+            try:
+                snapshots.close()
+            except Exception:
+                log.exception("closing the snapshot taker failed")
         log.info("stopped")

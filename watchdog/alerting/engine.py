@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
@@ -19,8 +19,9 @@ log = logging.getLogger("watchdog.alerts")
 class LoggingEngine:
     """Logs a finding when it appears, when it changes severity or summary, and when it clears."""
 
-    def __init__(self, config: Config, state_dir: Optional[str] = None):
+    def __init__(self, config: Config, runtime: Optional[Any] = None):
         self.config = config
+        self.runtime = runtime
         self._lock = threading.Lock()
         self._current: Dict[str, Finding] = {}
 
@@ -53,5 +54,6 @@ class LoggingEngine:
         pass
 
 
-def build_engine(config: Config, state_dir: str) -> LoggingEngine:
-    return LoggingEngine(config, state_dir)
+def build_engine(config: Config, runtime: Any) -> LoggingEngine:
+    """The daemon's engine. `runtime.services` may hold a snapshot taker (see watchdog.snapshots)."""
+    return LoggingEngine(config, runtime)

@@ -33,7 +33,6 @@ def _plain(value: Any) -> Any:
 
 
 def main(args: argparse.Namespace) -> int:
-    from watchdog.alerting.engine import LoggingEngine
     from watchdog.config import ConfigError, load_config
     from watchdog.detectors import load_detectors, run_detectors
     from watchdog.logsetup import setup_logging

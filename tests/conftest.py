@@ -1,0 +1,18 @@
+import pytest
+
+from tests.helpers import Daemon
+
+
+@pytest.fixture
+def make_daemon(tmp_path):
+    """Factory for real daemon subprocesses; all are stopped at the end of the test."""
+    started = []
+
+    def factory(config, env=None, start=True, extra_args=()):
+        d = Daemon(tmp_path, config, env=env, extra_args=extra_args)
+        started.append(d)
+        return d.start() if start else d
+
+    yield factory
+    for d in started:
+        d.stop()

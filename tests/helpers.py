@@ -1,0 +1,155 @@
+"""Shared test machinery: run the real daemon as a subprocess and talk to it over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+FIXTURES = SHARED / "fixtures"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple:
+    """(status, body text); never raises for HTTP error statuses."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read().decode("utf-8")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8")
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 20.0, interval: float = 0.1, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = pred()
+        except Exception as exc:  # keep polling through transient errors
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def parse_metrics(text: str) -> Dict[str, float]:
+    """`name{labels}` -> value, from the Prometheus text format (labels sorted as served)."""
+    out: Dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.rpartition(" ")
+        out[key] = float(value)
+    return out
+
+
+class Daemon:
+    """`npu-watchdog run` as a real subprocess with a temporary config and a free port."""
+
+    def __init__(self, tmp: Path, config: Dict[str, Any], env: Optional[Dict[str, str]] = None,
+                 extra_args: tuple = ()):
+        self.tmp = Path(tmp)
+        self.port = free_port()
+        cfg = dict(config)
+        cfg.setdefault("node", {"name": "node-t"})
+        cfg.setdefault("job", {"name": "job-t"})
+        cfg.setdefault("paths", {"state_dir": str(self.tmp / "state")})
+        cfg["http"] = {"listen": f"127.0.0.1:{self.port}"}
+        self.config = cfg
+        self.config_path = self.tmp / "config.yaml"
+        self.write_config(cfg)
+        self.env = dict(os.environ)
+        self.env.update(env or {})
+        self.extra_args = extra_args
+        self.stderr_path = self.tmp / f"daemon-{int(time.time() * 1000)}.log"
+        self.proc: Optional[subprocess.Popen] = None
+
+    def write_config(self, cfg: Dict[str, Any]) -> None:
+        self.config_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, wait: bool = True) -> "Daemon":
+        self._err = open(self.stderr_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "watchdog", "run", "-c", str(self.config_path), *self.extra_args],
+            stdout=self._err, stderr=self._err, env=self.env, cwd=str(REPO),
+        )
+        if wait:
+            wait_for(lambda: self.alive() and http_get(self.url + "/healthz")[0] in (200, 503),
+                     timeout=30, what="daemon /healthz")
+        return self
+
+    def alive(self) -> bool:
+        if self.proc is None or self.proc.poll() is not None:
+            raise AssertionError(f"daemon exited ({self.proc and self.proc.returncode}):\n{self.log()}")
+        return True
+
+    def metrics(self) -> Dict[str, float]:
+        code, body = http_get(self.url + "/metrics")
+        assert code == 200, body
+        return parse_metrics(body)
+
+    def metrics_text(self) -> str:
+        return http_get(self.url + "/metrics")[1]
+
+    def status(self) -> Dict[str, Any]:
+        code, body = http_get(self.url + "/api/status")
+        assert code == 200, body
+        return json.loads(body)
+
+    def log(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 15.0) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._err.close()
+        return self.proc.returncode
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        self._err.close()
+
+    def __enter__(self) -> "Daemon":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
