@@ -17,6 +17,8 @@ from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.config.sections.npu import NpuProbeConfig
 from watchdog.config.sections.process import ProcessProbeConfig
 from watchdog.config.sections.snapshots import SnapshotsConfig
+from watchdog.config.sections.stall import StallConfig
+from watchdog.config.sections.trends import TrendsConfig
 from watchdog.config.types import Duration, StrictModel
 
 DEFAULT_CONFIG_PATH = "/etc/npu-watchdog/config.yaml"
@@ -139,6 +141,10 @@ class Config(StrictModel):
     http: HttpConfig = Field(default_factory=HttpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     probes: ProbesConfig = Field(default_factory=ProbesConfig)
+    #: NPU trend detectors (idle, busy-hang, low utilization, HBM growth, health, temperature).
+    trends: TrendsConfig = Field(default_factory=TrendsConfig)
+    #: The fused stall rule.
+    stall: StallConfig = Field(default_factory=StallConfig)
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
     snapshots: SnapshotsConfig = Field(default_factory=SnapshotsConfig)
     doctor: DoctorConfig = Field(default_factory=DoctorConfig)

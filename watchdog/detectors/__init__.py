@@ -23,6 +23,7 @@ Detector = Callable[[StateView, Config], List[Finding]]
 DETECTOR_MODULES = (
     "watchdog.detectors.core",
     "watchdog.detectors.liveness",
+    "watchdog.detectors.npu_smi",
     "watchdog.detectors.npu",
     "watchdog.detectors.stall",
     "watchdog.detectors.logs",

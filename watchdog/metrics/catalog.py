@@ -18,6 +18,7 @@ METRIC_MODULES = (
     "watchdog.metrics.core",
     "watchdog.metrics.liveness",
     "watchdog.metrics.npu",
+    "watchdog.metrics.trends",
     "watchdog.metrics.logs",
     "watchdog.metrics.alerting",
     "watchdog.metrics.snapshots",
