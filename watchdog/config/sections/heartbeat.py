@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import List
+
 from pydantic import Field
 
 from watchdog.config.sections.common import ProbeSchedule
@@ -13,3 +15,5 @@ class HeartbeatProbeConfig(ProbeSchedule):
 
     enabled: bool = False
     interval: Duration = Field(default="10s")
+    #: Heartbeat files, by path or glob (one file per rank), e.g. /data/job/hb/rank*.json.
+    paths: List[str] = Field(default_factory=list)

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from typing import List
+
 from pydantic import Field
 
 from watchdog.config.sections.common import ProbeSchedule
-from watchdog.config.types import Duration
+from watchdog.config.types import Duration, StrictModel
+
+
+class LogSource(StrictModel):
+    """One configured log source: a name (metric label) and paths or globs."""
+
+    name: str
+    paths: List[str] = Field(min_length=1)
 
 
 class LogsProbeConfig(ProbeSchedule):
@@ -13,3 +22,4 @@ class LogsProbeConfig(ProbeSchedule):
 
     enabled: bool = False
     interval: Duration = Field(default="10s")
+    sources: List[LogSource] = Field(default_factory=list)

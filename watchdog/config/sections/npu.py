@@ -13,3 +13,7 @@ class NpuProbeConfig(ProbeSchedule):
 
     enabled: bool = False
     interval: Duration = Field(default="10s")
+    #: The npu-smi program (name on PATH or absolute path). Snapshots and doctor use it too.
+    npu_smi: str = "npu-smi"
+    #: Hard timeout of one npu-smi call; its process group is killed on expiry.
+    command_timeout: Duration = Field(default="5s")
