@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 RUN_DIR ?= .run
 
-.PHONY: help venv run demo test test-fast test-e2e check-config bench install uninstall clean
+.PHONY: help venv run demo test test-fast test-e2e check-config bench docs clean
 
 help:
 	@echo "make run        create .venv, install, run the daemon in the foreground with the example config"
@@ -43,3 +43,6 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(RUN_DIR) build dist *.egg-info
+
+docs: $(STAMP)
+	$(BIN)/python -m watchdog.metrics.catalog README.md

@@ -1,0 +1,65 @@
+"""Operator commands: probe (one round, no daemon) and status (asks the daemon)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import yaml
+
+from tests.helpers import REPO, wait_for
+
+
+def run_cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "watchdog", *args], capture_output=True, text=True,
+                          cwd=str(REPO), timeout=60, **kw)
+
+
+def test_version():
+    from watchdog import __version__
+
+    res = run_cli("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"npu-watchdog {__version__}"
+
+
+def test_no_command_prints_help_and_exits_2():
+    res = run_cli()
+    assert res.returncode == 2 and "COMMAND" in res.stderr
+
+
+def test_probe_runs_each_probe_once(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "node": {"name": "n1"}, "job": {"name": "j1"}, "paths": {"state_dir": str(tmp_path / "s")},
+        "probes": {"commands": [
+            {"name": "good", "argv": ["/bin/true"]},
+            {"name": "bad", "argv": ["/bin/sh", "-c", "echo disk gone; exit 3"], "severity": "critical",
+             "hint": "check the disk"},
+        ]},
+    }))
+    res = run_cli("probe", "-c", str(cfg), "--json")
+    assert res.returncode == 1, res.stderr
+    data = json.loads(res.stdout)
+    probes = {p["name"]: p for p in data["probes"]}
+    assert probes["command:good"]["up"] and probes["command:good"]["observation"]["returncode"] == 0
+    assert probes["command:bad"]["observation"]["returncode"] == 3
+    (f,) = data["findings"]
+    assert f["rule"] == "command_check" and f["severity"] == "critical"
+    assert f["labels"] == {"host": "n1", "job": "j1", "check": "bad"}
+    assert f["evidence"] == ["disk gone"] and f["hint"] == "check the disk"
+    text = run_cli("probe", "-c", str(cfg))
+    assert "[critical] command_check: check bad exited 3" in text.stdout
+
+
+def test_status_talks_to_the_daemon(make_daemon):
+    d = make_daemon({"probes": {"jitter": "0s", "commands": [{"name": "ok", "argv": ["/bin/true"], "interval": "1s"}]}})
+    wait_for(lambda: d.status()["probes"][0]["up"], what="first round")
+    res = run_cli("status", "-c", str(d.config_path))
+    assert res.returncode == 0, res.stderr
+    assert "up   command:ok" in res.stdout and "findings in force: 0" in res.stdout
+    res = run_cli("status", "--url", d.url, "--json")
+    assert json.loads(res.stdout)["probes"][0]["name"] == "command:ok"
+    d.stop()
+    res = run_cli("status", "--url", d.url)
+    assert res.returncode == 1 and "cannot reach the daemon" in res.stderr

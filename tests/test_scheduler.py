@@ -1,0 +1,93 @@
+"""The scheduler contains probe failures: exceptions and hangs mark the probe down, nothing else."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tests.helpers import wait_for
+from watchdog.probes.base import Collected, Probe, ProbeError
+from watchdog.scheduler import ProbeScheduler
+from watchdog.state import StateStore
+
+
+class Blocking(Probe):
+    def __init__(self, name, release):
+        self.name, self.interval, self.timeout, self.release = name, 0.3, 0.3, release
+
+    def collect(self):
+        self.release.wait()
+        return Collected("late", "late")
+
+
+class Counting(Probe):
+    def __init__(self, name):
+        self.name, self.interval, self.timeout, self.n = name, 0.2, 1.0, 0
+
+    def collect(self):
+        self.n += 1
+        return Collected(self.n, f"round {self.n}")
+
+
+class Failing(Probe):
+    name, interval, timeout = "failing", 0.2, 1.0
+
+    def collect(self):
+        raise ProbeError("device file /dev/davinci9 not readable")
+
+
+def test_hung_round_is_abandoned_and_reported_without_blocking_others():
+    store = StateStore()
+    release = threading.Event()
+    rounds = []
+    sched = ProbeScheduler(store, 5.0, 0.0, on_round=rounds.append, tick=lambda: None)
+    blocking, counting = Blocking("blocking", release), Counting("counting")
+    sched.start([blocking, counting])
+    try:
+        wait_for(lambda: (store.status("blocking").timeouts_total or 0) >= 1, what="timeout")
+        st = store.status("blocking")
+        assert not st.up and st.hung and "timed out after 0.3s" in st.last_error
+        # Next rounds see the previous one still stuck instead of starting another thread.
+        wait_for(lambda: "previous round still running" in (store.status("blocking").last_error or ""),
+                 what="stuck-round report")
+        assert len([t for t in threading.enumerate() if t.name == "probe-blocking"]) == 1
+        wait_for(lambda: counting.n >= 5, what="other probe keeps running")
+        assert store.status("counting").up
+        # Rounds still complete (the wrapper returns), so the systemd watchdog keeps being fed.
+        assert sched.completing_rounds()
+        release.set()
+        wait_for(lambda: store.status("blocking").up, what="recovery after the hang ends")
+        assert store.view().latest("blocking").value == "late"
+    finally:
+        release.set()
+        sched.shutdown()
+    assert "blocking" in rounds and "counting" in rounds
+
+
+def test_exception_marks_probe_down_with_message():
+    store = StateStore()
+    sched = ProbeScheduler(store, 5.0, 0.0, on_round=lambda n: None, tick=lambda: None)
+    sched.start([Failing()])
+    try:
+        wait_for(lambda: (store.status("failing").errors_total or 0) >= 2, what="errors counted")
+        st = store.status("failing")
+        assert not st.up and st.last_error == "device file /dev/davinci9 not readable"
+        assert st.last_success is None and store.view().latest("failing") is None
+    finally:
+        sched.shutdown()
+
+
+def test_state_history_is_bounded_by_age():
+    store = StateStore(history_seconds=10)
+    for t in range(100):
+        store.put("p", t, at=1000.0 + t)
+    hist = store.view().history("p")
+    assert [s.value for s in hist][0] >= 89 and hist[-1].value == 99
+    assert all(s.time >= 1099 - 10 for s in hist)
+
+
+def test_completing_rounds_false_when_scheduler_is_wedged():
+    store = StateStore()
+    sched = ProbeScheduler(store, 5.0, 0.0, on_round=lambda n: None, tick=lambda: None)
+    sched.last_tick = time.monotonic() - 120
+    assert not sched.completing_rounds()
