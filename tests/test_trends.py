@@ -114,8 +114,8 @@ def test_hbm_flat_and_saw_tooth_do_not_fire():
     # Rising saw-tooth that gives memory back each cycle still is not "monotonic or stair-step".
     saw2, end = _hbm_synth(lambda dt: 30000 + dt / 60 * 100 + (dt % 300) / 300 * 8000)
     assert rules(saw2.npu(end), "hbm_growth") == []
-    # Start-up ramp that levelled off long ago.
-    ramp, end = _hbm_synth(lambda dt: min(62000, 2000 + dt * 200))
+    # The job starts 10 minutes into the window: HBM ramps to 60 GB within 2 minutes, then stays.
+    ramp, end = _hbm_synth(lambda dt: 3 if dt < 600 else min(60000, 3 + (dt - 600) * 500))
     assert rules(ramp.npu(end), "hbm_growth") == []
 
 
