@@ -97,21 +97,21 @@ def _pids_on(obs: NpuObservation, key: ChipKey) -> List[int]:
     return sorted({p.pid for p in obs.processes if (p.npu, p.chip) == key})
 
 
-def phase_window(view: StateView, config: Config, base: float) -> Optional[float]:
+def job_phase_of(view: StateView, config: Config) -> Tuple[Optional[str], Optional[float]]:
+    """The job's phase and its stall threshold (see series.job_phase)."""
+    return job_phase(heartbeat_progress(view), config.stall.phases, config.stall.duration)
+
+
+def phase_window(phase: Tuple[Optional[str], Optional[float]], base: float) -> Optional[float]:
     """How long an NPU condition must hold given the heartbeat phase: `base` while training (or
     without a heartbeat), the longer stall duration of a declared phase such as `checkpoint`, and
     None (never) when the job says it is done."""
-    phase, threshold = job_phase(heartbeat_progress(view), config.stall.phases, config.stall.duration)
-    if phase == DONE_PHASE or threshold is None:
+    name, threshold = phase
+    if name == DONE_PHASE or threshold is None:
         return None
-    if phase is None or phase == "train":
+    if name is None or name == "train":
         return base
     return max(base, threshold)
-
-
-def _training(view: StateView, config: Config) -> bool:
-    phase, _ = job_phase(heartbeat_progress(view), config.stall.phases, config.stall.duration)
-    return phase is None or phase == "train"
 
 
 # --- HBM trend (shared with the metrics) ---------------------------------------------------
@@ -183,9 +183,9 @@ def hbm_trends(view: StateView, config: Config) -> Dict[ChipKey, HbmTrend]:
 
 # --- detectors ---------------------------------------------------------------------------
 
-def _idle(view: StateView, config: Config, history, series, held) -> List[Finding]:
+def _idle(view: StateView, config: Config, history, series, held, phase) -> List[Finding]:
     tc = config.trends
-    window = phase_window(view, config, tc.idle_for)
+    window = phase_window(phase, tc.idle_for)
     if window is None:
         return []
     out = []
@@ -209,9 +209,9 @@ def _idle(view: StateView, config: Config, history, series, held) -> List[Findin
     return out
 
 
-def _busy(view: StateView, config: Config, history, series, held) -> List[Finding]:
+def _busy(view: StateView, config: Config, history, series, held, phase) -> List[Finding]:
     tc = config.trends
-    window = phase_window(view, config, tc.busy_for)
+    window = phase_window(phase, tc.busy_for)
     progress = job_progress(view, config)
     if window is None or progress.at is None:
         return []  # without a progress source "busy" is just "training"
@@ -238,9 +238,9 @@ def _busy(view: StateView, config: Config, history, series, held) -> List[Findin
     return out
 
 
-def _low_util(view: StateView, config: Config, history, series, held) -> List[Finding]:
+def _low_util(view: StateView, config: Config, history, series, held, phase) -> List[Finding]:
     tc = config.trends
-    if not _training(view, config):
+    if phase[0] not in (None, "train"):
         return []
     out = []
     start = view.now - tc.low_util_for
@@ -375,9 +375,10 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     series = chip_series(history)
     held = _held_by_time(history, config.trends, live_ranks(view))
     out: List[Finding] = []
-    out += _idle(view, config, history, series, held)
-    out += _busy(view, config, history, series, held)
-    out += _low_util(view, config, history, series, held)
+    phase = job_phase_of(view, config)
+    out += _idle(view, config, history, series, held, phase)
+    out += _busy(view, config, history, series, held, phase)
+    out += _low_util(view, config, history, series, held, phase)
     out += _hbm(view, config)
     out += _health(view, config, history, series)
     out += _missing(view, config, history)
