@@ -266,3 +266,13 @@ def test_stall_config_defaults_merge_and_errors():
     healthy(off, T0, T0 + 300)
     hung(off, T0 + 310, T0 + 900)
     assert stalls(off, T0 + 900) == []
+
+
+def test_a_single_device_job_has_no_collective_to_hang_in():
+    s = Synth()
+    s.feed(T0, T0 + 100, npu=lambda t: npu_obs([chip(0, util=80 + t % 9, hbm=30000 + int(t % 40))]),
+           process=lambda t: procs(1, 5.0), heartbeat=lambda t: beats([int((t - T0) // 10)], t))
+    s.feed(T0 + 110, T0 + 300, npu=lambda t: npu_obs([chip(0, util=0)]),
+           process=lambda t: procs(1, 0.0), heartbeat=lambda t: beats([10], t))
+    [f] = stalls(s, T0 + 300)
+    assert f.details["classification"] == "single_rank" and f.details["suspects"] == ["rank 0"]

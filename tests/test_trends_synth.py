@@ -1,4 +1,4 @@
-"""Synthetic state for the trend and stall tests, and tests of the shared series helpers.
+"""Synthetic state for the trend and stall tests, and tests of the shared series functions.
 
 Observations are put into a real StateStore at synthetic times; detectors read the real
 StateView. Nothing here is mocked: only the clock is chosen by the test.
@@ -137,7 +137,7 @@ def rules(findings: Iterable[Finding], rule: str) -> List[Finding]:
     return [f for f in findings if f.rule == rule]
 
 
-# --- tests of the shared helpers ---------------------------------------------------------------
+# --- tests of the shared series functions ---------------------------------------------------------------
 
 def test_trailing_since_takes_the_start_of_the_last_unbroken_run():
     pts = [(0, 1), (10, 0), (20, 1), (30, 1), (40, 1)]

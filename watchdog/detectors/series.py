@@ -1,4 +1,4 @@
-"""Pure helpers over the state store's history, shared by the NPU trend detectors, the fused stall
+"""Pure functions over the state store's history, shared by the NPU trend detectors, the fused stall
 rule and their metrics (one implementation, so an alert and its metric never disagree).
 
 Everything here is measured in wall time taken from sample times, never in probe rounds: a
@@ -63,7 +63,7 @@ def blind_reason(view: StateView, probe: str) -> Optional[str]:
     return None
 
 
-# --- generic run / regression helpers ----------------------------------------------------
+# --- generic run / regression functions ----------------------------------------------------
 
 def trailing_since(points: Sequence[Tuple[float, T]], pred: Callable[[T], bool]) -> Optional[float]:
     """Time of the earliest point of the unbroken run of points satisfying `pred` that ends at

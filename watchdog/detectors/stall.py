@@ -18,7 +18,7 @@ single_rank, busy_hang) with the matching hint, and clears by itself when progre
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from watchdog.config.schema import Config
