@@ -100,6 +100,9 @@ class NpuObservation:
     #: Health error codes from `npu-smi info -t health` for chips that are not OK: (npu, chip) -> codes.
     health_codes: Dict[Tuple[int, int], List[str]] = field(default_factory=dict)
     duration_seconds: float = 0.0
+    #: Every (npu, chip) the probe has listed since it started, kept across rounds by the probe, so
+    #: a card that dropped out stays reported after the store's history has forgotten it.
+    seen_chips: Tuple[Tuple[int, int], ...] = ()
 
 
 # --- log probe -----------------------------------------------------------------------------

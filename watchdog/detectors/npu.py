@@ -1,13 +1,386 @@
-"""npu detectors (built by their feature; until then they find nothing)."""
+"""NPU trend detectors: pure functions over the npu probe's history (plus the heartbeat phase and
+the progress signals the fused stall rule also uses).
+
+Rules: `npu_idle`, `npu_busy_hang`, `npu_low_util`, `hbm_growth`, `npu_unhealthy`, `npu_missing`,
+`npu_temperature`; one finding per chip, labelled host, job, npu, chip. Every duration is wall time
+between sample times. While the npu probe is down nothing here fires: stale readings are not
+evidence (probe_down reports the blindness).
+"""
 
 from __future__ import annotations
 
-from typing import List
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from watchdog.config.schema import Config
+from watchdog.config.sections.trends import TrendsConfig
+from watchdog.detectors.series import (
+    DONE_PHASE,
+    MIB,
+    ChipKey,
+    blind_reason,
+    chip_memory_mb,
+    chip_series,
+    fmt_age,
+    heartbeat_progress,
+    job_chips,
+    job_phase,
+    job_progress,
+    linear_slope,
+    live_ranks,
+    max_drawdown,
+    npu_history,
+    trailing_since,
+    window_points,
+)
 from watchdog.findings import Finding
+from watchdog.observations import NpuChip, NpuObservation
 from watchdog.state import StateView
+
+HINT_IDLE = (
+    "A training process holds this NPU but gives it no work. Likely a hang in collective "
+    "communication (HCCL: a peer rank or node is gone or stuck) or in host-side code (data loading, "
+    "a deadlock). First check: is a `stall` finding open for the job; take a stack of the rank "
+    "(`py-spy dump --pid <pid>`) and grep the plog for `Entry-` and HCCL errors."
+)
+HINT_BUSY = (
+    "AI Core is pegged while no training step completes: an operator or kernel stuck in a loop (or "
+    "one pathologically slow op). First check: the plog for AI Core timeouts/exceptions (507014, "
+    "507015, EZ codes) and the last operator launched; take a stack with `py-spy dump --pid <pid>`; "
+    "restart from the last checkpoint if it does not recover."
+)
+HINT_LOW = (
+    "The NPU waits for input most of the time: the input pipeline cannot keep up. First check: "
+    "DataLoader num_workers and pin_memory, read throughput of the dataset's storage, host CPU "
+    "saturation (`top`), and whether preprocessing can move to the NPU or be cached."
+)
+HINT_HBM = (
+    "Device memory keeps rising (monotonic or in steps) instead of staying flat: a leak such as "
+    "tensors kept in a list across steps (e.g. `losses.append(loss)` without `.item()`), a growing "
+    "cache, or fragmentation. First check: what is accumulated per step; compare "
+    "`torch.npu.memory_allocated()` over steps in the trainer. An NPU out-of-memory error follows "
+    "when the prediction reaches zero."
+)
+HINT_HEALTH = (
+    "npu-smi reports a device fault. First check: `npu-smi info -t health -i <npu>` for the codes "
+    "and look them up in the Ascend health-code table, `dmesg` and the device logs "
+    "(/var/log/npu/slog, ~/ascend/log/debug/device-<id>). Alarm or Critical on a card usually means "
+    "the job cannot continue on it: drain the node and reset or replace the card."
+)
+HINT_MISSING = (
+    "A chip that npu-smi listed before is gone (掉卡: card dropped off the bus, driver lost it, or "
+    "the device wedged). The job on it cannot continue. First check: `npu-smi info`, `lspci | grep "
+    "-i d80` (or the card's PCI id), `dmesg` for PCIe/AER or driver errors; drain the node and have "
+    "the card inspected."
+)
+HINT_TEMP = (
+    "The chip runs hot for a long time; it may throttle (slower steps) or shut down. First check: "
+    "fans and airflow or the liquid-cooling loop, the data-centre inlet temperature, and whether "
+    "one card is hotter than its neighbours (a failing fan or heat sink)."
+)
+
+
+def _labels(config: Config, key: ChipKey) -> Dict[str, str]:
+    return {**config.base_labels, "npu": str(key[0]), "chip": str(key[1])}
+
+
+def _chip_name(key: ChipKey) -> str:
+    return f"NPU {key[0]} chip {key[1]}"
+
+
+def _held_by_time(history: Sequence[Tuple[float, NpuObservation]], tc: TrendsConfig,
+                  ranks_alive: int) -> Dict[float, Set[ChipKey]]:
+    return {t: job_chips(obs, tc.npus, ranks_alive) for t, obs in history}
+
+
+def _pids_on(obs: NpuObservation, key: ChipKey) -> List[int]:
+    return sorted({p.pid for p in obs.processes if (p.npu, p.chip) == key})
+
+
+def job_phase_of(view: StateView, config: Config) -> Tuple[Optional[str], Optional[float]]:
+    """The job's phase and its stall threshold (see series.job_phase)."""
+    return job_phase(heartbeat_progress(view), config.stall.phases, config.stall.duration)
+
+
+def phase_window(phase: Tuple[Optional[str], Optional[float]], base: float) -> Optional[float]:
+    """How long an NPU condition must hold given the heartbeat phase: `base` while training (or
+    without a heartbeat), the longer stall duration of a declared phase such as `checkpoint`, and
+    None (never) when the job says it is done."""
+    name, threshold = phase
+    if name == DONE_PHASE or threshold is None:
+        return None
+    if name is None or name == "train":
+        return base
+    return max(base, threshold)
+
+
+# --- HBM trend (shared with the metrics) ---------------------------------------------------
+
+@dataclass(frozen=True)
+class HbmTrend:
+    """The judgement on one chip's device memory over the window."""
+
+    growing: bool
+    used_bytes: int
+    total_bytes: int
+    rise_bytes: int
+    drawdown_bytes: int
+    slope_bytes_per_s: Optional[float]
+    #: Linear prediction of the seconds until the memory is full (None unless growing).
+    eta_seconds: Optional[float]
+    window_start: float
+
+
+def hbm_trend(points: Sequence[Tuple[float, NpuChip]], now: float, tc: TrendsConfig) -> Optional[HbmTrend]:
+    """Judge one chip's memory series; None without a full window of readings.
+
+    Growth means all of: a net rise of at least `hbm_min_growth` over the window, no fall larger
+    than `hbm_drop_tolerance` (a saw-tooth from the caching allocator releasing memory is normal,
+    a leak never gives memory back), and a rise also in the second half of the window (a ramp at
+    start-up that has levelled off is not a leak). The time until full is a least-squares line
+    through the window.
+    """
+    mem = [(t, chip_memory_mb(c)) for t, c in points]
+    mem_pts = [(t, m) for t, m in mem if m is not None]
+    start = now - tc.hbm_window
+    win, covered = window_points(mem_pts, start)
+    if not covered or len(win) < 3:
+        return None
+    used = [m[0] * MIB for _, m in win]
+    total = win[-1][1][1] * MIB
+    rise = used[-1] - used[0]
+    drawdown = max_drawdown(used)
+    mid_t = start + tc.hbm_window / 2
+    mid_used = next((u for (t, _), u in zip(win, used) if t >= mid_t), used[-1])
+    slope = linear_slope([(t, float(u)) for (t, _), u in zip(win, used)])
+    growing = (
+        rise >= tc.hbm_min_growth
+        and drawdown <= tc.hbm_drop_tolerance
+        and used[-1] - mid_used > tc.hbm_drop_tolerance
+        and slope is not None and slope > 0
+    )
+    eta = max(total - used[-1], 0) / slope if growing and slope else None
+    return HbmTrend(growing, used[-1], total, rise, int(drawdown), slope, eta, start)
+
+
+def hbm_trends(view: StateView, config: Config) -> Dict[ChipKey, HbmTrend]:
+    """hbm_trend for every chip present in the latest round (empty while the probe is blind)."""
+    if blind_reason(view, "npu"):
+        return {}
+    history = npu_history(view)
+    if not history:
+        return {}
+    present = {(c.npu, c.chip) for c in history[-1][1].chips}
+    out: Dict[ChipKey, HbmTrend] = {}
+    for key, pts in chip_series(history).items():
+        if key not in present:
+            continue
+        tr = hbm_trend(pts, view.now, config.trends)
+        if tr is not None:
+            out[key] = tr
+    return out
+
+
+# --- detectors ---------------------------------------------------------------------------
+
+def _idle(view: StateView, config: Config, history, series, held, phase) -> List[Finding]:
+    tc = config.trends
+    window = phase_window(phase, tc.idle_for)
+    if window is None:
+        return []
+    out = []
+    latest = history[-1][1]
+    for key in sorted(held[history[-1][0]]):
+        pts = series.get(key, [])
+        flags = [(t, key in held.get(t, ()) and c.aicore_util_pct is not None
+                  and c.aicore_util_pct < tc.idle_below_pct) for t, c in pts]
+        since = trailing_since(flags, bool)
+        if since is None or view.now - since < window:
+            continue
+        util = pts[-1][1].aicore_util_pct
+        out.append(Finding(
+            rule="npu_idle", severity="warning",
+            summary=f"{_chip_name(key)}: AI Core idle ({util:.0f}%) for {fmt_age(view.now - since)} "
+                    f"while a training process holds it",
+            labels=_labels(config, key), hint=HINT_IDLE, value=f"{util:.0f}%", since=since,
+            details={"aicore_util_pct": util, "threshold_pct": tc.idle_below_pct, "window_seconds": window,
+                     "pids": _pids_on(latest, key)},
+        ))
+    return out
+
+
+def _busy(view: StateView, config: Config, history, series, held, phase) -> List[Finding]:
+    tc = config.trends
+    window = phase_window(phase, tc.busy_for)
+    progress = job_progress(view, config)
+    if window is None or progress.at is None:
+        return []  # without a progress source "busy" is just "training"
+    out = []
+    for key in sorted(held[history[-1][0]]):
+        pts = series.get(key, [])
+        flags = [(t, key in held.get(t, ()) and c.aicore_util_pct is not None
+                  and c.aicore_util_pct >= tc.busy_above_pct) for t, c in pts]
+        busy_since = trailing_since(flags, bool)
+        if busy_since is None:
+            continue
+        since = max(busy_since, progress.at)
+        if view.now - since < window:
+            continue
+        util = pts[-1][1].aicore_util_pct
+        out.append(Finding(
+            rule="npu_busy_hang", severity="critical",
+            summary=f"{_chip_name(key)}: AI Core pegged at {util:.0f}% for {fmt_age(view.now - busy_since)} "
+                    f"with no progress for {fmt_age(view.now - progress.at)}",
+            labels=_labels(config, key), hint=HINT_BUSY, value=f"{util:.0f}%", since=since,
+            details={"aicore_util_pct": util, "threshold_pct": tc.busy_above_pct, "window_seconds": window,
+                     "progress_age_seconds": view.now - progress.at, "progress_sources": progress.sources},
+        ))
+    return out
+
+
+def _low_util(view: StateView, config: Config, history, series, held, phase) -> List[Finding]:
+    tc = config.trends
+    if phase[0] not in (None, "train"):
+        return []
+    out = []
+    start = view.now - tc.low_util_for
+    for key in sorted(held[history[-1][0]]):
+        win, covered = window_points(series.get(key, []), start)
+        if not covered or len(win) < 2:
+            continue
+        if not all(key in held.get(t, ()) and c.aicore_util_pct is not None for t, c in win):
+            continue
+        utils = [c.aicore_util_pct for _, c in win]
+        mean = sum(utils) / len(utils)  # type: ignore[arg-type]
+        # Below the idle line the chip is idle (npu_idle / stall), not starved.
+        if not (tc.idle_below_pct <= mean < tc.low_util_below_pct):
+            continue
+        out.append(Finding(
+            rule="npu_low_util", severity="warning",
+            summary=f"{_chip_name(key)}: AI Core averaged {mean:.0f}% over {fmt_age(tc.low_util_for)} "
+                    f"while training (below {tc.low_util_below_pct:.0f}%)",
+            labels=_labels(config, key), hint=HINT_LOW, value=f"{mean:.0f}%", since=win[0][0],
+            details={"mean_aicore_util_pct": round(mean, 1), "threshold_pct": tc.low_util_below_pct,
+                     "window_seconds": tc.low_util_for, "samples": len(utils)},
+        ))
+    return out
+
+
+def _hbm(view: StateView, config: Config) -> List[Finding]:
+    tc = config.trends
+    out = []
+    for key, tr in sorted(hbm_trends(view, config).items()):
+        if not tr.growing or tr.eta_seconds is None or tr.eta_seconds > tc.hbm_eta_warning:
+            continue
+        critical = tr.eta_seconds < tc.hbm_eta_critical
+        gib = 1024 ** 3
+        out.append(Finding(
+            rule="hbm_growth", severity="critical" if critical else "warning",
+            summary=f"{_chip_name(key)}: device memory grew {tr.rise_bytes / gib:.1f} GiB in "
+                    f"{fmt_age(tc.hbm_window)} ({tr.used_bytes / gib:.1f}/{tr.total_bytes / gib:.1f} GiB); "
+                    f"full in about {fmt_age(tr.eta_seconds)} at this rate",
+            labels=_labels(config, key), hint=HINT_HBM, value=f"eta {fmt_age(tr.eta_seconds)}",
+            since=tr.window_start,
+            details={"used_bytes": tr.used_bytes, "total_bytes": tr.total_bytes, "rise_bytes": tr.rise_bytes,
+                     "max_drop_bytes": tr.drawdown_bytes, "slope_bytes_per_second": tr.slope_bytes_per_s,
+                     "eta_seconds": round(tr.eta_seconds, 1), "window_seconds": tc.hbm_window},
+        ))
+    return out
+
+
+_HEALTH_SEVERITY = {"OK": None, "WARNING": "warning", "ALARM": "critical", "CRITICAL": "critical"}
+
+
+def _health(view: StateView, config: Config, history, series) -> List[Finding]:
+    latest = history[-1][1]
+    out = []
+    for c in latest.chips:
+        key = (c.npu, c.chip)
+        health = (c.health or "").strip()
+        sev = _HEALTH_SEVERITY.get(health.upper(), "warning")
+        if sev is None:
+            continue
+        codes = list(latest.health_codes.get(key, []))
+        since = trailing_since(series.get(key, []), lambda ch: (ch.health or "").strip().upper() != "OK")
+        code_text = f" (codes {', '.join(codes)})" if codes else ""
+        out.append(Finding(
+            rule="npu_unhealthy", severity=sev,
+            summary=f"{_chip_name(key)}: health {health or 'empty'}{code_text}",
+            labels=_labels(config, key), hint=HINT_HEALTH, value=health, since=since,
+            details={"health": health, "codes": codes, "name": c.name, "bus_id": c.bus_id},
+        ))
+    return out
+
+
+def _missing(view: StateView, config: Config, history) -> List[Finding]:
+    tc = config.trends
+    latest = history[-1][1]
+    present = {(c.npu, c.chip) for c in latest.chips}
+    last_seen: Dict[ChipKey, Optional[float]] = {}
+    for t, obs in history:
+        for c in obs.chips:
+            last_seen[(c.npu, c.chip)] = t
+    for n, c in latest.seen_chips:
+        last_seen.setdefault((n, c), None)  # type: ignore[arg-type]
+    out = []
+    missing = sorted(k for k in last_seen if k not in present)
+    for key in missing:
+        seen_at = last_seen[key]
+        out.append(Finding(
+            rule="npu_missing", severity="critical",
+            summary=f"{_chip_name(key)} is missing from npu-smi ({len(present)} chips visible)",
+            labels=_labels(config, key), hint=HINT_MISSING, value="missing", since=seen_at,
+            details={"last_seen": seen_at, "chips_visible": len(present), "chips_seen": len(last_seen)},
+        ))
+    if tc.expected_chips and len(present) + len(missing) < tc.expected_chips:
+        out.append(Finding(
+            rule="npu_missing", severity="critical",
+            summary=f"only {len(present)} of {tc.expected_chips} expected NPU chips are visible",
+            labels=dict(config.base_labels), hint=HINT_MISSING, value=f"{len(present)}/{tc.expected_chips}",
+            since=history[0][0],
+            details={"chips_visible": len(present), "chips_expected": tc.expected_chips,
+                     "visible": [f"{n}/{c}" for n, c in sorted(present)]},
+        ))
+    return out
+
+
+def _temperature(view: StateView, config: Config, history, series) -> List[Finding]:
+    tc = config.trends
+    out = []
+    for c in history[-1][1].chips:
+        key = (c.npu, c.chip)
+        pts = series.get(key, [])
+        warm = trailing_since(pts, lambda ch: ch.temp_c is not None and ch.temp_c >= tc.temperature_warning_c)
+        if warm is None or view.now - warm < tc.temperature_for:
+            continue
+        hot = trailing_since(pts, lambda ch: ch.temp_c is not None and ch.temp_c >= tc.temperature_critical_c)
+        critical = hot is not None and view.now - hot >= tc.temperature_for
+        out.append(Finding(
+            rule="npu_temperature", severity="critical" if critical else "warning",
+            summary=f"{_chip_name(key)}: {c.temp_c:.0f} C for {fmt_age(view.now - warm)} "
+                    f"(threshold {tc.temperature_critical_c if critical else tc.temperature_warning_c:.0f} C)",
+            labels=_labels(config, key), hint=HINT_TEMP, value=f"{c.temp_c:.0f}C", since=warm,
+            details={"temp_c": c.temp_c, "warning_c": tc.temperature_warning_c,
+                     "critical_c": tc.temperature_critical_c, "for_seconds": tc.temperature_for},
+        ))
+    return out
 
 
 def detect(view: StateView, config: Config) -> List[Finding]:
-    return []
+    if not config.trends.enabled or blind_reason(view, "npu"):
+        return []
+    history = npu_history(view)
+    if not history:
+        return []
+    series = chip_series(history)
+    held = _held_by_time(history, config.trends, live_ranks(view))
+    out: List[Finding] = []
+    phase = job_phase_of(view, config)
+    out += _idle(view, config, history, series, held, phase)
+    out += _busy(view, config, history, series, held, phase)
+    out += _low_util(view, config, history, series, held, phase)
+    out += _hbm(view, config)
+    out += _health(view, config, history, series)
+    out += _missing(view, config, history)
+    out += _temperature(view, config, history, series)
+    return out

@@ -1,13 +1,321 @@
-"""stall detectors (built by their feature; until then they find nothing)."""
+"""The fused stall rule: one grouped finding per job when the job has stopped moving.
+
+A heartbeat-silence-only rule is wrong most of the time (checkpoints, eval, idle instances), and
+HCCL's own timeout reports a hung collective only after ~30 minutes. So a stall is called only
+when independent signals agree for a phase-dependent duration of wall time:
+
+    no progress      no heartbeat step/phase change and no new training log line
+    AND no device activity   every job chip idle (AI Core < 5 %) or pegged, with HBM unchanged
+    AND quiet CPU    every rank process below a CPU-seconds-per-second rate
+
+A source that is not configured is left out of the AND; one whose probe is down makes the rule
+abstain (a blind watcher does not call a stall; probe_down says it is blind). The process probe
+alone is too weak to call a stall: at least progress or device evidence must take part.
+
+The finding carries a classification of what was seen (collective_hang, single_device,
+single_rank, busy_hang) with the matching hint, and clears by itself when progress resumes.
+"""
 
 from __future__ import annotations
 
-from typing import List
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
 
 from watchdog.config.schema import Config
+from watchdog.detectors.series import (
+    DONE_PHASE,
+    MIB,
+    ChipKey,
+    RankProgress,
+    blind_reason,
+    chip_memory_mb,
+    chip_series,
+    cpu_state,
+    fmt_age,
+    heartbeat_progress,
+    job_chips,
+    job_phase,
+    job_progress,
+    live_ranks,
+    npu_history,
+    probe_configured,
+    trailing_since,
+)
 from watchdog.findings import Finding
+from watchdog.observations import NpuChip
 from watchdog.state import StateView
+
+#: Process states that set one rank apart from ranks waiting normally in a collective.
+ODD_PROCESS_STATES = ("disk-sleep", "stopped", "tracing-stop", "zombie")
+
+HINTS = {
+    "collective_hang": (
+        "All of the job's NPUs went idle together and no rank makes progress: typically a collective "
+        "(HCCL) waiting for a peer that never arrives, i.e. a rank on another node that hung or died, "
+        "or a network link fault. HCCL itself reports this only after HCCL_EXEC_TIMEOUT (default "
+        "1836 s). First check: grep the plog for `Entry-` on every node (e.g. `grep -r 'Entry-' "
+        "~/ascend/log/debug/plog/ | tail`) to find the rank that never entered the last collective; "
+        "look at the other nodes' watchdogs and link state (`hccn_tool -i <dev> -link -g`); then "
+        "restart from the last checkpoint."
+    ),
+    "single_device": (
+        "One NPU behaves unlike the others (pegged while they wait, idle while they spin, or "
+        "unhealthy): the other ranks are most likely blocked in a collective waiting for it. First "
+        "check: `npu-smi info -t health -i <npu>`, the plog and device log of the rank on that "
+        "device for AI Core or memory errors; take a stack of its process (`py-spy dump --pid <pid>`)."
+    ),
+    "single_rank": (
+        "One rank is unlike the others (its step is behind, or its process is in D/T/Z state): the "
+        "others wait for it in a collective. First check: `py-spy dump --pid <pid>` of that rank; a D "
+        "state points at a driver or filesystem call (`cat /proc/<pid>/stack`, `dmesg`), a stopped "
+        "one at a debugger or a SIGSTOP."
+    ),
+    "busy_hang": (
+        "The NPUs are pegged near 100 % with unchanged memory while no step completes and the host "
+        "side is idle: an operator or kernel stuck in a loop. First check: the plog for AI Core "
+        "timeouts/exceptions (507014, 507015, EZ codes) and the last operator launched; take a stack "
+        "with `py-spy dump --pid <pid>`; restart from the last checkpoint."
+    ),
+}
+
+
+@dataclass(frozen=True)
+class DeviceState:
+    key: ChipKey
+    #: idle, pegged, active (vetoes the stall) or unknown (no AI Core reading: left out)
+    state: str
+    since: Optional[float]
+    util: Optional[float]
+    hbm_used_mb: Optional[int]
+    health: str
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"npu": self.key[0], "chip": self.key[1], "state": self.state,
+                "aicore_util_pct": self.util, "hbm_used_mb": self.hbm_used_mb, "health": self.health}
+
+
+@dataclass(frozen=True)
+class RankState:
+    rank: Optional[int]
+    pid: Optional[int]
+    step: Optional[int] = None
+    phase: Optional[str] = None
+    process_state: Optional[str] = None
+    cpu_rate: Optional[float] = None
+
+    @property
+    def name(self) -> str:
+        return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"rank": self.rank, "pid": self.pid, "step": self.step, "phase": self.phase,
+                "state": self.process_state,
+                "cpu_rate": None if self.cpu_rate is None else round(self.cpu_rate, 4)}
+
+
+@dataclass(frozen=True)
+class StallAssessment:
+    """Everything the stall rule concluded; the detector and the metrics both read it."""
+
+    stalled: bool
+    #: Why the job is not (or cannot be judged) stalled, for status output and tests.
+    reason: str = ""
+    phase: Optional[str] = None
+    threshold: Optional[float] = None
+    #: Start of the stretch in which every evidence source was quiet.
+    since: Optional[float] = None
+    progress_at: Optional[float] = None
+    sources: Tuple[str, ...] = ()
+    classification: Optional[str] = None
+    suspects: Tuple[str, ...] = ()
+    devices: Tuple[DeviceState, ...] = ()
+    ranks: Tuple[RankState, ...] = ()
+
+
+def _device_states(view: StateView, config: Config) -> List[DeviceState]:
+    sc = config.stall
+    history = npu_history(view)
+    latest = history[-1][1]
+    chips = job_chips(latest, config.trends.npus, live_ranks(view))
+    series = chip_series(history)
+    tol_mb = sc.hbm_tolerance / MIB
+    out = []
+    for key in sorted(chips):
+        pts = series.get(key, [])
+        last: NpuChip = pts[-1][1]
+        mem = chip_memory_mb(last)
+        ref = mem[0] if mem else None
+
+        def steady(c: NpuChip) -> bool:
+            m = chip_memory_mb(c)
+            if ref is None or m is None:
+                return ref is None and m is None
+            return abs(m[0] - ref) <= tol_mb
+
+        if last.aicore_util_pct is None:
+            out.append(DeviceState(key, "unknown", None, None, ref, last.health))
+            continue
+        idle = trailing_since(pts, lambda c: c.aicore_util_pct is not None
+                              and c.aicore_util_pct < sc.idle_below_pct and steady(c))
+        pegged = trailing_since(pts, lambda c: c.aicore_util_pct is not None
+                                and c.aicore_util_pct >= sc.busy_above_pct and steady(c))
+        if idle is not None:
+            out.append(DeviceState(key, "idle", idle, last.aicore_util_pct, ref, last.health))
+        elif pegged is not None:
+            out.append(DeviceState(key, "pegged", pegged, last.aicore_util_pct, ref, last.health))
+        else:
+            out.append(DeviceState(key, "active", None, last.aicore_util_pct, ref, last.health))
+    return out
+
+
+def _rank_states(ranks: Dict[Any, RankProgress], procs: Dict[int, Tuple[Optional[int], str]],
+                 rates: Dict[int, Optional[float]]) -> List[RankState]:
+    out: Dict[Any, RankState] = {}
+    for key, r in ranks.items():
+        out[key] = RankState(r.key if isinstance(r.key, int) else None, None, r.step, r.phase)
+    for pid, (rank, state) in procs.items():
+        key = rank if rank is not None else f"pid:{pid}"
+        prev = out.get(key, RankState(rank, None))
+        out[key] = RankState(prev.rank, pid, prev.step, prev.phase, state, rates.get(pid))
+    return sorted(out.values(), key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.pid or 0))
+
+
+def _odd_rank(ranks: List[RankState]) -> Optional[Tuple[RankState, str]]:
+    """The one rank unlike the rest, if exactly one is: in D/T/Z state, or with its step behind."""
+    if len(ranks) < 2:
+        return None
+    odd = [r for r in ranks if r.process_state in ODD_PROCESS_STATES]
+    if len(odd) == 1:
+        return odd[0], f"process state {odd[0].process_state}"
+    stepped = [r for r in ranks if r.step is not None]
+    if len(stepped) >= 2:
+        top = max(r.step for r in stepped)  # type: ignore[type-var]
+        behind = [r for r in stepped if r.step < top]  # type: ignore[operator]
+        if len(behind) == 1:
+            return behind[0], f"step {behind[0].step} while the others are at {top}"
+    return None
+
+
+def _classify(devices: List[DeviceState], ranks: List[RankState]) -> Tuple[str, Tuple[str, ...]]:
+    name = lambda d: f"npu {d.key[0]} chip {d.key[1]}"  # noqa: E731
+    pegged = [d for d in devices if d.state == "pegged"]
+    idle = [d for d in devices if d.state == "idle"]
+    if pegged and not idle:
+        return "busy_hang", tuple(name(d) for d in pegged)
+    if pegged and idle:
+        if len(pegged) == 1:
+            return "single_device", (name(pegged[0]) + " (pegged while the others are idle)",)
+        if len(idle) == 1 and len(devices) >= 3:
+            return "single_device", (name(idle[0]) + " (idle while the others are pegged)",)
+        return "busy_hang", tuple(name(d) for d in pegged)
+    unhealthy = [d for d in idle if (d.health or "").strip().upper() != "OK"]
+    if len(unhealthy) == 1 and len(idle) >= 2:
+        return "single_device", (f"{name(unhealthy[0])} (health {unhealthy[0].health})",)
+    odd = _odd_rank(ranks)
+    if odd is not None:
+        return "single_rank", (f"{odd[0].name} ({odd[1]})",)
+    if len(idle) <= 1 and len(ranks) <= 1:
+        # One device, one process: there is no collective to hang in; the rank itself is stuck.
+        who = ranks[0].name if ranks else (name(idle[0]) if idle else "the job")
+        return "single_rank", (who,)
+    return "collective_hang", ()
+
+
+def assess(view: StateView, config: Config) -> StallAssessment:
+    """Judge the job now. Pure: the same view and config always give the same answer."""
+    sc = config.stall
+    if not sc.enabled:
+        return StallAssessment(False, "stall rule disabled")
+    hb_ranks = heartbeat_progress(view) if probe_configured(config, "heartbeat") else {}
+    phase, threshold = job_phase(hb_ranks, sc.phases, sc.duration)
+    if phase == DONE_PHASE or threshold is None:
+        return StallAssessment(False, "the job reports phase done", phase=DONE_PHASE)
+
+    for probe in ("heartbeat", "logs", "npu", "process"):
+        if probe_configured(config, probe):
+            reason = blind_reason(view, probe)
+            if reason:
+                return StallAssessment(False, f"cannot judge: {reason}", phase, threshold)
+
+    sinces: List[float] = []
+    sources: List[str] = []
+    progress_at: Optional[float] = None
+    if probe_configured(config, "heartbeat") or probe_configured(config, "logs"):
+        progress = job_progress(view, config)
+        if progress.at is None:
+            return StallAssessment(False, "no progress data yet (heartbeat files / log lines)", phase, threshold)
+        progress_at = progress.at
+        sinces.append(progress.at)
+        sources.extend(progress.sources)
+
+    devices: List[DeviceState] = []
+    if probe_configured(config, "npu"):
+        devices = [d for d in _device_states(view, config) if d.state != "unknown"]
+        active = [d for d in devices if d.state == "active"]
+        if active:
+            return StallAssessment(False, "device activity on the job's NPUs", phase, threshold,
+                                   progress_at=progress_at, sources=tuple(sources), devices=tuple(devices))
+        if devices:
+            sinces.append(max(d.since for d in devices if d.since is not None))
+            sources.append("npu")
+
+    if not sources:
+        return StallAssessment(False, "no progress or device evidence configured", phase, threshold)
+
+    cpu = None
+    if probe_configured(config, "process"):
+        cpu = cpu_state(view, sc.cpu_rate_below)
+        if not cpu.procs:
+            return StallAssessment(False, "no rank processes (see the liveness findings)", phase, threshold,
+                                   progress_at=progress_at, sources=tuple(sources))
+        if cpu.quiet_since is None:
+            return StallAssessment(False, "rank processes use CPU", phase, threshold,
+                                   progress_at=progress_at, sources=tuple(sources))
+        sinces.append(cpu.quiet_since)
+        sources.append("process")
+
+    since = max(sinces)
+    ranks = _rank_states(hb_ranks, cpu.procs if cpu else {}, cpu.rates if cpu else {})
+    if view.now - since < threshold:
+        return StallAssessment(False, f"quiet for {fmt_age(view.now - since)} of {fmt_age(threshold)}",
+                               phase, threshold, since, progress_at, tuple(sources),
+                               devices=tuple(devices), ranks=tuple(ranks))
+    classification, suspects = _classify(devices, ranks)
+    return StallAssessment(True, "", phase, threshold, since, progress_at, tuple(sources),
+                           classification, suspects, tuple(devices), tuple(ranks))
 
 
 def detect(view: StateView, config: Config) -> List[Finding]:
-    return []
+    a = assess(view, config)
+    if not a.stalled or a.since is None or a.threshold is None:
+        return []
+    age = view.now - a.since
+    what = []
+    if a.progress_at is not None:
+        what.append(f"no progress for {fmt_age(view.now - a.progress_at)}")
+    if a.devices:
+        idle = sum(1 for d in a.devices if d.state == "idle")
+        pegged = len(a.devices) - idle
+        what.append(f"NPU chips idle {idle}, pegged {pegged}")
+    if "process" in a.sources:
+        what.append("rank CPU quiet")
+    suspects = f"; suspect {', '.join(a.suspects)}" if a.suspects else ""
+    return [Finding(
+        rule="stall", severity="critical",
+        summary=(f"job {config.job.name} stalled for {fmt_age(age)} ({a.classification}, phase "
+                 f"{a.phase or 'unknown'}): {'; '.join(what)}{suspects}"),
+        labels=dict(config.base_labels),
+        hint=HINTS[a.classification or "collective_hang"],
+        value=fmt_age(age), since=a.since,
+        details={
+            "classification": a.classification,
+            "phase": a.phase,
+            "threshold_seconds": a.threshold,
+            "stalled_seconds": round(age, 1),
+            "progress_age_seconds": None if a.progress_at is None else round(view.now - a.progress_at, 1),
+            "sources": list(a.sources),
+            "suspects": list(a.suspects),
+            "devices": [d.to_dict() for d in a.devices],
+            "ranks": [r.to_dict() for r in a.ranks],
+        },
+    )]

@@ -1,0 +1,375 @@
+"""Pure functions over the state store's history, shared by the NPU trend detectors, the fused stall
+rule and their metrics (one implementation, so an alert and its metric never disagree).
+
+Everything here is measured in wall time taken from sample times, never in probe rounds: a
+condition "holds for 2 minutes" when the earliest sample of its current unbroken run is at least
+2 minutes old, whatever the probe interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar, Union
+
+from watchdog.config.schema import Config
+from watchdog.observations import (
+    HeartbeatObservation,
+    HeartbeatReading,
+    LogObservation,
+    NpuChip,
+    NpuObservation,
+    ProcessObservation,
+)
+from watchdog.state import StateView
+
+T = TypeVar("T")
+ChipKey = Tuple[int, int]
+RankKey = Union[int, str]
+MIB = 1024 * 1024
+
+#: Phases whose heartbeat says the job is finished: nothing about it is a stall.
+DONE_PHASE = "done"
+
+
+# --- probe readiness ---------------------------------------------------------------------
+
+def probe_configured(config: Config, probe: str) -> bool:
+    """Whether the user asked for this evidence source (an unconfigured one is left out)."""
+    p = config.probes
+    if probe == "npu":
+        return bool(p.npu.enabled)
+    if probe == "process":
+        return bool(p.process.enabled)
+    if probe == "heartbeat":
+        return bool(p.heartbeat.enabled and p.heartbeat.paths)
+    if probe == "logs":
+        return bool(p.logs.enabled and p.logs.sources)
+    return False
+
+
+def blind_reason(view: StateView, probe: str) -> Optional[str]:
+    """None when the probe currently observes; else why its data must not be trusted.
+
+    A probe that is down (or not yet run) is *blind*, which is different from "saw nothing": stale
+    data from before it went down must never be read as "no activity".
+    """
+    status = view.status(probe)
+    if status is None:
+        return f"probe {probe} is not running"
+    if not status.up:
+        return f"probe {probe} is down"
+    if view.latest(probe) is None:
+        return f"probe {probe} has no observation yet"
+    return None
+
+
+# --- generic run / regression functions ----------------------------------------------------
+
+def trailing_since(points: Sequence[Tuple[float, T]], pred: Callable[[T], bool]) -> Optional[float]:
+    """Time of the earliest point of the unbroken run of points satisfying `pred` that ends at
+    the latest point; None when the latest point does not satisfy it (or there are no points)."""
+    since: Optional[float] = None
+    for t, x in reversed(points):
+        if not pred(x):
+            break
+        since = t
+    return since
+
+
+def window_points(points: Sequence[Tuple[float, T]], start: float) -> Tuple[List[Tuple[float, T]], bool]:
+    """Points from the last one at or before `start` onwards, and whether the history reaches back
+    to `start` (without that, a window-long judgement is not yet possible)."""
+    idx = 0
+    covered = False
+    for i, (t, _) in enumerate(points):
+        if t <= start:
+            idx = i
+            covered = True
+        else:
+            break
+    return list(points[idx:]), covered
+
+
+def linear_slope(points: Sequence[Tuple[float, float]]) -> Optional[float]:
+    """Least-squares slope (units per second); None for fewer than two distinct times."""
+    n = len(points)
+    if n < 2:
+        return None
+    mt = sum(t for t, _ in points) / n
+    mv = sum(v for _, v in points) / n
+    den = sum((t - mt) ** 2 for t, _ in points)
+    if den <= 0:
+        return None
+    return sum((t - mt) * (v - mv) for t, v in points) / den
+
+
+def max_drawdown(values: Sequence[float]) -> float:
+    """Largest fall from a running maximum: near 0 for monotonic or stair-step series, large for
+    saw-tooth ones."""
+    peak: Optional[float] = None
+    worst = 0.0
+    for v in values:
+        peak = v if peak is None or v > peak else peak
+        worst = max(worst, peak - v)
+    return worst
+
+
+# --- NPU series ----------------------------------------------------------------------------
+
+def npu_history(view: StateView) -> List[Tuple[float, NpuObservation]]:
+    return [(s.time, s.value) for s in view.history("npu") if isinstance(s.value, NpuObservation)]
+
+
+def chip_series(history: Sequence[Tuple[float, NpuObservation]]) -> Dict[ChipKey, List[Tuple[float, NpuChip]]]:
+    """Per (npu, chip): its readings over time (a chip absent from a round has no point there)."""
+    out: Dict[ChipKey, List[Tuple[float, NpuChip]]] = {}
+    for t, obs in history:
+        for c in obs.chips:
+            out.setdefault((c.npu, c.chip), []).append((t, c))
+    return out
+
+
+def chip_memory_mb(chip: NpuChip) -> Optional[Tuple[int, int]]:
+    """(used, total) MB of the chip's device memory: HBM where the table has it (910/910B/A3),
+    else DDR (310 series); None when neither is known."""
+    if chip.hbm_total_mb and chip.hbm_used_mb is not None:
+        return chip.hbm_used_mb, chip.hbm_total_mb
+    if chip.memory_total_mb and chip.memory_used_mb is not None:
+        return chip.memory_used_mb, chip.memory_total_mb
+    return None
+
+
+def live_ranks(view: StateView) -> int:
+    """Rank processes the process probe sees now (0 when it has no observation)."""
+    s = view.latest("process")
+    if s is None or not isinstance(s.value, ProcessObservation):
+        return 0
+    return sum(1 for p in s.value.processes if p.state != "zombie")
+
+
+def job_chips(obs: NpuObservation, npus: Sequence[int], ranks_alive: int) -> Set[ChipKey]:
+    """The chips the job uses in one npu-smi round.
+
+    Configured NPU ids win. Otherwise the chips on which npu-smi lists a process; when its process
+    table is empty on every chip (inside a container npu-smi often cannot see the processes) but
+    the process probe sees live ranks, every chip.
+    """
+    if npus:
+        wanted = set(npus)
+        return {(c.npu, c.chip) for c in obs.chips if c.npu in wanted}
+    held = {(p.npu, p.chip) for p in obs.processes}
+    present = {(c.npu, c.chip) for c in obs.chips}
+    if held:
+        return held & present
+    if ranks_alive > 0:
+        return present
+    return set()
+
+
+# --- heartbeat phase and progress -----------------------------------------------------------
+
+def _rank_key(r: HeartbeatReading) -> RankKey:
+    return r.rank if r.rank is not None else r.path
+
+
+def _usable(r: HeartbeatReading) -> bool:
+    return r.exists and r.error is None
+
+
+@dataclass(frozen=True)
+class RankProgress:
+    """What the heartbeat history says about one rank."""
+
+    key: RankKey
+    step: Optional[int]
+    phase: Optional[str]
+    #: Last time the rank showed progress: its step or phase changed (or, for a touch-only file
+    #: without `step`, the file was touched). Before any change was seen: the first sighting.
+    progress_at: float
+    beat_time: Optional[float]
+
+
+def _reading_time(sample_time: float, r: HeartbeatReading) -> float:
+    """When the trainer wrote this reading: its own beat time, never later than when we read it
+    (a clock-skewed future time must not postpone a stall)."""
+    if r.beat_time is not None:
+        return min(r.beat_time, sample_time)
+    return sample_time
+
+
+def heartbeat_progress(view: StateView) -> Dict[RankKey, RankProgress]:
+    """Per rank: current step and phase and when it last progressed, derived from the history.
+
+    A phase change counts as progress, so leaving a 20-minute checkpoint does not look like 20
+    minutes without a step. Readings that failed to parse this round are skipped (the file was
+    being rewritten), never taken as a change.
+    """
+    per: Dict[RankKey, List[Tuple[float, HeartbeatReading]]] = {}
+    for s in view.history("heartbeat"):
+        if not isinstance(s.value, HeartbeatObservation):
+            continue
+        for r in s.value.readings:
+            if _usable(r):
+                per.setdefault(_rank_key(r), []).append((s.time, r))
+    out: Dict[RankKey, RankProgress] = {}
+    for key, pts in per.items():
+        t_last, last = pts[-1]
+        if last.step is None and last.beat_time is not None:
+            # Touch-only (or step-less JSON) heartbeat: every new beat is progress.
+            progress_at = _reading_time(t_last, last)
+        else:
+            state = (last.step, last.phase)
+            first_t, first_r = t_last, last
+            for t, r in reversed(pts):
+                if (r.step, r.phase) != state:
+                    break
+                first_t, first_r = t, r
+            progress_at = _reading_time(first_t, first_r)
+        out[key] = RankProgress(key, last.step, last.phase, progress_at, last.beat_time)
+    return out
+
+
+def job_phase(ranks: Dict[RankKey, RankProgress], phase_durations: Dict[str, float],
+              default: float) -> Tuple[Optional[str], Optional[float]]:
+    """(phase, threshold seconds) for the job: the most lenient phase any rank reports.
+
+    Only rank 0 may be writing a checkpoint while the others wait in a barrier still saying
+    `train`; taking the longest threshold avoids paging for that. `done` wins only when every rank
+    that reports a phase says `done` (one finished rank must not hide others hung in a final
+    barrier). Threshold None means "never stalls".
+    """
+    phases = [r.phase for r in ranks.values() if r.phase]
+    if phases and all(p == DONE_PHASE for p in phases):
+        return DONE_PHASE, None
+    best_phase: Optional[str] = None
+    best = default
+    for p in phases:
+        if p == DONE_PHASE:
+            continue
+        d = phase_durations.get(p, default)
+        if best_phase is None or d > best:
+            best_phase, best = p, d
+    return best_phase, best
+
+
+# --- log progress --------------------------------------------------------------------------
+
+def log_progress(view: StateView, sources: Optional[Sequence[str]]) -> Optional[float]:
+    """Newest time a counted log source produced a complete line; before any line is seen, the
+    time the log probe started watching (so a silent log counts from then). None without data."""
+    hist = [s for s in view.history("logs") if isinstance(s.value, LogObservation)]
+    if not hist:
+        return None
+    wanted = set(sources) if sources is not None else None
+    best: Optional[float] = None
+    for s in hist:
+        obs: LogObservation = s.value
+        for src, n in obs.lines_read.items():
+            if n > 0 and (wanted is None or src in wanted):
+                best = s.time if best is None else max(best, s.time)
+    last = hist[-1]
+    for src, at in last.value.last_line_at.items():
+        if wanted is None or src in wanted:
+            at = min(at, last.time)
+            best = at if best is None else max(best, at)
+    return best if best is not None else hist[0].time
+
+
+# --- process CPU -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CpuState:
+    """How much CPU the rank processes burn, from the process probe's history."""
+
+    #: Start of the unbroken run of rounds in which every rank stayed below the rate; None if the
+    #: latest round was not quiet (or had no processes, or a first sighting without a delta).
+    quiet_since: Optional[float]
+    #: Latest per-process rate (CPU seconds per wall second), keyed by pid.
+    rates: Dict[int, Optional[float]] = field(default_factory=dict)
+    #: pid -> (rank, state) at the latest round.
+    procs: Dict[int, Tuple[Optional[int], str]] = field(default_factory=dict)
+
+
+def cpu_state(view: StateView, rate_below: float) -> CpuState:
+    hist = [(s.time, s.value) for s in view.history("process") if isinstance(s.value, ProcessObservation)]
+    if not hist:
+        return CpuState(None)
+    rounds: List[Tuple[float, float, bool, Dict[int, Optional[float]]]] = []
+    for i, (t, obs) in enumerate(hist):
+        prev_t = hist[i - 1][0] if i > 0 else None
+        rates: Dict[int, Optional[float]] = {}
+        quiet = bool(obs.processes)
+        for p in obs.processes:
+            if p.cpu_delta is None or prev_t is None or t <= prev_t:
+                rates[p.pid] = None
+                quiet = False
+                continue
+            rate = max(p.cpu_delta, 0.0) / (t - prev_t)
+            rates[p.pid] = rate
+            if rate >= rate_below:
+                quiet = False
+        # A round's delta covers (prev_t, t]: the quiet stretch starts at the previous round.
+        rounds.append((prev_t if prev_t is not None else t, t, quiet, rates))
+    since: Optional[float] = None
+    for start, _t, quiet, _r in reversed(rounds):
+        if not quiet:
+            break
+        since = start
+    last_obs = hist[-1][1]
+    return CpuState(since, rounds[-1][3], {p.pid: (p.rank, p.state) for p in last_obs.processes})
+
+
+def fmt_age(seconds: float) -> str:
+    """Short human duration for summaries (`2m05s`, `1h03m`)."""
+    s = int(max(seconds, 0))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+# --- job progress (heartbeat + logs) ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Progress:
+    """When the job last showed progress, from the configured progress sources."""
+
+    #: Newest progress time over the usable sources; None when no source can tell.
+    at: Optional[float]
+    #: Sources that contributed ("heartbeat", "logs").
+    sources: Tuple[str, ...] = ()
+    #: Configured sources that are blind right now (their probe is down).
+    blind: Tuple[str, ...] = ()
+    ranks: Dict[RankKey, RankProgress] = field(default_factory=dict)
+
+
+def job_progress(view: StateView, config: Config) -> Progress:
+    """"No progress" means no heartbeat step advance AND no new training log line: the job's
+    progress time is the newest over the configured sources. A configured source whose probe is
+    down makes the answer unknown (at=None): a blind watcher cannot claim "no progress"."""
+    times: List[float] = []
+    sources: List[str] = []
+    blind: List[str] = []
+    ranks: Dict[RankKey, RankProgress] = {}
+    if probe_configured(config, "heartbeat"):
+        reason = blind_reason(view, "heartbeat")
+        if reason:
+            blind.append(reason)
+        else:
+            ranks = heartbeat_progress(view)
+            if ranks:
+                times.append(max(r.progress_at for r in ranks.values()))
+                sources.append("heartbeat")
+    if probe_configured(config, "logs"):
+        reason = blind_reason(view, "logs")
+        if reason:
+            blind.append(reason)
+        else:
+            at = log_progress(view, config.stall.log_sources)
+            if at is not None:
+                times.append(at)
+                sources.append("logs")
+    if blind or not times:
+        return Progress(None, tuple(sources), tuple(blind), ranks)
+    return Progress(max(times), tuple(sources), (), ranks)
