@@ -13,7 +13,7 @@ import re
 from typing import Any, Iterable, List, Set
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 
 REDACTED = "[REDACTED]"
 
@@ -51,7 +51,7 @@ def config_secrets(node: Any) -> Set[str]:
             value = n.get_secret_value()
             if value:
                 out.add(value)
-        elif hasattr(n, "model_fields"):
+        elif isinstance(n, BaseModel):
             for name in type(n).model_fields:
                 walk(getattr(n, name, None))
         elif isinstance(n, dict):
