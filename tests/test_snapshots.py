@@ -498,3 +498,29 @@ def test_concurrent_triggers_produce_separate_complete_archives(tmp_path):
         assert next(top.glob("logs/train/**/train.log")).read_text().endswith("line 4999\n")
     assert not list((tmp_path / "snaps").glob(".*partial"))
     assert taker.stats()["results"]["taken"] == 5
+
+
+# -- plog files and version files ----------------------------------------------------------------------
+
+def test_newest_plogs_of_the_job_and_version_files(tmp_path):
+    log_root = tmp_path / "ascend-log"
+    plog_dir = log_root / "debug" / "plog"
+    plog_dir.mkdir(parents=True)
+    driver = tmp_path / "version.info"
+    driver.write_text("Version=23.0.rc3\nascendhal_version=7.35.19\n")
+    proc, _ = start(tmp_path, BUSY, "busy", env=dict(os.environ, ASCEND_PROCESS_LOG_PATH=str(log_root)))
+    try:
+        for i, stamp in enumerate(["20250124112400001", "20250124112500002", "20250124112600003"]):
+            p = plog_dir / f"plog-{proc.pid}_{stamp}.log"
+            p.write_text(f"[ERROR] HCCL({proc.pid},python3):2025-01-24-11:2{i}:07.908.424 [a.cc:1][2]file {i}\n")
+            os.utime(p, (time.time() - 100 + i, time.time() - 100 + i))
+        (plog_dir / "plog-1_20250124112400001.log").write_text("another process\n")
+        cfg = config(tmp_path, plog_files=2, driver_version_file=str(driver), cann_version_files=[])
+        adm = SnapshotTaker(cfg, runtime(cfg, {proc.pid: 0})).take(finding("log_hccl"))
+    finally:
+        stop(proc)
+    top, manifest = extract(adm.path, tmp_path / "x")
+    kept = sorted(p.name for p in (top / "plog" / str(proc.pid)).iterdir())
+    assert kept == [f"plog-{proc.pid}_20250124112500002.log", f"plog-{proc.pid}_20250124112600003.log"]
+    assert not (top / "plog" / "1").exists()
+    assert manifest["versions"]["files"][str(driver)]["Version"] == "23.0.rc3"

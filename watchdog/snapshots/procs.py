@@ -21,7 +21,7 @@ from watchdog.observations import ProcessObservation
 from watchdog.snapshots.bundle import NOT_FOUND, PERMISSION_DENIED, TOOL_ABSENT, Item, Problem, oserror_reason, outcome_problem
 from watchdog.snapshots.context import CaptureContext, ProcRecord
 from watchdog.snapshots.files import tail_file
-from watchdog.snapshots.redact import REDACTED, is_secret_name
+from watchdog.snapshots.redact import MIN_PIECE_LEN, REDACTED, is_secret_name
 from watchdog.subproc import run_command
 
 _VERSION_ASSIGN = re.compile(r"""^\s*__version__\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
@@ -239,8 +239,9 @@ def collect_environment(ctx: CaptureContext, item: Item) -> None:
         lines = []
         for k in sorted(env):
             secret = is_secret_name(k)
-            if secret and env[k]:
+            if secret and len(env[k]) >= MIN_PIECE_LEN:
                 # Its value may show up elsewhere (a log line, a command line): redact it everywhere.
+                # (Short values like "1" or "false" would only mangle the archive.)
                 ctx.bundle.add_secret(env[k])
             if k in names or k.startswith(prefixes):
                 lines.append(f"{k}={REDACTED if secret else env[k]}")

@@ -23,14 +23,15 @@ MIN_SECRET_LEN = 4
 MIN_PIECE_LEN = 8
 
 _SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|APIKEY|ACCESSKEY|WEBHOOK|COOKIE|SESSION"
+    # The lookahead keeps TOKENIZERS_PARALLELISM or max_tokens from counting as secrets.
+    r"((TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|APIKEY|ACCESSKEY|WEBHOOK|COOKIE|SESSION)(?![A-Z])"
     r"|(^|_)(KEY|KEYS|PASS|PWD|AUTH|SIGN|SIGNATURE)($|_))",
     re.IGNORECASE,
 )
 # NAME=value / NAME: value / --name=value with a secret-looking NAME, in free text.
 _ASSIGNMENT = re.compile(
     r"(?P<name>[A-Za-z0-9_.-]*(?:token|secret|password|passwd|passphrase|credential|api[_-]?key|access[_-]?key"
-    r"|private[_-]?key|webhook)[A-Za-z0-9_.-]*)(?P<sep>[\"']?\s*[=:]\s*[\"']?)(?P<value>[^\s\"',;&]+)",
+    r"|private[_-]?key|webhook)(?![A-Za-z])[A-Za-z0-9_.-]*)(?P<sep>[\"']?\s*[=:]\s*[\"']?)(?P<value>[^\s\"',;&]+)",
     re.IGNORECASE,
 )
 # scheme://user:password@host
@@ -39,7 +40,7 @@ _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\
 
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable (or key) name looks like it holds a credential."""
-    return bool(_SECRET_NAME.search(name.replace("-", "_")))
+    return bool(_SECRET_NAME.search(name.replace("-", "_").upper()))
 
 
 def config_secrets(node: Any) -> Set[str]:
