@@ -32,6 +32,7 @@ class LoggingEngine:
             for key, f in new.items():
                 prev = old.get(key)
                 if prev is None:
+                    self._request_snapshot(f)  # snapshots hook (see _request_snapshot)
                     log.warning("finding %s [%s] %s labels=%s", f.rule, f.severity, f.summary, f.labels,
                                 extra={"finding": f.to_dict(), "event": "finding_new"})
                 elif prev.severity != f.severity:
@@ -42,6 +43,24 @@ class LoggingEngine:
                     log.info("finding resolved %s %s labels=%s", f.rule, f.summary, f.labels,
                              extra={"finding": f.to_dict(), "event": "finding_resolved"})
             self._current = new
+
+    # --- snapshots hook (minimal; the full alert engine calls the same contract) ---------------
+    def _request_snapshot(self, f: Finding) -> None:
+        """Ask the snapshot taker (if any) for a snapshot of a newly firing finding.
+
+        The taker applies its own policy (default: critical findings only; Finding.snapshot and
+        per-rule config override), rate limit and disk floor, and returns at once.
+        """
+        taker = self.runtime.services.get("snapshots") if self.runtime is not None else None
+        if taker is None:
+            return
+        try:
+            path = taker.request(f)
+        except Exception:
+            log.exception("snapshot request for %s failed", f.rule)
+            return
+        if path:
+            log.warning("snapshot of %s: %s", f.rule, path, extra={"event": "snapshot_requested", "path": path})
 
     def current(self) -> List[Finding]:
         with self._lock:

@@ -1,9 +1,12 @@
-"""Failure snapshots: the evidence bundle taken when a finding fires (built by its feature).
+"""Failure snapshots: the evidence bundle taken when a finding fires.
 
 Contract with the alert engine: the engine calls `taker.request(finding)` for each finding that
 starts firing; the taker decides by its own config whether to capture (severity, per-rule
 settings, rate limits, disk floor), starts the capture in the background and returns at once the
 path the archive will have (so the alert can name it), or None when it takes none.
+
+Modules: `taker` (admission and capture), `collect`/`procs` (what goes in), `bundle` (budgeted
+parallel collection, archive writing), `redact` (secrets), `retention` (count/bytes/age, disk floor).
 """
 
 from __future__ import annotations
@@ -20,5 +23,13 @@ class SnapshotTaker(Protocol):
 
 
 def build_snapshot_taker(config: Any, runtime: Any) -> Optional[SnapshotTaker]:
-    """The daemon's snapshot taker, or None when snapshots are disabled (until built: always None)."""
-    return None
+    """The daemon's snapshot taker, or None when `snapshots.enabled` is false.
+
+    Enabling or disabling snapshots takes effect at the next restart; the other settings follow
+    config reloads (the taker reads them through `runtime.config`).
+    """
+    if not config.snapshots.enabled:
+        return None
+    from watchdog.snapshots.taker import SnapshotTaker as _Taker
+
+    return _Taker(config, runtime)
