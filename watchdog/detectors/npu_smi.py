@@ -33,6 +33,11 @@ MISSING_HINT = (
 )
 
 
+def _detail(message: str) -> str:
+    """The error text without its `npu-smi <reason>:` prefix."""
+    return message.split(":", 1)[1].strip() if ":" in message else message
+
+
 def detect(view: StateView, config: Config) -> List[Finding]:
     cfg = config.probes.npu
     st = view.status("npu")
@@ -46,16 +51,16 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     if reason == "timeout":
         return [Finding(
             rule="npu_smi_hung", severity="critical",
-            summary=f"npu-smi hangs: {st.last_error}", labels=base, hint=HUNG_HINT,
+            summary=f"npu-smi hangs (no answer within {cfg.command_timeout:g}s, killed)", labels=base, hint=HUNG_HINT,
             value=st.last_error, since=since, details=details)]
     if reason == "missing":
         return [Finding(
             rule="npu_smi_missing", severity="critical",
-            summary=f"npu-smi not found: {st.last_error}", labels=base, hint=MISSING_HINT,
+            summary=f"npu-smi not found ({cfg.npu_smi})", labels=base, hint=MISSING_HINT,
             value=st.last_error, since=since, details=details)]
     if reason in ("exit", "unavailable", "parse") and view.now - since >= cfg.failing_after:
         return [Finding(
             rule="npu_smi_failing", severity="critical",
-            summary=f"npu-smi failing for {view.now - since:.0f}s: {st.last_error}", labels=base,
+            summary=f"npu-smi failing ({reason}): {_detail(st.last_error)}", labels=base,
             hint=FAILING_HINT, value=st.last_error, since=since, details=details)]
     return []
