@@ -158,3 +158,23 @@ def test_probe_asks_health_only_for_unhealthy_chips_and_rate_limits(scenario, tm
         obs = probe.collect().value
         assert obs.health_codes == {(1, 0): ["80E01801"]}
     assert calls == [(1, 0)]
+
+
+def test_fake_generates_a3_and_sparse_ids_the_parser_reads(scenario):
+    scenario({"generate": {"npus": 2, "chips_per_npu": 2, "name": "Ascend910", "npu_ids": [0, 32768]},
+              "devices": {"32768:1": {"hbm_used_mb": 41000, "aicore": 12}}})
+    obs = query_info(FAKE, 10, stats=None)
+    assert [(c.npu, c.chip, c.device_id, c.power_w) for c in obs.chips] == [
+        (0, 0, 0, 95.0), (0, 1, 1, None), (32768, 0, 2, 95.0), (32768, 1, 3, None)]
+    last = obs.chips[-1]
+    assert (last.hbm_used_mb, last.aicore_util_pct) == (41000, 12.0)
+
+
+def test_fake_rounds_advance_per_info_call_only(scenario):
+    scenario({"generate": {"npus": 1}, "rounds": [{"devices": {"0": {"aicore": 10}}},
+                                                  {"devices": {"0": {"aicore": 20, "health": "Alarm"}}}]})
+    assert query_info(FAKE, 10, stats=None).chips[0].aicore_util_pct == 10.0
+    assert query_health(FAKE, 0, 0, 10, stats=None).status == "OK"  # health does not advance rounds
+    assert query_info(FAKE, 10, stats=None).chips[0].aicore_util_pct == 20.0
+    assert query_health(FAKE, 0, 0, 10, stats=None).status == "Alarm"
+    assert query_info(FAKE, 10, stats=None).chips[0].aicore_util_pct == 20.0  # the last round repeats
