@@ -184,7 +184,7 @@ def test_missing_chip_is_critical_and_named():
     [f] = rules(s.npu(T0 + 110), "npu_missing")
     assert f.labels == {**BASE, "npu": "5", "chip": "0"} and f.severity == "critical"
     assert f.since == T0 + 100 and f.details["chips_visible"] == 7
-    # Long after the history forgot chip 5, the probe's seen_chips keeps it reported.
+    # Long after the history forgot chip 5, the probe's `missing` list keeps it reported.
     seen = [(n, 0) for n in range(8)]
     s.feed(T0 + 120, T0 + 2000, every=60, npu=lambda t: npu_obs(rest, seen=seen))
     assert [f.labels["npu"] for f in rules(s.npu(T0 + 2000), "npu_missing")] == ["5"]

@@ -53,7 +53,8 @@ def npu_obs(chips: Sequence[NpuChip], held: Optional[Iterable[int]] = None, code
     held_ids = [c.npu for c in chips] if held is None else list(held)
     procs = tuple(NpuProcess(npu=n, chip=0, pid=1000 + n, name="python3", memory_mb=30000) for n in held_ids)
     return NpuObservation(version="23.0.6", chips=tuple(chips), processes=procs,
-                          health_codes=dict(codes or {}), seen_chips=tuple(seen))
+                          health_codes=dict(codes or {}),
+                          missing=tuple(chip(n, chip_id=c) for n, c in seen if (n, c) not in {(x.npu, x.chip) for x in chips}))
 
 
 def procs(n: int, cpu_delta: Optional[float], states: Optional[Dict[int, str]] = None,

@@ -320,8 +320,9 @@ def _missing(view: StateView, config: Config, history) -> List[Finding]:
     for t, obs in history:
         for c in obs.chips:
             last_seen[(c.npu, c.chip)] = t
-    for n, c in latest.seen_chips:
-        last_seen.setdefault((n, c), None)  # type: ignore[arg-type]
+    # The probe remembers vanished chips beyond the store's history (NpuObservation.missing).
+    for m in latest.missing:
+        last_seen.setdefault((m.npu, m.chip), None)
     out = []
     missing = sorted(k for k in last_seen if k not in present)
     for key in missing:
