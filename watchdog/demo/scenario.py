@@ -1,0 +1,318 @@
+"""The scripted fault sequence shared by `npu-watchdog demo` and the end-to-end tests.
+
+A run starts the simulated node, the receiver and the real daemon (a subprocess with a generated
+config), then plays steps. Each step injects a fault (or a benign event), waits for what the
+on-call person should get (one alert with the expected rule, or nothing), then recovers. The
+timeline records, per step: injected at, detected at (the finding first shows in the daemon's
+/api/status), delivered at (the webhook copy reaches the receiver).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, TextIO
+
+import yaml
+
+from watchdog.demo.node import REPO, SimulatedNode
+from watchdog.demo.receiver import Receiver
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _d(seconds: float) -> str:
+    return f"{max(seconds, 0.1):.3g}s"
+
+
+def demo_config(node: SimulatedNode, out: Path, receiver_url: str, port: int, speed: float = 1.0) -> Dict[str, Any]:
+    """The daemon config of the simulated node: every probe on, time constants scaled by `speed`."""
+    s = max(speed, 0.05)
+    r = str(node.root)
+    return {
+        "node": {"name": "demo-node-01"},
+        "job": {"name": "llama-demo"},
+        "paths": {"state_dir": str(out / "state"), "snapshot_dir": str(out / "snapshots")},
+        "http": {"listen": f"127.0.0.1:{port}"},
+        "logging": {"level": "info", "format": "text"},
+        "probes": {
+            "jitter": "0s",
+            "history": "30m",
+            "process": {"enabled": True, "interval": _d(1 * s), "cmdline": r"watchdog\.demo\.rank",
+                        "parent": r"watchdog\.demo\.launcher", "expected": node.npus,
+                        "start_grace": _d(60 * s), "zombie_after": _d(5 * s)},
+            "heartbeat": {"enabled": True, "interval": _d(1 * s), "paths": [f"{r}/hb/rank*.json"],
+                          "stale_after": {"init": _d(60 * s), "train": _d(20 * s), "eval": _d(60 * s),
+                                          "checkpoint": _d(90 * s), "default": _d(20 * s)},
+                          "no_progress_after": _d(20 * s), "start_grace": _d(60 * s)},
+            "npu": {"enabled": True, "interval": _d(1 * s), "npu_smi": node.npu_smi, "command_timeout": "3s",
+                    "failing_after": _d(5 * s)},
+            "logs": {"enabled": True, "interval": _d(0.5 * s),
+                     "sources": [
+                         {"name": "train", "paths": [f"{r}/logs/rank*.log"], "kind": "training"},
+                         {"name": "plog", "paths": [f"{r}/plog/plog-*.log"], "kind": "plog"},
+                     ],
+                     "hold": _d(15 * s), "cascade_window": _d(60 * s)},
+        },
+        "trends": {"idle_for": _d(60 * s), "busy_for": _d(60 * s), "low_util_for": _d(120 * s),
+                   "temperature_for": _d(20 * s)},
+        "stall": {"duration": _d(10 * s), "log_sources": ["train"],
+                  "phases": {"init": _d(60 * s), "checkpoint": _d(90 * s), "eval": _d(60 * s)}},
+        "alerting": {
+            "group_window": _d(3 * s), "resolve_delay": _d(4 * s), "reminder": "4h", "send_resolved": True,
+            "retry_initial": "1s", "retry_max": "5s",
+            "channels": [
+                {"type": "slack", "name": "oncall-slack", "url": f"{receiver_url}/slack", "min_severity": "warning",
+                 "mentions": {"critical": ["here"]}},
+                {"type": "webhook", "name": "timeline", "url": f"{receiver_url}/hook", "min_severity": "info"},
+            ],
+        },
+        "snapshots": {"enabled": True, "budget": "10s", "min_interval": _d(30 * s)},
+    }
+
+
+@dataclass
+class StepResult:
+    name: str
+    expect: Optional[str]
+    injected_at: float
+    detected_at: Optional[float] = None
+    delivered_at: Optional[float] = None
+    alerts: List[Dict[str, Any]] = field(default_factory=list)
+    messages: int = 0
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        if self.expect is None:
+            return self.messages == 0
+        return self.delivered_at is not None
+
+
+class DemoRun:
+    """Owns every process of one demo run; `close()` stops all of them."""
+
+    def __init__(self, out: Path, speed: float = 1.0, echo: bool = True, stream: TextIO = sys.stdout,
+                 npus: int = 8):
+        self.out = out
+        self.speed = speed
+        self.stream = stream
+        out.mkdir(parents=True, exist_ok=True)
+        self.node = SimulatedNode(out / "node", npus=npus)
+        self.receiver = Receiver(out=stream, echo=echo)
+        self.port = free_port()
+        self.config = demo_config(self.node, out, self.receiver.url, self.port, speed)
+        self.config_path = out / "config.yaml"
+        self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
+        self.daemon: Optional[subprocess.Popen] = None
+        self.results: List[StepResult] = []
+        self.t0 = time.time()
+
+    # -- processes --------------------------------------------------------------------------
+    def start_daemon(self) -> None:
+        env = {**os.environ, **self.node.env(), "PYTHONPATH": str(REPO)}
+        self._daemon_log = open(self.out / "daemon.log", "ab")
+        self.daemon = subprocess.Popen([sys.executable, "-m", "watchdog", "run", "-c", str(self.config_path)],
+                                       stdout=self._daemon_log, stderr=self._daemon_log, env=env, cwd=str(REPO))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.daemon.poll() is not None:
+                raise RuntimeError(f"daemon exited with {self.daemon.returncode}; see {self.out / 'daemon.log'}")
+            try:
+                if self.status().get("probes"):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("daemon did not come up within 60 s")
+
+    def stop_daemon(self, sig: int = signal.SIGTERM) -> Optional[int]:
+        if self.daemon is None:
+            return None
+        if self.daemon.poll() is None:
+            self.daemon.send_signal(sig)
+            try:
+                self.daemon.wait(20)
+            except subprocess.TimeoutExpired:
+                self.daemon.kill()
+                self.daemon.wait()
+        self._daemon_log.close()
+        rc = self.daemon.returncode
+        self.daemon = None
+        return rc
+
+    def status(self) -> Dict[str, Any]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/status", timeout=5) as r:
+            return json.loads(r.read().decode())
+
+    def metrics_text(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    def close(self) -> None:
+        try:
+            self.node.stop_job()
+        finally:
+            try:
+                self.stop_daemon()
+            finally:
+                self.receiver.close()
+
+    # -- observation ------------------------------------------------------------------------
+    def findings(self) -> List[Dict[str, Any]]:
+        try:
+            return self.status().get("findings", [])
+        except OSError:
+            return []
+
+    def firing_alerts_since(self, t: float) -> List[Dict[str, Any]]:
+        """Alerts in webhook messages received after `t` with status firing."""
+        out = []
+        for rec in self.receiver.hooks():
+            if rec.at < t:
+                continue
+            for a in rec.body.get("alerts", []):
+                if a.get("status") == "firing":
+                    out.append({**a, "_received_at": rec.at})
+        return out
+
+    def messages_since(self, t: float, status: str = "firing") -> List[Dict[str, Any]]:
+        return [r.body | {"_received_at": r.at} for r in self.receiver.hooks()
+                if r.at >= t and r.body.get("status") == status]
+
+    def say(self, text: str) -> None:
+        self.stream.write(f"[{time.time() - self.t0:6.1f}s] {text}\n")
+        self.stream.flush()
+
+    # -- steps ------------------------------------------------------------------------------
+    def wait_for_alert(self, res: StepResult, rule: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if res.detected_at is None and any(f["rule"] == rule for f in self.findings()):
+                res.detected_at = time.time()
+            alerts = [a for a in self.firing_alerts_since(res.injected_at) if a["labels"].get("rule") == rule]
+            if alerts:
+                res.delivered_at = min(a["_received_at"] for a in alerts)
+                if res.detected_at is None:
+                    res.detected_at = res.delivered_at
+                return
+            time.sleep(0.2)
+
+    def settle(self, res: StepResult, seconds: float) -> None:
+        """Let a step's effects arrive (grouping, cascades), then count firing messages since injection."""
+        time.sleep(seconds)
+        msgs = self.messages_since(res.injected_at)
+        res.messages = len(msgs)
+        res.alerts = [a for m in msgs for a in m.get("alerts", []) if a.get("status") == "firing"]
+
+    def run_step(self, name: str, expect: Optional[str], inject: Callable[[], None], budget: float,
+                 settle: float, recover: Optional[Callable[[], None]] = None, note: str = "") -> StepResult:
+        s = self.speed
+        self.say(f"--- {name}")
+        res = StepResult(name, expect, time.time(), note=note)
+        inject()
+        if expect:
+            self.wait_for_alert(res, expect, budget * s)
+            self.settle(res, settle * s)
+            if res.delivered_at:
+                self.say(f"    detected after {res.detected_at - res.injected_at:.1f}s, "
+                         f"delivered after {res.delivered_at - res.injected_at:.1f}s, {res.messages} message(s)")
+            else:
+                self.say(f"    NOT delivered within {budget * s:.0f}s")
+        else:
+            self.settle(res, budget * s)
+            self.say(f"    {res.messages} message(s) (expected none)")
+        if recover:
+            recover()
+        self.results.append(res)
+        return res
+
+    def wait_resolved(self, timeout: float) -> bool:
+        """Wait until the daemon reports nothing in force (findings cleared)."""
+        deadline = time.monotonic() + timeout * self.speed
+        while time.monotonic() < deadline:
+            if not self.findings():
+                return True
+            time.sleep(0.3)
+        return False
+
+    def restart_job(self) -> None:
+        self.node.stop_job()
+        self.node.clear_devices()
+        self.node.set_mode("train")
+        self.node.start_job()
+
+    def play(self) -> List[StepResult]:
+        """The standard sequence of the demo."""
+        node, s = self.node, self.speed
+        self.say("starting the simulated node: 8 NPUs, 8 ranks under a launcher, fake npu-smi, plogs")
+        node.start_job()
+        self.start_daemon()
+        self.say(f"daemon up: http://127.0.0.1:{self.port}/  (config {self.config_path})")
+        self.run_step("healthy training", None, lambda: None, budget=12, settle=0)
+        self.run_step("long checkpoint (40 s, longer than the 20 s train heartbeat threshold)", None,
+                      lambda: node.set_mode("checkpoint"), budget=40, settle=0, recover=lambda: node.set_mode("train"))
+        self.run_step("HCCL hang: every rank blocks in a collective", "stall",
+                      lambda: node.set_mode("hang"), budget=60, settle=5)
+        rec = StepResult("recovery (training resumes)", "resolved", time.time())
+        node.set_mode("train")
+        self.say(f"--- {rec.name}")
+        deadline = time.monotonic() + 40 * s
+        while time.monotonic() < deadline and not self.messages_since(rec.injected_at, "resolved"):
+            time.sleep(0.3)
+        got = self.messages_since(rec.injected_at, "resolved")
+        rec.delivered_at = got[0]["_received_at"] if got else None
+        rec.detected_at = rec.delivered_at
+        rec.messages = len(got)
+        self.say(f"    resolved message {'after %.1fs' % (rec.delivered_at - rec.injected_at) if got else 'NOT received'}")
+        self.results.append(rec)
+        self.run_step("NaN loss on every rank", "loss_nan", lambda: node.set_mode("nan"), budget=30, settle=4,
+                      recover=lambda: node.set_mode("train"))
+        self.wait_resolved(40)
+        self.run_step("NPU out of memory on rank 3 (peers then time out in HCCL)", "log_oom",
+                      lambda: node.set_mode("peer_failed", {3: "oom"}, failed_rank=3, hccl_timeout_seconds=3 * s),
+                      budget=30, settle=8, recover=self.restart_job)
+        self.wait_resolved(60)
+        self.run_step("card lost: NPU 5 disappears from npu-smi", "npu_missing",
+                      lambda: node.set_device(5, gone=True), budget=30, settle=4, recover=self.restart_job)
+        self.wait_resolved(60)
+        self.run_step("rank crash: rank 6 is killed", "rank_missing", lambda: node.kill_rank(6), budget=30, settle=4)
+        return self.results
+
+    def save_artifacts(self) -> None:
+        try:
+            (self.out / "metrics.txt").write_text(self.metrics_text())
+        except OSError as exc:
+            (self.out / "metrics.txt").write_text(f"scrape failed: {exc}\n")
+        (self.out / "timeline.json").write_text(json.dumps([r.__dict__ for r in self.results], indent=1, default=str))
+
+
+def summary_table(results: List[StepResult]) -> str:
+    rows = [("step", "expected", "detected", "delivered", "messages", "result")]
+    for r in results:
+        det = f"+{r.detected_at - r.injected_at:.1f}s" if r.detected_at else "-"
+        dlv = f"+{r.delivered_at - r.injected_at:.1f}s" if r.delivered_at else "-"
+        rows.append((r.name[:48], r.expect or "no alert", det, dlv, str(r.messages), "ok" if r.ok else "MISSED"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def cleanup_dir(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
