@@ -13,7 +13,6 @@ import textwrap
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-import pytest
 import yaml
 
 from tests.helpers import REPO

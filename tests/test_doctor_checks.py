@@ -49,6 +49,13 @@ def test_parse_cann_version(text, expected):
     assert parse_cann_version(text) == expected
 
 
+def test_firmware_from_real_board_capture():
+    from watchdog.doctor.gather import firmware_from_board
+
+    assert firmware_from_board((CAPTURES / "info_t_board_910B3_25.5.1.txt").read_text()) == "7.7.0.6.236"
+    assert firmware_from_board("NPU ID : 0\nFirmware Version : NA\n") is None
+
+
 def test_parse_driver_version_info():
     text = "Version=24.1.rc1\nascendhal_version=7.35.19\naicpu_version=1.0\nInnerversion=V100R001C17SPC001B213\n"
     assert parse_version_info(text) == "24.1.rc1"

@@ -19,7 +19,7 @@ from watchdog.config.types import format_duration
 from watchdog.doctor import devices as devices_mod
 from watchdog.doctor import envcheck, smoke, versions
 from watchdog.doctor.model import FAIL, PASS, SKIPPED, WARN, CheckResult, Report
-from watchdog.npusmi.parse import NpuSmiError, NpuSmiParseError, NpuSmiUnavailable, detect_failure, parse_health, parse_info, parse_kv
+from watchdog.npusmi.parse import NpuSmiError, detect_failure, parse_health, parse_info, parse_kv
 from watchdog.observations import NpuObservation
 from watchdog.subproc import CommandOutcome, run_command
 
@@ -108,20 +108,25 @@ def query_health_codes(config: Config, obs: NpuObservation) -> Tuple[Dict[Tuple[
     return codes, errors
 
 
+def firmware_from_board(text: str) -> Optional[str]:
+    """`Firmware Version` of `npu-smi info -t board -i N` output (raises NpuSmiError if unreadable)."""
+    for key, value in parse_kv(text):
+        if key.lower() == "firmware version" and value and value.upper() != "NA":
+            return value
+    return None
+
+
 def query_firmware(config: Config, npu: int) -> Tuple[Optional[str], Optional[str]]:
-    """`Firmware Version` from `npu-smi info -t board -i N`; (None, reason) when not reported."""
+    """Firmware version as npu-smi reports it; (None, reason) when it does not."""
     out = _npu_smi_call(config, ["info", "-t", "board", "-i", str(npu)])
     problem = _outcome_problem(out, config.probes.npu.command_timeout)
     if problem:
         return None, problem
     try:
-        pairs = parse_kv(out.stdout)
+        version = firmware_from_board(out.stdout)
     except NpuSmiError as exc:
         return None, str(exc)
-    for key, value in pairs:
-        if key.lower() == "firmware version" and value and value.upper() != "NA":
-            return value, None
-    return None, "npu-smi board info has no Firmware Version"
+    return (version, None) if version else (None, "npu-smi board info has no Firmware Version")
 
 
 # --- files and the training interpreter --------------------------------------------------------
