@@ -209,3 +209,14 @@ def test_health_errors():
 def test_kv_keeps_repeated_keys_in_order():
     pairs = parse_kv(read("info_t_common_910B3_25.5.1.txt"))
     assert [v for k, v in pairs if k == "Temperature(C)"] == ["33", "31"]
+
+
+def test_unknown_metric_column_is_kept_not_misplaced():
+    text = read("info_910B3_8card_25.2.0_procs.txt")
+    text = text.replace("Hugepages-Usage(page)|", "Hugepages-Usage(page) NPU-Util(%)|", 1)
+    text = "\n".join(l.replace("0    / 0             |", "0    / 0  42         |")
+                     if "910B3" in l else l for l in text.splitlines())
+    obs = parse_info(text)
+    c0 = chip(obs, 0)
+    assert c0.extra == (("NPU-Util(%)", "42"),) and c0.hugepages_total == 0 and c0.temp_c == 34.0
+    hash(c0)  # chips stay hashable records

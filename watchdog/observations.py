@@ -84,8 +84,8 @@ class NpuChip:
     #: Hugepages used/total (pages) where the table has that column.
     hugepages_used: Optional[int] = None
     hugepages_total: Optional[int] = None
-    #: Values of table columns this parser does not know yet (header name -> text), never guessed.
-    extra: Dict[str, str] = field(default_factory=dict)
+    #: Values of table columns the parser does not know yet, as (header name, text), never guessed.
+    extra: Tuple[Tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -334,7 +334,7 @@ def _chip(header: _Header, row1: Tuple[int, str, List[str]], row2: Tuple[int, st
         raise NpuSmiParseError(f"Bus-Id should be one word, got {bus!r}", n2, raw2)
     values = _metric_values(c1[2], header.top, n1, raw1)
     values.update(_metric_values(c2[2], header.bottom, n2, raw2))
-    extra = {k[6:]: str(v) for k, v in values.items() if k.startswith("extra:")}
+    extra = tuple((k[6:], str(v)) for k, v in values.items() if k.startswith("extra:"))
     return NpuChip(
         npu=npu, chip=chip, device_id=device_id, name=name, health=health,
         power_w=values.get("power_w"),  # type: ignore[arg-type]
