@@ -331,7 +331,19 @@ def test_npu_smi_hang_is_timed_out(tmp_path):
     node = Node(tmp_path, {"behavior": "hang", "hang_child": True}, npu_timeout="1s")
     r = node.doctor("--json", "--env-file", str(node.env_file), timeout=60)
     assert r.code == 2
-    assert "did not answer within 1s" in r.check("daemon.npu_smi")["reason"]
+    reason = r.check("daemon.npu_smi")["reason"]
+    assert reason.startswith("npu-smi hung:") and "1s" in reason
+
+
+def test_npu_smi_missing(tmp_path):
+    node = Node(tmp_path)
+    node.config["probes"]["npu"]["npu_smi"] = str(tmp_path / "no-such-npu-smi")
+    node.config_path.write_text(yaml.safe_dump(node.config))
+    r = node.doctor("--json", "--env-file", str(node.env_file))
+    assert r.code == 2
+    assert r.check("daemon.npu_smi")["reason"].startswith("npu-smi missing:")
+    assert r.status("versions.npu_smi") == "skipped"
+    assert r.status("versions.driver") == "pass"   # file-based checks still run
 
 
 def test_invalid_config_is_reported_and_defaults_used(tmp_path):

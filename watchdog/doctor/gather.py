@@ -19,9 +19,10 @@ from watchdog.config.types import format_duration
 from watchdog.doctor import devices as devices_mod
 from watchdog.doctor import envcheck, smoke, versions
 from watchdog.doctor.model import FAIL, PASS, SKIPPED, WARN, CheckResult, Report
-from watchdog.npusmi.parse import NpuSmiError, detect_failure, parse_health, parse_info, parse_kv
+from watchdog.npusmi import run as npusmi_run
+from watchdog.npusmi.parse import NpuSmiError, parse_kv
 from watchdog.observations import NpuObservation
-from watchdog.subproc import CommandOutcome, run_command
+from watchdog.subproc import run_command
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 #: Health queries for at most this many unhealthy chips (each is one npu-smi call).
@@ -55,52 +56,27 @@ class NpuSmiResult:
     timed_out: bool = False
 
 
-def _npu_smi_call(config: Config, args: List[str]) -> CommandOutcome:
-    npu = config.probes.npu
-    return run_command([npu.npu_smi, *args], timeout=npu.command_timeout)
-
-
-def _outcome_problem(out: CommandOutcome, timeout: float) -> Optional[str]:
-    if out.start_error:
-        return f"cannot run npu-smi: {out.start_error}"
-    if out.timed_out:
-        return f"npu-smi did not answer within {format_duration(timeout)} (wedged driver?); killed"
-    text = out.stdout + "\n" + out.stderr
-    failure = detect_failure(text)
-    if failure:
-        return f"npu-smi unavailable: {failure}"
-    if out.returncode != 0:
-        tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or [""]
-        return f"npu-smi exited {out.returncode}: {tail[0][:200]}"
-    return None
-
-
 def query_npu_smi(config: Config) -> NpuSmiResult:
-    timeout = config.probes.npu.command_timeout
-    out = _npu_smi_call(config, ["info"])
-    problem = _outcome_problem(out, timeout)
-    if problem:
-        return NpuSmiResult(error=problem, duration=out.duration, timed_out=out.timed_out)
+    """`npu-smi info` through the shared runner (same timeout, kill and failure texts as the probe)."""
+    npu = config.probes.npu
+    start = time.monotonic()
     try:
-        obs = parse_info(out.stdout)
+        obs = npusmi_run.query_info(npu.npu_smi, npu.command_timeout, stats=None)
     except NpuSmiError as exc:
-        return NpuSmiResult(error=str(exc), duration=out.duration)
-    return NpuSmiResult(obs=obs, duration=out.duration)
+        return NpuSmiResult(error=str(exc), duration=time.monotonic() - start,
+                            timed_out=getattr(exc, "reason", "") == "timeout")
+    return NpuSmiResult(obs=obs, duration=obs.duration_seconds)
 
 
 def query_health_codes(config: Config, obs: NpuObservation) -> Tuple[Dict[Tuple[int, int], List[str]], List[str]]:
     """`-t health` of every chip whose table health is not OK: its hex codes."""
+    npu = config.probes.npu
     codes: Dict[Tuple[int, int], List[str]] = {}
     errors: List[str] = []
     bad = [c for c in obs.chips if (c.health or "").upper() != "OK"][:MAX_HEALTH_QUERIES]
     for chip in bad:
-        out = _npu_smi_call(config, ["info", "-t", "health", "-i", str(chip.npu), "-c", str(chip.chip)])
-        problem = _outcome_problem(out, config.probes.npu.command_timeout)
-        if problem:
-            errors.append(f"NPU {chip.npu} chip {chip.chip}: {problem}")
-            continue
         try:
-            info = parse_health(out.stdout)
+            info = npusmi_run.query_health(npu.npu_smi, chip.npu, chip.chip, npu.command_timeout, stats=None)
         except NpuSmiError as exc:
             errors.append(f"NPU {chip.npu} chip {chip.chip}: {exc}")
             continue
@@ -118,12 +94,10 @@ def firmware_from_board(text: str) -> Optional[str]:
 
 def query_firmware(config: Config, npu: int) -> Tuple[Optional[str], Optional[str]]:
     """Firmware version as npu-smi reports it; (None, reason) when it does not."""
-    out = _npu_smi_call(config, ["info", "-t", "board", "-i", str(npu)])
-    problem = _outcome_problem(out, config.probes.npu.command_timeout)
-    if problem:
-        return None, problem
     try:
-        version = firmware_from_board(out.stdout)
+        version = firmware_from_board(npusmi_run.call(config.probes.npu.npu_smi,
+                                                      ["info", "-t", "board", "-i", str(npu)],
+                                                      config.probes.npu.command_timeout))
     except NpuSmiError as exc:
         return None, str(exc)
     return (version, None) if version else (None, "npu-smi board info has no Firmware Version")
