@@ -1,0 +1,1 @@
+"""Standalone scripts run inside the training interpreter (not imported by the daemon)."""
