@@ -89,6 +89,61 @@ def _state_since(history: Iterable, info: ProcessInfo) -> float:
 
 # -- process findings ----------------------------------------------------------------------
 
+def _job_gone(base: Dict[str, str], obs: ProcessObservation, history: Iterable, now_sample: float) -> Finding:
+    since = now_sample
+    for s in reversed(tuple(history)):
+        if any(p.state != "zombie" for p in s.value.processes):
+            break
+        since = s.time
+    last = list(obs.gone) + list(obs.processes)
+    return Finding(
+        rule="job_gone", severity="critical",
+        summary=f"all training processes are gone ({len(last)} ranks last seen)",
+        labels=dict(base), since=since, value=str(len(last)),
+        hint="The job crashed or was killed. Read the last lines of the rank logs and `dmesg` (OOM killer, "
+             "driver errors) before restarting from the last checkpoint.",
+        details={"ranks": [{"rank": g.rank, "pid": g.pid, "state": g.state,
+                            "cmdline": " ".join(g.cmdline)[:500]} for g in last]},
+    )
+
+
+def _missing_ranks(view: StateView, config: Config, obs: ProcessObservation, alive: List[ProcessInfo],
+                   done: Set[str]) -> List[Finding]:
+    base = config.base_labels
+    out: List[Finding] = []
+    alive_ranks = {p.rank for p in alive}
+    for g in obs.gone:
+        if str(g.rank) in done or g.rank in alive_ranks:
+            continue
+        out.append(Finding(
+            rule="rank_missing", severity="critical",
+            summary=f"rank {g.rank} (pid {g.pid}) exited while {len(alive)} ranks still run",
+            labels={**base, "rank": str(g.rank), "pid": str(g.pid)},
+            hint="One rank died; the others will block in their next collective. Check that rank's log and "
+                 "`dmesg`; restart the job from the last checkpoint.",
+            details={"cmdline": " ".join(g.cmdline)[:500], "alive": len(alive), "expected": obs.expected},
+        ))
+    if obs.expected and len(alive) < obs.expected and view.now - view.started_at >= config.probes.process.start_grace:
+        seen = alive_ranks | {g.rank for g in obs.gone}
+        unexplained = obs.expected - len(alive) - len([g for g in obs.gone if g.rank not in alive_ranks])
+        if unexplained > 0:
+            if all(r is not None and r < obs.expected for r in seen):
+                missing = [str(r) for r in range(obs.expected) if r not in seen][:unexplained]
+            else:
+                missing = ["unknown"]
+            for r in missing:
+                if r in done:
+                    continue
+                out.append(Finding(
+                    rule="rank_missing", severity="critical",
+                    summary=f"rank {r} never appeared: {len(alive)} of {obs.expected} ranks run",
+                    labels={**base, "rank": r},
+                    hint="Fewer ranks than expected started. Check the launcher's output and the `expected` setting.",
+                    details={"alive": len(alive), "expected": obs.expected},
+                ))
+    return out
+
+
 def _process_findings(view: StateView, config: Config, done: Set[str], all_done: bool) -> List[Finding]:
     pcfg = config.probes.process
     sample = view.latest("process")
@@ -112,55 +167,10 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
 
     alive = [p for p in obs.processes if p.state != "zombie"]
     history = view.history("process")
-    if not alive:
-        if all_done:
-            return out  # the job said it finished: exiting is success, not a crash
-        since = sample.time
-        for s in reversed(history):
-            if any(p.state != "zombie" for p in s.value.processes):
-                break
-            since = s.time
-        last = list(obs.gone) + list(obs.processes)
-        out.append(Finding(
-            rule="job_gone", severity="critical",
-            summary=f"all training processes are gone ({len(last)} ranks last seen)",
-            labels=dict(base), since=since, value=str(len(last)),
-            hint="The job crashed or was killed. Read the last lines of the rank logs and `dmesg` (OOM killer, "
-                 "driver errors) before restarting from the last checkpoint.",
-            details={"ranks": [{"rank": g.rank, "pid": g.pid, "cmdline": " ".join(g.cmdline)[:500]} for g in last]},
-        ))
-        return out
-
-    alive_ranks = {p.rank for p in alive}
-    for g in obs.gone:
-        if str(g.rank) in done or g.rank in alive_ranks:
-            continue
-        out.append(Finding(
-            rule="rank_missing", severity="critical",
-            summary=f"rank {g.rank} (pid {g.pid}) exited while {len(alive)} ranks still run",
-            labels={**base, "rank": str(g.rank), "pid": str(g.pid)},
-            hint="One rank died; the others will block in their next collective. Check that rank's log and "
-                 "`dmesg`; restart the job from the last checkpoint.",
-            details={"cmdline": " ".join(g.cmdline)[:500], "alive": len(alive), "expected": obs.expected},
-        ))
-    if obs.expected and len(alive) < obs.expected and view.now - view.started_at >= pcfg.start_grace:
-        seen = alive_ranks | {g.rank for g in obs.gone}
-        unexplained = obs.expected - len(alive) - len([g for g in obs.gone if g.rank not in alive_ranks])
-        if unexplained > 0:
-            if all(r is not None and r < obs.expected for r in seen):
-                missing = [str(r) for r in range(obs.expected) if r not in seen][:unexplained]
-            else:
-                missing = ["unknown"]
-            for r in missing:
-                if r in done:
-                    continue
-                out.append(Finding(
-                    rule="rank_missing", severity="critical",
-                    summary=f"rank {r} never appeared: {len(alive)} of {obs.expected} ranks run",
-                    labels={**base, "rank": r},
-                    hint="Fewer ranks than expected started. Check the launcher's output and the `expected` setting.",
-                    details={"alive": len(alive), "expected": obs.expected},
-                ))
+    if not alive and not all_done:
+        out.append(_job_gone(base, obs, history, sample.time))
+    elif alive:
+        out.extend(_missing_ranks(view, config, obs, alive, done))
 
     rules = (("zombie", "rank_zombie", "critical", pcfg.zombie_after,
               "The rank exited but its parent (the launcher) has not reaped it; the job is broken. "

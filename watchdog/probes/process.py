@@ -25,16 +25,23 @@ from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
 log = logging.getLogger(__name__)
 
 Identity = Tuple[int, float]
+#: Seconds a process may appear to start after its pid file's mtime (coarse timestamps).
+PID_FILE_SLACK = 2.0
 
 
-def read_pid_files(pattern: str) -> List[int]:
-    """Pids listed in the file(s) matching `pattern`, one per line; blank and `#` lines skipped."""
-    pids: List[int] = []
+def read_pid_files(pattern: str) -> List[Tuple[int, float]]:
+    """(pid, file mtime) listed in the file(s) matching `pattern`, one pid per line.
+
+    The mtime guards against pid reuse: a process created after its pid file was last written
+    cannot be the process the file names.
+    """
+    pids: List[Tuple[int, float]] = []
     paths = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
     for path in paths:
         try:
             with open(path, encoding="utf-8", errors="replace") as fh:
                 text = fh.read(65536)
+                mtime = os.fstat(fh.fileno()).st_mtime
         except FileNotFoundError:
             continue  # the job has not written it yet: "not started", not an error
         except OSError as exc:
@@ -45,7 +52,7 @@ def read_pid_files(pattern: str) -> List[int]:
                 continue
             if not line.isdigit():
                 raise ProbeError(f"pid file {path} line {n}: expected a pid, got {line[:40]!r}")
-            pids.append(int(line))
+            pids.append((int(line), mtime))
     return pids
 
 
@@ -99,9 +106,12 @@ class ProcessProbe(Probe):
 
     def _candidates(self) -> Iterable[psutil.Process]:
         if self.cfg.pid_file:
-            for pid in read_pid_files(self.cfg.pid_file):
+            for pid, written in read_pid_files(self.cfg.pid_file):
                 try:
-                    yield psutil.Process(pid)
+                    p = psutil.Process(pid)
+                    if p.create_time() > written + PID_FILE_SLACK:
+                        continue  # the pid was reused after the file was written: not our rank
+                    yield p
                 except psutil.NoSuchProcess:
                     continue
         else:
