@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.heartbeat_format import HeartbeatFormatError, ParsedBeat, parse_heartbeat
 from watchdog.observations import HeartbeatObservation, HeartbeatReading
-from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
+from watchdog.probes.base import Collected, Probe, ProbeContext
 
 #: JSON-lines files grow; only their tail is read.
 TAIL_BYTES = 64 * 1024
@@ -213,8 +213,7 @@ class HeartbeatProbe(Probe):
         now = time.time()
         paths = self._paths()
         readings = [self._read_one(p, i, now) for i, p in enumerate(paths)]
-        if self.cfg.paths and not readings:
-            raise ProbeError("no heartbeat paths to read")  # pragma: no cover - config forbids it
+        # A glob matching nothing yet is "not started": an empty observation, not an error.
         present = sum(1 for r in readings if r.exists)
         errors = sum(1 for r in readings if r.error)
         steps = [r.step for r in readings if r.step is not None]
