@@ -59,8 +59,9 @@ def escape_md(text: Any) -> str:
 
 def escape_slack(text: Any) -> str:
     """Slack mrkdwn: the three control characters are entities (this defuses `<!here>`, `<@U1>`,
-    `<url|label>`), and plain-text `@channel`-style words get a zero-width space."""
-    s = clean(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    `<url|label>`), markdown-style links are broken (rendered by newer clients and by anything
+    the message is forwarded to), and plain-text `@channel`-style words get a zero-width space."""
+    s = clean(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("](", "］(")
     return _MENTION_WORDS.sub("@" + ZWSP, s)
 
 
@@ -119,14 +120,15 @@ class Message:
     def job(self) -> str:
         return self.group.get("job", "")
 
-    def title(self) -> str:
-        """One line: what, where, how bad. Built from trusted rule names plus a capped summary."""
+    def title(self, esc: Callable[[Any], str] = str) -> str:
+        """One line: what, where, how bad. Built from trusted parts (severity, host, job, rule
+        names) plus the capped summary, which alone passes through the dialect's `esc`."""
         prefix = {"resolved": "RESOLVED", "reminder": "STILL FIRING", "test": "TEST"}.get(self.kind, "")
         sev = self.severity.upper()
         head = f"[{sev}]" + (f" {prefix}" if prefix else "")
         where = f"{self.host}/{self.job}"
         if len(self.alerts) == 1:
-            what = one_line(self.alerts[0].get("summary", ""), 160)
+            what = esc(one_line(self.alerts[0].get("summary", ""), 160))
         else:
             counts: Dict[str, int] = {}
             for a in self.alerts:

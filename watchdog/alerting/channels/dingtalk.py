@@ -53,7 +53,7 @@ class DingTalkChannel(Channel):
         at_all = "all" in ments
         mobiles = [m for m in ments if m.isdigit()]
         users = [m for m in ments if m != "all" and not m.isdigit()]
-        title = escape_md(msg.title())
+        title = msg.title(escape_md)
         tail = " ".join("@" + m for m in mobiles + users) + f"\n\nnpu-watchdog · {msg.kind} · id {msg.ikey}"
         text = markdown_body(msg, lambda a, n, r: alert_text(a, MARKDOWN, n, resolved=r), MAX_TEXT_BYTES,
                              self.alerting.max_log_lines, f"#### {title}", tail.strip())

@@ -53,7 +53,7 @@ class FeishuChannel(Channel):
                              "text_size": "notation"})
             return {"msg_type": "interactive", "card": {
                 "schema": "2.0", "config": {"update_multi": True},
-                "header": {"title": {"tag": "plain_text", "content": escape_plain(msg.title())}, "template": colour},
+                "header": {"title": {"tag": "plain_text", "content": msg.title(escape_plain)}, "template": colour},
                 "body": {"elements": elements}}}
 
         return fit(build, lambda p: self.body_size(p) <= self.max_body, self.alerting.max_log_lines, len(msg.alerts))

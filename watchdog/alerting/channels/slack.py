@@ -34,11 +34,11 @@ class SlackChannel(Channel):
         ments = " ".join(filter(None, (slack_mention(m) for m in mentions_for(msg, self.cfg.mentions))))
         title = msg.title()
         resolved = msg.status == "resolved"
-        fallback = (ments + " " if ments else "") + escape_slack(title)
+        fallback = (ments + " " if ments else "") + msg.title(escape_slack)
 
         def build(lines: int, shown: int) -> Dict[str, Any]:
             blocks: List[Dict[str, Any]] = [
-                {"type": "header", "text": {"type": "plain_text", "text": _cut(escape_plain(title), HEADER_MAX),
+                {"type": "header", "text": {"type": "plain_text", "text": _cut(msg.title(escape_plain), HEADER_MAX),
                                             "emoji": True}},
                 {"type": "section", "text": {"type": "mrkdwn", "text": _cut(fallback, SECTION_MAX)}},
             ]

@@ -92,7 +92,7 @@ class WebhookChannel(_Authed):
                 "commonAnnotations": common_ann,
                 "externalURL": "",
                 "alerts": alerts,
-                "title": escape_plain(msg.title()),
+                "title": msg.title(escape_plain),
                 "kind": msg.kind,
                 "idempotencyKey": msg.ikey,
             }

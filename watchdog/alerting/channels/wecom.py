@@ -21,7 +21,7 @@ class WeComChannel(Channel):
         ments = " ".join(f"<@{m}>" for m in mentions_for(msg, self.cfg.mentions) if m.replace("_", "").replace("-", "").replace(".", "").isalnum())
         tail = (ments + "\n" if ments else "") + f"npu-watchdog · {msg.kind} · id {msg.ikey}"
         content = markdown_body(msg, lambda a, n, r: alert_text(a, MARKDOWN, n, resolved=r), MAX_CONTENT_BYTES,
-                                self.alerting.max_log_lines, f"### {escape_md(msg.title())}", tail)
+                                self.alerting.max_log_lines, f"### {msg.title(escape_md)}", tail)
         return {"msgtype": "markdown", "markdown": {"content": content}}
 
     def verdict(self, status: int, headers: Dict[str, str], text: str) -> Verdict:
