@@ -310,6 +310,8 @@ class AlertEngine:
         if snaps is not None and f is not None:
             try:
                 a.snapshot = snaps.request(f)
+                if a.snapshot:
+                    log.warning("snapshot of %s: %s", a.rule, a.snapshot, extra={"event": "snapshot_requested"})
             except Exception as exc:
                 log.error("snapshot request for %s failed: %s: %s", a.rule, type(exc).__name__, exc)
 
