@@ -90,6 +90,8 @@ class Synth:
             section: dict = {"enabled": True}
             if p == "heartbeat":
                 section["paths"] = ["hb/rank*.json"]
+            if p == "process":
+                section["cmdline"] = r"pretrain_gpt\.py"
             if p == "logs":
                 section["sources"] = [{"name": s, "paths": [f"{s}.log"]} for s in log_sources]
             raw["probes"][p] = section
