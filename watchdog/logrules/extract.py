@@ -75,14 +75,14 @@ class StreamState:
     tb: Optional[_Traceback] = None
     hits: Dict[str, Deque[float]] = field(default_factory=dict)
     last_time: Optional[float] = None
-    #: Raw (pre-threshold) hits per rule id, for the matches counter.
-    matched: Dict[str, int] = field(default_factory=dict)
 
 
 class Extractor:
     def __init__(self, matcher: Matcher):
         self.matcher = matcher
         self.max_line_bytes = matcher.max_line_bytes
+        #: Raw (pre-threshold) matching lines per rule id: the matches counter.
+        self.matched: Dict[str, int] = {r.id: 0 for r in matcher.rules}
 
     def feed(self, st: StreamState, block: bytes, now: Optional[float]) -> List[RawEvent]:
         """Process one slice of complete lines (ending in a newline, or a forced cut).
@@ -109,7 +109,7 @@ class Extractor:
             if ts is not None:
                 st.last_time = ts
             for rule in rules:
-                st.matched[rule.id] = st.matched.get(rule.id, 0) + 1
+                self.matched[rule.id] = self.matched.get(rule.id, 0) + 1
                 if rule.kind == "traceback":
                     if start < pos:  # inside a traceback already being collected
                         continue
