@@ -233,13 +233,17 @@ class Tailer:
         except FileNotFoundError:
             return 0
         f = self.files.get(p)
+        drained = 0
         if f is None:
             f = self._start(p, src, st, first)
             self.files[p] = f
         elif (st.st_dev, st.st_ino) != (f.dev, f.ino):
-            # Rename-and-create (or delete-and-create): drain the old file, start the new one.
+            # Rename-and-create (or delete-and-create): drain the old file first (its lines are
+            # older), then start the new one from byte 0.
             if f.fh is not None:
-                self.draining.append(f)
+                drained = self._read(f, consume, now, budget, final=True)
+                if f.fh is not None:
+                    self.draining.append(f)
             self._rotated(src.name)
             f = self._new(p, src, st, 0, 0)
             self.files[p] = f
@@ -256,7 +260,7 @@ class Tailer:
         if f.fp_len < FINGERPRINT_BYTES and st.st_size > f.fp_len:
             f.fp_len = min(FINGERPRINT_BYTES, st.st_size)
             f.fp = _fingerprint(f.fh, f.fp_len)
-        return self._read(f, consume, now, budget, final=False)
+        return drained + self._read(f, consume, now, budget - drained, final=False)
 
     def _restart(self, f: Followed, src: str) -> None:
         self._rotated(src)
