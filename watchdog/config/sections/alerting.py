@@ -176,8 +176,13 @@ def _default_inhibitions() -> List[InhibitRule]:
         # A dead rank explains its own stale heartbeat.
         InhibitRule(source=["rank_missing", "rank_zombie", "rank_stopped"],
                     target=["heartbeat_stale", "heartbeat_no_progress"], equal=["host", "job", "rank"]),
-        # A fused stall verdict explains the individual idle/hang and HCCL symptoms it is built from.
-        InhibitRule(source=["stall"], target=["npu_idle", "npu_busy_hang", "log_hccl", "heartbeat_no_progress"]),
+        # A dead or frozen rank leaves its peers waiting in a collective: that stall is its symptom.
+        InhibitRule(source=["rank_missing", "rank_zombie", "rank_stopped"], target=["stall", "log_hccl"]),
+        # A fused stall verdict explains the individual idle/hang, silent-heartbeat and HCCL symptoms
+        # it is built from (one page for a hung job, not one per rank and device).
+        InhibitRule(source=["stall"], target=["npu_idle", "npu_busy_hang", "npu_low_util", "log_hccl",
+                                              "heartbeat_stale", "heartbeat_no_progress", "throughput_drop",
+                                              "rank_straggler"]),
     ]
 
 
