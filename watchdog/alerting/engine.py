@@ -248,7 +248,7 @@ class AlertEngine:
                 if g not in self._buffers:
                     start = a.firing_since or now
                     self._buffers[g] = now if a.muted else max(now, start + cfg.group_window)
-                elif a.muted and not mute.get(a.fp):
+                elif a.muted and not mute.get(a.fp) and a.fp in present:
                     self._buffers[g] = now  # its silence ended or its root cause cleared: send at once
         notes: List[Dict[str, Any]] = []
         for g, deadline in list(self._buffers.items()):
@@ -258,6 +258,10 @@ class AlertEngine:
             batch = []
             for a in self.alerts.values():
                 if a.state != "firing" or a.notified or group_key(a.labels) != g:
+                    continue
+                if a.fp not in present:
+                    # Its condition already cleared (e.g. together with the root cause that held it
+                    # back): it is on its way to resolving, and nobody needs a page for it now.
                     continue
                 reason = mute.get(a.fp)
                 if reason:

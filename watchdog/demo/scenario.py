@@ -204,7 +204,7 @@ class DemoRun:
         while time.monotonic() < deadline:
             if res.detected_at is None and any(f["rule"] == rule for f in self.findings()):
                 res.detected_at = time.time()
-            alerts = [a for a in self.firing_alerts_since(res.injected_at) if a["labels"].get("rule") == rule]
+            alerts = [a for a in self.firing_alerts_since(res.injected_at) if a["labels"].get("alertname") == rule]
             if alerts:
                 res.delivered_at = min(a["_received_at"] for a in alerts)
                 if res.detected_at is None:
@@ -266,6 +266,7 @@ class DemoRun:
         self.run_step("healthy training", None, lambda: None, budget=12, settle=0)
         self.run_step("long checkpoint (40 s, longer than the 20 s train heartbeat threshold)", None,
                       lambda: node.set_mode("checkpoint"), budget=40, settle=0, recover=lambda: node.set_mode("train"))
+        self.run_step("training resumes after the checkpoint", None, lambda: None, budget=8, settle=0)
         self.run_step("HCCL hang: every rank blocks in a collective", "stall",
                       lambda: node.set_mode("hang"), budget=60, settle=5)
         rec = StepResult("recovery (training resumes)", "resolved", time.time())
