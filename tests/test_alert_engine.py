@@ -187,3 +187,17 @@ def test_routing_by_severity_and_matchers(tmp_path, engines):
         b = hccl.wait_for(1)
         assert [x["labels"]["alertname"] for x in a[0].json["alerts"]] == ["stall"]
         assert [x["labels"]["log_rule"] for x in b[0].json["alerts"]] == ["hccl_timeout"]
+
+
+def test_symptom_that_cleared_with_its_cause_is_not_paged(tmp_path, rx, engines):
+    """A stall held back by an OOM, gone by the time the OOM resolves, never pages on its own."""
+    e = new_engine(engines, make_config(tmp_path, rx.url))
+    d = Driver(e)
+    d.hold([f("log_oom", "critical", log_rule="npu_oom"), f("stall", "critical")], 1.5)
+    assert [a["labels"]["alertname"] for a in rx.wait_for(1)[0].json["alerts"]] == ["log_oom"]
+    d.hold([], 3.0)  # both conditions clear together; the OOM resolves after resolve_delay
+    msgs = rx.wait_for(2)
+    time.sleep(1.0)
+    kinds = [(m.json["status"], a["labels"]["alertname"]) for m in rx.requests[1:] for a in m.json["alerts"]]
+    assert kinds == [("resolved", "log_oom")], kinds
+    assert msgs
