@@ -81,6 +81,11 @@ class NpuChip:
     hbm_used_mb: Optional[int]
     hbm_total_mb: Optional[int]
     bus_id: Optional[str]
+    #: Hugepages used/total (pages) where the table has that column.
+    hugepages_used: Optional[int] = None
+    hugepages_total: Optional[int] = None
+    #: Values of table columns the parser does not know yet, as (header name, text), never guessed.
+    extra: Tuple[Tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,10 @@ class NpuObservation:
     #: Health error codes from `npu-smi info -t health` for chips that are not OK: (npu, chip) -> codes.
     health_codes: Dict[Tuple[int, int], List[str]] = field(default_factory=dict)
     duration_seconds: float = 0.0
+    #: Chips seen by earlier rounds of this daemon and absent now, with their last reading (掉卡).
+    missing: Tuple[NpuChip, ...] = ()
+    #: `Error Information` lines of `npu-smi info -t health` for chips that are not OK.
+    health_info: Dict[Tuple[int, int], List[str]] = field(default_factory=dict)
 
 
 # --- log probe -----------------------------------------------------------------------------

@@ -1,4 +1,11 @@
-"""npu-smi health detectors (built by their feature; until then they find nothing)."""
+"""npu-smi health: is the tool that shows us the NPUs itself working?
+
+A hanging npu-smi usually means the driver or a device is wedged, which is exactly when the job is
+in trouble; a failing one (`dcmi ... ret is -8020`, non-zero exits, output we cannot read) leaves
+the watchdog blind to the devices. Both are findings of their own, distinct from "a card is gone".
+Pure over the state view: the probe's status (its last error starts with the reason prefix the
+runner gives it, see `watchdog.npusmi.run.PREFIX`) is all this needs.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +13,54 @@ from typing import List
 
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
+from watchdog.npusmi.run import reason_of
 from watchdog.state import StateView
+
+HUNG_HINT = (
+    "npu-smi did not answer within probes.npu.command_timeout and was killed. A hanging npu-smi "
+    "usually means the driver or a device is wedged: check `dmesg | tail`, the device logs "
+    "(/var/log/npu/slog or ~/ascend/log/debug/device-*), and whether `npu-smi info` answers by hand."
+)
+FAILING_HINT = (
+    "npu-smi keeps failing, so the NPUs cannot be seen. `dcmi ... ret is -80xx` means the driver "
+    "cannot be used from here (container without the devices/driver mounts, or devices held by "
+    "another process); a non-zero exit or unreadable output: run `npu-smi info` by hand and compare."
+)
+MISSING_HINT = (
+    "npu-smi is not installed where the config says (probes.npu.npu_smi). Install the Ascend driver "
+    "(npu-smi is usually /usr/local/bin/npu-smi) or set the absolute path; on a node without NPUs "
+    "disable probes.npu."
+)
+
+
+def _detail(message: str) -> str:
+    """The error text without its `npu-smi <reason>:` prefix."""
+    return message.split(":", 1)[1].strip() if ":" in message else message
 
 
 def detect(view: StateView, config: Config) -> List[Finding]:
+    cfg = config.probes.npu
+    st = view.status("npu")
+    if not cfg.enabled or st is None or st.up or st.runs_total == 0:
+        return []
+    base = dict(config.base_labels)
+    since = st.last_success or view.started_at
+    reason = "timeout" if st.hung else reason_of(st.last_error)
+    details = {"reason": reason, "errors_total": st.errors_total, "timeouts_total": st.timeouts_total,
+               "npu_smi": cfg.npu_smi}
+    if reason == "timeout":
+        return [Finding(
+            rule="npu_smi_hung", severity="critical",
+            summary=f"npu-smi hangs (no answer within {cfg.command_timeout:g}s, killed)", labels=base, hint=HUNG_HINT,
+            value=st.last_error, since=since, details=details)]
+    if reason == "missing":
+        return [Finding(
+            rule="npu_smi_missing", severity="critical",
+            summary=f"npu-smi not found ({cfg.npu_smi})", labels=base, hint=MISSING_HINT,
+            value=st.last_error, since=since, details=details)]
+    if reason in ("exit", "unavailable", "parse") and view.now - since >= cfg.failing_after:
+        return [Finding(
+            rule="npu_smi_failing", severity="critical",
+            summary=f"npu-smi failing ({reason}): {_detail(st.last_error)}", labels=base,
+            hint=FAILING_HINT, value=st.last_error, since=since, details=details)]
     return []

@@ -1,11 +1,115 @@
-"""The npu probe (built by its feature; until then it builds nothing)."""
+"""The npu probe: one `npu-smi info` per round, `-t health` only for chips that are not OK.
+
+Why this shape: `npu-smi info` already carries everything the detectors and metrics need for all
+cards in one call (a few hundred ms on a busy node), so per-device queries would only multiply the
+load on a driver that may be struggling. Health error codes are the exception: they say *why* a
+chip is in Warning/Alarm, so they are asked for those chips only, and at most every
+`health_interval` per chip.
+
+The probe remembers every chip it has seen: a chip that disappears (掉卡) is reported in
+`NpuObservation.missing` with its last reading, so detectors and metrics can say which one went,
+instead of the chip silently dropping out of the table.
+"""
 
 from __future__ import annotations
 
-from typing import List
+import logging
+import time
+from dataclasses import replace
+from typing import Dict, List, Optional, Tuple
 
-from watchdog.probes.base import Probe, ProbeContext
+from watchdog.config.sections.npu import NpuProbeConfig
+from watchdog.npusmi.run import NpuSmiRunError, query_health, query_info
+from watchdog.observations import NpuChip, NpuObservation
+from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
+
+log = logging.getLogger(__name__)
+
+Key = Tuple[int, int]
+
+
+class NpuProbe(Probe):
+    name = "npu"
+
+    def __init__(self, cfg: NpuProbeConfig):
+        self._apply(cfg)
+        #: Last reading of every chip seen since the daemon started.
+        self.seen: Dict[Key, NpuChip] = {}
+        #: Health details per chip: (monotonic time of the query, codes, information lines).
+        self.health: Dict[Key, Tuple[float, List[str], List[str]]] = {}
+        self._health_errors: Dict[Key, str] = {}
+
+    def _apply(self, cfg: NpuProbeConfig) -> None:
+        self.cfg = cfg
+        self.interval = cfg.interval
+        # Room for the info call, some health queries (bounded by the budget below) and kills.
+        self.timeout = cfg.timeout or (3 * cfg.command_timeout + 5)
+
+    def reconfigure(self, new: Probe) -> bool:
+        if not isinstance(new, NpuProbe):
+            return False
+        self._apply(new.cfg)
+        return True
+
+    def collect(self) -> Collected:
+        cfg = self.cfg
+        started = time.monotonic()
+        try:
+            obs = query_info(cfg.npu_smi, cfg.command_timeout)
+        except NpuSmiRunError as exc:
+            raise ProbeError(str(exc)) from None
+        current = {(c.npu, c.chip): c for c in obs.chips}
+        missing = tuple(chip for key, chip in sorted(self.seen.items()) if key not in current)
+        self.seen.update(current)
+        codes, info = self._health_details(obs, started)
+        obs = replace(obs, missing=missing, health_codes=codes, health_info=info)
+        return Collected(obs, self._summary(obs))
+
+    def _health_details(self, obs: NpuObservation, started: float) -> Tuple[Dict[Key, List[str]], Dict[Key, List[str]]]:
+        cfg = self.cfg
+        bad = [c for c in obs.chips if c.health.upper() != "OK"]
+        bad_keys = {(c.npu, c.chip) for c in bad}
+        for key in list(self.health):
+            if key not in bad_keys:  # healthy again (or gone): ask afresh next time
+                del self.health[key]
+        asked = 0
+        for c in bad:
+            key = (c.npu, c.chip)
+            cached = self.health.get(key)
+            now = time.monotonic()
+            if cached is not None and now - cached[0] < cfg.health_interval:
+                continue
+            # Never let detail queries push the round past its budget: the table matters more.
+            if asked >= cfg.max_health_queries or now - started > cfg.command_timeout:
+                break
+            asked += 1
+            try:
+                h = query_health(cfg.npu_smi, c.npu, c.chip, cfg.command_timeout)
+            except NpuSmiRunError as exc:
+                if self._health_errors.get(key) != str(exc):
+                    log.warning("health details of npu %s chip %s: %s", c.npu, c.chip, exc)
+                self._health_errors[key] = str(exc)
+                self.health[key] = (now, [], [])
+                continue
+            self._health_errors.pop(key, None)
+            self.health[key] = (now, list(h.codes), list(h.information))
+        codes = {k: v[1] for k, v in self.health.items() if v[1]}
+        info = {k: v[2] for k, v in self.health.items() if v[2]}
+        return codes, info
+
+    @staticmethod
+    def _summary(obs: NpuObservation) -> str:
+        ok = sum(1 for c in obs.chips if c.health.upper() == "OK")
+        text = f"{len(obs.chips)} chips ({ok} OK), {len(obs.processes)} processes"
+        if obs.version:
+            text += f", npu-smi {obs.version}"
+        if obs.missing:
+            text += ", MISSING: " + ", ".join(f"npu {c.npu} chip {c.chip}" for c in obs.missing)
+        return text
 
 
 def build(ctx: ProbeContext) -> List[Probe]:
-    return []
+    cfg: Optional[NpuProbeConfig] = ctx.config.probes.npu
+    if cfg is None or not cfg.enabled:
+        return []
+    return [NpuProbe(cfg)]
