@@ -62,6 +62,7 @@ class Daemon:
         self.scheduler = ProbeScheduler(
             self.state, config.probes.default_timeout, config.probes.jitter,
             on_round=self._after_round, tick=self._periodic,
+            on_complete_round=self._after_complete_round,
         )
         self.http: Optional[HttpEndpoint] = None
         self._last_periodic_eval = 0.0
@@ -85,6 +86,12 @@ class Daemon:
     def _after_round(self, probe: str) -> None:
         if not self.stopping:
             self.evaluate()
+
+    def _after_complete_round(self) -> None:
+        # Every probe finished a round: the alerting dead-man ping (if configured) goes out.
+        hook = getattr(self.engine, "round_complete", None)
+        if hook is not None and not self.stopping:
+            hook()
 
     def _periodic(self) -> None:
         # Time-based conditions (a heartbeat going stale) must be seen even between probe rounds.

@@ -58,11 +58,15 @@ class ProbeScheduler:
     """Owns the APScheduler instance and the probes' round bookkeeping."""
 
     def __init__(self, store: StateStore, default_timeout: float, jitter: float,
-                 on_round: Callable[[str], None], tick: Callable[[], None]):
+                 on_round: Callable[[str], None], tick: Callable[[], None],
+                 on_complete_round: Optional[Callable[[], None]] = None):
         self.store = store
         self.default_timeout = default_timeout
         self.jitter = jitter
         self.on_round = on_round
+        #: Called when every probe has finished a round (none timed out or hung) since the last call.
+        self.on_complete_round = on_complete_round
+        self._round_done: set = set()
         self._tick_fn = tick
         self.probes: Dict[str, Probe] = {}
         self._inflight: Dict[str, _Round] = {}
@@ -154,7 +158,7 @@ class ProbeScheduler:
             st = self.store.update_status(name, up=False, hung=True, runs_total=runs, last_run=now,
                                           errors_total=(st.errors_total if st else 0) + 1, last_error=msg)
             log.error("probe %s: %s", name, msg, extra={"probe": name})
-            self._finish(name)
+            self._finish(name, complete=False)
             return
         rnd = _Round(probe)
         with self._lock:
@@ -188,9 +192,9 @@ class ProbeScheduler:
                 self.store.update_status(name, up=True, hung=False, runs_total=runs, last_run=now,
                                          last_success=time.time(), last_duration=duration, last_error=None,
                                          last_result=rnd.result.summary)
-        self._finish(name)
+        self._finish(name, complete=finished)
 
-    def _finish(self, name: str) -> None:
+    def _finish(self, name: str, complete: bool = True) -> None:
         self._completed[name] = time.monotonic()
         ev = self._first_done.get(name)
         if ev is not None:
@@ -199,6 +203,23 @@ class ProbeScheduler:
             self.on_round(name)
         except Exception:
             log.exception("evaluation after probe %s failed", name)
+        self._note_round(name, complete)
+
+    def _note_round(self, name: str, complete: bool) -> None:
+        if self.on_complete_round is None:
+            return
+        with self._lock:
+            if not complete:
+                self._round_done.discard(name)
+                return
+            self._round_done.add(name)
+            if not self.probes or not set(self.probes) <= self._round_done:
+                return
+            self._round_done = set()
+        try:
+            self.on_complete_round()
+        except Exception:
+            log.exception("complete-round hook failed")
 
     # -- health ----------------------------------------------------------------------------
     def wait_first_round(self, timeout: float) -> bool:

@@ -1,9 +1,178 @@
-"""The `alerts` command(s) (added by their feature)."""
+"""`npu-watchdog silence add|list|remove` and `npu-watchdog test-alert`.
+
+Silences are rows in the alerting database of the state directory; the running daemon reads them
+every second, so no reload is needed. `test-alert` renders a clearly marked message and sends it
+through each channel's real code path (rendering, signing, HTTP, verdict), synchronously.
+"""
 
 from __future__ import annotations
 
 import argparse
+import getpass
+import hashlib
+import sys
+import time
+from typing import List, Optional
+
+from watchdog.commands import add_config_arg
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
-    return None
+    p = sub.add_parser("silence", help="mute alerts matching labels for a while (add, list, remove)")
+    ssub = p.add_subparsers(dest="silence_cmd", metavar="ACTION")
+    a = ssub.add_parser("add", help="add a silence")
+    add_config_arg(a)
+    a.add_argument("--state-dir", help="override paths.state_dir")
+    a.add_argument("--match", "-m", action="append", required=True, metavar="LABEL=VALUE",
+                   help="label matcher (repeatable; all must match): rule=stall, job=X, rank!=0, npu=~0|1")
+    a.add_argument("--for", dest="duration", default="2h", help="how long (default 2h), e.g. 30m, 2h, 1d")
+    a.add_argument("--comment", default="", help="why (shown in `silence list`)")
+    a.add_argument("--author", default=None, help="who (default: the current user)")
+    a.set_defaults(func=silence_add)
+    ls = ssub.add_parser("list", help="list silences")
+    add_config_arg(ls)
+    ls.add_argument("--state-dir", help="override paths.state_dir")
+    ls.add_argument("--all", action="store_true", help="include expired silences")
+    ls.set_defaults(func=silence_list)
+    rm = ssub.add_parser("remove", help="remove a silence (alerts it muted are sent at once)")
+    add_config_arg(rm)
+    rm.add_argument("--state-dir", help="override paths.state_dir")
+    rm.add_argument("id", help="silence id (or a unique prefix)")
+    rm.set_defaults(func=silence_remove)
+    p.set_defaults(func=lambda args: (p.print_help(sys.stderr), 2)[1])
+
+    t = sub.add_parser("test-alert", help="send a test message to the configured channels and show the answers")
+    add_config_arg(t)
+    t.add_argument("--channel", action="append", help="only this channel (repeatable; default: all)")
+    t.add_argument("--severity", choices=("info", "warning", "critical"), default="warning")
+    t.set_defaults(func=test_alert)
+
+
+def _state_dir(args: argparse.Namespace) -> Optional[str]:
+    if getattr(args, "state_dir", None):
+        return args.state_dir
+    from watchdog.config import ConfigError, load_config
+
+    try:
+        return load_config(args.config).paths.state_dir
+    except ConfigError as exc:
+        print(exc.render(), file=sys.stderr)
+        return None
+
+
+def _store(args: argparse.Namespace):
+    from watchdog.alerting.store import AlertStore
+
+    state_dir = _state_dir(args)
+    if state_dir is None:
+        return None
+    try:
+        return AlertStore(state_dir)
+    except OSError as exc:
+        print(f"npu-watchdog: cannot open the alert state in {state_dir}: {exc.strerror or exc}", file=sys.stderr)
+        return None
+
+
+def silence_add(args: argparse.Namespace) -> int:
+    from watchdog.config.sections.alerting import parse_matcher
+    from watchdog.config.types import format_duration, parse_duration
+
+    try:
+        matchers = [str(parse_matcher(m)) for m in args.match]
+        seconds = parse_duration(args.duration)
+    except ValueError as exc:
+        print(f"npu-watchdog silence add: {exc}", file=sys.stderr)
+        return 2
+    if seconds <= 0:
+        print("npu-watchdog silence add: --for must be positive", file=sys.stderr)
+        return 2
+    store = _store(args)
+    if store is None:
+        return 2
+    now = time.time()
+    author = args.author or getpass.getuser()
+    s = store.add_silence(matchers, now, now + seconds, author, args.comment)
+    store.close()
+    print(f"silence {s.id} added: {' '.join(matchers)} for {format_duration(seconds)} "
+          f"(until {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(s.ends_at))})")
+    return 0
+
+
+def silence_list(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if store is None:
+        return 2
+    now = time.time()
+    rows = [s for s in store.silences() if args.all or s.ends_at > now]
+    store.close()
+    if not rows:
+        print("no silences")
+        return 0
+    print(f"{'ID':<12}  {'STATE':<8}  {'ENDS (UTC)':<19}  {'BY':<10}  MATCHERS / COMMENT")
+    for s in rows:
+        state = "active" if s.active(now) else ("expired" if s.ends_at <= now else "pending")
+        ends = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s.ends_at))
+        print(f"{s.id:<12}  {state:<8}  {ends:<19}  {s.created_by[:10]:<10}  {' '.join(s.matchers)}"
+              + (f"  # {s.comment}" if s.comment else ""))
+    return 0
+
+
+def silence_remove(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if store is None:
+        return 2
+    ok = store.remove_silence(args.id)
+    store.close()
+    if not ok:
+        print(f"npu-watchdog silence remove: no single silence with id {args.id!r}", file=sys.stderr)
+        return 1
+    print(f"silence {args.id} removed")
+    return 0
+
+
+def test_body(config, severity: str) -> dict:
+    """A message that looks like a real alert and says clearly that it is a test."""
+    now = time.time()
+    labels = dict(config.base_labels)
+    ikey = "test-" + hashlib.sha256(f"{now}".encode()).hexdigest()[:14]
+    return {
+        "kind": "test", "status": "firing", "ikey": ikey, "created": now, "group": dict(labels),
+        "alerts": [{
+            "fp": "test", "rule": "test_alert", "severity": severity, "status": "firing",
+            "summary": "TEST message from npu-watchdog: this channel works. No action needed.",
+            "labels": labels, "hint": "Sent by `npu-watchdog test-alert`.", "value": None,
+            "since": now, "starts_at": now, "ends_at": None, "evidence": [], "snapshot": None, "dashboard": None,
+        }],
+    }
+
+
+def test_alert(args: argparse.Namespace) -> int:
+    from watchdog.alerting.channels import build_channels
+    from watchdog.config import ConfigError, load_config
+    from watchdog.findings import SEVERITY_RANK
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    channels = build_channels(config.alerting)
+    if not channels:
+        print("no channels configured (alerting.channels)", file=sys.stderr)
+        return 1
+    wanted: List[str] = args.channel or list(channels)
+    unknown = [n for n in wanted if n not in channels]
+    if unknown:
+        print(f"unknown channel(s): {', '.join(unknown)} (configured: {', '.join(channels)})", file=sys.stderr)
+        return 2
+    body = test_body(config, args.severity)
+    failed = 0
+    for name in wanted:
+        ch = channels[name]
+        if not args.channel and SEVERITY_RANK[args.severity] < SEVERITY_RANK[ch.cfg.min_severity]:
+            print(f"{name} ({ch.type}): skipped, {args.severity} is below its min_severity {ch.cfg.min_severity}")
+            continue
+        v = ch.deliver(body)
+        failed += 0 if v.ok else 1
+        print(f"{name} ({ch.type}): {v.line()}")
+    return 1 if failed else 0

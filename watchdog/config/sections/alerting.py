@@ -1,9 +1,239 @@
-"""Config of the alert engine and its channels (filled in by the alerting feature)."""
+"""Config of the alert engine (timings, inhibitions, silences) and its delivery channels.
+
+Every channel URL, signing secret, token and header value is a `Secret`: it may come inline, from
+`${ENV}`, or from `<key>_file`, and it is redacted in every dump. Defaults follow the vendors'
+documented limits (see the README "Alerting" section), so a channel only needs `type`, `name` and
+`url` to behave well.
+"""
 
 from __future__ import annotations
 
-from watchdog.config.types import StrictModel
+import re
+from typing import Dict, List, Literal, Optional
+
+from pydantic import Field, field_validator, model_validator
+
+from watchdog.config.types import Duration, Secret, StrictModel
+
+CHANNEL_TYPES = ("feishu", "slack", "dingtalk", "wecom", "webhook", "alertmanager")
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_MATCHER = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(.*)$")
+
+#: Documented per-webhook send limits: (count, per seconds).
+DEFAULT_RATE_LIMITS = {
+    "feishu": [(5, 1.0), (100, 60.0)],
+    "slack": [(1, 1.0)],
+    "dingtalk": [(20, 60.0)],
+    "wecom": [(20, 60.0)],
+    "webhook": [],
+    "alertmanager": [],
+}
+
+#: Default `for` per rule: how long a finding must hold before it fires. Root causes and hard
+#: facts fire at once; conditions that can be transient get a short confirmation delay.
+DEFAULT_FOR: Dict[str, str] = {
+    "npu_temperature": "2m",
+    "npu_low_util": "5m",
+    "throughput_drop": "5m",
+    "rank_straggler": "5m",
+    "hbm_growth": "5m",
+    "heartbeat_clock_skew": "5m",
+    "probe_down": "30s",
+}
+
+
+def parse_matcher(text: str) -> "Matcher":
+    """`label=value`, `label!=value`, `label=~regex`, `label!~regex` -> Matcher."""
+    m = _MATCHER.match(text.strip()) if isinstance(text, str) else None
+    if not m:
+        raise ValueError("expected label=value, label!=value, label=~regex or label!~regex")
+    name, op, value = m.group(1), m.group(2), m.group(3).strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    if op in ("=~", "!~"):
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"bad regular expression {value!r}: {exc}") from None
+    return Matcher(name=name, op=op, value=value)
+
+
+class Matcher(StrictModel):
+    """One label condition. `rule` and `severity` can be matched like any label."""
+
+    name: str
+    op: Literal["=", "!=", "=~", "!~"] = "="
+    value: str
+
+    def matches(self, labels: Dict[str, str]) -> bool:
+        have = labels.get(self.name, "")
+        if self.op == "=":
+            return have == self.value
+        if self.op == "!=":
+            return have != self.value
+        hit = re.fullmatch(self.value, have) is not None
+        return hit if self.op == "=~" else not hit
+
+    def __str__(self) -> str:
+        return f"{self.name}{self.op}{self.value}"
+
+
+def _matchers(v: object) -> object:
+    if isinstance(v, list):
+        return [parse_matcher(x) if isinstance(x, str) else x for x in v]
+    return v
+
+
+class RateLimit(StrictModel):
+    """At most `count` messages per `per` (a sliding window)."""
+
+    count: int = Field(ge=1)
+    per: Duration
+
+
+class ChannelConfig(StrictModel):
+    """One destination. Routing: the alerts of a message that reach at least `min_severity` and
+    match every matcher are sent here; a message with none left is not sent to this channel."""
+
+    type: Literal["feishu", "slack", "dingtalk", "wecom", "webhook", "alertmanager"]
+    #: Short name used in logs, metrics and `test-alert --channel` (never the URL).
+    name: str
+    #: Webhook URL (for `alertmanager`: the Alertmanager base URL). The URL is the credential.
+    url: Secret
+    #: Signing secret: Feishu (`timestamp` + `sign` in the body) and DingTalk (`SEC...`, signed URL).
+    secret: Optional[Secret] = None
+    #: `webhook`/`alertmanager`: sent as `Authorization: Bearer <token>`.
+    bearer_token: Optional[Secret] = None
+    #: `webhook`/`alertmanager`: extra request headers (values are secrets).
+    headers: Dict[str, Secret] = Field(default_factory=dict)
+    min_severity: Literal["info", "warning", "critical"] = "warning"
+    #: Label matchers (`rule=stall`, `rank=~0|1`, `severity!=info`); all must match.
+    matchers: List[Matcher] = Field(default_factory=list)
+    #: Who to mention, per severity of the most severe firing alert in the message. Feishu: open ids
+    #: (`ou_...`) or `all`; Slack: `here`, `channel`, user ids `U...`, user groups `S...`;
+    #: DingTalk: mobiles, user ids or `all`; WeCom: user ids.
+    mentions: Dict[Literal["info", "warning", "critical"], List[str]] = Field(default_factory=dict)
+    #: Override the vendor's documented limits (defaults: Feishu 5/s and 100/min, Slack 1/s,
+    #: DingTalk and WeCom 20/min, none for webhook and alertmanager).
+    rate_limits: Optional[List[RateLimit]] = None
+    connect_timeout: Duration = Field(default="5s")
+    read_timeout: Duration = Field(default="10s")
+    #: Send a message when alerts resolve (default: the engine's `send_resolved`).
+    send_resolved: Optional[bool] = None
+    #: `alertmanager`: how often firing alerts are pushed again (must stay below its resolve timeout).
+    resend_interval: Duration = Field(default="1m")
+    #: `alertmanager`: `endsAt` of a firing alert is the push time plus this.
+    alert_ttl: Duration = Field(default="5m")
+
+    @field_validator("matchers", mode="before")
+    @classmethod
+    def _parse_matchers(cls, v: object) -> object:
+        return _matchers(v)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("expected lower-case letters, digits, _ and - (max 40), starting with a letter")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "ChannelConfig":
+        url = self.url.get_secret_value()
+        if not re.match(r"^https?://[^/\s]+", url):
+            raise ValueError(f"channel {self.name}: url must be an http(s) URL")
+        if self.secret is not None and self.type not in ("feishu", "dingtalk"):
+            raise ValueError(f"channel {self.name}: secret (signing) applies to feishu and dingtalk only")
+        if (self.bearer_token is not None or self.headers) and self.type not in ("webhook", "alertmanager"):
+            raise ValueError(f"channel {self.name}: bearer_token and headers apply to webhook and alertmanager only")
+        if self.type == "alertmanager" and self.resend_interval >= self.alert_ttl:
+            raise ValueError(f"channel {self.name}: resend_interval must be shorter than alert_ttl")
+        return self
+
+    def limits(self) -> List[tuple]:
+        if self.rate_limits is not None:
+            return [(r.count, r.per) for r in self.rate_limits]
+        return list(DEFAULT_RATE_LIMITS[self.type])
+
+
+class InhibitRule(StrictModel):
+    """While an alert of a `source` rule fires, alerts of the `target` rules that carry the same
+    values for every `equal` label are not sent (they stay tracked and show in status)."""
+
+    source: List[str] = Field(min_length=1)
+    target: List[str] = Field(min_length=1)
+    equal: List[str] = Field(default_factory=lambda: ["host", "job"])
+
+
+def _default_inhibitions() -> List[InhibitRule]:
+    symptoms = ["stall", "log_hccl", "npu_idle", "npu_low_util", "npu_busy_hang", "heartbeat_stale",
+                "heartbeat_no_progress", "throughput_drop", "rank_straggler"]
+    return [
+        # A lost card, an OOM, a device error or a dead job explains a stalled, idle, silent job.
+        InhibitRule(source=["npu_missing", "npu_unhealthy", "log_oom", "log_device", "job_gone",
+                            "process_not_started", "npu_smi_hung"], target=symptoms),
+        # A dead rank explains its own stale heartbeat.
+        InhibitRule(source=["rank_missing", "rank_zombie", "rank_stopped"],
+                    target=["heartbeat_stale", "heartbeat_no_progress"], equal=["host", "job", "rank"]),
+        # A fused stall verdict explains the individual idle/hang and HCCL symptoms it is built from.
+        InhibitRule(source=["stall"], target=["npu_idle", "npu_busy_hang", "log_hccl", "heartbeat_no_progress"]),
+    ]
 
 
 class AlertingConfig(StrictModel):
-    """Until channels are configured, findings are only logged when they change state."""
+    """The engine turns findings into alerts; channels deliver them. Without channels, alerts are
+    only logged (and still tracked, silenced and counted)."""
+
+    channels: List[ChannelConfig] = Field(default_factory=list)
+    #: Alerts of one host and job that start firing within this window go out as one message.
+    group_window: Duration = Field(default="30s")
+    #: A firing alert resolves only after its finding has been absent this long (hysteresis).
+    resolve_delay: Duration = Field(default="1m")
+    #: Re-notify an alert still firing after this long (0s: never).
+    reminder: Duration = Field(default="4h")
+    send_resolved: bool = True
+    #: How long a finding must hold before it fires, per rule; rules not listed use `default_for`.
+    default_for: Duration = Field(default="0s")
+    #: (Merged over the built-in defaults, e.g. `npu_temperature: 2m`, `probe_down: 30s`.)
+    for_: Dict[str, Duration] = Field(default_factory=dict, alias="for")
+    #: Root-cause rules that suppress their symptoms (replaces the defaults when given).
+    inhibitions: List[InhibitRule] = Field(default_factory=_default_inhibitions)
+    #: Link added to each alert; `{host}`, `{job}`, `{rule}`, `{rank}`, `{npu}`... are filled in
+    #: (URL-encoded); unknown names become empty.
+    dashboard_url: Optional[str] = None
+    #: Requested (GET) after every complete round of all probes, so an external checker can page
+    #: when this node goes silent.
+    deadman_url: Optional[Secret] = None
+    deadman_timeout: Duration = Field(default="5s")
+    #: Give up delivering a notification this old (logged and counted as `expired`).
+    max_age: Duration = Field(default="6h")
+    #: Retry backoff: doubles from `retry_initial` up to `retry_max`, with jitter.
+    retry_initial: Duration = Field(default="2s")
+    retry_max: Duration = Field(default="5m")
+    #: Recent log lines (finding evidence) shown per alert; trimmed further to fit a channel's limit.
+    max_log_lines: int = Field(default=10, ge=0, le=100)
+
+    model_config = dict(StrictModel.model_config, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _check(self) -> "AlertingConfig":
+        seen = set()
+        for c in self.channels:
+            if c.name in seen:
+                raise ValueError(f"channels: duplicate name {c.name!r}")
+            seen.add(c.name)
+        if self.retry_max < self.retry_initial:
+            raise ValueError("retry_max must be at least retry_initial")
+        if self.deadman_url is not None and not re.match(r"^https?://", self.deadman_url.get_secret_value()):
+            raise ValueError("deadman_url must be an http(s) URL")
+        return self
+
+    def for_rule(self, rule: str) -> float:
+        if rule in self.for_:
+            return self.for_[rule]
+        if rule in DEFAULT_FOR:
+            from watchdog.config.types import parse_duration
+
+            return parse_duration(DEFAULT_FOR[rule])
+        return self.default_for

@@ -1,0 +1,1 @@
+"""Fakes for the parts of the world tests cannot have: npu-smi, vendor endpoints."""

@@ -1,0 +1,190 @@
+"""The alert engine in-process against a real local webhook receiver, with short durations."""
+
+from __future__ import annotations
+
+import time
+from typing import List
+
+import pytest
+import yaml
+
+from tests.fakes.receivers import Receiver
+from tests.helpers import wait_for
+from watchdog.alerting.engine import AlertEngine
+from watchdog.alerting.store import AlertStore
+from watchdog.config.load import load_config_text
+from watchdog.findings import Finding
+
+BASE = {"host": "node-a", "job": "job-a"}
+
+
+def make_config(tmp_path, url, **alerting):
+    al = {"group_window": "1s", "resolve_delay": "1s", "reminder": "0s",
+          "channels": [{"type": "webhook", "name": "hook", "url": url, "min_severity": "info"}]}
+    al.update(alerting)
+    return load_config_text(yaml.safe_dump({"paths": {"state_dir": str(tmp_path / "state")}, "alerting": al}))
+
+
+def f(rule: str, sev: str = "warning", **labels) -> Finding:
+    return Finding(rule=rule, severity=sev, summary=f"{rule} {labels}", labels={**BASE, **labels},
+                   hint="check it", value="1", since=time.time() - 60, evidence=("line one", "line two"))
+
+
+class Driver:
+    """Feeds the engine the same findings repeatedly, like detector passes every 0.2s."""
+
+    def __init__(self, engine: AlertEngine):
+        self.engine = engine
+
+    def hold(self, findings: List[Finding], seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.engine.process(findings, time.time())
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def rx():
+    with Receiver("webhook") as r:
+        yield r
+
+
+@pytest.fixture
+def engines():
+    made = []
+    yield made
+    for e in made:
+        try:
+            e.close()
+        except Exception:
+            pass
+
+
+def new_engine(engines, cfg):
+    e = AlertEngine(cfg)
+    engines.append(e)
+    return e
+
+
+def test_eight_idle_devices_are_one_message_and_resolve_once(tmp_path, rx, engines):
+    e = new_engine(engines, make_config(tmp_path, rx.url))
+    d = Driver(e)
+    idle = [f("npu_idle", npu=str(i), chip="0") for i in range(8)]
+    d.hold(idle[:3], 0.4)
+    d.hold(idle, 1.5)  # the other five join within the group window
+    msgs = rx.wait_for(1)
+    assert len(msgs) == 1
+    body = msgs[0].json
+    assert body["status"] == "firing" and len(body["alerts"]) == 8
+    assert sorted(a["labels"]["npu"] for a in body["alerts"]) == [str(i) for i in range(8)]
+    assert body["groupLabels"] == BASE and body["commonLabels"]["alertname"] == "npu_idle"
+    d.hold([], 1.5)
+    msgs = rx.wait_for(2)
+    assert msgs[1].json["status"] == "resolved" and len(msgs[1].json["alerts"]) == 8
+    assert all(a["endsAt"] != "0001-01-01T00:00:00Z" for a in msgs[1].json["alerts"])
+
+
+def test_flapping_finding_gives_one_alert(tmp_path, rx, engines):
+    e = new_engine(engines, make_config(tmp_path, rx.url, resolve_delay="3s"))
+    x = f("heartbeat_stale", rank="0")
+    for _ in range(10):  # present, absent, present... every 0.3s
+        e.process([x], time.time())
+        time.sleep(0.3)
+        e.process([], time.time())
+        time.sleep(0.3)
+    e.process([x], time.time())
+    assert len(rx.wait_for(1)) >= 1
+    time.sleep(0.5)
+    assert [r.json["status"] for r in rx.requests] == ["firing"]
+
+
+def test_for_duration_keeps_short_blips_quiet(tmp_path, rx, engines):
+    e = new_engine(engines, make_config(tmp_path, rx.url, **{"for": {"npu_low_util": "2s"}}))
+    d = Driver(e)
+    d.hold([f("npu_low_util", npu="1")], 0.8)
+    d.hold([f("stall")], 2.0)  # the blip is gone; a sentinel alert proves the engine sends
+    msgs = rx.wait_for(1)
+    rules = {a["labels"]["alertname"] for m in msgs for a in m.json["alerts"]}
+    assert rules == {"stall"}
+
+
+def test_root_cause_inhibits_symptoms(tmp_path, rx, engines):
+    e = new_engine(engines, make_config(tmp_path, rx.url))
+    d = Driver(e)
+    d.hold([f("npu_missing", "critical", npu="3"), f("stall", "critical"), f("log_hccl", log_rule="hccl_timeout"),
+            f("rank_missing", "critical", rank="2"), f("heartbeat_stale", rank="2"), f("heartbeat_stale", rank="5")], 1.8)
+    msgs = rx.wait_for(1)
+    sent = sorted((a["labels"]["alertname"], a["labels"].get("rank", "")) for m in msgs for a in m.json["alerts"])
+    # heartbeat_stale of rank 5 is a symptom of npu_missing (same host+job) too.
+    assert sent == [("npu_missing", ""), ("rank_missing", "2")]
+    states = {a.rule + a.labels.get("rank", ""): a.muted for a in e.alert_states()}
+    assert states["stall"] == "inhibited:npu_missing"
+
+
+def test_inhibited_symptom_is_sent_when_the_cause_clears(tmp_path, rx, engines):
+    e = new_engine(engines, make_config(tmp_path, rx.url))
+    d = Driver(e)
+    d.hold([f("log_oom", "critical", log_rule="npu_oom"), f("stall", "critical")], 1.5)
+    assert [a["labels"]["alertname"] for a in rx.wait_for(1)[0].json["alerts"]] == ["log_oom"]
+    d.hold([f("stall", "critical")], 2.0)
+    msgs = rx.wait_for(3)
+    kinds = sorted((m.json["status"], m.json["alerts"][0]["labels"]["alertname"]) for m in msgs[1:])
+    assert kinds == [("firing", "stall"), ("resolved", "log_oom")]
+
+
+def test_silence_mutes_and_its_end_sends_what_still_fires(tmp_path, rx, engines):
+    cfg = make_config(tmp_path, rx.url)
+    e = new_engine(engines, cfg)
+    store = AlertStore(cfg.paths.state_dir)  # like `npu-watchdog silence add` from another process
+    now = time.time()
+    s = store.add_silence(["rule=stall", "job=job-a"], now, now + 2.5, "tester", "maintenance")
+    d = Driver(e)
+    d.hold([f("stall", "critical"), f("command_check", check="fs")], 1.6)
+    first = rx.wait_for(1)
+    assert [a["labels"]["alertname"] for a in first[0].json["alerts"]] == ["command_check"]
+    assert e.silences_active() == 1
+    assert any(a.muted == f"silenced:{s.id}" for a in e.alert_states())
+    d.hold([f("stall", "critical"), f("command_check", check="fs")], 2.0)  # the silence expires meanwhile
+    msgs = rx.wait_for(2)
+    assert [a["labels"]["alertname"] for a in msgs[1].json["alerts"]] == ["stall"]
+    assert e.silences_active() == 0
+    store.close()
+
+
+def test_reminders_repeat_while_firing(tmp_path, rx, engines):
+    e = new_engine(engines, make_config(tmp_path, rx.url, reminder="1s"))
+    d = Driver(e)
+    d.hold([f("loss_nan", "critical", rank="0")], 2.8)
+    msgs = rx.wait_for(3)
+    assert msgs[0].json["kind"] == "firing" and {m.json["kind"] for m in msgs[1:]} == {"reminder"}
+
+
+def test_restart_neither_repages_nor_forgets(tmp_path, rx, engines):
+    cfg = make_config(tmp_path, rx.url)
+    x = f("job_gone", "critical")
+    e = new_engine(engines, cfg)
+    Driver(e).hold([x], 1.5)
+    rx.wait_for(1)
+    e.close()
+    e2 = new_engine(engines, cfg)
+    assert [a.state for a in e2.alert_states()] == ["firing"]
+    Driver(e2).hold([x], 1.5)
+    Driver(e2).hold([], 1.5)
+    msgs = rx.wait_for(2)
+    assert [m.json["status"] for m in msgs] == ["firing", "resolved"]
+
+
+def test_routing_by_severity_and_matchers(tmp_path, engines):
+    with Receiver("webhook") as crit, Receiver("webhook") as hccl:
+        cfg = make_config(tmp_path, crit.url, channels=[
+            {"type": "webhook", "name": "oncall", "url": crit.url, "min_severity": "critical"},
+            {"type": "webhook", "name": "net", "url": hccl.url, "min_severity": "info",
+             "matchers": ["rule=~log_.*", "log_rule!=ignored"]},
+        ], inhibitions=[])
+        e = new_engine(engines, cfg)
+        Driver(e).hold([f("stall", "critical"), f("log_hccl", "warning", log_rule="hccl_timeout"),
+                        f("log_hccl", "warning", log_rule="ignored")], 1.8)
+        a = crit.wait_for(1)
+        b = hccl.wait_for(1)
+        assert [x["labels"]["alertname"] for x in a[0].json["alerts"]] == ["stall"]
+        assert [x["labels"]["log_rule"] for x in b[0].json["alerts"]] == ["hccl_timeout"]

@@ -1,0 +1,183 @@
+"""Each channel against a local receiver that behaves like the vendor: shapes, signatures, size
+limits, hostile log lines, and the vendors' ways of saying no."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import yaml
+
+from tests.fakes.receivers import Answer, Receiver, closed_port
+from watchdog.alerting.channels import build_channel
+from watchdog.alerting.channels.dingtalk import dingtalk_sign
+from watchdog.alerting.channels.feishu import feishu_sign
+from watchdog.config.load import load_config_text
+
+HOSTILE = ('<!channel> <!here> <@U123> <at user_id="all">x</at> <at id=all></at> @all @here '
+           '[click me](http://evil.example/x) <b>bold</b> <script>alert(1)</script> <font color="red">x</font>')
+FORBIDDEN = ["<!channel>", "<!here>", "<@U123>", "<at ", "@all", "@here", "](http://evil", "<b>", "<script",
+             "<font"]
+
+
+def channel(kind, url, **extra):
+    ch = {"type": kind, "name": f"c-{kind}", "url": url, "min_severity": "info", **extra}
+    cfg = load_config_text(yaml.safe_dump({"alerting": {"channels": [ch], "max_log_lines": 10}}))
+    return build_channel(cfg.alerting.channels[0], cfg.alerting)
+
+
+def body(n_alerts=1, evidence=(), kind="firing", severity="critical", summary="NPU 3 lost"):
+    now = time.time()
+    alerts = []
+    for i in range(n_alerts):
+        alerts.append({"fp": f"fp{i}", "rule": "npu_missing", "severity": severity, "status": "firing",
+                       "summary": summary, "labels": {"host": "node-a", "job": "job-a", "npu": str(i)},
+                       "hint": "Check `npu-smi info` and dmesg.", "value": "7 of 8", "since": now - 120,
+                       "starts_at": now - 60, "ends_at": None, "evidence": list(evidence),
+                       "snapshot": "/var/lib/npu-watchdog/snapshots/s1.tar.gz",
+                       "dashboard": "https://grafana.example/d/npu?var-host=node-a"})
+    return {"kind": kind, "status": "resolved" if kind == "resolved" else "firing", "ikey": "ikey123",
+            "created": now, "group": {"host": "node-a", "job": "job-a"}, "alerts": alerts}
+
+
+def test_signature_vectors_and_the_classic_mixup():
+    assert feishu_sign("demo", 1599360473) == "l1N0gAcBjdwBvGm1xMjOF0XSyaLRpR7tuO5dHfhAYc8="
+    assert feishu_sign("demo", 1599360473) != "DkEDUyVoOOJ539qBvUgMyzkzIdRWlf4e/V3Rq+ONJnQ="
+    assert dingtalk_sign("SECdemo", 1599360473000) == "tGWkA5eQOQNCNPDgphtxIoNLO%2B%2FgD8Lcb705KQoRzeY%3D"
+
+
+ALL_KINDS = ["feishu", "slack", "dingtalk", "wecom", "webhook", "alertmanager"]
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_delivery_and_message_content(kind):
+    secret = "SECsigning-secret" if kind in ("feishu", "dingtalk") else None
+    with Receiver(kind, secret=secret) as rx:
+        ch = channel(kind, rx.url, **({"secret": secret} if secret else {}))
+        v = ch.deliver(body(evidence=["RuntimeError: NPU out of memory"]))
+        assert v.ok, v.line()
+        [req] = rx.wait_for(1)
+        text = req.text
+        for needed in ("node-a", "job-a", "npu_missing", "NPU 3 lost", "7 of 8", "npu-smi info",
+                       "out of memory", "s1.tar.gz", "grafana.example"):
+            assert needed in text, (kind, needed)
+        if kind == "feishu":
+            assert req.json["card"]["header"]["template"] == "red"
+            assert req.json["msg_type"] == "interactive"
+        if kind == "slack":
+            assert req.json["text"] and req.json["blocks"][0]["type"] == "header"
+        if kind == "dingtalk":
+            assert req.json["msgtype"] == "markdown" and "sign" in req.query
+        if kind == "webhook":
+            assert set(req.json) >= {"version", "groupKey", "status", "receiver", "groupLabels", "commonLabels",
+                                     "commonAnnotations", "externalURL", "alerts"}
+            a = req.json["alerts"][0]
+            assert set(a) >= {"status", "labels", "annotations", "startsAt", "endsAt", "generatorURL", "fingerprint"}
+            assert a["endsAt"] == "0001-01-01T00:00:00Z"
+        if kind == "alertmanager":
+            assert req.path == "/api/v2/alerts" and req.json[0]["labels"]["alertname"] == "npu_missing"
+            assert req.json[0]["endsAt"] > req.json[0]["startsAt"]
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_hostile_log_line_cannot_mention_or_inject(kind):
+    with Receiver(kind) as rx:
+        ch = channel(kind, rx.url)
+        assert ch.deliver(body(evidence=[HOSTILE], summary="stall in " + HOSTILE)).ok
+        [req] = rx.wait_for(1)
+        # Decode JSON escapes so the check sees what the vendor renders.
+        rendered = json.dumps(req.json, ensure_ascii=False)
+        for bad in FORBIDDEN:
+            assert bad not in rendered, (kind, bad)
+        assert "click me" in rendered and "alert(1)" in rendered  # neutralised, not deleted
+
+
+def test_configured_mentions_do_reach_the_message():
+    with Receiver("feishu") as fs, Receiver("slack") as sl, Receiver("dingtalk") as dt:
+        assert channel("feishu", fs.url, mentions={"critical": ["all"]}).deliver(body()).ok
+        assert channel("slack", sl.url, mentions={"critical": ["here", "U42"]}).deliver(body()).ok
+        assert channel("dingtalk", dt.url, mentions={"critical": ["13800001111"]}).deliver(body()).ok
+        assert "<at id=all></at>" in fs.wait_for(1)[0].text
+        assert "<!here> <@U42>" in sl.wait_for(1)[0].json["text"]
+        assert dt.wait_for(1)[0].json["at"]["atMobiles"] == ["13800001111"]
+        # no mention on a warning
+        assert channel("feishu", fs.url, mentions={"critical": ["all"]}).deliver(body(severity="warning")).ok
+        assert "<at id=all>" not in fs.wait_for(2)[1].text
+
+
+@pytest.mark.parametrize("kind", ["feishu", "slack", "dingtalk", "wecom"])
+def test_size_limits_trim_log_lines_never_the_title(kind):
+    lines = ["E" * 290 + f" {i}" for i in range(10)]
+    msg = body(n_alerts=30, evidence=lines)
+    with Receiver(kind) as rx:
+        ch = channel(kind, rx.url)
+        v = ch.deliver(msg)
+        assert v.ok, v.line()
+        [req] = rx.wait_for(1)
+        assert "[CRITICAL] node-a/job-a: 30 alerts: npu_missing x30" in req.text
+        assert "more alert(s)" in req.text or req.text.count("E" * 100) < 300
+
+
+def test_feishu_bad_signature_is_a_permanent_failure():
+    with Receiver("feishu", secret="right") as rx:
+        v = channel("feishu", rx.url, secret="wrong").deliver(body())
+        assert not v.ok and not v.retryable and v.status == 200 and "19021" in v.detail
+
+
+def test_feishu_throttled_error_body_with_200_is_retried():
+    with Receiver("feishu") as rx:
+        rx.script(Answer(200, {"code": 9499, "msg": "too many request", "data": {}}))
+        v = channel("feishu", rx.url).deliver(body())
+        assert not v.ok and v.retryable and "9499" in v.detail
+
+
+def test_dingtalk_string_errcode_and_throttling():
+    with Receiver("dingtalk") as rx:
+        rx.script(Answer(200, {"errcode": "0", "errmsg": "ok"}),
+                  Answer(200, {"errcode": "130101", "errmsg": "send too fast, exceed 20 times per minute"}))
+        ch = channel("dingtalk", rx.url)
+        assert ch.deliver(body()).ok
+        v = ch.deliver(body())
+        assert not v.ok and v.retryable and v.retry_after == 60.0
+
+
+def test_wecom_invalid_key_fails_fast():
+    with Receiver("wecom", path="/cgi-bin/webhook/send?key=") as rx:
+        v = channel("wecom", rx.url).deliver(body())
+        assert not v.ok and not v.retryable and "93000" in v.detail
+
+
+def test_slack_429_retry_after_and_500():
+    with Receiver("slack") as rx:
+        rx.script(Answer(429, "rate_limited", headers={"Retry-After": "7"}), Answer(500, "boom"),
+                  Answer(404, "no_service"))
+        ch = channel("slack", rx.url)
+        v = ch.deliver(body())
+        assert not v.ok and v.retryable and v.retry_after == 7.0
+        v = ch.deliver(body())
+        assert not v.ok and v.retryable and v.status == 500
+        v = ch.deliver(body())
+        assert not v.ok and not v.retryable and "no_service" in v.detail
+
+
+def test_slow_answer_hits_the_read_timeout_and_refused_port_is_reported_without_the_url():
+    with Receiver("webhook") as rx:
+        rx.script(Answer(200, "", delay=2.0))
+        v = channel("webhook", rx.url, read_timeout="500ms").deliver(body())
+        assert not v.ok and v.retryable and "read timeout" in v.detail
+    token = "tok-sensitive-123456"
+    url = f"http://127.0.0.1:{closed_port()}/hook/{token}?key={token}"
+    v = channel("slack", url).deliver(body())
+    assert not v.ok and v.retryable and "connection failed" in v.detail
+    assert token not in v.line() and "/hook/" not in v.line()
+
+
+def test_webhook_bearer_token_and_headers():
+    with Receiver("webhook", bearer="b-token") as rx:
+        ch = channel("webhook", rx.url, bearer_token="b-token", headers={"X-Team": "npu"})
+        assert ch.deliver(body()).ok
+        req = rx.wait_for(1)[0]
+        assert req.headers["X-Team"] == "npu" and req.json["idempotencyKey"] == "ikey123"
+        v = channel("webhook", rx.url, bearer_token="other").deliver(body())
+        assert not v.ok and not v.retryable and v.status == 401

@@ -1,0 +1,227 @@
+"""What every channel shares: the HTTP call (timeouts, no redirects), the verdict, the scrubbing.
+
+A channel turns a notification body into one HTTP request and reads the vendor's answer into a
+`Verdict`: delivered, or failed and whether retrying can help (and when). Vendors report errors in
+HTTP-200 bodies (Feishu `code`, DingTalk/WeCom `errcode`), so the body decides before the status.
+
+Secrets: the URL, signing secret, token and header values of a channel are its `secrets()`;
+`scrub()` removes them (and any URL path requests puts in its exception text) from every string
+that may reach a log, a metric or the outbox's `last_error`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+import requests
+
+from watchdog import __version__
+from watchdog.alerting.render import Message
+from watchdog.config.sections.alerting import AlertingConfig, ChannelConfig
+from watchdog.config.types import secret_value
+
+REDACTED = "<redacted>"
+_URL_IN_TEXT = re.compile(r"(url: |url=|https?://)\S+", re.IGNORECASE)
+
+
+@dataclass
+class Verdict:
+    """The outcome of one delivery attempt, as the vendor put it."""
+
+    ok: bool
+    status: Optional[int]
+    detail: str
+    retryable: bool = True
+    retry_after: Optional[float] = None
+
+    def line(self) -> str:
+        code = f"HTTP {self.status}" if self.status is not None else "no HTTP answer"
+        if self.ok:
+            return f"{code}, delivered ({self.detail})"
+        kind = "will retry" if self.retryable else "permanent failure"
+        return f"{code}, {kind}: {self.detail}"
+
+
+def secret_fragments(values: List[str]) -> List[str]:
+    """The secret strings plus the parts of URLs a library may print on its own (path, query,
+    each query value and path segment long enough to be a token)."""
+    out = set()
+    for v in values:
+        if not v:
+            continue
+        out.add(v)
+        parts = urllib.parse.urlsplit(v) if "://" in v else None
+        if parts is not None:
+            if parts.path and parts.path != "/":
+                out.add(parts.path)
+            if parts.query:
+                out.add(parts.query)
+                for _, qv in urllib.parse.parse_qsl(parts.query):
+                    if len(qv) >= 6:
+                        out.add(qv)
+                        out.add(urllib.parse.quote(qv, safe=""))
+            for seg in parts.path.split("/"):
+                if len(seg) >= 8:
+                    out.add(seg)
+            if parts.password:
+                out.add(parts.password)
+    return sorted(out, key=len, reverse=True)
+
+
+def scrub(text: str, secrets: List[str]) -> str:
+    """Remove secrets, and every URL-looking token, from a message meant for humans."""
+    for s in secrets:
+        if s:
+            text = text.replace(s, REDACTED)
+    return _URL_IN_TEXT.sub(lambda m: m.group(1) + REDACTED if not m.group(1).startswith("http") else REDACTED, text)
+
+
+def parse_retry_after(value: Optional[str]) -> Optional[float]:
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        ts = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, ts - time.time())
+
+
+def http_verdict(status: int, headers: Dict[str, str], text: str) -> Verdict:
+    """The generic reading of an HTTP status (used when the body says nothing)."""
+    detail = " ".join(text.split())[:200] or "(empty body)"
+    if 200 <= status < 300:
+        return Verdict(True, status, detail)
+    if status == 429:
+        return Verdict(False, status, f"rate limited: {detail}", True, parse_retry_after(headers.get("Retry-After")))
+    if status in (408, 425) or status >= 500:
+        return Verdict(False, status, detail, True, parse_retry_after(headers.get("Retry-After")))
+    if 300 <= status < 400:
+        return Verdict(False, status, "redirect refused (check the URL)", False)
+    return Verdict(False, status, detail, False)
+
+
+class Channel:
+    """Base of every channel type; subclasses build the request and read the answer."""
+
+    type = ""
+    #: Largest body (bytes of serialised JSON) the vendor accepts, with margin.
+    max_body = 256 * 1024
+
+    def __init__(self, cfg: ChannelConfig, alerting: AlertingConfig):
+        self.cfg = cfg
+        self.alerting = alerting
+        self.name = cfg.name
+        self.url = secret_value(cfg.url)
+        self.secret = secret_value(cfg.secret) if cfg.secret is not None else ""
+        self._secrets = secret_fragments(
+            [self.url, self.secret, secret_value(cfg.bearer_token)] + [secret_value(v) for v in cfg.headers.values()])
+
+    # -- routing ---------------------------------------------------------------------------
+    @property
+    def send_resolved(self) -> bool:
+        return self.alerting.send_resolved if self.cfg.send_resolved is None else self.cfg.send_resolved
+
+    def secrets(self) -> List[str]:
+        return list(self._secrets)
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, self._secrets)
+
+    # -- to implement ----------------------------------------------------------------------
+    def payload(self, msg: Message) -> Any:
+        raise NotImplementedError
+
+    def verdict(self, status: int, headers: Dict[str, str], text: str) -> Verdict:
+        return http_verdict(status, headers, text)
+
+    def request(self, msg: Message) -> Tuple[str, Dict[str, str], bytes]:
+        """(url, headers, body) of the HTTP POST for this message."""
+        body = json.dumps(self.payload(msg), ensure_ascii=False).encode("utf-8")
+        return self.url, self.base_headers(msg), body
+
+    def base_headers(self, msg: Message) -> Dict[str, str]:
+        return {"Content-Type": "application/json; charset=utf-8",
+                "User-Agent": f"npu-watchdog/{__version__}",
+                "Idempotency-Key": msg.ikey}
+
+    @staticmethod
+    def body_size(payload: Any) -> int:
+        return len(json.dumps(payload, ensure_ascii=False).encode("utf-8"))
+
+    # -- delivery --------------------------------------------------------------------------
+    def deliver(self, body: Dict[str, Any], session: Optional[requests.Session] = None) -> Verdict:
+        """One attempt; never raises, and nothing it returns contains a secret."""
+        try:
+            url, headers, data = self.request(Message(body))
+        except Exception as exc:  # a rendering bug must not take the sender down
+            return Verdict(False, None, self.scrub(f"cannot render the message: {type(exc).__name__}: {exc}"), False)
+        sess = session or requests.Session()
+        try:
+            resp = sess.post(url, data=data, headers=headers, allow_redirects=False,
+                             timeout=(self.cfg.connect_timeout, self.cfg.read_timeout))
+            text = resp.text[:4000]
+            status = resp.status_code
+            rheaders = dict(resp.headers)
+        except requests.exceptions.ConnectTimeout:
+            return Verdict(False, None, f"connect timeout after {self.cfg.connect_timeout:g}s")
+        except requests.exceptions.ReadTimeout:
+            return Verdict(False, None, f"no answer within the read timeout ({self.cfg.read_timeout:g}s)")
+        except requests.exceptions.ConnectionError as exc:
+            return Verdict(False, None, "connection failed: " + self.scrub(_root_reason(exc)))
+        except requests.exceptions.RequestException as exc:
+            return Verdict(False, None, self.scrub(f"{type(exc).__name__}: {exc}"))
+        finally:
+            if session is None:
+                sess.close()
+        try:
+            v = self.verdict(status, rheaders, text)
+        except Exception as exc:
+            v = Verdict(False, status, f"unreadable answer ({type(exc).__name__})")
+        v.detail = self.scrub(v.detail)
+        return v
+
+
+def _root_reason(exc: BaseException) -> str:
+    """The innermost cause of a requests ConnectionError ('[Errno 111] Connection refused')."""
+    seen = 0
+    cur: Optional[BaseException] = exc
+    last = str(exc)
+    while cur is not None and seen < 10:
+        seen += 1
+        reason = getattr(cur, "reason", None)
+        nxt = reason if isinstance(reason, BaseException) else (cur.__cause__ or cur.__context__)
+        if nxt is None and cur.args and isinstance(cur.args[0], BaseException):
+            nxt = cur.args[0]
+        if nxt is None:
+            break
+        cur = nxt
+        last = str(cur)
+    m = re.search(r"\[Errno -?\d+\][^)'\"]*", last)
+    return m.group(0).strip() if m else last
+
+
+def json_body(text: str) -> Optional[Dict[str, Any]]:
+    try:
+        data = json.loads(text)
+    except (ValueError, TypeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def as_int(value: Any) -> Optional[int]:
+    """DingTalk/WeCom `errcode` may be a number or a string."""
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,85 @@
+"""Feishu / Lark custom bot: an interactive card (JSON 2.0), header colour by severity, optional
+signature (`timestamp` + `sign` in the body), mentions, and the 20 KB body limit."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+from typing import Any, Dict, List
+
+from watchdog.alerting.channels.base import Channel, Verdict, http_verdict, json_body
+from watchdog.alerting.render import MARKDOWN, Message, alert_text, escape_plain, fit, mentions_for, more_line
+
+COLOURS = {"critical": "red", "warning": "orange", "info": "blue"}
+#: Configuration or payload errors: retrying the same request cannot help.
+PERMANENT = {19021: "bad signature or clock skew > 1h", 19022: "IP not allowed", 19024: "keyword not found",
+             19036: "message too large", 10002: "bad message shape"}
+THROTTLED = {11232}
+
+
+def feishu_sign(secret: str, timestamp: int) -> str:
+    """Feishu's scheme: the key is `timestamp + "\\n" + secret`, the message is empty."""
+    key = f"{timestamp}\n{secret}".encode("utf-8")
+    return base64.b64encode(hmac.new(key, b"", digestmod=hashlib.sha256).digest()).decode("ascii")
+
+
+def mention_md(ids: List[str]) -> str:
+    return " ".join(f"<at id={'all' if i == 'all' else i}></at>" for i in ids)
+
+
+class FeishuChannel(Channel):
+    type = "feishu"
+    max_body = 20 * 1024 - 600  # room for timestamp and sign
+
+    def payload(self, msg: Message) -> Dict[str, Any]:
+        colour = "green" if msg.status == "resolved" else ("grey" if msg.test else COLOURS.get(msg.severity, "blue"))
+        ments = mentions_for(msg, self.cfg.mentions)
+        resolved = msg.status == "resolved"
+
+        def build(lines: int, shown: int) -> Dict[str, Any]:
+            elements: List[Dict[str, Any]] = []
+            if ments:
+                elements.append({"tag": "markdown", "content": mention_md(ments)})
+            for i, a in enumerate(msg.alerts[:shown]):
+                if i:
+                    elements.append({"tag": "hr"})
+                elements.append({"tag": "markdown", "content": alert_text(a, MARKDOWN, lines, resolved=resolved)})
+            more = more_line(len(msg.alerts), shown)
+            if more:
+                elements.append({"tag": "markdown", "content": more})
+            elements.append({"tag": "markdown", "content": f"npu-watchdog · {msg.kind} · id {msg.ikey}",
+                             "text_size": "notation"})
+            return {"msg_type": "interactive", "card": {
+                "schema": "2.0", "config": {"update_multi": True},
+                "header": {"title": {"tag": "plain_text", "content": msg.title(escape_plain)}, "template": colour},
+                "body": {"elements": elements}}}
+
+        return fit(build, lambda p: self.body_size(p) <= self.max_body, self.alerting.max_log_lines, len(msg.alerts))
+
+    def request(self, msg: Message):
+        import json
+
+        body = self.payload(msg)
+        if self.secret:
+            ts = int(time.time())
+            body["timestamp"] = str(ts)
+            body["sign"] = feishu_sign(self.secret, ts)
+        return self.url, self.base_headers(msg), json.dumps(body, ensure_ascii=False).encode("utf-8")
+
+    def verdict(self, status: int, headers: Dict[str, str], text: str) -> Verdict:
+        data = json_body(text)
+        if data is None or ("code" not in data and "StatusCode" not in data):
+            return http_verdict(status, headers, text)
+        code = data.get("code", data.get("StatusCode"))
+        msg = str(data.get("msg", data.get("StatusMessage", "")))[:200]
+        if code == 0 and 200 <= status < 300:
+            return Verdict(True, status, f"code 0 {msg}".strip())
+        detail = f"code {code}: {msg}"
+        if code in PERMANENT:
+            return Verdict(False, status, f"{detail} ({PERMANENT[code]})", False)
+        if code == 9499 and "too many" not in msg.lower():
+            return Verdict(False, status, f"{detail} (bad request or body over 20 KB)", False)
+        retry = 60.0 if code in THROTTLED or code == 9499 else None
+        return Verdict(False, status, detail, True, retry)

@@ -1,0 +1,129 @@
+"""Generic webhook in the Alertmanager webhook v4 shape, and the Alertmanager `/api/v2/alerts` push.
+
+Both carry structured data; free text (summaries, log lines) is still defused (`escape_plain`)
+because receivers commonly forward annotations into chat.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Dict, List, Optional
+
+from watchdog.alerting.channels.base import Channel
+from watchdog.alerting.render import MARKDOWN, Message, escape_plain, one_line, safe_url, MAX_LINE
+from watchdog.config.types import secret_value
+
+ZERO_TIME = "0001-01-01T00:00:00Z"
+
+
+def rfc3339(ts: Optional[float]) -> str:
+    if not ts:
+        return ZERO_TIME
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int((ts % 1) * 1000):03d}Z"
+
+
+def am_labels(a: Dict[str, Any]) -> Dict[str, str]:
+    out = {"alertname": a.get("rule", ""), "severity": a.get("severity", "")}
+    for k, v in (a.get("labels") or {}).items():
+        out[k] = escape_plain(v)
+    return out
+
+
+def annotations(a: Dict[str, Any], max_lines: int) -> Dict[str, str]:
+    out = {"summary": escape_plain(one_line(a.get("summary", ""), 500))}
+    if a.get("hint"):
+        out["hint"] = escape_plain(one_line(a["hint"], 1000))
+    if a.get("value") not in (None, ""):
+        out["value"] = escape_plain(one_line(a["value"], 200))
+    ev = [escape_plain(one_line(x, MAX_LINE)) for x in (a.get("evidence") or [])][-max_lines:] if max_lines else []
+    if ev:
+        out["log_lines"] = "\n".join(ev)
+    if a.get("snapshot"):
+        out["snapshot"] = escape_plain(a["snapshot"])
+    if safe_url(a.get("dashboard")):
+        out["dashboard"] = a["dashboard"]
+    if a.get("since"):
+        out["since"] = rfc3339(a["since"])
+    return out
+
+
+class _Authed(Channel):
+    def base_headers(self, msg: Message) -> Dict[str, str]:
+        h = super().base_headers(msg)
+        for k, v in self.cfg.headers.items():
+            h[k] = secret_value(v)
+        if self.cfg.bearer_token is not None:
+            h["Authorization"] = "Bearer " + secret_value(self.cfg.bearer_token)
+        return h
+
+
+class WebhookChannel(_Authed):
+    type = "webhook"
+
+    def payload(self, msg: Message) -> Dict[str, Any]:
+        max_lines = self.alerting.max_log_lines
+        while True:
+            alerts = []
+            for a in msg.alerts:
+                status = "resolved" if msg.status == "resolved" else "firing"
+                alerts.append({
+                    "status": status, "labels": am_labels(a), "annotations": annotations(a, max_lines),
+                    "startsAt": rfc3339(a.get("starts_at") or a.get("since")),
+                    "endsAt": rfc3339(a.get("ends_at")) if status == "resolved" else ZERO_TIME,
+                    "generatorURL": safe_url(a.get("dashboard")) or "",
+                    "fingerprint": a.get("fp", ""),
+                })
+            common = dict(alerts[0]["labels"]) if alerts else {}
+            for al in alerts[1:]:
+                common = {k: v for k, v in common.items() if al["labels"].get(k) == v}
+            common_ann = dict(alerts[0]["annotations"]) if alerts else {}
+            for al in alerts[1:]:
+                common_ann = {k: v for k, v in common_ann.items() if al["annotations"].get(k) == v}
+            group = {"host": msg.host, "job": msg.job}
+            body = {
+                "version": "4",
+                "groupKey": "{}:{" + ", ".join(f'{k}="{v}"' for k, v in sorted(group.items())) + "}",
+                "truncatedAlerts": 0,
+                "status": "resolved" if msg.status == "resolved" else "firing",
+                "receiver": self.name,
+                "groupLabels": group,
+                "commonLabels": common,
+                "commonAnnotations": common_ann,
+                "externalURL": "",
+                "alerts": alerts,
+                "title": msg.title(escape_plain),
+                "kind": msg.kind,
+                "idempotencyKey": msg.ikey,
+            }
+            if self.body_size(body) <= self.max_body or max_lines == 0:
+                return body
+            max_lines //= 2
+
+
+class AlertmanagerChannel(_Authed):
+    type = "alertmanager"
+
+    def __init__(self, cfg, alerting):
+        super().__init__(cfg, alerting)
+        self.url = self.url.rstrip("/")
+        if not self.url.endswith("/api/v2/alerts"):
+            self.url += "/api/v2/alerts"
+
+    def payload(self, msg: Message) -> List[Dict[str, Any]]:
+        now = time.time()
+        out = []
+        for a in msg.alerts:
+            resolved = msg.status == "resolved"
+            item = {
+                "labels": am_labels(a),
+                "annotations": annotations(a, self.alerting.max_log_lines),
+                "startsAt": rfc3339(a.get("starts_at") or a.get("since") or now),
+                # Firing: valid until the next push is overdue; resolved: ended now.
+                "endsAt": rfc3339(a.get("ends_at") or now) if resolved else rfc3339(now + self.cfg.alert_ttl),
+            }
+            link = safe_url(a.get("dashboard"))
+            if link:
+                item["generatorURL"] = link
+            out.append(item)
+        return out

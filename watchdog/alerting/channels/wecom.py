@@ -1,0 +1,28 @@
+"""WeCom (企业微信) group bot: markdown content of at most 4096 bytes, `<@userid>` mentions."""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from watchdog.alerting.channels.base import Channel, Verdict
+from watchdog.alerting.channels.dingtalk import errcode_verdict, markdown_body
+from watchdog.alerting.render import MARKDOWN, Message, alert_text, escape_md, mentions_for
+
+MAX_CONTENT_BYTES = 4096
+THROTTLED = {45009}
+PERMANENT = {93000: "invalid webhook URL (key removed?)", 40058: "invalid parameter or content too long",
+             93004: "bot disabled"}
+
+
+class WeComChannel(Channel):
+    type = "wecom"
+
+    def payload(self, msg: Message) -> Dict[str, Any]:
+        ments = " ".join(f"<@{m}>" for m in mentions_for(msg, self.cfg.mentions) if m.replace("_", "").replace("-", "").replace(".", "").isalnum())
+        tail = (ments + "\n" if ments else "") + f"npu-watchdog · {msg.kind} · id {msg.ikey}"
+        content = markdown_body(msg, lambda a, n, r: alert_text(a, MARKDOWN, n, resolved=r), MAX_CONTENT_BYTES,
+                                self.alerting.max_log_lines, f"### {msg.title(escape_md)}", tail)
+        return {"msgtype": "markdown", "markdown": {"content": content}}
+
+    def verdict(self, status: int, headers: Dict[str, str], text: str) -> Verdict:
+        return errcode_verdict(status, headers, text, THROTTLED, PERMANENT)

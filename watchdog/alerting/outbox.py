@@ -1,0 +1,248 @@
+"""The durable outbox and its senders: at-least-once delivery that never blocks probing.
+
+The engine commits notifications to SQLite (`AlertStore.enqueue`) and returns; one sender thread
+per channel takes the oldest due row, waits for the channel's rate limits, makes one attempt and
+records the verdict. A crash between commit and send only means the row is sent after the restart
+(receivers can deduplicate with the idempotency key). Rows that cannot succeed (bad token, bad
+signature) are dropped at once with an error log; rows that keep failing are retried with
+exponential backoff and jitter (or the vendor's `Retry-After`) until `max_age`, then dropped with
+an error log and the `expired` counter.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import random
+import threading
+import time
+import traceback
+from typing import Callable, Deque, Dict, List, Optional, Tuple
+
+import requests
+
+from watchdog.alerting.channels import Channel, build_channels
+from watchdog.alerting.channels.base import Verdict, scrub, secret_fragments
+from watchdog.alerting.store import AlertStore
+from watchdog.config.sections.alerting import AlertingConfig
+from watchdog.config.types import secret_value
+
+log = logging.getLogger("watchdog.alerts.outbox")
+
+RESULTS = ("sent", "retried", "failed", "expired")
+MAX_RETRY_AFTER = 3600.0
+
+
+class RateLimiter:
+    """Sliding windows: at most `count` sends in any `per` seconds, for every (count, per)."""
+
+    def __init__(self, limits: List[Tuple[int, float]]):
+        self.limits = [(int(c), float(p)) for c, p in limits]
+        horizon = max([c for c, _ in self.limits] + [1])
+        self.sent: Deque[float] = collections.deque(maxlen=horizon)
+        self.blocked_until = 0.0
+
+    def wait_time(self, now: float) -> float:
+        wait = max(0.0, self.blocked_until - now)
+        for count, per in self.limits:
+            recent = [t for t in self.sent if t > now - per]
+            if len(recent) >= count:
+                wait = max(wait, recent[-count] + per - now)
+        return wait
+
+    def record(self, now: float) -> None:
+        self.sent.append(now)
+
+    def block(self, until: float) -> None:
+        """The vendor said "slow down": nothing is sent to this channel before `until`."""
+        self.blocked_until = max(self.blocked_until, until)
+
+
+class _Worker:
+    def __init__(self, outbox: "Outbox", channel: Channel):
+        self.outbox = outbox
+        self.channel = channel
+        self.limiter = RateLimiter(channel.cfg.limits())
+        self.wake = threading.Event()
+        self.stop = threading.Event()
+        self.session = requests.Session()
+        self.thread = threading.Thread(target=self._run, name=f"send-{channel.name}", daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                delay = self._step()
+            except Exception as exc:  # a database hiccup: keep the row, try again shortly
+                text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+                log.error("sender %s: %s", self.channel.name, scrub(text, self.channel.secrets()))
+                delay = 2.0
+            if delay > 0:
+                self.wake.wait(min(delay, 5.0))
+                self.wake.clear()
+        self.session.close()
+
+    def _step(self) -> float:
+        """Handle at most one row; returns how long to sleep before the next step."""
+        ch = self.channel
+        store = self.outbox.store
+        now = time.time()
+        row = store.next_due(ch.name, now)
+        if row is None:
+            nxt = store.next_time(ch.name)
+            return 5.0 if nxt is None else max(0.05, nxt - now)
+        cfg = self.outbox.config
+        if now - row.created > cfg.max_age:
+            store.done(row.id)
+            self.outbox.count(ch.name, "expired")
+            log.error("channel %s: gave up on a %s notification after %d attempts over %.0fs (max_age %.0fs);"
+                      " last error: %s", ch.name, row.kind, row.attempts, now - row.created, cfg.max_age,
+                      row.last_error or "none", extra={"channel": ch.name, "event": "notification_expired"})
+            return 0.0
+        wait = self.limiter.wait_time(now)
+        if wait > 0:
+            return wait
+        self.limiter.record(now)
+        verdict = ch.deliver(row.body, self.session)
+        self.outbox.last_verdict[ch.name] = verdict
+        if verdict.ok:
+            store.done(row.id)
+            self.outbox.count(ch.name, "sent")
+            log.info("channel %s: delivered %s notification %s (%d alerts): %s", ch.name, row.kind, row.ikey,
+                     len(row.body.get("alerts", [])), verdict.line(), extra={"channel": ch.name})
+            return 0.0
+        if not verdict.retryable:
+            store.done(row.id)
+            self.outbox.count(ch.name, "failed")
+            log.error("channel %s: notification %s REJECTED and dropped, fix the channel config: %s",
+                      ch.name, row.ikey, verdict.line(), extra={"channel": ch.name, "event": "notification_rejected"})
+            return 0.0
+        attempt = row.attempts + 1
+        if verdict.retry_after is not None:
+            delay = min(MAX_RETRY_AFTER, max(0.5, verdict.retry_after))
+            self.limiter.block(now + delay)
+        else:
+            base = min(cfg.retry_max, cfg.retry_initial * (2 ** min(row.attempts, 30)))
+            delay = base * random.uniform(0.5, 1.0)
+        store.retry(row.id, now + delay, verdict.line())
+        self.outbox.count(ch.name, "retried")
+        level = logging.WARNING if attempt <= 3 or attempt % 10 == 0 else logging.DEBUG
+        log.log(level, "channel %s: attempt %d of notification %s failed (%s); retrying in %.1fs", ch.name, attempt,
+                row.ikey, verdict.line(), delay, extra={"channel": ch.name})
+        return 0.0
+
+
+class Outbox:
+    """Owns the sender threads; the engine calls `enqueue`, metrics call `stats` and `counts`."""
+
+    def __init__(self, store: AlertStore, config: AlertingConfig):
+        self.store = store
+        self.config = config
+        self.channels: Dict[str, Channel] = build_channels(config)
+        self.counts: Dict[Tuple[str, str], int] = {}
+        self.last_verdict: Dict[str, Verdict] = {}
+        self._lock = threading.Lock()
+        self._workers: Dict[str, _Worker] = {}
+        for name in self.channels:
+            for r in RESULTS:
+                self.counts[(name, r)] = 0
+
+    def count(self, channel: str, result: str) -> None:
+        with self._lock:
+            self.counts[(channel, result)] = self.counts.get((channel, result), 0) + 1
+
+    def start(self) -> None:
+        self._drop_orphans()
+        for ch in self.channels.values():
+            w = _Worker(self, ch)
+            self._workers[ch.name] = w
+            w.thread.start()
+
+    def _drop_orphans(self) -> None:
+        for name in self.store.outbox_channels():
+            if name not in self.channels:
+                n = self.store.drop_channel(name)
+                log.warning("outbox: dropped %d notification(s) for channel %s, which is no longer configured", n, name)
+
+    def enqueue(self, items: List[tuple]) -> None:
+        """Commit (channel, ikey, kind, body) rows, then wake their senders."""
+        if not items:
+            return
+        self.store.enqueue(items)
+        for channel, *_ in items:
+            w = self._workers.get(channel)
+            if w is not None:
+                w.wake.set()
+
+    def reconfigure(self, config: AlertingConfig) -> None:
+        self.stop()
+        self.config = config
+        self.channels = build_channels(config)
+        with self._lock:
+            for name in self.channels:
+                for r in RESULTS:
+                    self.counts.setdefault((name, r), 0)
+        self.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        workers = list(self._workers.values())
+        self._workers = {}
+        for w in workers:
+            w.stop.set()
+            w.wake.set()
+        deadline = time.monotonic() + timeout
+        for w in workers:
+            w.thread.join(max(0.0, deadline - time.monotonic()))
+
+    def stats(self) -> Tuple[int, float]:
+        """(pending rows, age in seconds of the oldest, 0 when empty)."""
+        n, oldest = self.store.outbox_stats()
+        return n, (max(0.0, time.time() - oldest) if oldest else 0.0)
+
+    def secrets(self) -> List[str]:
+        out: List[str] = []
+        for ch in self.channels.values():
+            out += ch.secrets()
+        return out
+
+
+class DeadMan:
+    """Requests the dead-man URL after each complete probe round, in its own thread (coalesced:
+    a slow checker never queues up pings, and never delays a probe)."""
+
+    def __init__(self, config: AlertingConfig):
+        self.counts = {"ok": 0, "failed": 0}
+        self._event = threading.Event()
+        self._stop = threading.Event()
+        self.configure(config)
+        self._thread = threading.Thread(target=self._run, name="deadman", daemon=True)
+        self._thread.start()
+
+    def configure(self, config: AlertingConfig) -> None:
+        self.url = secret_value(config.deadman_url) if config.deadman_url is not None else ""
+        self.timeout = config.deadman_timeout
+        self._secrets = secret_fragments([self.url])
+
+    def ping(self) -> None:
+        if self.url:
+            self._event.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not self._event.wait(1.0):
+                continue
+            self._event.clear()
+            if self._stop.is_set() or not self.url:
+                continue
+            try:
+                r = requests.get(self.url, timeout=(self.timeout, self.timeout), allow_redirects=False)
+                ok = 200 <= r.status_code < 300
+                detail = f"HTTP {r.status_code}"
+            except requests.exceptions.RequestException as exc:
+                ok, detail = False, scrub(f"{type(exc).__name__}: {exc}", self._secrets)
+            self.counts["ok" if ok else "failed"] += 1
+            if not ok:
+                log.warning("dead-man ping failed: %s", detail)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._event.set()

@@ -1,0 +1,253 @@
+"""SQLite persistence of the alerting state: alerts, silences and the outbox, in one private file.
+
+Why SQLite: a commit is durable (the outbox promise "committed before any send" depends on it), it
+is safe across processes (`npu-watchdog silence add` writes while the daemon reads), and it needs
+no server. The file and its journal are created 0600 inside the 0700 state directory.
+
+Nothing secret is ever written here: channels are referred to by name, and messages are rendered
+(and signed) only at send time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional
+
+DB_NAME = "alerting.sqlite3"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS alerts (
+    fp TEXT PRIMARY KEY,
+    rule TEXT NOT NULL,
+    severity TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    finding TEXT NOT NULL,
+    state TEXT NOT NULL,
+    pending_since REAL NOT NULL,
+    firing_since REAL,
+    last_seen REAL NOT NULL,
+    notified INTEGER NOT NULL DEFAULT 0,
+    last_notified REAL,
+    snapshot TEXT,
+    muted TEXT
+);
+CREATE TABLE IF NOT EXISTS silences (
+    id TEXT PRIMARY KEY,
+    matchers TEXT NOT NULL,
+    starts_at REAL NOT NULL,
+    ends_at REAL NOT NULL,
+    created_by TEXT NOT NULL,
+    comment TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel TEXT NOT NULL,
+    created REAL NOT NULL,
+    ikey TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_at REAL NOT NULL,
+    last_error TEXT
+);
+CREATE INDEX IF NOT EXISTS outbox_due ON outbox (channel, next_at);
+"""
+
+
+def db_path(state_dir: str) -> str:
+    return os.path.join(state_dir, DB_NAME)
+
+
+@dataclass
+class AlertRow:
+    """The engine's memory of one fingerprint (see engine.py for the state machine)."""
+
+    fp: str
+    rule: str
+    severity: str
+    labels: Dict[str, str]
+    finding: Dict[str, Any]
+    state: str  # "pending" | "firing"
+    pending_since: float
+    firing_since: Optional[float] = None
+    last_seen: float = 0.0
+    notified: bool = False
+    last_notified: Optional[float] = None
+    snapshot: Optional[str] = None
+    #: Why the last flush did not send it ("silenced:<id>", "inhibited:<rule>") or None.
+    muted: Optional[str] = None
+
+
+@dataclass
+class Silence:
+    id: str
+    matchers: List[str]
+    starts_at: float
+    ends_at: float
+    created_by: str
+    comment: str
+    created_at: float = field(default_factory=time.time)
+
+    def active(self, now: float) -> bool:
+        return self.starts_at <= now < self.ends_at
+
+
+@dataclass
+class OutboxRow:
+    id: int
+    channel: str
+    created: float
+    ikey: str
+    kind: str
+    body: Dict[str, Any]
+    attempts: int
+    next_at: float
+    last_error: Optional[str]
+
+
+class AlertStore:
+    """Thread-safe access to the alerting database (one connection, one lock)."""
+
+    def __init__(self, state_dir: str):
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        self.path = db_path(state_dir)
+        if not os.path.exists(self.path):
+            fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
+            os.close(fd)
+        try:
+            os.chmod(self.path, 0o600)
+        except PermissionError:
+            pass
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, timeout=15.0, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA synchronous=FULL")
+        for stmt in _SCHEMA.strip().split(";"):
+            if stmt.strip():
+                self._db.execute(stmt)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- alerts ----------------------------------------------------------------------------
+    def load_alerts(self) -> Dict[str, AlertRow]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT fp, rule, severity, labels, finding, state, pending_since, firing_since, last_seen,"
+                " notified, last_notified, snapshot, muted FROM alerts").fetchall()
+        out = {}
+        for r in rows:
+            out[r[0]] = AlertRow(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6], r[7], r[8],
+                                 bool(r[9]), r[10], r[11], r[12])
+        return out
+
+    def save_alerts(self, changed: List[AlertRow], deleted: List[str]) -> None:
+        if not changed and not deleted:
+            return
+        with self._tx() as db:
+            for a in changed:
+                db.execute(
+                    "INSERT OR REPLACE INTO alerts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (a.fp, a.rule, a.severity, json.dumps(a.labels), json.dumps(a.finding, default=str), a.state,
+                     a.pending_since, a.firing_since, a.last_seen, int(a.notified), a.last_notified,
+                     a.snapshot, a.muted))
+            for fp in deleted:
+                db.execute("DELETE FROM alerts WHERE fp=?", (fp,))
+
+    # -- silences --------------------------------------------------------------------------
+    def add_silence(self, matchers: List[str], starts_at: float, ends_at: float, created_by: str,
+                    comment: str) -> Silence:
+        s = Silence(uuid.uuid4().hex[:12], list(matchers), starts_at, ends_at, created_by, comment)
+        with self._tx() as db:
+            db.execute("INSERT INTO silences VALUES (?,?,?,?,?,?,?)",
+                       (s.id, json.dumps(s.matchers), s.starts_at, s.ends_at, s.created_by, s.comment, s.created_at))
+        return s
+
+    def silences(self) -> List[Silence]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, matchers, starts_at, ends_at, created_by, comment, created_at FROM silences"
+                " ORDER BY created_at").fetchall()
+        return [Silence(r[0], json.loads(r[1]), r[2], r[3], r[4], r[5], r[6]) for r in rows]
+
+    def remove_silence(self, sid: str) -> bool:
+        """Delete a silence by id (or unique id prefix); True if one was removed."""
+        with self._tx() as db:
+            rows = db.execute("SELECT id FROM silences WHERE id LIKE ?", (sid + "%",)).fetchall()
+            if len(rows) != 1:
+                return False
+            db.execute("DELETE FROM silences WHERE id=?", (rows[0][0],))
+        return True
+
+    def prune_silences(self, older_than: float) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM silences WHERE ends_at < ?", (older_than,))
+
+    # -- outbox ----------------------------------------------------------------------------
+    def enqueue(self, items: List[tuple]) -> None:
+        """Commit notifications (channel, ikey, kind, body) in one transaction, before any send."""
+        now = time.time()
+        with self._tx() as db:
+            for channel, ikey, kind, body in items:
+                if kind == "refresh":
+                    # An unsent periodic refresh is superseded by the newer one.
+                    db.execute("DELETE FROM outbox WHERE channel=? AND kind='refresh' AND attempts=0", (channel,))
+                db.execute("INSERT INTO outbox (channel, created, ikey, kind, body, attempts, next_at)"
+                           " VALUES (?,?,?,?,?,0,?)", (channel, now, ikey, kind, json.dumps(body, default=str), now))
+
+    def next_due(self, channel: str, now: float) -> Optional[OutboxRow]:
+        with self._lock:
+            r = self._db.execute(
+                "SELECT id, channel, created, ikey, kind, body, attempts, next_at, last_error FROM outbox"
+                " WHERE channel=? AND next_at<=? ORDER BY next_at, id LIMIT 1", (channel, now)).fetchone()
+        if r is None:
+            return None
+        return OutboxRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
+
+    def next_time(self, channel: str) -> Optional[float]:
+        with self._lock:
+            r = self._db.execute("SELECT MIN(next_at) FROM outbox WHERE channel=?", (channel,)).fetchone()
+        return r[0] if r else None
+
+    def done(self, row_id: int) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM outbox WHERE id=?", (row_id,))
+
+    def retry(self, row_id: int, next_at: float, error: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE outbox SET attempts=attempts+1, next_at=?, last_error=? WHERE id=?",
+                       (next_at, error, row_id))
+
+    def outbox_stats(self) -> tuple:
+        """(pending count, oldest created time or None)."""
+        with self._lock:
+            r = self._db.execute("SELECT COUNT(*), MIN(created) FROM outbox").fetchone()
+        return int(r[0]), r[1]
+
+    def outbox_channels(self) -> List[str]:
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT DISTINCT channel FROM outbox").fetchall()]
+
+    def drop_channel(self, channel: str) -> int:
+        with self._tx() as db:
+            return db.execute("DELETE FROM outbox WHERE channel=?", (channel,)).rowcount
