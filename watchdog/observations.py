@@ -36,6 +36,8 @@ class ProcessObservation:
     expected: Optional[int] = None
     #: Ranks that were seen before and are gone now, with their last ProcessInfo.
     gone: Tuple[ProcessInfo, ...] = ()
+    #: When the probe first saw any rank process (None: the job has not started yet).
+    first_seen_at: Optional[float] = None
 
 
 # --- heartbeat probe -----------------------------------------------------------------------
@@ -57,6 +59,26 @@ class HeartbeatReading:
     fields: Dict[str, Any] = field(default_factory=dict)
     #: A read or parse problem this round (the previous good reading stays in history).
     error: Optional[str] = None
+    #: Epoch time (the heartbeat's own clock) of the rank's last progress: the step advanced or
+    #: the declared phase changed (e.g. a checkpoint began or ended). The no-progress and fused
+    #: stall rules read it; None when the heartbeat carries no `step`.
+    step_changed_at: Optional[float] = None
+    #: "json" or "mtime" (a touched file whose modification time is the heartbeat).
+    format: str = "json"
+    #: "tokens_per_s" or "samples_per_s": which field `throughput` came from.
+    throughput_unit: Optional[str] = None
+    #: Trainer pid, when the heartbeat carries one.
+    pid: Optional[int] = None
+    #: Since when the file has been unreadable without a good read in between (None when fine).
+    error_since: Optional[float] = None
+    #: Read/parse failures of this file since the probe started (a counter, starts at 0).
+    read_errors_total: int = 0
+    #: Learned-threshold bookkeeping, kept by the probe for the whole life of the job: when the
+    #: current run of `train` began (reset by a step going backwards, i.e. a restart), the largest
+    #: gap between two step advances seen within `train`, and how many such gaps were measured.
+    train_since: Optional[float] = None
+    max_step_gap: Optional[float] = None
+    step_gaps: int = 0
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,406 @@
-"""liveness detectors (built by their feature; until then they find nothing)."""
+"""Liveness detectors: is the training job alive, per rank, and still making progress?
+
+Pure over the StateView: the latest process and heartbeat observations plus their time-bounded
+history. Every threshold is a duration measured against observation times, so changing a probe
+interval never changes when a finding fires.
+
+Two principles keep the pager quiet at the wrong moments:
+- A rank that declares `phase: done` has no liveness findings until it writes another phase
+  (the job restarted); when every heartbeat says done, the processes exiting is not a crash.
+- The stale threshold follows the declared phase (a long checkpoint is not a hang), and may be
+  learned from the job's own pace instead of guessed.
+"""
 
 from __future__ import annotations
 
-from typing import List
+import math
+import statistics
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from watchdog.config.schema import Config
+from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
+from watchdog.config.types import format_duration
 from watchdog.findings import Finding
+from watchdog.observations import HeartbeatObservation, HeartbeatReading, ProcessInfo, ProcessObservation
 from watchdog.state import StateView
+
+STALE_HINT = ("The rank has not written its heartbeat within the threshold for its phase. Check the rank's "
+              "log tail and `py-spy dump --pid <pid>`; if every rank is quiet, suspect a hung collective "
+              "(HCCL) or shared storage.")
+NO_PROGRESS_HINT = ("The heartbeat file is still being written but the step does not advance: the loop is "
+                    "alive but stuck (data loader, retry loop, collective). Dump the stacks with py-spy.")
+NAN_HINT = ("Training diverged. On NPU a NaN run can log loss 0.0 with grad_norm nan. Stop and resume from "
+            "the last good checkpoint with a lower learning rate or bf16; check the data around this step.")
+
+# psutil status strings (see psutil.STATUS_*).
+_STOPPED = ("stopped", "tracing-stop")
+
+
+def _rank_label(r: HeartbeatReading) -> str:
+    return str(r.rank) if r.rank is not None else r.path
+
+
+def _fmt(seconds: float) -> str:
+    return format_duration(max(0.0, seconds))
+
+
+def _not_finite(v: Optional[float]) -> bool:
+    return v is not None and not math.isfinite(v)
+
+
+def _done_ranks(view: StateView) -> Tuple[Set[str], bool]:
+    """Ranks whose latest heartbeat says `done`, and whether every started heartbeat says so."""
+    sample = view.latest("heartbeat")
+    if sample is None:
+        return set(), False
+    obs: HeartbeatObservation = sample.value
+    started = [r for r in obs.readings if r.beat_time is not None]
+    done = {_rank_label(r) for r in started if r.phase == "done"}
+    return done, bool(started) and len(done) == len(started)
+
+
+def train_threshold(r: HeartbeatReading, cfg: HeartbeatProbeConfig, now: float) -> Tuple[float, bool]:
+    """The `train` stale threshold for this rank: learned after warm-up when enabled, else configured."""
+    learn = cfg.learn
+    if (learn.enabled and r.train_since is not None and r.max_step_gap is not None
+            and r.step_gaps >= learn.min_gaps and now - r.train_since >= learn.warmup):
+        return min(learn.max, max(learn.min, r.max_step_gap * learn.factor)), True
+    return float(cfg.stale_after.train), False
+
+
+def stale_threshold(r: HeartbeatReading, cfg: HeartbeatProbeConfig, now: float) -> Tuple[float, bool]:
+    if r.phase in (None, "train") and r.format == "json":
+        return train_threshold(r, cfg, now)
+    return cfg.stale_after.for_phase(r.phase), False
+
+
+def _state_since(history: Iterable, info: ProcessInfo) -> float:
+    """Earliest observation time from which this very process (pid + start time) held its current state."""
+    since = None
+    for sample in reversed(tuple(history)):
+        obs: ProcessObservation = sample.value
+        match = next((p for p in obs.processes
+                      if p.pid == info.pid and abs(p.create_time - info.create_time) < 0.01), None)
+        if match is None or match.state != info.state:
+            break
+        since = sample.time
+    return since if since is not None else 0.0
+
+
+# -- process findings ----------------------------------------------------------------------
+
+def _job_gone(base: Dict[str, str], obs: ProcessObservation, history: Iterable, now_sample: float) -> Finding:
+    since = now_sample
+    for s in reversed(tuple(history)):
+        if any(p.state != "zombie" for p in s.value.processes):
+            break
+        since = s.time
+    last = list(obs.gone) + list(obs.processes)
+    return Finding(
+        rule="job_gone", severity="critical",
+        summary=f"all training processes are gone ({len(last)} ranks last seen)",
+        labels=dict(base), since=since, value=str(len(last)),
+        hint="The job crashed or was killed. Read the last lines of the rank logs and `dmesg` (OOM killer, "
+             "driver errors) before restarting from the last checkpoint.",
+        details={"ranks": [{"rank": g.rank, "pid": g.pid, "state": g.state,
+                            "cmdline": " ".join(g.cmdline)[:500]} for g in last]},
+    )
+
+
+def _missing_ranks(view: StateView, config: Config, obs: ProcessObservation, alive: List[ProcessInfo],
+                   done: Set[str]) -> List[Finding]:
+    base = config.base_labels
+    out: List[Finding] = []
+    alive_ranks = {p.rank for p in alive}
+    for g in obs.gone:
+        if str(g.rank) in done or g.rank in alive_ranks:
+            continue
+        out.append(Finding(
+            rule="rank_missing", severity="critical",
+            summary=f"rank {g.rank} (pid {g.pid}) exited while {len(alive)} ranks still run",
+            labels={**base, "rank": str(g.rank), "pid": str(g.pid)},
+            hint="One rank died; the others will block in their next collective. Check that rank's log and "
+                 "`dmesg`; restart the job from the last checkpoint.",
+            details={"cmdline": " ".join(g.cmdline)[:500], "alive": len(alive), "expected": obs.expected},
+        ))
+    if obs.expected and len(alive) < obs.expected and view.now - view.started_at >= config.probes.process.start_grace:
+        seen = alive_ranks | {g.rank for g in obs.gone}
+        unexplained = obs.expected - len(alive) - len([g for g in obs.gone if g.rank not in alive_ranks])
+        if unexplained > 0:
+            if all(r is not None and r < obs.expected for r in seen):
+                missing = [str(r) for r in range(obs.expected) if r not in seen][:unexplained]
+            else:
+                missing = ["unknown"]
+            for r in missing:
+                if r in done:
+                    continue
+                out.append(Finding(
+                    rule="rank_missing", severity="critical",
+                    summary=f"rank {r} never appeared: {len(alive)} of {obs.expected} ranks run",
+                    labels={**base, "rank": r},
+                    hint="Fewer ranks than expected started. Check the launcher's output and the `expected` setting.",
+                    details={"alive": len(alive), "expected": obs.expected},
+                ))
+    return out
+
+
+def _process_findings(view: StateView, config: Config, done: Set[str], all_done: bool) -> List[Finding]:
+    pcfg = config.probes.process
+    sample = view.latest("process")
+    if not pcfg.enabled or sample is None:
+        return []
+    base = config.base_labels
+    obs: ProcessObservation = sample.value
+    out: List[Finding] = []
+    if obs.first_seen_at is None:
+        waited = view.now - view.started_at
+        if waited >= pcfg.start_grace:
+            out.append(Finding(
+                rule="process_not_started", severity="warning",
+                summary=f"no training process found {_fmt(waited)} after the watchdog started",
+                labels=dict(base), value=_fmt(waited), since=view.started_at,
+                hint="Is the job scheduled on this node? Check the selectors (pid_file, cmdline, name, user, "
+                     "parent) with `npu-watchdog probe process`.",
+                details={"source": "process", "expected": obs.expected},
+            ))
+        return out
+
+    alive = [p for p in obs.processes if p.state != "zombie"]
+    history = view.history("process")
+    if not alive and not all_done:
+        out.append(_job_gone(base, obs, history, sample.time))
+    elif alive:
+        out.extend(_missing_ranks(view, config, obs, alive, done))
+
+    rules = (("zombie", "rank_zombie", "critical", pcfg.zombie_after,
+              "The rank exited but its parent (the launcher) has not reaped it; the job is broken. "
+              "Check the launcher and the rank's last log lines."),
+             ("disk-sleep", "rank_disk_sleep", "warning", pcfg.disk_sleep_after,
+              "The rank is stuck in uninterruptible sleep (D), usually inside a driver call or on a hung "
+              "filesystem. Check `cat /proc/<pid>/stack`, dmesg and the NPU driver."),
+             ("stopped", "rank_stopped", "critical", pcfg.stopped_after,
+              "The rank is stopped (SIGSTOP or a debugger): every other rank will block on it. "
+              "Resume it with `kill -CONT <pid>` if that was not intended."))
+    for p in obs.processes:
+        if str(p.rank) in done:
+            continue
+        state = "stopped" if p.state in _STOPPED else p.state
+        for wanted, rule, severity, after, hint in rules:
+            if state != wanted:
+                continue
+            since = _state_since(history, p)
+            held = view.now - since
+            if held < after:
+                continue
+            out.append(Finding(
+                rule=rule, severity=severity,
+                summary=f"rank {p.rank} (pid {p.pid}) has been {wanted} for {_fmt(held)}",
+                labels={**base, "rank": str(p.rank), "pid": str(p.pid)},
+                hint=hint, value=_fmt(held), since=since,
+                details={"state": p.state, "cmdline": " ".join(p.cmdline)[:500], "threshold": after},
+            ))
+    return out
+
+
+# -- heartbeat findings --------------------------------------------------------------------
+
+def _rank_series(view: StateView, label: str, since: float) -> List[Tuple[float, HeartbeatReading]]:
+    out = []
+    for s in view.history("heartbeat"):
+        if s.time < since:
+            continue
+        for r in s.value.readings:
+            if _rank_label(r) == label:
+                out.append((s.time, r))
+    return out
+
+
+def _pid_of(view: StateView, r: HeartbeatReading) -> Optional[int]:
+    if r.pid is not None:
+        return r.pid
+    sample = view.latest("process")
+    if sample is None or r.rank is None:
+        return None
+    for p in sample.value.processes:
+        if p.rank == r.rank:
+            return p.pid
+    return None
+
+
+def _loss_scale_collapse(view: StateView, cfg: HeartbeatProbeConfig, label: str,
+                         r: HeartbeatReading) -> Optional[Dict[str, object]]:
+    if r.loss_scale is None:
+        return None
+    series = [x.loss_scale for _, x in _rank_series(view, label, view.now - cfg.loss_scale.window)
+              if x.loss_scale is not None and x.error is None]
+    drops = sum(1 for a, b in zip(series, series[1:]) if b < a)
+    if r.loss_scale <= cfg.loss_scale.min or (drops >= cfg.loss_scale.drops and series and r.loss_scale < series[0]):
+        return {"loss_scale": r.loss_scale, "drops": drops, "window": cfg.loss_scale.window,
+                "window_start_scale": series[0] if series else None}
+    return None
+
+
+def _throughput_drop(view: StateView, cfg: HeartbeatProbeConfig, label: str,
+                     r: HeartbeatReading) -> Optional[Dict[str, object]]:
+    tc = cfg.throughput
+    if r.throughput is None or r.phase not in (None, "train"):
+        return None
+    points = [(t, x.throughput) for t, x in _rank_series(view, label, view.now - tc.window)
+              if x.throughput is not None and x.phase in (None, "train") and math.isfinite(x.throughput)]
+    cut = view.now - tc.sustained
+    baseline = [v for t, v in points if t < cut]
+    recent = [v for t, v in points if t >= cut]
+    base_times = [t for t, _ in points if t < cut]
+    if not recent or len(baseline) < 2 or base_times[-1] - base_times[0] < tc.min_baseline:
+        return None
+    median = statistics.median(baseline)
+    if median <= 0 or not all(v < tc.ratio * median for v in recent):
+        return None
+    return {"throughput": r.throughput, "median": median, "ratio": r.throughput / median,
+            "unit": r.throughput_unit}
+
+
+def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List[Finding]:
+    cfg = config.probes.heartbeat
+    sample = view.latest("heartbeat")
+    if not cfg.enabled or sample is None:
+        return []
+    base = config.base_labels
+    obs: HeartbeatObservation = sample.value
+    out: List[Finding] = []
+    now = view.now
+
+    started = [r for r in obs.readings if r.beat_time is not None]
+    if not started:
+        waited = now - view.started_at
+        if not config.probes.process.enabled and waited >= cfg.start_grace:
+            out.append(Finding(
+                rule="process_not_started", severity="warning",
+                summary=f"no heartbeat file appeared {_fmt(waited)} after the watchdog started",
+                labels=dict(base), value=_fmt(waited), since=view.started_at,
+                hint="Is the job running on this node, and do `probes.heartbeat.paths` match its files?",
+                details={"source": "heartbeat", "paths": list(cfg.paths)},
+            ))
+        return out
+
+    fresh: List[Tuple[str, HeartbeatReading, float]] = []
+    for r in started:
+        label = _rank_label(r)
+        if label in done:
+            continue
+        labels = {**base, "rank": label}
+        pid = _pid_of(view, r)
+        common = {"path": r.path, "pid": pid, "phase": r.phase, "step": r.step}
+        if r.error and r.error_since is not None and now - r.error_since >= cfg.unreadable_after:
+            out.append(Finding(
+                rule="heartbeat_unreadable", severity="warning",
+                summary=f"heartbeat of rank {label} unreadable for {_fmt(now - r.error_since)}: {r.error}",
+                labels=labels, value=r.error, since=r.error_since,
+                hint="The file keeps being empty or half-written. Write it atomically (temp file + rename), "
+                     "e.g. with contrib/heartbeat/heartbeat.py.",
+                details={**common, "read_errors_total": r.read_errors_total},
+            ))
+        ahead = max((r.beat_time or 0) - sample.time, (r.mtime or 0) - sample.time)
+        if ahead > cfg.clock_skew_tolerance:
+            out.append(Finding(
+                rule="heartbeat_clock_skew", severity="warning",
+                summary=f"heartbeat of rank {label} is {_fmt(ahead)} in the future: clocks disagree",
+                labels=labels, value=_fmt(ahead),
+                hint="Check NTP/chrony on this node (and the storage server if the file is on NFS). "
+                     "Heartbeat age cannot be judged while clocks are skewed.",
+                details={**common, "ahead_seconds": ahead},
+            ))
+            continue
+        threshold, learned = stale_threshold(r, cfg, now)
+        age = now - (r.beat_time or now)
+        detail = {**common, "age_seconds": age, "threshold_seconds": threshold, "learned": learned,
+                  "file_exists": r.exists}
+        if age > threshold:
+            gone = "" if r.exists else " (file deleted)"
+            out.append(Finding(
+                rule="heartbeat_stale", severity="critical",
+                summary=f"rank {label} heartbeat is {_fmt(age)} old in phase {r.phase or 'unknown'} "
+                        f"(threshold {_fmt(threshold)}{', learned' if learned else ''}){gone}",
+                labels=labels, value=_fmt(age), since=r.beat_time, hint=STALE_HINT, details=detail,
+            ))
+        else:
+            fresh.append((label, r, age))
+            if r.step is not None and r.phase in (None, "train") and r.step_changed_at is not None:
+                limit = cfg.no_progress_after if cfg.no_progress_after is not None else threshold
+                stuck = now - r.step_changed_at
+                if stuck > limit:
+                    out.append(Finding(
+                        rule="heartbeat_no_progress", severity="critical",
+                        summary=f"rank {label} is stuck at step {r.step} for {_fmt(stuck)} while its heartbeat "
+                                f"keeps being written",
+                        labels=labels, value=_fmt(stuck), since=r.step_changed_at, hint=NO_PROGRESS_HINT,
+                        details={**detail, "stuck_seconds": stuck, "limit_seconds": limit},
+                    ))
+        if _not_finite(r.loss) or _not_finite(r.grad_norm):
+            which = [n for n, v in (("loss", r.loss), ("grad_norm", r.grad_norm)) if _not_finite(v)]
+            out.append(Finding(
+                rule="loss_nan", severity="critical",
+                summary=f"rank {label} {' and '.join(which)} not finite at step {r.step} "
+                        f"(loss={r.loss}, grad_norm={r.grad_norm})",
+                labels=labels, value=", ".join(which), since=r.beat_time, hint=NAN_HINT,
+                details={**common, "loss": str(r.loss), "grad_norm": str(r.grad_norm)},
+            ))
+        collapse = _loss_scale_collapse(view, cfg, label, r)
+        if collapse:
+            out.append(Finding(
+                rule="loss_scale_collapse", severity="warning",
+                summary=f"rank {label} loss scale collapsed to {r.loss_scale:g} "
+                        f"({collapse['drops']} reductions in {_fmt(cfg.loss_scale.window)})",
+                labels=labels, value=f"{r.loss_scale:g}",
+                hint="Gradients overflow at every step: the updates are being skipped or are meaningless. "
+                     "Look for a bad batch, a too-high learning rate, or switch to bf16.",
+                details={**common, **collapse},
+            ))
+        drop = _throughput_drop(view, cfg, label, r)
+        if drop:
+            out.append(Finding(
+                rule="throughput_drop", severity="warning",
+                summary=f"rank {label} throughput {r.throughput:g} is {drop['ratio']:.0%} of its recent median "
+                        f"{drop['median']:g}",
+                labels=labels, value=f"{drop['ratio']:.2f}",
+                hint="Training slowed down. Check NPU temperature/throttling, the data loader and storage, "
+                     "and other jobs on the node.",
+                details={**common, **drop},
+            ))
+
+    out.extend(_stragglers(view, config, fresh))
+    return out
+
+
+def _stragglers(view: StateView, config: Config, fresh: List[Tuple[str, HeartbeatReading, float]]) -> List[Finding]:
+    cfg = config.probes.heartbeat.straggler
+    train = [(lb, r, age) for lb, r, age in fresh if r.phase in (None, "train")]
+    if len(train) < 2:
+        return []
+    base = config.base_labels
+    out = []
+    steps = [r.step for _, r, _ in train if r.step is not None]
+    top = max(steps) if steps else None
+    for lb, r, age in train:
+        others = [a for l2, _, a in train if l2 != lb]
+        median_age = statistics.median(others)
+        behind = (top - r.step) if (top is not None and r.step is not None) else 0
+        if behind >= cfg.steps or age - median_age >= cfg.age:
+            reason = (f"{behind} steps behind the leading rank" if behind >= cfg.steps
+                      else f"heartbeat {_fmt(age - median_age)} older than the other ranks'")
+            out.append(Finding(
+                rule="rank_straggler", severity="warning",
+                summary=f"rank {lb} is a straggler: {reason}",
+                labels={**base, "rank": lb},
+                hint="One rank is slower than the rest and holds everyone back. Check its NPU (temperature, "
+                     "health), its host CPU/memory pressure, and its data shard.",
+                value=str(behind) if behind >= cfg.steps else _fmt(age - median_age),
+                details={"step": r.step, "leading_step": top, "steps_behind": behind, "age_seconds": age,
+                         "median_age_of_others": median_age, "pid": _pid_of(view, r), "path": r.path},
+            ))
+    return out
 
 
 def detect(view: StateView, config: Config) -> List[Finding]:
-    return []
+    done, all_done = _done_ranks(view)
+    return _process_findings(view, config, done, all_done) + _heartbeat_findings(view, config, done)

@@ -1,13 +1,104 @@
-"""Metrics of the liveness feature (declared by that feature)."""
+"""Metrics of the liveness feature: per-rank heartbeat and process series, per-job rank counts.
+
+Per-rank series carry only `job` and `rank` (low cardinality); the pid and heartbeat path, which
+change on every restart, live in `npu_watchdog_rank_info`. Values come from the latest stored
+observations: a scrape never reads a file or a process.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List
+from typing import Any, Dict, Iterator, List
 
+from watchdog.heartbeat_format import PHASES
 from watchdog.metrics.catalog import MetricDef, MetricSample
+from watchdog.observations import HeartbeatObservation, ProcessObservation
 
-METRICS: List[MetricDef] = []
+_JR = ("job", "rank")
+
+METRICS: List[MetricDef] = [
+    MetricDef("npu_watchdog_heartbeat_age_seconds", "gauge", _JR,
+              "Seconds since the rank's last heartbeat (JSON `time`, else file mtime)."),
+    MetricDef("npu_watchdog_heartbeat_step", "gauge", _JR, "Last step the rank reported."),
+    MetricDef("npu_watchdog_heartbeat_loss", "gauge", _JR, "Last loss the rank reported (NaN when it diverged)."),
+    MetricDef("npu_watchdog_heartbeat_grad_norm", "gauge", _JR, "Last gradient norm the rank reported."),
+    MetricDef("npu_watchdog_heartbeat_loss_scale", "gauge", _JR, "Last dynamic loss scale the rank reported."),
+    MetricDef("npu_watchdog_heartbeat_throughput", "gauge", _JR,
+              "Last throughput the rank reported (tokens_per_s, else samples_per_s; see rank_info)."),
+    MetricDef("npu_watchdog_heartbeat_phase", "gauge", ("job", "rank", "phase"),
+              "1 for the rank's current phase (init, train, eval, checkpoint, done), 0 for the others."),
+    MetricDef("npu_watchdog_heartbeat_last_progress_age_seconds", "gauge", _JR,
+              "Seconds since the rank's step last advanced (or its phase changed)."),
+    MetricDef("npu_watchdog_heartbeat_read_errors_total", "counter", _JR,
+              "Heartbeat reads that found the file empty, half-written or unreadable (retried next round)."),
+    MetricDef("npu_watchdog_rank_info", "gauge", ("job", "rank", "pid", "path"),
+              "Always 1; the rank's current pid and heartbeat path (empty when unknown)."),
+    MetricDef("npu_watchdog_rank_process_up", "gauge", _JR,
+              "1 while the rank's process runs (not a zombie), 0 once it is gone."),
+    MetricDef("npu_watchdog_rank_cpu_seconds_total", "counter", _JR,
+              "CPU time (user+system) used by the rank's current process."),
+    MetricDef("npu_watchdog_rank_resident_memory_bytes", "gauge", _JR, "Resident memory of the rank's process."),
+    MetricDef("npu_watchdog_job_ranks_expected", "gauge", ("job",),
+              "Ranks expected on this node (`probes.process.expected`, else the ranks seen so far)."),
+    MetricDef("npu_watchdog_job_ranks_alive", "gauge", ("job",), "Rank processes running (zombies excluded)."),
+]
 
 
 def samples(rt: Any) -> Iterator[MetricSample]:
-    return iter(())
+    cfg = rt.config
+    job = cfg.job.name
+    view = rt.state.view()
+    info: Dict[str, Dict[str, str]] = {}
+
+    hb = view.latest("heartbeat")
+    if cfg.probes.heartbeat.enabled and hb is not None:
+        obs: HeartbeatObservation = hb.value
+        for r in obs.readings:
+            rank = str(r.rank) if r.rank is not None else r.path
+            labels = {"job": job, "rank": rank}
+            info.setdefault(rank, {"pid": "", "path": ""})["path"] = r.path
+            if r.pid is not None:
+                info[rank]["pid"] = str(r.pid)
+            yield MetricSample("npu_watchdog_heartbeat_read_errors_total", labels, r.read_errors_total)
+            if r.beat_time is None:
+                continue  # not started yet: no age to report
+            yield MetricSample("npu_watchdog_heartbeat_age_seconds", labels, max(0.0, view.now - r.beat_time))
+            for name, value in (("step", r.step), ("loss", r.loss), ("grad_norm", r.grad_norm),
+                                ("loss_scale", r.loss_scale), ("throughput", r.throughput)):
+                if value is not None:
+                    yield MetricSample(f"npu_watchdog_heartbeat_{name}", labels, float(value))
+            if r.step_changed_at is not None:
+                yield MetricSample("npu_watchdog_heartbeat_last_progress_age_seconds", labels,
+                                   max(0.0, view.now - r.step_changed_at))
+            if r.phase is not None:
+                for ph in PHASES:
+                    yield MetricSample("npu_watchdog_heartbeat_phase", {**labels, "phase": ph},
+                                       1 if r.phase == ph else 0)
+
+    pr = view.latest("process")
+    if cfg.probes.process.enabled and pr is not None:
+        pobs: ProcessObservation = pr.value
+        alive = 0
+        seen = set()
+        for p in pobs.processes:
+            rank = str(p.rank)
+            seen.add(rank)
+            labels = {"job": job, "rank": rank}
+            up = p.state != "zombie"
+            alive += 1 if up else 0
+            info.setdefault(rank, {"pid": "", "path": ""})["pid"] = str(p.pid)
+            yield MetricSample("npu_watchdog_rank_process_up", labels, 1 if up else 0)
+            yield MetricSample("npu_watchdog_rank_cpu_seconds_total", labels, p.cpu_seconds)
+            yield MetricSample("npu_watchdog_rank_resident_memory_bytes", labels, p.rss_bytes)
+        for g in pobs.gone:
+            rank = str(g.rank)
+            if rank in seen:
+                continue
+            seen.add(rank)
+            yield MetricSample("npu_watchdog_rank_process_up", {"job": job, "rank": rank}, 0)
+        expected = pobs.expected if pobs.expected else len(seen)
+        yield MetricSample("npu_watchdog_job_ranks_expected", {"job": job}, expected)
+        yield MetricSample("npu_watchdog_job_ranks_alive", {"job": job}, alive)
+
+    for rank, extra in sorted(info.items()):
+        yield MetricSample("npu_watchdog_rank_info", {"job": job, "rank": rank, **extra}, 1)
+

@@ -1,11 +1,238 @@
-"""The heartbeat probe (built by its feature; until then it builds nothing)."""
+"""The heartbeat probe: reads one heartbeat file per rank and derives per-rank progress.
+
+Files are read while trainers rewrite them. A read that catches a file empty or half-written is
+retried once at once and otherwise reported on the reading (`error`), with the last good values
+carried forward, so detectors never mistake a torn read for a stale or regressed heartbeat; only
+an error that persists (`error_since`) becomes a finding.
+
+The probe is where progress over time is derived, because it sees every read, not just what the
+bounded history keeps: `step_changed_at` (when the step last advanced, in the heartbeat's clock)
+and the largest gap between step advances while in `train`, for learned thresholds.
+"""
 
 from __future__ import annotations
 
-from typing import List
+import glob
+import os
+import re
+import stat
+import time
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Tuple
 
-from watchdog.probes.base import Probe, ProbeContext
+from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
+from watchdog.heartbeat_format import HeartbeatFormatError, ParsedBeat, parse_heartbeat
+from watchdog.observations import HeartbeatObservation, HeartbeatReading
+from watchdog.probes.base import Collected, Probe, ProbeContext
+
+#: JSON-lines files grow; only their tail is read.
+TAIL_BYTES = 64 * 1024
+RETRY_DELAY = 0.05
+_DIGITS = re.compile(r"(\d+)")
+
+
+def rank_from_path(path: str) -> Optional[int]:
+    """The last number in the file name (rank3.json, hb-07.json, heartbeat_rank_12), if any."""
+    nums = _DIGITS.findall(os.path.basename(path))
+    return int(nums[-1]) if nums else None
+
+
+@dataclass
+class _FileState:
+    last: Optional[HeartbeatReading] = None
+    seen_json: bool = False
+    last_step: Optional[int] = None
+    step_changed_at: Optional[float] = None
+    errors_total: int = 0
+    error_since: Optional[float] = None
+    train_since: Optional[float] = None
+    max_step_gap: Optional[float] = None
+    step_gaps: int = 0
+    last_phase: Optional[str] = None
+    gap_start: Optional[float] = None
+
+
+def read_file(path: str) -> Tuple[bytes, float, int]:
+    """(tail bytes, mtime, size) read from one open file, so mtime and content belong together."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(0, "not a regular file")
+        start = max(0, st.st_size - TAIL_BYTES)
+        os.lseek(fd, start, os.SEEK_SET)
+        chunks = []
+        remaining = st.st_size - start
+        while remaining > 0:
+            b = os.read(fd, min(remaining, 65536))
+            if not b:
+                break
+            chunks.append(b)
+            remaining -= len(b)
+        data = b"".join(chunks)
+        if start > 0:
+            nl = data.find(b"\n")
+            data = data[nl + 1:] if nl >= 0 else b""
+        return data, st.st_mtime, st.st_size
+    finally:
+        os.close(fd)
+
+
+class HeartbeatProbe(Probe):
+    name = "heartbeat"
+
+    def __init__(self, cfg: HeartbeatProbeConfig):
+        self.cfg = cfg
+        self.interval = cfg.interval
+        self.timeout = cfg.timeout
+        self._files: Dict[str, _FileState] = {}
+
+    def _paths(self) -> List[str]:
+        found: List[str] = []
+        for pattern in self.cfg.paths:
+            if glob.has_magic(pattern):
+                found.extend(sorted(glob.glob(pattern)))
+            else:
+                found.append(pattern)
+        # Files seen before stay watched after they vanish (a deleted heartbeat is not a healthy one).
+        for p in self._files:
+            if p not in found:
+                found.append(p)
+        out, seen = [], set()
+        for p in found:
+            if p not in seen:
+                seen.add(p)
+                out.append(p)
+        return out
+
+    def _parse(self, path: str, st: _FileState) -> Tuple[Optional[ParsedBeat], float, Optional[str]]:
+        """(parsed or None for an mtime heartbeat, mtime, error). Raises FileNotFoundError."""
+        error = None
+        mtime = 0.0
+        for attempt in range(2):
+            data, mtime, size = read_file(path)
+            if self.cfg.format == "mtime":
+                return None, mtime, None
+            if size == 0 and self.cfg.format == "auto" and not st.seen_json:
+                return None, mtime, None  # a `touch` heartbeat
+            try:
+                return parse_heartbeat(data), mtime, None
+            except HeartbeatFormatError as exc:
+                error = str(exc)
+            if attempt == 0:
+                time.sleep(RETRY_DELAY)  # caught mid-rewrite: look once more before reporting
+        return None, mtime, error
+
+    def _read_one(self, path: str, order: int, now: float) -> HeartbeatReading:
+        st = self._files.setdefault(path, _FileState())
+        fallback_rank = rank_from_path(path)
+        if fallback_rank is None:
+            fallback_rank = order
+        try:
+            parsed, mtime, error = self._parse(path, st)
+        except FileNotFoundError:
+            if st.last is None:
+                return HeartbeatReading(path=path, rank=fallback_rank, exists=False)
+            return replace(st.last, exists=False, error=None, error_since=None,
+                           read_errors_total=st.errors_total)
+        except OSError as exc:
+            parsed, mtime, error = None, 0.0, f"cannot read: {exc.strerror or exc}"
+
+        if error is not None:
+            st.errors_total += 1
+            if st.error_since is None:
+                st.error_since = now
+            base = st.last or HeartbeatReading(path=path, rank=fallback_rank, exists=True)
+            return replace(base, exists=True, mtime=mtime or base.mtime, error=error,
+                           error_since=st.error_since, read_errors_total=st.errors_total)
+        st.error_since = None
+
+        if parsed is None:
+            reading = HeartbeatReading(path=path, rank=fallback_rank, exists=True, mtime=mtime,
+                                       beat_time=mtime, format="mtime", read_errors_total=st.errors_total)
+            st.last = reading
+            return reading
+
+        st.seen_json = True
+        beat_time = parsed.time if parsed.time is not None else mtime
+        self._track_progress(st, parsed, beat_time)
+        fields = dict(parsed.extra)
+        reading = HeartbeatReading(
+            path=path, rank=parsed.rank if parsed.rank is not None else fallback_rank, exists=True,
+            mtime=mtime, beat_time=beat_time, step=parsed.step, phase=parsed.phase, loss=parsed.loss,
+            grad_norm=parsed.grad_norm, loss_scale=parsed.loss_scale, throughput=parsed.throughput,
+            fields=fields, format="json", throughput_unit=parsed.throughput_unit, pid=parsed.pid,
+            step_changed_at=st.step_changed_at, read_errors_total=st.errors_total,
+            train_since=st.train_since, max_step_gap=st.max_step_gap, step_gaps=st.step_gaps,
+        )
+        st.last = reading
+        return reading
+
+    @staticmethod
+    def _track_progress(st: _FileState, parsed: ParsedBeat, beat_time: float) -> None:
+        """Update the last-progress time and the learned-gap bookkeeping from one good read.
+
+        Progress is the step advancing or the phase changing (entering or leaving a checkpoint
+        is progress too). Gaps for learning are measured only between two progress events inside
+        `train`, so a 20-minute checkpoint never inflates the learned threshold.
+        """
+        step, phase = parsed.step, parsed.phase
+        in_train = phase in (None, "train")
+        if step is None:
+            st.step_changed_at, st.last_step, st.gap_start = None, None, None
+            st.last_phase = phase
+            return
+        restarted = st.last_step is None or step < st.last_step or (st.last_phase == "done" and phase != "done")
+        if restarted:
+            # First sighting, or the step went backwards / a finished job writes again: a
+            # restart. Learning starts over, because the new run may have a different pace.
+            st.step_changed_at = beat_time
+            st.train_since = beat_time if in_train else None
+            st.max_step_gap, st.step_gaps = None, 0
+            st.gap_start = beat_time if in_train else None
+        else:
+            if step > st.last_step:
+                if in_train and st.gap_start is not None:
+                    gap = max(0.0, beat_time - st.gap_start)
+                    st.max_step_gap = gap if st.max_step_gap is None else max(st.max_step_gap, gap)
+                    st.step_gaps += 1
+                st.step_changed_at = beat_time
+            elif phase != st.last_phase:
+                st.step_changed_at = beat_time
+            if in_train:
+                if st.gap_start is None or step > st.last_step or phase != st.last_phase:
+                    st.gap_start = beat_time
+                if st.train_since is None:
+                    st.train_since = beat_time
+            else:
+                st.gap_start = None
+        st.last_step = step
+        st.last_phase = phase
+
+    def collect(self) -> Collected:
+        now = time.time()
+        paths = self._paths()
+        readings = [self._read_one(p, i, now) for i, p in enumerate(paths)]
+        # A glob matching nothing yet is "not started": an empty observation, not an error.
+        present = sum(1 for r in readings if r.exists)
+        errors = sum(1 for r in readings if r.error)
+        steps = [r.step for r in readings if r.step is not None]
+        summary = f"{present}/{len(readings)} heartbeat files"
+        if steps:
+            summary += f", steps {min(steps)}..{max(steps)}"
+        if errors:
+            summary += f", {errors} unreadable this round"
+        return Collected(HeartbeatObservation(readings=tuple(readings)), summary)
+
+    def reconfigure(self, new: Probe) -> bool:
+        if not isinstance(new, HeartbeatProbe):
+            return False
+        self.cfg, self.interval, self.timeout = new.cfg, new.interval, new.timeout
+        return True
 
 
 def build(ctx: ProbeContext) -> List[Probe]:
-    return []
+    cfg = ctx.config.probes.heartbeat
+    if not cfg.enabled:
+        return []
+    return [HeartbeatProbe(cfg)]

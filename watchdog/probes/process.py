@@ -1,11 +1,270 @@
-"""The process probe (built by its feature; until then it builds nothing)."""
+"""The process probe: finds the training ranks with psutil and records their state each round.
+
+A rank is identified by (pid, create_time), never by pid alone: after a crash the kernel may hand
+the pid to an unrelated process, which must not be taken for the rank. Once a rank has been seen,
+it is followed by identity (so it stays visible as a zombie or a stopped process even though its
+command line can no longer be read), and when it disappears its last record moves to `gone`
+until a process with the same rank appears again (a restart).
+"""
 
 from __future__ import annotations
 
-from typing import List
+import glob
+import logging
+import os
+import re
+import time
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from watchdog.probes.base import Probe, ProbeContext
+import psutil
+
+from watchdog.config.sections.process import ProcessProbeConfig
+from watchdog.observations import ProcessInfo, ProcessObservation
+from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
+
+log = logging.getLogger(__name__)
+
+Identity = Tuple[int, float]
+#: Seconds a process may appear to start after its pid file's mtime (coarse timestamps).
+PID_FILE_SLACK = 2.0
+
+
+def read_pid_files(pattern: str) -> List[Tuple[int, float]]:
+    """(pid, file mtime) listed in the file(s) matching `pattern`, one pid per line.
+
+    The mtime guards against pid reuse: a process created after its pid file was last written
+    cannot be the process the file names.
+    """
+    pids: List[Tuple[int, float]] = []
+    paths = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read(65536)
+                mtime = os.fstat(fh.fileno()).st_mtime
+        except FileNotFoundError:
+            continue  # the job has not written it yet: "not started", not an error
+        except OSError as exc:
+            raise ProbeError(f"cannot read pid file {path}: {exc.strerror}") from None
+        for n, line in enumerate(text.splitlines(), 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if not line.isdigit():
+                raise ProbeError(f"pid file {path} line {n}: expected a pid, got {line[:40]!r}")
+            pids.append((int(line), mtime))
+    return pids
+
+
+def rank_from_environ(env: Dict[str, str]) -> Optional[int]:
+    """RANK (global) wins over LOCAL_RANK; either must be a plain non-negative integer."""
+    for key in ("RANK", "LOCAL_RANK"):
+        value = env.get(key, "").strip()
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+class ProcessProbe(Probe):
+    name = "process"
+
+    def __init__(self, cfg: ProcessProbeConfig, user: Optional[str], launcher: Optional[str]):
+        self.cfg = cfg
+        self.interval = cfg.interval
+        self.timeout = cfg.timeout
+        self.user = cfg.user or user
+        parent = cfg.parent or launcher
+        self._parent_re = re.compile(parent) if parent else None
+        self._cmd_re = re.compile(cfg.cmdline) if cfg.cmdline else None
+        # Runtime state, kept across reloads.
+        self._known: Dict[Identity, ProcessInfo] = {}
+        self._gone: Dict[int, ProcessInfo] = {}
+        self._first_seen_at: Optional[float] = None
+        self._own_pids = self._ancestry(os.getpid())
+
+    # -- selection -------------------------------------------------------------------------
+    @staticmethod
+    def _ancestry(pid: int) -> Set[int]:
+        out = {pid}
+        try:
+            for p in psutil.Process(pid).parents():
+                out.add(p.pid)
+        except psutil.Error:
+            pass
+        return out
+
+    def _parent_pids(self) -> Optional[Set[int]]:
+        if self._parent_re is None:
+            return None
+        found: Set[int] = set()
+        for p in psutil.process_iter(["pid", "name", "cmdline"]):
+            info = p.info
+            cmd = " ".join(info.get("cmdline") or ())
+            if self._parent_re.search(info.get("name") or "") or self._parent_re.search(cmd):
+                found.add(info["pid"])
+        return found
+
+    def _candidates(self) -> Iterable[psutil.Process]:
+        if self.cfg.pid_file:
+            for pid, written in read_pid_files(self.cfg.pid_file):
+                try:
+                    p = psutil.Process(pid)
+                    if p.create_time() > written + PID_FILE_SLACK:
+                        continue  # the pid was reused after the file was written: not our rank
+                    yield p
+                except psutil.NoSuchProcess:
+                    continue
+        else:
+            yield from psutil.process_iter()
+
+    def _matches(self, p: psutil.Process, parents: Optional[Set[int]]) -> bool:
+        if p.pid in self._own_pids:
+            return False
+        try:
+            with p.oneshot():
+                if parents is not None and p.ppid() not in parents:
+                    return False
+                if self.cfg.name and p.name() != self.cfg.name:
+                    return False
+                if self.user and p.username() != self.user:
+                    return False
+                if self._cmd_re is not None and not self._cmd_re.search(" ".join(p.cmdline())):
+                    return False
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            return False
+        except psutil.AccessDenied:
+            return False
+        return True
+
+    # -- observation -----------------------------------------------------------------------
+    @staticmethod
+    def _describe(p: psutil.Process, prev: Optional[ProcessInfo], rank: Optional[int]) -> ProcessInfo:
+        with p.oneshot():
+            state = p.status()
+            create = p.create_time()
+            try:
+                t = p.cpu_times()
+                cpu = float(t.user + t.system)
+            except (psutil.AccessDenied, psutil.ZombieProcess):
+                cpu = prev.cpu_seconds if prev else 0.0
+            try:
+                rss = int(p.memory_info().rss)
+            except (psutil.AccessDenied, psutil.ZombieProcess):
+                rss = 0
+            try:
+                threads = int(p.num_threads())
+            except (psutil.AccessDenied, psutil.ZombieProcess):
+                threads = 0
+            try:
+                cmd = tuple(p.cmdline())
+            except (psutil.AccessDenied, psutil.ZombieProcess):
+                cmd = ()
+            if not cmd and prev is not None:
+                cmd = prev.cmdline  # a zombie has no command line left; keep the last one seen
+            try:
+                name = p.name()
+            except psutil.Error:
+                name = prev.name if prev else ""
+        delta = None if prev is None else max(0.0, cpu - prev.cpu_seconds)
+        return ProcessInfo(pid=p.pid, rank=rank, state=str(state), create_time=create, cpu_seconds=cpu,
+                           cpu_delta=delta, rss_bytes=rss, threads=threads, cmdline=cmd, name=name)
+
+    @staticmethod
+    def _env_rank(p: psutil.Process) -> Optional[int]:
+        try:
+            return rank_from_environ(p.environ())
+        except (psutil.Error, OSError):
+            return None  # another user's process: environ is not readable; fall back to order
+
+    def collect(self) -> Collected:
+        now = time.time()
+        try:
+            parents = self._parent_pids()
+            found: Dict[Identity, psutil.Process] = {}
+            # Follow known ranks by identity first: zombies and stopped ranks stay visible.
+            for ident in list(self._known):
+                pid, create = ident
+                try:
+                    p = psutil.Process(pid)
+                    if abs(p.create_time() - create) > 0.01:
+                        continue  # pid reused by another process: the rank is gone
+                    found[ident] = p
+                except psutil.NoSuchProcess:
+                    continue
+            for p in self._candidates():
+                if not self._matches(p, parents):
+                    continue
+                try:
+                    found.setdefault((p.pid, p.create_time()), p)
+                except psutil.NoSuchProcess:
+                    continue
+        except psutil.Error as exc:
+            raise ProbeError(f"cannot list processes: {exc}") from None
+
+        infos: Dict[Identity, ProcessInfo] = {}
+        new: List[Tuple[Identity, psutil.Process]] = []
+        for ident, p in found.items():
+            prev = self._known.get(ident)
+            try:
+                if prev is not None:
+                    infos[ident] = self._describe(p, prev, prev.rank)
+                else:
+                    new.append((ident, p))
+            except psutil.NoSuchProcess:
+                continue
+        # New processes: rank from the environment, else the lowest free rank in start order.
+        taken = {i.rank for i in infos.values() if i.rank is not None}
+        pending: List[Tuple[Identity, psutil.Process, Optional[int]]] = []
+        for ident, p in new:
+            rank = self._env_rank(p)
+            if rank is not None:
+                taken.add(rank)
+            pending.append((ident, p, rank))
+        pending.sort(key=lambda t: (t[0][1], t[0][0]))
+        for ident, p, rank in pending:
+            if rank is None:
+                rank = next(r for r in range(len(taken) + len(pending) + 1) if r not in taken)
+                taken.add(rank)
+            try:
+                infos[ident] = self._describe(p, None, rank)
+            except psutil.NoSuchProcess:
+                continue
+
+        for ident, old in self._known.items():
+            if ident not in infos and old.rank is not None:
+                self._gone[old.rank] = old
+        alive_ranks = {i.rank for i in infos.values()}
+        for r in list(self._gone):
+            if r in alive_ranks:
+                del self._gone[r]  # restarted
+        self._known = infos
+        if infos and self._first_seen_at is None:
+            self._first_seen_at = now
+
+        procs = tuple(sorted(infos.values(), key=lambda i: (i.rank if i.rank is not None else 1 << 30, i.pid)))
+        gone = tuple(self._gone[r] for r in sorted(self._gone))
+        obs = ProcessObservation(processes=procs, expected=self.cfg.expected, gone=gone,
+                                 first_seen_at=self._first_seen_at)
+        states: Dict[str, int] = {}
+        for i in procs:
+            states[i.state] = states.get(i.state, 0) + 1
+        expected = f"/{self.cfg.expected}" if self.cfg.expected else ""
+        summary = f"{len(procs)}{expected} ranks" + (
+            " (" + ", ".join(f"{n} {s}" for s, n in sorted(states.items())) + ")" if states else "")
+        if gone:
+            summary += f", gone: {', '.join(str(g.rank) for g in gone)}"
+        return Collected(obs, summary)
+
+    def reconfigure(self, new: Probe) -> bool:
+        if not isinstance(new, ProcessProbe):
+            return False
+        self.cfg, self.interval, self.timeout = new.cfg, new.interval, new.timeout
+        self.user, self._parent_re, self._cmd_re = new.user, new._parent_re, new._cmd_re
+        return True
 
 
 def build(ctx: ProbeContext) -> List[Probe]:
-    return []
+    cfg = ctx.config.probes.process
+    if not cfg.enabled:
+        return []
+    return [ProcessProbe(cfg, ctx.config.job.user, ctx.config.job.launcher)]
