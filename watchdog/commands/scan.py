@@ -1,9 +1,150 @@
-"""The `scan` command(s) (added by their feature)."""
+"""`npu-watchdog scan FILE...`: triage a dead job's logs offline with the daemon's rules.
+
+The same rule set, matcher and extractor as the `logs` probe, fed the files from their first byte
+in the same slices, so a line is reported exactly where the daemon would raise a finding (with
+thresholds counted on the lines' own timestamps). Prints a timeline, root causes before their
+cascades, or JSON with `--json`. Exit 0: nothing found; 1: something found; 2: usage/file error.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
+from typing import Any, Dict, List, Optional, Sequence
+
+from watchdog.logrules.extract import Extractor, StreamState
+from watchdog.logrules.matcher import Matcher
+from watchdog.logrules.model import SHIPPED_PACKS, RuleError, build_ruleset
+
+SLICE = 8 << 20
+CATEGORY_ORDER = ("oom", "device", "nan", "hccl", "traceback", "custom")
+HEADINGS = {"oom": "first OOM", "device": "first device fault", "nan": "first NaN/overflow",
+            "hccl": "first HCCL error", "traceback": "first traceback", "custom": "first custom match"}
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
-    return None
+    p = sub.add_parser("scan", help="apply the log rules to log files offline (timeline or --json)",
+                       description="Scan training/plog log files with the shipped (and configured) log rules.")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--rules", default=",".join(SHIPPED_PACKS),
+                   help=f"comma-separated rule packs (default: {','.join(SHIPPED_PACKS)})")
+    p.add_argument("--json", action="store_true", help="print events as JSON")
+    p.add_argument("-c", "--config", default=None,
+                   help="also apply the user rules and `disable` list of this config's probes.logs")
+    p.add_argument("--engine", choices=("auto", "re2", "re"), default="auto", help=argparse.SUPPRESS)
+    p.set_defaults(func=run)
+
+
+def _err(msg: str) -> int:
+    print(f"npu-watchdog scan: {msg}", file=sys.stderr)
+    return 2
+
+
+def scan_file(path: str, extractor: Extractor) -> List[Dict[str, Any]]:
+    """Events of one file, in line order (raises OSError)."""
+    out: List[Dict[str, Any]] = []
+    st = StreamState(line_no=0)
+    with open(path, "rb") as fh:
+        carry = b""
+        while True:
+            data = fh.read(SLICE)
+            if not data:
+                break
+            data = carry + data
+            nl = data.rfind(b"\n")
+            if nl < 0 and len(data) < SLICE:
+                carry = data
+                continue
+            cut = nl + 1 if nl >= 0 else len(data)
+            block, carry = data[:cut], data[cut:]
+            out.extend(_events(path, extractor.feed(st, block, None)))
+        if carry:
+            out.extend(_events(path, extractor.feed(st, carry, None)))
+        if st.tb is not None:  # a traceback cut off by the end of the file
+            closing: list = []
+            extractor._close_tb(st, closing, None)
+            out.extend(_events(path, closing))
+    return out
+
+
+def _events(path: str, raws: Sequence[Any]) -> List[Dict[str, Any]]:
+    return [{"file": path, "line": r.line_no, "rule": r.rule.id, "category": r.rule.category,
+             "severity": r.rule.severity, "role": r.rule.role, "text": r.text, "_time": r.line_time}
+            for r in raws]
+
+
+def run(args: argparse.Namespace) -> int:
+    packs = [p.strip() for p in args.rules.split(",") if p.strip()]
+    unknown = [p for p in packs if p not in SHIPPED_PACKS]
+    if unknown:
+        return _err(f"--rules: unknown pack(s) {', '.join(unknown)} (known: {', '.join(SHIPPED_PACKS)})")
+    user_rules: List[Dict[str, Any]] = []
+    disable: List[str] = []
+    if args.config:
+        from watchdog.config import ConfigError, load_config
+        try:
+            cfg = load_config(args.config)
+        except ConfigError as exc:
+            return _err(exc.render())
+        user_rules = [r.as_rule_data() for r in cfg.probes.logs.rules]
+        disable = list(cfg.probes.logs.disable)
+    try:
+        rules = build_ruleset(packs, disable, user_rules)
+    except RuleError as exc:
+        return _err(str(exc))
+    extractor = Extractor(Matcher(rules, engine=args.engine))
+    for path in args.files:
+        if not os.path.isfile(path):
+            return _err(f"{path}: no such file")
+    events: List[Dict[str, Any]] = []
+    for path in args.files:
+        try:
+            events.extend(scan_file(path, extractor))
+        except OSError as exc:
+            return _err(f"{path}: {exc.strerror or exc}")
+    first: Dict[str, Dict[str, Any]] = {}
+    for ev in _ordered(events):
+        first.setdefault(ev["category"], ev)
+    if args.json:
+        clean = lambda e: {k: v for k, v in e.items() if not k.startswith("_")}  # noqa: E731
+        print(json.dumps({"events": [clean(e) for e in events],
+                          "first": {k: clean(v) for k, v in first.items()}}, ensure_ascii=False))
+    else:
+        print(render_timeline(events, first))
+    return 1 if events else 0
+
+
+def _ordered(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Time order where lines carry timestamps, else file order; roots before cascades on ties."""
+    def key(e: Dict[str, Any]) -> tuple:
+        t = e["_time"]
+        return (t if t is not None else float("inf"), e["role"] != "root")
+    return sorted(events, key=key)
+
+
+def render_timeline(events: List[Dict[str, Any]], first: Dict[str, Dict[str, Any]]) -> str:
+    if not events:
+        return "no failure signatures found"
+    lines: List[str] = ["Summary:"]
+    for cat in CATEGORY_ORDER:
+        if cat in first:
+            e = first[cat]
+            lines.append(f"  {HEADINGS[cat]:<20} {e['file']}:{e['line']}  [{e['rule']}] {e['text']}")
+    tbs = [e for e in events if e["category"] == "traceback"]
+    if tbs:
+        e = tbs[-1]
+        lines.append(f"  {'last traceback':<20} {e['file']}:{e['line']}  {e['text']}")
+    ordered = _ordered(events)
+    roots = [e for e in ordered if e["role"] == "root"]
+    cascades = [e for e in ordered if e["role"] == "cascade"]
+    for title, group in (("Root causes", roots), ("Cascades (symptoms of the above, if any)", cascades)):
+        if group:
+            lines.append("")
+            lines.append(f"{title}:")
+            for e in group:
+                lines.append(f"  {e['file']}:{e['line']}  {e['severity']:<8} {e['rule']}: {e['text']}")
+    lines.append("")
+    lines.append(f"{len(events)} events ({len(roots)} root, {len(cascades)} cascade)")
+    return "\n".join(lines)

@@ -1,13 +1,56 @@
-"""Metrics of the logs feature (declared by that feature)."""
+"""Metrics of the logs feature: rule matches, and per configured source (never per file) reads."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List
+from typing import Any, Iterator, List, Tuple
 
 from watchdog.metrics.catalog import MetricDef, MetricSample
 
-METRICS: List[MetricDef] = []
+METRICS: List[MetricDef] = [
+    MetricDef("npu_watchdog_log_matches_total", "counter", ("rule", "category"),
+              "Log lines that matched a rule (before thresholds), since the daemon started."),
+    MetricDef("npu_watchdog_log_bytes_read_total", "counter", ("source",),
+              "Bytes of log read, per configured source."),
+    MetricDef("npu_watchdog_log_lines_read_total", "counter", ("source",),
+              "Complete log lines read, per configured source."),
+    MetricDef("npu_watchdog_log_files_followed", "gauge", ("source",),
+              "Files currently followed by the source's paths/globs."),
+    MetricDef("npu_watchdog_log_read_lag_seconds", "gauge", ("source",),
+              "How long the source's oldest unread data has been waiting (0 when caught up)."),
+    MetricDef("npu_watchdog_log_rotations_total", "counter", ("source",),
+              "Rotations seen: rename-and-create, copytruncate, delete and re-create."),
+    MetricDef("npu_watchdog_log_read_errors_total", "counter", ("source",),
+              "Files of the source that could not be read (e.g. permissions); see the daemon log."),
+]
+
+_cache: Tuple[Any, tuple] = (None, ())
+
+
+def _rules(cfg: Any) -> tuple:
+    """The configured rule set, rebuilt only when the config object changes (reload)."""
+    global _cache
+    if _cache[0] is not cfg:
+        _cache = (cfg, tuple((r.id, r.category) for r in cfg.ruleset()))
+    return _cache[1]
 
 
 def samples(rt: Any) -> Iterator[MetricSample]:
-    return iter(())
+    cfg = rt.config.probes.logs
+    if not cfg.enabled or not cfg.sources:
+        return
+    sample = rt.state.view().latest("logs")
+    obs = sample.value if sample is not None else None
+    matches = getattr(obs, "matches_total", {}) or {}
+    for rid, category in _rules(cfg):
+        yield MetricSample("npu_watchdog_log_matches_total", {"rule": rid, "category": category},
+                           matches.get(rid, 0))
+    sources = getattr(obs, "sources", {}) or {}
+    for src in cfg.sources:
+        s = sources.get(src.name)
+        lab = {"source": src.name}
+        yield MetricSample("npu_watchdog_log_bytes_read_total", lab, s.bytes_total if s else 0)
+        yield MetricSample("npu_watchdog_log_lines_read_total", lab, s.lines_total if s else 0)
+        yield MetricSample("npu_watchdog_log_files_followed", lab, s.files_followed if s else 0)
+        yield MetricSample("npu_watchdog_log_read_lag_seconds", lab, s.read_lag_seconds if s else 0)
+        yield MetricSample("npu_watchdog_log_rotations_total", lab, s.rotations_total if s else 0)
+        yield MetricSample("npu_watchdog_log_read_errors_total", lab, s.read_errors_total if s else 0)

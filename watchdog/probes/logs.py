@@ -1,11 +1,186 @@
-"""The logs probe (built by its feature; until then it builds nothing)."""
+"""The `logs` probe: follows the configured log files and applies the log rules each round.
+
+Besides this round's events, the observation carries the *active* matches (per rule and rank:
+first/last match time, count, a few evidence lines) for as long as a finding may stay in force
+(`hold`) or absorb a cascade (`cascade_window`). The detector stays pure and does not depend on
+how much probe history the state store keeps.
+"""
 
 from __future__ import annotations
 
-from typing import List
+import logging
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Deque, Dict, List, Optional, Tuple
 
-from watchdog.probes.base import Probe, ProbeContext
+from watchdog.config.sections.logs import LogsProbeConfig
+from watchdog.logrules.extract import Extractor, RawEvent
+from watchdog.logrules.matcher import Matcher
+from watchdog.logrules.tail import Followed, SourceSpec, Tailer
+from watchdog.observations import LogEvent, LogObservation
+from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
+
+log = logging.getLogger(__name__)
+
+OFFSETS_FILE = "log-offsets.json"
+EVIDENCE_LINES = 5
+
+
+@dataclass(frozen=True)
+class ActiveMatch:
+    """Recent matches of one rule in one rank's (or one source's) logs."""
+
+    rule: str
+    category: str
+    severity: str
+    role: str
+    title: str
+    rank: Optional[str]
+    source: str
+    path: str
+    first_at: float
+    last_at: float
+    count: int
+    summary: str
+    evidence: Tuple[str, ...]
+    hint: str = ""
+    hint_early: str = ""
+    hint_late: str = ""
+
+
+@dataclass(frozen=True)
+class SourceCounters:
+    bytes_total: int = 0
+    lines_total: int = 0
+    rotations_total: int = 0
+    read_errors_total: int = 0
+    files_followed: int = 0
+    read_lag_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class LogProbeObservation(LogObservation):
+    """LogObservation plus what the detector and the metrics need."""
+
+    active: Tuple[ActiveMatch, ...] = ()
+    sources: Dict[str, SourceCounters] = field(default_factory=dict)
+    #: Raw matching lines per rule id since the daemon started.
+    matches_total: Dict[str, int] = field(default_factory=dict)
+    errors: Tuple[str, ...] = ()
+
+
+def source_specs(cfg: LogsProbeConfig) -> List[SourceSpec]:
+    return [SourceSpec(name=s.name, paths=tuple(s.paths), rank_pattern=s.effective_rank_pattern, start=s.start)
+            for s in cfg.sources]
+
+
+class LogsProbe(Probe):
+    name = "logs"
+
+    def __init__(self, cfg: LogsProbeConfig, state_dir: str):
+        self.cfg = cfg
+        self.interval = cfg.interval
+        self.timeout = cfg.timeout
+        self.state_dir = state_dir
+        self._build_rules(cfg)
+        self.tailer = Tailer(source_specs(cfg), os.path.join(state_dir, OFFSETS_FILE),
+                             slice_bytes=cfg.slice_size, round_bytes=cfg.max_bytes_per_round)
+        self.active: Dict[Tuple[str, str], Dict[str, Any]] = {}
+
+    def _build_rules(self, cfg: LogsProbeConfig) -> None:
+        old = getattr(self, "extractor", None)
+        self.rules = cfg.ruleset()
+        self.matcher = Matcher(self.rules, engine=cfg.engine, max_line_bytes=cfg.max_line_bytes)
+        self.extractor = Extractor(self.matcher)
+        if old is not None:  # counters survive a reload
+            for rid, n in old.matched.items():
+                if rid in self.extractor.matched:
+                    self.extractor.matched[rid] = n
+
+    def reconfigure(self, new: Probe) -> bool:
+        if not isinstance(new, LogsProbe):
+            return False
+        self.cfg = new.cfg
+        self.interval = new.interval
+        self.timeout = new.timeout
+        self._build_rules(new.cfg)
+        self.tailer.set_sources(source_specs(new.cfg))
+        self.tailer.slice_bytes = new.tailer.slice_bytes
+        self.tailer.round_bytes = new.tailer.round_bytes
+        new.close()
+        return True
+
+    def close(self) -> None:
+        self.tailer.close()
+
+    # -- the round ------------------------------------------------------------------------------
+    def collect(self) -> Collected:
+        now = time.time()
+        events: List[LogEvent] = []
+
+        def consume(f: Followed, block: bytes) -> None:
+            for raw in self.extractor.feed(f.stream, block, now):
+                events.append(self._event(f, raw, now))
+
+        self.tailer.poll(consume, now)
+        horizon = max(self.cfg.hold, self.cfg.cascade_window)
+        for key in [k for k, a in self.active.items() if now - a["last_at"] > horizon]:
+            del self.active[key]
+        stats = self.tailer.stats
+        errors = tuple(sorted(self.tailer.errors.values()))
+        if errors and "<state>" in self.tailer.errors:
+            raise ProbeError(self.tailer.errors["<state>"])
+        followed = sum(s.files_followed for s in stats.values())
+        if errors and followed and len([e for p, e in self.tailer.errors.items() if p != "<state>"]) >= followed:
+            raise ProbeError(f"no log file could be read: {errors[0]}")
+        obs = LogProbeObservation(
+            events=tuple(events),
+            last_line_at={n: s.last_line_at for n, s in stats.items() if s.last_line_at is not None},
+            lines_read={n: s.lines_round for n, s in stats.items()},
+            active=tuple(self._active_records()),
+            sources={n: SourceCounters(s.bytes_total, s.lines_total, s.rotations_total, s.read_errors_total,
+                                       s.files_followed, s.read_lag_seconds) for n, s in stats.items()},
+            matches_total=dict(self.extractor.matched),
+            errors=errors,
+        )
+        lines = sum(s.lines_round for s in stats.values())
+        summary = f"{followed} files, {lines} lines, {len(events)} events, {len(self.active)} active"
+        return Collected(obs, summary)
+
+    def _event(self, f: Followed, raw: RawEvent, now: float) -> LogEvent:
+        r = raw.rule
+        key = (r.id, f.rank if f.rank is not None else "")
+        a = self.active.get(key)
+        if a is None:
+            a = {"rule": r, "rank": f.rank, "source": f.source, "path": f.path, "first_at": now,
+                 "count": 0, "evidence": deque(maxlen=EVIDENCE_LINES)}
+            self.active[key] = a
+        a["last_at"] = now
+        a["count"] += 1
+        a["path"] = f.path
+        a["summary"] = raw.text
+        ev: Deque[str] = a["evidence"]
+        for line in raw.lines[-EVIDENCE_LINES:]:
+            ev.append(line)
+        return LogEvent(source=f.source, path=f.path, line_no=raw.line_no, rule=r.id, category=r.category,
+                        severity=r.severity, role=r.role, text=raw.text, time=now, lines=raw.lines)
+
+    def _active_records(self) -> List[ActiveMatch]:
+        out = []
+        for a in self.active.values():
+            r = a["rule"]
+            out.append(ActiveMatch(
+                rule=r.id, category=r.category, severity=r.severity, role=r.role, title=r.title, rank=a["rank"],
+                source=a["source"], path=a["path"], first_at=a["first_at"], last_at=a["last_at"], count=a["count"],
+                summary=a["summary"], evidence=tuple(a["evidence"]), hint=r.hint, hint_early=r.hint_early,
+                hint_late=r.hint_late))
+        return out
 
 
 def build(ctx: ProbeContext) -> List[Probe]:
-    return []
+    cfg = ctx.config.probes.logs
+    if not cfg.enabled or not cfg.sources:
+        return []
+    return [LogsProbe(cfg, ctx.state_dir)]

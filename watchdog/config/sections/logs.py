@@ -1,13 +1,21 @@
-"""Config of the logs probe (filled in by its feature)."""
+"""Config of the logs probe: sources to follow, which rules apply, and how long findings hold."""
 
 from __future__ import annotations
 
-from typing import List
+import re
+from typing import Any, Dict, List, Literal, Optional
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from watchdog.config.sections.common import ProbeSchedule
-from watchdog.config.types import Duration, StrictModel
+from watchdog.config.types import Duration, Size, StrictModel
+
+Category = Literal["nan", "oom", "hccl", "device", "traceback", "custom"]
+PackName = Literal["nan", "oom", "hccl", "device", "traceback"]
+
+#: Default rank pattern for training logs: `rank3.log`, `rank_3`, `train-rank-03.out`, `rank03/`.
+DEFAULT_RANK_PATTERN = r"rank[_-]?(\d+)"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class LogSource(StrictModel):
@@ -15,6 +23,72 @@ class LogSource(StrictModel):
 
     name: str
     paths: List[str] = Field(min_length=1)
+    #: `training` (stdout/stderr of the ranks; rank taken from the file name) or `plog` (CANN
+    #: plog files, named by pid: no rank).
+    kind: Literal["training", "plog"] = "training"
+    #: Regex with one group matching the rank in the file's path; default by kind.
+    rank_pattern: Optional[str] = None
+    #: Where files that already exist when the daemon starts (and are not in its saved offsets)
+    #: are read from. Files appearing later are always read from their beginning.
+    start: Literal["end", "beginning"] = "end"
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("expected letters, digits and . _ - (max 64)")
+        return v
+
+    @field_validator("rank_pattern")
+    @classmethod
+    def _rank_pattern(cls, v: Optional[str]) -> Optional[str]:
+        if v is None:
+            return v
+        try:
+            rx = re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"does not compile: {exc}") from None
+        if rx.groups < 1:
+            raise ValueError("needs one group capturing the rank, e.g. rank[_-]?(\\d+)")
+        return v
+
+    @property
+    def effective_rank_pattern(self) -> Optional[str]:
+        if self.rank_pattern:
+            return self.rank_pattern
+        return DEFAULT_RANK_PATTERN if self.kind == "training" else None
+
+
+class LogThresholdConfig(StrictModel):
+    count: int = Field(ge=1)
+    window: Duration = Field(default="10m")
+
+
+class LogRuleConfig(StrictModel):
+    """A user rule: same fields as the shipped ones (see watchdog/logrules/packs/*.yaml)."""
+
+    id: str
+    category: Category = "custom"
+    severity: Literal["info", "warning", "critical"] = "warning"
+    patterns: List[str] = Field(min_length=1)
+    #: Lower-case substrings one of which every matching line contains (speeds up the
+    #: pure-Python engine; leave empty if unsure).
+    literals: List[str] = Field(default_factory=list)
+    role: Literal["root", "cascade"] = "root"
+    title: str = ""
+    hint: str = ""
+    threshold: Optional[LogThresholdConfig] = None
+
+    def as_rule_data(self) -> Dict[str, Any]:
+        data: Dict[str, Any] = {
+            "id": self.id, "category": self.category, "severity": self.severity,
+            "patterns": list(self.patterns), "role": self.role, "title": self.title, "hint": self.hint,
+        }
+        if self.literals:
+            data["literals"] = list(self.literals)
+        if self.threshold is not None:
+            data["threshold"] = {"count": self.threshold.count, "window": self.threshold.window}
+        return data
 
 
 class LogsProbeConfig(ProbeSchedule):
@@ -23,3 +97,51 @@ class LogsProbeConfig(ProbeSchedule):
     enabled: bool = False
     interval: Duration = Field(default="10s")
     sources: List[LogSource] = Field(default_factory=list)
+    #: Shipped rule packs applied to every source.
+    packs: List[PackName] = Field(default_factory=lambda: ["nan", "oom", "hccl", "device", "traceback"])
+    #: Shipped rule ids to switch off.
+    disable: List[str] = Field(default_factory=list)
+    #: Your own rules (category `custom` unless given).
+    rules: List[LogRuleConfig] = Field(default_factory=list)
+    #: A log finding stays in force this long after its last matching line, then resolves.
+    hold: Duration = Field(default="30m")
+    #: An HCCL timeout / traceback / heartbeat-lost line this soon after an OOM or device fault
+    #: is folded into that root finding as its symptom.
+    cascade_window: Duration = Field(default="10m")
+    #: Categories whose findings absorb cascades.
+    cascade_roots: List[Category] = Field(default_factory=lambda: ["oom", "device"])
+    #: A first match this soon after the ranks started counts as "early" (OOM/NaN hints differ).
+    early_window: Duration = Field(default="30m")
+    #: Bytes read per round at most (a backlog is caught up over several rounds).
+    max_bytes_per_round: Size = Field(default="64MiB")
+    #: Bytes read at once (lines are never split across slices, except over-long ones).
+    slice_size: Size = Field(default="8MiB")
+    #: Lines are truncated to this for matching and display.
+    max_line_bytes: Size = Field(default="64KiB")
+    #: Matching engine: auto (RE2 if google-re2 is installed), re2, re.
+    engine: Literal["auto", "re2", "re"] = "auto"
+
+    @model_validator(mode="after")
+    def _check(self) -> "LogsProbeConfig":
+        names = [s.name for s in self.sources]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"sources: duplicate names {dupes}")
+        if self.slice_size < 4096:
+            raise ValueError("slice_size must be at least 4KiB")
+        if self.max_line_bytes < 256:
+            raise ValueError("max_line_bytes must be at least 256B")
+        from watchdog.logrules.model import RuleError, build_ruleset  # local: avoid import cycles
+        try:
+            build_ruleset(self.packs, self.disable, [r.as_rule_data() for r in self.rules])
+        except RuleError as exc:
+            raise ValueError(str(exc)) from None
+        if self.engine == "re2":
+            from watchdog.logrules.matcher import re2_available
+            if not re2_available():
+                raise ValueError("engine: re2 needs the google-re2 package (pip install google-re2)")
+        return self
+
+    def ruleset(self) -> tuple:
+        from watchdog.logrules.model import build_ruleset
+        return build_ruleset(self.packs, self.disable, [r.as_rule_data() for r in self.rules])

@@ -1,0 +1,156 @@
+"""The tailer on real files: rotation, copytruncate, delete/re-create, partial lines, restarts."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import List, Tuple
+
+from watchdog.logrules.tail import SourceSpec, Tailer
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.lines: List[Tuple[str, bytes]] = []
+
+    def __call__(self, f, block: bytes) -> None:
+        for line in block.splitlines():
+            self.lines.append((os.path.basename(f.path), line))
+
+    def texts(self) -> List[bytes]:
+        return [l for _, l in self.lines]
+
+
+def make(tmp: Path, pattern: str = "*.log", start: str = "end", **kw) -> Tailer:
+    spec = SourceSpec("train", (str(tmp / pattern),), rank_pattern=r"rank[_-]?(\d+)", start=start)
+    return Tailer([spec], str(tmp / "offsets.json"), **kw)
+
+
+def append(p: Path, data: bytes) -> None:
+    with open(p, "ab") as fh:
+        fh.write(data)
+
+
+def test_first_start_reads_from_end_and_new_files_from_start(tmp_path: Path) -> None:
+    (tmp_path / "rank0.log").write_bytes(b"old line 1\nold line 2\n")
+    t, sink = make(tmp_path), Sink()
+    t.poll(sink, 1.0)
+    assert sink.lines == []
+    append(tmp_path / "rank0.log", b"new 1\n")
+    (tmp_path / "rank1.log").write_bytes(b"born later\n")
+    t.poll(sink, 2.0)
+    assert sorted(sink.lines) == [("rank0.log", b"new 1"), ("rank1.log", b"born later")]
+    assert {f.rank for f in t.files.values()} == {"0", "1"}
+    assert t.stats["train"].files_followed == 2
+
+
+def test_partial_line_is_held_until_complete(tmp_path: Path) -> None:
+    p = tmp_path / "a.log"
+    p.write_bytes(b"")
+    t, sink = make(tmp_path), Sink()
+    t.poll(sink, 1.0)
+    append(p, b"complete\nhalf a li")
+    t.poll(sink, 2.0)
+    assert sink.texts() == [b"complete"]
+    append(p, b"ne\n")
+    t.poll(sink, 3.0)
+    assert sink.texts() == [b"complete", b"half a line"]
+
+
+def test_rename_and_create_rotation_drains_old_file(tmp_path: Path) -> None:
+    p = tmp_path / "train.log"
+    p.write_bytes(b"")
+    t, sink = make(tmp_path, "train.log"), Sink()
+    t.poll(sink, 1.0)
+    append(p, b"before rotation\n")
+    t.poll(sink, 2.0)
+    append(p, b"written just before the rename\n")
+    os.rename(p, tmp_path / "train.log.1")
+    p.write_bytes(b"first line of the new file\n")
+    t.poll(sink, 3.0)
+    assert sink.texts() == [b"before rotation", b"written just before the rename", b"first line of the new file"]
+    assert t.stats["train"].rotations_total == 1
+
+
+def test_copytruncate(tmp_path: Path) -> None:
+    p = tmp_path / "train.log"
+    p.write_bytes(b"")
+    t, sink = make(tmp_path, "train.log"), Sink()
+    t.poll(sink, 1.0)
+    append(p, b"a long line before the truncation happens\n")
+    t.poll(sink, 2.0)
+    with open(p, "r+b") as fh:
+        fh.truncate(0)
+    append(p, b"after\n")
+    t.poll(sink, 3.0)
+    assert sink.texts()[-1] == b"after"
+    assert t.stats["train"].rotations_total == 1
+
+
+def test_delete_and_recreate_and_missing_files(tmp_path: Path) -> None:
+    t, sink = make(tmp_path, "rank*.log"), Sink()
+    t.poll(sink, 1.0)  # nothing exists yet: no error
+    assert t.errors == {} and t.stats["train"].files_followed == 0
+    p = tmp_path / "rank2.log"
+    p.write_bytes(b"one\n")
+    t.poll(sink, 2.0)
+    p.unlink()
+    t.poll(sink, 3.0)
+    assert t.stats["train"].files_followed == 0
+    p.write_bytes(b"two\n")
+    t.poll(sink, 4.0)
+    assert sink.texts() == [b"one", b"two"]
+    assert t.stats["train"].rotations_total == 1
+
+
+def test_restart_continues_from_saved_offset(tmp_path: Path) -> None:
+    p = tmp_path / "rank0.log"
+    p.write_bytes(b"history\n")
+    t, sink = make(tmp_path), Sink()
+    t.poll(sink, 1.0)
+    append(p, b"seen by the first daemon\n")
+    t.poll(sink, 2.0)
+    t.close()
+    mode = stat.S_IMODE(os.stat(tmp_path / "offsets.json").st_mode)
+    assert mode == 0o600
+    append(p, b"written while the daemon was down\n")
+    (tmp_path / "rank1.log").write_bytes(b"a file the old daemon never saw\n")
+    t2, sink2 = make(tmp_path), Sink()
+    t2.poll(sink2, 3.0)
+    # the known file continues at its offset; the unknown one is read from its end
+    assert sink2.lines == [("rank0.log", b"written while the daemon was down")]
+    assert t2.files[str(p)].stream.line_no is None  # started at its end: line numbers unknown
+
+
+def test_restart_after_file_was_replaced(tmp_path: Path) -> None:
+    p = tmp_path / "rank0.log"
+    p.write_bytes(b"x" * 300 + b"\n")
+    t, sink = make(tmp_path), Sink()
+    t.poll(sink, 1.0)
+    t.close()
+    p.unlink()
+    p.write_bytes(b"y" * 400 + b"\nnew content\n")  # longer than the old offset, other first bytes
+    t2, sink2 = make(tmp_path), Sink()
+    t2.poll(sink2, 2.0)
+    assert sink2.texts() == [b"y" * 400, b"new content"]
+
+
+def test_bounded_rounds_huge_lines_and_bad_bytes(tmp_path: Path) -> None:
+    p = tmp_path / "a.log"
+    p.write_bytes(b"")
+    t, sink = make(tmp_path, slice_bytes=64 * 1024, round_bytes=256 * 1024), Sink()
+    t.poll(sink, 1.0)
+    huge = b"z" * (1 << 20) + b"\n"
+    append(p, huge + b"\xff\xfe\x00bad bytes\n" + b"line\n" * 1000)
+    rounds = 0
+    while True:
+        rounds += 1
+        n = t.poll(sink, 2.0 + rounds)
+        assert n <= 256 * 1024
+        if n == 0:
+            break
+    assert rounds > 4  # a 1 MiB backlog took several bounded rounds
+    assert b"\xff\xfe\x00bad bytes" in sink.texts()
+    assert sink.texts()[-1] == b"line" and sink.texts().count(b"line") == 1000
+    assert t.stats["train"].read_lag_seconds == 0.0

@@ -1,0 +1,187 @@
+"""Log rules as data: the shipped YAML packs, user rules from the config, and their validation.
+
+A rule is a record, not code: id, category, severity, one or more regexes, optional literals for
+the prefilter, an optional threshold (count within a window), its role in a cascade and a hint.
+Patterns must stay in the subset that both Python `re` and RE2 understand (no look-around, no
+back-references), because the fast engine is RE2 when installed and Python `re` otherwise, and
+both must give the same answer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import yaml
+
+CATEGORIES = ("nan", "oom", "hccl", "device", "traceback", "custom")
+SHIPPED_PACKS = ("nan", "oom", "hccl", "device", "traceback")
+ROLES = ("root", "cascade")
+SEVERITIES = ("info", "warning", "critical")
+KINDS = ("line", "traceback")
+
+_ID = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
+# Constructs RE2 rejects; refused up front so a rule never behaves differently per engine.
+_UNPORTABLE = re.compile(r"\(\?[=!<]|\(\?P=|\\[1-9]")
+# Inline flags are allowed only as a leading `(?i)` (turned into a scoped group when combined).
+_INLINE_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
+
+
+class RuleError(ValueError):
+    """A rule (shipped or user) is invalid; the message names the rule and the problem."""
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """Fire only when `count` matches fall within `window` seconds (e.g. repeated overflow skips)."""
+
+    count: int
+    window: float
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    category: str
+    severity: str
+    patterns: Tuple[str, ...]
+    #: Lower-case substrings of which every matching line contains at least one (prefilter).
+    literals: Tuple[str, ...] = ()
+    role: str = "root"
+    title: str = ""
+    hint: str = ""
+    #: Hint variants when the first match is early/late in the job's life (OOM, NaN).
+    hint_early: str = ""
+    hint_late: str = ""
+    threshold: Optional[Threshold] = None
+    kind: str = "line"
+    pack: str = "custom"
+    compiled: Tuple[Any, ...] = field(default=(), compare=False, repr=False)
+
+    def matches(self, text: str) -> bool:
+        return any(p.search(text) for p in self.compiled)
+
+
+def _as_list(value: Any, what: str, rid: str) -> List[str]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise RuleError(f"rule {rid}: {what} must be a string or a list of non-empty strings")
+    return list(value)
+
+
+def parse_duration_text(value: Any, rid: str) -> float:
+    from watchdog.config.types import parse_duration  # local: keeps this module import-light
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise RuleError(f"rule {rid}: threshold.window: expected a duration like 10m, got {value!r}") from None
+
+
+def make_rule(data: Dict[str, Any], pack: str) -> Rule:
+    """Build and validate one rule from its mapping (YAML pack entry or config entry)."""
+    if not isinstance(data, dict):
+        raise RuleError(f"pack {pack}: every rule must be a mapping")
+    rid = data.get("id")
+    if not isinstance(rid, str) or not _ID.match(rid):
+        raise RuleError(f"pack {pack}: rule id {rid!r} must be lower-case letters, digits and _ (2-64)")
+    known = {"id", "category", "severity", "patterns", "literals", "role", "title", "hint",
+             "hint_early", "hint_late", "threshold", "kind"}
+    unknown = set(data) - known
+    if unknown:
+        raise RuleError(f"rule {rid}: unknown keys {sorted(unknown)}")
+    category = data.get("category")
+    if category not in CATEGORIES:
+        raise RuleError(f"rule {rid}: category must be one of {', '.join(CATEGORIES)}, got {category!r}")
+    severity = data.get("severity", "warning")
+    if severity not in SEVERITIES:
+        raise RuleError(f"rule {rid}: severity must be one of {', '.join(SEVERITIES)}, got {severity!r}")
+    role = data.get("role", "root")
+    if role not in ROLES:
+        raise RuleError(f"rule {rid}: role must be root or cascade, got {role!r}")
+    kind = data.get("kind", "line")
+    if kind not in KINDS:
+        raise RuleError(f"rule {rid}: kind must be line or traceback, got {kind!r}")
+    patterns = _as_list(data.get("patterns"), "patterns", rid)
+    compiled = []
+    for p in patterns:
+        if _UNPORTABLE.search(p):
+            raise RuleError(f"rule {rid}: pattern {p!r} uses look-around or back-references (not portable to RE2)")
+        if _INLINE_FLAGS.search(p[4:] if p.startswith("(?i)") else p):
+            raise RuleError(f"rule {rid}: pattern {p!r}: inline flags are only allowed as a leading (?i)")
+        try:
+            # ASCII: \b \w \d mean the same here as in the bytes engines (RE2, bytes re).
+            compiled.append(re.compile(p, re.ASCII))
+        except re.error as exc:
+            raise RuleError(f"rule {rid}: pattern {p!r} does not compile: {exc}") from None
+    literals = [s.lower() for s in _as_list(data.get("literals", []), "literals", rid)] if data.get("literals") else []
+    threshold = None
+    th = data.get("threshold")
+    if th is not None:
+        if not isinstance(th, dict) or set(th) - {"count", "window"} or "count" not in th:
+            raise RuleError(f"rule {rid}: threshold must be {{count: N, window: 10m}}")
+        count = th["count"]
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise RuleError(f"rule {rid}: threshold.count must be an integer >= 1")
+        window = parse_duration_text(th.get("window", "10m"), rid)
+        threshold = Threshold(count=count, window=window)
+    text = {k: data.get(k, "") for k in ("title", "hint", "hint_early", "hint_late")}
+    for k, v in text.items():
+        if not isinstance(v, str):
+            raise RuleError(f"rule {rid}: {k} must be text")
+    return Rule(
+        id=rid, category=category, severity=severity, patterns=tuple(patterns), literals=tuple(literals),
+        role=role, title=text["title"].strip() or rid, hint=" ".join(text["hint"].split()),
+        hint_early=" ".join(text["hint_early"].split()), hint_late=" ".join(text["hint_late"].split()),
+        threshold=threshold, kind=kind, pack=pack, compiled=tuple(compiled),
+    )
+
+
+_PACK_CACHE: Dict[str, Tuple[Rule, ...]] = {}
+
+
+def load_pack(name: str) -> Tuple[Rule, ...]:
+    """The rules of one shipped pack (`watchdog/logrules/packs/<name>.yaml`), cached."""
+    if name not in SHIPPED_PACKS:
+        raise RuleError(f"unknown rule pack {name!r} (known: {', '.join(SHIPPED_PACKS)})")
+    if name not in _PACK_CACHE:
+        text = resources.files("watchdog.logrules").joinpath("packs", f"{name}.yaml").read_text(encoding="utf-8")
+        doc = yaml.safe_load(text)
+        if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
+            raise RuleError(f"pack {name}: expected a mapping with a `rules` list")
+        rules = tuple(make_rule(r, name) for r in doc["rules"])
+        _PACK_CACHE[name] = rules
+    return _PACK_CACHE[name]
+
+
+def shipped_rule_ids() -> Dict[str, str]:
+    """Every shipped rule id -> its pack."""
+    return {r.id: r.pack for p in SHIPPED_PACKS for r in load_pack(p)}
+
+
+def build_ruleset(packs: Sequence[str] = SHIPPED_PACKS, disable: Iterable[str] = (),
+                  user_rules: Iterable[Dict[str, Any]] = ()) -> Tuple[Rule, ...]:
+    """Shipped rules of `packs` minus `disable`, then the user's rules; ids must be unique."""
+    disabled = set(disable)
+    known = shipped_rule_ids()
+    for rid in disabled:
+        if rid not in known:
+            raise RuleError(f"disable: {rid!r} is not a shipped rule id")
+    out: List[Rule] = []
+    seen = set()
+    for p in packs:
+        for r in load_pack(p):
+            if r.id not in disabled:
+                out.append(r)
+                seen.add(r.id)
+    for data in user_rules:
+        r = make_rule(data, "custom")
+        if r.id in seen or r.id in known:
+            raise RuleError(f"rule {r.id}: id already used by another rule")
+        seen.add(r.id)
+        out.append(r)
+    return tuple(out)

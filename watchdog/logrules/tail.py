@@ -1,0 +1,375 @@
+"""Following log files: globs, rotation, truncation, restarts, bounded work per round.
+
+Identity of a file is (device, inode) plus a fingerprint of its first bytes (inodes are reused
+quickly on ext4/xfs, so an inode alone would silently skip a recreated file). Per round:
+- every source's globs are expanded again (a new plog file appears per process);
+- a path whose inode changed was rotated (rename and create, or delete and re-create): the old
+  file is drained to its end through the handle still open, the new one is read from byte 0;
+- a file smaller than our offset was truncated in place (copytruncate): read again from 0;
+- a path that vanished is drained and forgotten; a path that does not exist yet is no error;
+- only complete lines are handed on: a partial last line stays unread until its newline arrives
+  (a line longer than one slice is cut, so a huge line cannot stall the reader);
+- at most `round_bytes` are read per round, in slices of `slice_bytes` (never a whole backlog).
+Offsets are persisted (0600 JSON) so that after a restart each known file continues where it was
+left; a file first seen at daemon start (not in the saved state) is read from its end.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from watchdog.logrules.extract import StreamState
+
+log = logging.getLogger(__name__)
+
+FINGERPRINT_BYTES = 256
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    name: str
+    paths: Tuple[str, ...]
+    #: Regex with one group: the rank, searched in the file's path (last match wins).
+    rank_pattern: Optional[str] = None
+    #: Where a file first seen at daemon start is read from: "end" or "beginning".
+    start: str = "end"
+
+
+@dataclass
+class Followed:
+    source: str
+    path: str
+    rank: Optional[str]
+    dev: int
+    ino: int
+    offset: int
+    fp: str = ""
+    fp_len: int = 0
+    stream: StreamState = field(default_factory=StreamState)
+    fh: Optional[int] = None
+    last_change: float = 0.0
+    behind_since: Optional[float] = None
+
+
+@dataclass
+class SourceStats:
+    """Cumulative per configured source (never per file: plog names are unbounded)."""
+
+    bytes_total: int = 0
+    lines_total: int = 0
+    rotations_total: int = 0
+    read_errors_total: int = 0
+    files_followed: int = 0
+    read_lag_seconds: float = 0.0
+    last_line_at: Optional[float] = None
+    lines_round: int = 0
+
+
+Consumer = Callable[[Followed, bytes], None]
+
+
+def _fingerprint(fd: int, length: int) -> str:
+    return hashlib.sha1(os.pread(fd, length, 0)).hexdigest() if length > 0 else ""
+
+
+class Tailer:
+    def __init__(self, sources: Sequence[SourceSpec], state_path: Optional[str] = None,
+                 slice_bytes: int = 8 << 20, round_bytes: int = 64 << 20, idle_close: float = 300.0):
+        self.sources = list(sources)
+        self.state_path = state_path
+        self.slice_bytes = max(4096, slice_bytes)
+        self.round_bytes = max(self.slice_bytes, round_bytes)
+        self.idle_close = idle_close
+        self.files: Dict[str, Followed] = {}
+        self.draining: List[Followed] = []
+        self.stats: Dict[str, SourceStats] = {s.name: SourceStats() for s in self.sources}
+        self.errors: Dict[str, str] = {}
+        self._gone: set = set()
+        self._polled = False
+        self._rank_res = {s.name: re.compile(s.rank_pattern, re.IGNORECASE) if s.rank_pattern else None
+                          for s in self.sources}
+        self._saved: Dict[str, dict] = self._load_state()
+
+    # -- configuration ------------------------------------------------------------------------
+    def set_sources(self, sources: Sequence[SourceSpec]) -> None:
+        """Adopt a reloaded source list, keeping offsets and counters of what stays."""
+        self.sources = list(sources)
+        self._rank_res = {s.name: re.compile(s.rank_pattern, re.IGNORECASE) if s.rank_pattern else None
+                          for s in self.sources}
+        for s in self.sources:
+            self.stats.setdefault(s.name, SourceStats())
+        names = {s.name for s in self.sources}
+        for name in list(self.stats):
+            if name not in names:
+                del self.stats[name]
+
+    # -- persisted offsets --------------------------------------------------------------------
+    def _load_state(self) -> Dict[str, dict]:
+        if not self.state_path:
+            return {}
+        try:
+            with open(self.state_path, "r", encoding="utf-8") as fh:
+                doc = json.load(fh)
+            files = doc.get("files", {}) if isinstance(doc, dict) and doc.get("version") == STATE_VERSION else {}
+            return {p: v for p, v in files.items() if isinstance(v, dict)}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("log offsets in %s unreadable (%s); files will be read from their end", self.state_path, exc)
+            return {}
+
+    def save_state(self) -> None:
+        if not self.state_path:
+            return
+        files = {p: {"source": f.source, "dev": f.dev, "ino": f.ino, "offset": f.offset, "fp": f.fp,
+                     "fp_len": f.fp_len, "line": f.stream.line_no}
+                 for p, f in self.files.items()}
+        tmp = self.state_path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, json.dumps({"version": STATE_VERSION, "files": files}).encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.state_path)
+
+    # -- the round ----------------------------------------------------------------------------
+    def expand(self) -> Dict[str, SourceSpec]:
+        """path -> source for every existing regular file matched now (first source wins)."""
+        out: Dict[str, SourceSpec] = {}
+        for src in self.sources:
+            for pattern in src.paths:
+                pattern = os.path.expanduser(pattern)
+                matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+                for p in matches:
+                    if p not in out and os.path.isfile(p):
+                        out[p] = src
+        return out
+
+    def poll(self, consume: Consumer, now: float) -> int:
+        """Read what is new in every followed file (bounded); returns the bytes read."""
+        first = not self._polled
+        self._polled = True
+        budget = self.round_bytes
+        for st in self.stats.values():
+            st.lines_round = 0
+        # 1. old handles of rotated or deleted files: finish them first (their lines are older).
+        for f in list(self.draining):
+            budget -= self._read(f, consume, now, budget, final=True)
+            if f.fh is None:
+                self.draining.remove(f)
+        current = self.expand()
+        # 2. paths that vanished: drain through the open handle, then forget.
+        for p in list(self.files):
+            if p not in current:
+                f = self.files.pop(p)
+                self._gone.add(p)
+                if f.fh is not None:
+                    self.draining.append(f)
+                    budget -= self._read(f, consume, now, budget, final=True)
+                    if f.fh is None:
+                        self.draining.remove(f)
+        # 3. every current path.
+        for p, src in current.items():
+            if budget <= 0:
+                self._mark_behind(p, now)
+                continue
+            try:
+                budget -= self._follow(p, src, consume, now, first, budget)
+                self.errors.pop(p, None)
+            except OSError as exc:
+                msg = f"{p}: {exc.strerror or exc}"
+                if self.errors.get(p) != msg:
+                    log.warning("cannot read log file %s", msg)
+                    if src.name in self.stats:
+                        self.stats[src.name].read_errors_total += 1
+                self.errors[p] = msg
+        self._close_idle(now)
+        self._update_gauges(now)
+        try:
+            self.save_state()
+        except OSError as exc:
+            self.errors["<state>"] = f"cannot save log offsets to {self.state_path}: {exc.strerror or exc}"
+        return self.round_bytes - budget
+
+    def _mark_behind(self, p: str, now: float) -> None:
+        f = self.files.get(p)
+        if f is not None and f.behind_since is None:
+            f.behind_since = now
+
+    def _new(self, p: str, src: SourceSpec, st: os.stat_result, offset: int, line: Optional[int]) -> Followed:
+        rank = None
+        rre = self._rank_res.get(src.name)
+        if rre is not None:
+            found = rre.findall(p)
+            if found:
+                last = found[-1]
+                rank = (last if isinstance(last, str) else next((g for g in last if g), None)) or None
+        f = Followed(source=src.name, path=p, rank=rank, dev=st.st_dev, ino=st.st_ino, offset=offset,
+                     stream=StreamState(line_no=line), last_change=0.0)
+        return f
+
+    def _open(self, f: Followed) -> os.stat_result:
+        fd = os.open(f.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        f.fh = fd
+        return os.fstat(fd)
+
+    def _rotated(self, src: str) -> None:
+        if src in self.stats:
+            self.stats[src].rotations_total += 1
+
+    def _follow(self, p: str, src: SourceSpec, consume: Consumer, now: float, first: bool, budget: int) -> int:
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            return 0
+        f = self.files.get(p)
+        drained = 0
+        if f is None:
+            f = self._start(p, src, st, first)
+            self.files[p] = f
+        elif (st.st_dev, st.st_ino) != (f.dev, f.ino):
+            # Rename-and-create (or delete-and-create): drain the old file first (its lines are
+            # older), then start the new one from byte 0.
+            if f.fh is not None:
+                drained = self._read(f, consume, now, budget, final=True)
+                if f.fh is not None:
+                    self.draining.append(f)
+            self._rotated(src.name)
+            f = self._new(p, src, st, 0, 0)
+            self.files[p] = f
+        elif st.st_size < f.offset:
+            self._restart(f, src.name)  # copytruncate
+        if f.fh is None:
+            fst = self._open(f)
+            if (fst.st_dev, fst.st_ino) != (f.dev, f.ino):  # replaced between stat and open
+                os.close(f.fh)
+                f.fh = None
+                return 0
+        if f.fp_len and st.st_size >= f.fp_len and _fingerprint(f.fh, f.fp_len) != f.fp:
+            self._restart(f, src.name)  # same inode, other content: inode reuse
+        if f.fp_len < FINGERPRINT_BYTES and st.st_size > f.fp_len:
+            f.fp_len = min(FINGERPRINT_BYTES, st.st_size)
+            f.fp = _fingerprint(f.fh, f.fp_len)
+        return drained + self._read(f, consume, now, budget - drained, final=False)
+
+    def _restart(self, f: Followed, src: str) -> None:
+        self._rotated(src)
+        f.offset = 0
+        f.stream = StreamState(line_no=0)
+        f.fp, f.fp_len = "", 0
+
+    def _start(self, p: str, src: SourceSpec, st: os.stat_result, first: bool) -> Followed:
+        saved = self._saved.pop(p, None)
+        if saved is not None:
+            f = self._new(p, src, st, 0, 0)
+            fst = self._open(f)
+            same = (saved.get("dev"), saved.get("ino")) == (fst.st_dev, fst.st_ino)
+            fp_len = int(saved.get("fp_len") or 0)
+            if same and fp_len and fst.st_size >= fp_len and _fingerprint(f.fh, fp_len) != saved.get("fp"):
+                same = False
+            offset = int(saved.get("offset") or 0)
+            if same and offset <= fst.st_size:
+                f.offset = offset
+                f.fp, f.fp_len = str(saved.get("fp") or ""), fp_len
+                line = saved.get("line")
+                f.stream = StreamState(line_no=int(line) if isinstance(line, int) else None)
+            else:
+                self._rotated(src.name)  # replaced or truncated while we were down: read it all
+            return f
+        if first and src.start == "end":
+            f = self._new(p, src, st, 0, None)
+            fst = self._open(f)
+            f.offset = self._end_of_last_line(f.fh, fst.st_size)
+            return f
+        if p in self._gone:
+            self._gone.discard(p)
+            self._rotated(src.name)  # deleted and re-created
+        return self._new(p, src, st, 0, 0)
+
+    @staticmethod
+    def _end_of_last_line(fd: int, size: int) -> int:
+        """Offset just after the last newline (so a half-written line is read once complete)."""
+        tail = min(size, 65536)
+        data = os.pread(fd, tail, size - tail) if tail else b""
+        nl = data.rfind(b"\n")
+        return size - tail + nl + 1 if nl >= 0 else size
+
+    def _read(self, f: Followed, consume: Consumer, now: float, budget: int, final: bool) -> int:
+        """Read complete lines from f's offset, at most `budget` bytes; `final` flushes the tail."""
+        if f.fh is None:
+            return 0
+        size = os.fstat(f.fh).st_size
+        used = 0
+        stats = self.stats.get(f.source)
+        held = False
+        while f.offset < size and used < budget:
+            want = min(self.slice_bytes, budget - used, size - f.offset)
+            data = os.pread(f.fh, want, f.offset)
+            if not data:
+                break
+            nl = data.rfind(b"\n")
+            if nl >= 0:
+                block = data[:nl + 1]
+            elif len(data) >= self.slice_bytes or final:
+                block = data  # an over-long line is cut; a drained file's last line is flushed
+            else:
+                held = f.offset + len(data) >= size  # partial last line: wait for its newline
+                break
+            consume(f, block)
+            f.offset += len(block)
+            used += len(block)
+            f.last_change = now
+            if stats is not None:
+                stats.bytes_total += len(block)
+                n = block.count(b"\n") or 1
+                stats.lines_total += n
+                stats.lines_round += n
+                stats.last_line_at = now
+            if len(block) < len(data) and f.offset + (len(data) - len(block)) >= size:
+                held = True
+                break
+        behind = f.offset < size and not held
+        if behind:
+            if f.behind_since is None:
+                f.behind_since = now
+        else:
+            f.behind_since = None
+        if final and f.offset >= size:
+            os.close(f.fh)
+            f.fh = None
+        return used
+
+    def _close_idle(self, now: float) -> None:
+        for f in self.files.values():
+            if f.fh is not None and f.last_change and now - f.last_change > self.idle_close and f.behind_since is None:
+                os.close(f.fh)
+                f.fh = None
+
+    def _update_gauges(self, now: float) -> None:
+        for name, st in self.stats.items():
+            files = [f for f in self.files.values() if f.source == name]
+            st.files_followed = len(files)
+            lags = [now - f.behind_since for f in files + [d for d in self.draining if d.source == name]
+                    if f.behind_since is not None]
+            st.read_lag_seconds = max(lags) if lags else 0.0
+
+    def close(self) -> None:
+        try:
+            self.save_state()
+        except OSError:
+            pass
+        for f in list(self.files.values()) + self.draining:
+            if f.fh is not None:
+                os.close(f.fh)
+                f.fh = None
+        self.draining = []
