@@ -46,6 +46,7 @@ bench: $(STAMP)
 # Install on this node (as root): venv under $(PREFIX), config in /etc/npu-watchdog (never
 # overwritten), the systemd unit; `make install DESTDIR=/tmp/tree` installs into a tree instead.
 PREFIX ?= /opt/npu-watchdog
+.PHONY: install uninstall
 
 install:
 	sh scripts/install.sh install --prefix $(PREFIX) --python $(PYTHON) $(if $(DESTDIR),--root $(DESTDIR))
