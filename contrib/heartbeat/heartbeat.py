@@ -15,7 +15,8 @@
 Guarantees the training loop can rely on:
 - Atomic: each write goes to a temp file in the same directory, then os.replace(); a reader
   never sees a half-written file.
-- Cheap: at most one write per `min_interval` seconds (phase changes are written at once).
+- Cheap: at most one write per `min_interval` seconds (phase changes and the first step are
+  written at once).
 - Harmless: it never raises into the loop. An I/O error (full disk, vanished mount) is swallowed
   and counted in `hb.errors` (the last one in `hb.last_error`); the watchdog then sees a stale
   heartbeat, which is the truth.
@@ -77,6 +78,7 @@ class Heartbeat:
         self._state: Dict[str, Any] = {"phase": phase}
         self._last_write = -math.inf
         self._pending = False
+        self._wrote_step = False
         self._write(force=True)
 
     # -- public API ------------------------------------------------------------------------
@@ -93,7 +95,8 @@ class Heartbeat:
                 for k, v in fields.items():
                     self._state[k] = _plain(v)
                 self._pending = True
-                return self._write(force=False)
+                # The first step is written at once: it shows the loop is running.
+                return self._write(force="step" in self._state and not self._wrote_step)
         except Exception as exc:  # never into the training loop
             self._count(exc)
             return False
@@ -163,5 +166,6 @@ class Heartbeat:
                     os.unlink(tmp)
         self._last_write = now
         self._pending = False
+        self._wrote_step = self._wrote_step or "step" in record
         self.writes += 1
         return True

@@ -160,7 +160,7 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
                 summary=f"no training process found {_fmt(waited)} after the watchdog started",
                 labels=dict(base), value=_fmt(waited), since=view.started_at,
                 hint="Is the job scheduled on this node? Check the selectors (pid_file, cmdline, name, user, "
-                     "parent) with `npu-watchdog probe process`.",
+                     "parent) with `npu-watchdog probe`.",
                 details={"source": "process", "expected": obs.expected},
             ))
         return out
