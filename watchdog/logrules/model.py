@@ -149,7 +149,7 @@ def load_pack(name: str) -> Tuple[Rule, ...]:
     if name not in SHIPPED_PACKS:
         raise RuleError(f"unknown rule pack {name!r} (known: {', '.join(SHIPPED_PACKS)})")
     if name not in _PACK_CACHE:
-        text = resources.files("watchdog.logrules").joinpath("packs", f"{name}.yaml").read_text(encoding="utf-8")
+        text = resources.files("watchdog.logrules").joinpath("packs").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
         doc = yaml.safe_load(text)
         if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
             raise RuleError(f"pack {name}: expected a mapping with a `rules` list")
