@@ -1,0 +1,86 @@
+"""The durable outbox: commit before send, retries with Retry-After, rate limits, giving up."""
+
+from __future__ import annotations
+
+import time
+
+import yaml
+
+from tests.fakes.receivers import Answer, Receiver, closed_port
+from tests.helpers import wait_for
+from watchdog.alerting.outbox import Outbox, RateLimiter
+from watchdog.alerting.store import AlertStore
+from watchdog.config.load import load_config_text
+
+
+def outbox(tmp_path, channels, **extra):
+    al = {"channels": channels, "retry_initial": "200ms", "retry_max": "500ms"}
+    al.update(extra)
+    cfg = load_config_text(yaml.safe_dump({"paths": {"state_dir": str(tmp_path)}, "alerting": al}))
+    store = AlertStore(str(tmp_path))
+    return store, Outbox(store, cfg.alerting)
+
+
+def note(i=0):
+    return {"kind": "firing", "status": "firing", "ikey": f"k{i}", "created": time.time(),
+            "group": {"host": "h", "job": "j"},
+            "alerts": [{"fp": "x", "rule": "stall", "severity": "critical", "summary": f"stall {i}",
+                        "labels": {"host": "h", "job": "j"}, "evidence": []}]}
+
+
+def test_rate_limiter_windows():
+    rl = RateLimiter([(5, 1.0), (100, 60.0)])
+    for i in range(5):
+        assert rl.wait_time(100.0) == 0
+        rl.record(100.0)
+    assert 0.99 < rl.wait_time(100.0) <= 1.0
+    assert rl.wait_time(101.01) == 0
+    rl.block(200.0)
+    assert rl.wait_time(150.0) == 50.0
+
+
+def test_committed_before_send_and_retry_after_is_honoured(tmp_path):
+    with Receiver("slack") as rx:
+        rx.script(Answer(429, "rate_limited", headers={"Retry-After": "1"}))
+        store, ob = outbox(tmp_path, [{"type": "slack", "name": "s", "url": rx.url}])
+        ob.enqueue([("s", "k1", "firing", note(1))])
+        assert store.outbox_stats()[0] == 1  # durable before any attempt
+        ob.start()
+        try:
+            [ok] = rx.wait_for(1)
+            first, second = rx.requests[0], ok
+            assert second.time - first.time >= 0.9  # waited as told, not the 200ms backoff
+            wait_for(lambda: store.outbox_stats()[0] == 0, what="row removed after delivery")
+            assert ob.counts[("s", "retried")] == 1 and ob.counts[("s", "sent")] == 1
+        finally:
+            ob.stop()
+
+
+def test_feishu_burst_respects_five_per_second(tmp_path):
+    with Receiver("feishu") as rx:
+        store, ob = outbox(tmp_path, [{"type": "feishu", "name": "f", "url": rx.url}])
+        ob.enqueue([("f", f"k{i}", "firing", note(i)) for i in range(7)])
+        ob.start()
+        try:
+            reqs = rx.wait_for(7)
+            times = sorted(r.time for r in reqs)
+            assert times[5] - times[0] >= 0.95  # the sixth waited for the 1s window
+        finally:
+            ob.stop()
+
+
+def test_gives_up_after_max_age_and_fails_fast_on_bad_token(tmp_path):
+    with Receiver("wecom", path="/cgi-bin/webhook/send?key=") as bad:
+        store, ob = outbox(tmp_path, [
+            {"type": "webhook", "name": "down", "url": f"http://127.0.0.1:{closed_port()}/h"},
+            {"type": "wecom", "name": "badkey", "url": bad.url},
+        ], max_age="1500ms")
+        ob.enqueue([("down", "k1", "firing", note(1)), ("badkey", "k2", "firing", note(2))])
+        ob.start()
+        try:
+            wait_for(lambda: ob.counts[("down", "expired")] == 1, what="expired")
+            assert ob.counts[("down", "retried")] >= 2
+            assert ob.counts[("badkey", "failed")] == 1 and len(bad.requests) == 1
+            assert store.outbox_stats()[0] == 0
+        finally:
+            ob.stop()
