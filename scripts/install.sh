@@ -85,7 +85,9 @@ systemd_live() {
 }
 
 do_install() {
-    [ -f "$SOURCE/pyproject.toml" ] && [ -d "$SOURCE/watchdog" ] || die "no npu-watchdog source tree at $SOURCE"
+    if [ ! -f "$SOURCE/pyproject.toml" ] || [ ! -d "$SOURCE/watchdog" ]; then
+        die "no npu-watchdog source tree at $SOURCE"
+    fi
     "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)' 2>/dev/null \
         || die "$PYTHON is missing or older than Python 3.9"
 

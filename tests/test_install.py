@@ -122,6 +122,7 @@ def test_reinstall_keeps_config_then_uninstall_keeps_only_config(installed):
     (["uninstall", "--prefix", "/"], "paths must be absolute and not /"),
     (["install", "--frobnicate"], "unknown option: --frobnicate"),
     (["reinstall"], "unknown action: reinstall"),
+    (["install", "--source", "/nonexistent/npu-watchdog"], "no npu-watchdog source tree at /nonexistent/npu-watchdog"),
 ])
 def test_bad_arguments_are_refused(tmp_path, args, message):
     r = run_install(*args, "--root", str(tmp_path))
@@ -134,3 +135,9 @@ def test_missing_python_is_a_clear_error(tmp_path):
     r = run_install("install", "--root", str(tmp_path), "--python", str(tmp_path / "no-python"))
     assert r.returncode == 1
     assert "missing or older than Python 3.9" in r.stderr
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed (Debian package `shellcheck`)")
+def test_install_script_is_clean_posix_sh():
+    r = subprocess.run(["shellcheck", "-s", "sh", str(SCRIPT)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
