@@ -97,3 +97,13 @@ def test_every_metric_used_by_the_rules_exists():
     assert used, "no npu_watchdog_ metric found in the rules"
     missing = sorted(used - known)
     assert not missing, f"metrics used by the rules but not in the daemon's table: {missing}"
+
+
+def test_every_alert_has_a_firing_unit_test():
+    doc = yaml.safe_load(RULES.read_text())
+    alerts = {r["alert"] for g in doc["groups"] for r in g["rules"] if "alert" in r}
+    tested = set()
+    for t in TESTS:
+        for case in yaml.safe_load(t.read_text())["tests"]:
+            tested |= {a["alertname"] for a in case.get("alert_rule_test", []) if a.get("exp_alerts")}
+    assert alerts - tested == set(), f"alerts without a unit test that makes them fire: {sorted(alerts - tested)}"
