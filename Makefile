@@ -12,6 +12,8 @@ help:
 	@echo "make test       create .venv, install, run the whole test suite"
 	@echo "make test-e2e   the long end-to-end scenario suite"
 	@echo "make bench      benchmarks (by hand; results go to the README)"
+	@echo "make install    install on this node (venv in /opt/npu-watchdog, config, systemd unit)"
+	@echo "make uninstall  remove it again (the config and the state stay)"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +42,17 @@ test-e2e: $(STAMP)
 
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do [ -e "$$b" ] || continue; echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# Install on this node (as root): venv under $(PREFIX), config in /etc/npu-watchdog (never
+# overwritten), the systemd unit; `make install DESTDIR=/tmp/tree` installs into a tree instead.
+PREFIX ?= /opt/npu-watchdog
+.PHONY: install uninstall
+
+install:
+	sh scripts/install.sh install --prefix $(PREFIX) --python $(PYTHON) $(if $(DESTDIR),--root $(DESTDIR))
+
+uninstall:
+	sh scripts/install.sh uninstall --prefix $(PREFIX) $(if $(DESTDIR),--root $(DESTDIR))
 
 clean:
 	rm -rf $(VENV) $(RUN_DIR) build dist *.egg-info

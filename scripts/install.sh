@@ -1,0 +1,179 @@
+#!/bin/sh
+# Install or uninstall npu-watchdog on one node, idempotently.
+#
+#   scripts/install.sh install   [options]
+#   scripts/install.sh uninstall [options]
+#
+# install:   a dedicated virtualenv under PREFIX/venv (never the training environment: the package
+#            is named `watchdog`, which clashes with an unrelated PyPI library), the README next to
+#            it (the unit's Documentation=), the example config as SYSCONFDIR/config.yaml.example,
+#            SYSCONFDIR/config.yaml only if there is none yet (an existing config is never touched),
+#            the systemd unit in UNITDIR with ExecStart pointing at the venv; then, when systemd is
+#            PID 1 and ROOT is /, `systemctl daemon-reload`, `enable`, and `try-restart` (an upgrade
+#            restarts a running daemon; a first install waits for you to edit the config and start it).
+# uninstall: stops and disables the unit (systemd, ROOT /), removes the unit, the venv, the README
+#            and the example config. The config and the state directory stay.
+#
+# Options (also from the environment: DESTDIR, PREFIX, SYSCONFDIR, UNITDIR, PYTHON):
+#   --root DIR        install into DIR as a self-contained tree (tests, images built in place).
+#                     A virtualenv cannot be moved, so every path written (unit ExecStart, -c) points
+#                     inside DIR, where things really are. systemctl is never called with a root.
+#   --prefix DIR      default /opt/npu-watchdog
+#   --sysconfdir DIR  default /etc/npu-watchdog
+#   --unitdir DIR     default /etc/systemd/system
+#   --python EXE      the interpreter the venv is made from (>= 3.9), default python3
+#   --wheelhouse DIR  install offline from a directory of wheels (pip --no-index --find-links DIR),
+#                     for nodes without access to a package index
+#   --source DIR      the source tree to install, default: the directory above this script
+#   --no-systemctl    never call systemctl
+set -eu
+
+usage() {
+    sed -n '2,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+die() { echo "install.sh: $*" >&2; exit 1; }
+say() { echo "npu-watchdog: $*"; }
+
+[ $# -ge 1 ] || usage
+action=$1; shift
+case "$action" in install|uninstall) ;; -h|--help) usage ;; *) echo "unknown action: $action" >&2; usage ;; esac
+
+ROOT=${DESTDIR:-}
+PREFIX=${PREFIX:-/opt/npu-watchdog}
+SYSCONFDIR=${SYSCONFDIR:-/etc/npu-watchdog}
+UNITDIR=${UNITDIR:-/etc/systemd/system}
+PYTHON=${PYTHON:-python3}
+WHEELHOUSE=
+SOURCE=$(cd "$(dirname "$0")/.." && pwd)
+USE_SYSTEMCTL=1
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --root) ROOT=$2; shift 2 ;;
+        --prefix) PREFIX=$2; shift 2 ;;
+        --sysconfdir) SYSCONFDIR=$2; shift 2 ;;
+        --unitdir) UNITDIR=$2; shift 2 ;;
+        --python) PYTHON=$2; shift 2 ;;
+        --wheelhouse) WHEELHOUSE=$2; shift 2 ;;
+        --source) SOURCE=$2; shift 2 ;;
+        --no-systemctl) USE_SYSTEMCTL=0; shift ;;
+        -h|--help) usage ;;
+        *) echo "unknown option: $1" >&2; usage ;;
+    esac
+done
+
+# Absolute paths only: relative ones would depend on the caller's cwd, and an empty one could make
+# the removal below point at /.
+for v in "$PREFIX" "$SYSCONFDIR" "$UNITDIR"; do
+    case "$v" in /?*) ;; *) die "paths must be absolute and not /: got '$v'" ;; esac
+done
+if [ -n "$ROOT" ]; then
+    case "$ROOT" in /*) ;; *) ROOT=$(pwd)/$ROOT ;; esac
+    ROOT=${ROOT%/}
+fi
+
+VENV=$ROOT$PREFIX/venv
+ETC=$ROOT$SYSCONFDIR
+UNIT=$ROOT$UNITDIR/npu-watchdog.service
+
+# systemctl only on the live system: no --root, systemd is PID 1 (the sd_booted() test), and not
+# disabled by option.
+systemd_live() {
+    [ "$USE_SYSTEMCTL" = 1 ] && [ -z "$ROOT" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1
+}
+
+do_install() {
+    if [ ! -f "$SOURCE/pyproject.toml" ] || [ ! -d "$SOURCE/watchdog" ]; then
+        die "no npu-watchdog source tree at $SOURCE"
+    fi
+    "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)' 2>/dev/null \
+        || die "$PYTHON is missing or older than Python 3.9"
+
+    umask 022
+    mkdir -p "$ROOT$PREFIX"
+    # Recreate a venv whose interpreter is gone (e.g. the system Python was upgraded).
+    if [ -d "$VENV" ] && ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
+        say "virtualenv $VENV is broken; recreating it"
+        rm -rf "$VENV"
+    fi
+    if [ ! -x "$VENV/bin/python" ]; then
+        say "creating virtualenv $VENV"
+        "$PYTHON" -m venv "$VENV" || die "could not create a virtualenv (Debian/Ubuntu: apt-get install python3-venv)"
+    fi
+    say "installing the package into $VENV"
+    # Build from a clean copy: an in-tree build leaves build/ behind, whose stale modules (deleted
+    # from the source since) would be installed again next time.
+    stage=$(mktemp -d "${TMPDIR:-/tmp}/npu-watchdog-src.XXXXXX")
+    trap 'rm -rf "$stage"' EXIT
+    cp -R "$SOURCE/pyproject.toml" "$SOURCE/README.md" "$SOURCE/watchdog" "$stage/"
+    find "$stage" -name __pycache__ -type d -prune -exec rm -rf {} +
+    if [ -n "$WHEELHOUSE" ]; then
+        "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-index --find-links "$WHEELHOUSE" --upgrade "$stage"
+    else
+        "$VENV/bin/pip" install --quiet --disable-pip-version-check --upgrade "$stage"
+    fi
+    rm -rf "$stage"
+    trap - EXIT
+    "$VENV/bin/npu-watchdog" --version >/dev/null || die "the installed npu-watchdog does not run"
+    install -m 0644 "$SOURCE/README.md" "$ROOT$PREFIX/README.md"
+
+    # The config may hold webhook secrets: directory 0750, files 0600 (the daemon runs as root).
+    mkdir -p "$ETC"
+    chmod 0750 "$ETC"
+    install -m 0600 "$SOURCE/config/npu-watchdog.example.yaml" "$ETC/config.yaml.example"
+    if [ -e "$ETC/config.yaml" ]; then
+        say "keeping the existing $ETC/config.yaml (the new example is config.yaml.example)"
+        first_install=0
+    else
+        install -m 0600 "$SOURCE/config/npu-watchdog.example.yaml" "$ETC/config.yaml"
+        say "installed $ETC/config.yaml from the example: edit it, then start the service"
+        first_install=1
+    fi
+
+    mkdir -p "$ROOT$UNITDIR"
+    tmp_unit=$UNIT.tmp.$$
+    # Point ExecStart at this venv and config; everything else in the unit ships as written.
+    sed -e "s|^ExecStart=.*|ExecStart=$VENV/bin/npu-watchdog run -c $ETC/config.yaml|" \
+        -e "s|^Documentation=.*|Documentation=file://$ROOT$PREFIX/README.md|" \
+        "$SOURCE/systemd/npu-watchdog.service" >"$tmp_unit"
+    chmod 0644 "$tmp_unit"
+    mv -f "$tmp_unit" "$UNIT"
+    say "installed unit $UNIT"
+
+    if systemd_live; then
+        systemctl daemon-reload
+        systemctl enable npu-watchdog.service
+        if [ "$first_install" = 1 ]; then
+            say "enabled; start it with: systemctl start npu-watchdog"
+        else
+            # An upgrade restarts a running daemon (and leaves a stopped one stopped).
+            systemctl try-restart npu-watchdog.service
+        fi
+    else
+        say "systemd is not running here (or --root was given): not calling systemctl"
+    fi
+}
+
+do_uninstall() {
+    if systemd_live; then
+        systemctl disable --now npu-watchdog.service 2>/dev/null || true
+    fi
+    rm -f "$UNIT"
+    if systemd_live; then
+        systemctl daemon-reload
+    fi
+    rm -rf "$VENV"
+    rm -f "$ROOT$PREFIX/README.md" "$ETC/config.yaml.example"
+    # Only empty directories go; the config (and the state under /var/lib) stays.
+    rmdir "$ROOT$PREFIX" 2>/dev/null || true
+    rmdir "$ETC" 2>/dev/null || true
+    if [ -e "$ETC/config.yaml" ]; then
+        say "removed; kept the config $ETC/config.yaml and the state directory"
+    else
+        say "removed"
+    fi
+}
+
+"do_$action"

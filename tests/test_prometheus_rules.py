@@ -1,0 +1,109 @@
+"""contrib/prometheus: the fleet rules pass `promtool check rules` and their `promtool test rules`
+unit tests, and every metric they use exists in the daemon's metric table.
+
+promtool comes from Debian's `prometheus` package (.ci/system-packages installs it).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import REPO
+from watchdog.metrics import catalog
+
+RULES_DIR = REPO / "contrib" / "prometheus"
+RULES = RULES_DIR / "npu-watchdog.rules.yml"
+TESTS = sorted((RULES_DIR / "tests").glob("*.yml"))
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian package `prometheus`)")
+
+#: Metric names of the daemon: `npu_watchdog_` + name, never a recording rule (`npu_watchdog:...`).
+METRIC_NAME = re.compile(r"\bnpu_watchdog_[a-z0-9_]+\b")
+
+
+def feature_tables_missing() -> list:
+    """Feature metric modules whose table is still empty (their branch not merged yet)."""
+    return [m.__name__ for m in catalog.metric_modules() if not m.METRICS]
+
+
+def promtool(*args: str, cwd: Path = RULES_DIR) -> subprocess.CompletedProcess:
+    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=120, cwd=str(cwd))
+
+
+def rule_exprs() -> list:
+    doc = yaml.safe_load(RULES.read_text())
+    return [r["expr"] for g in doc["groups"] for r in g["rules"]]
+
+
+@needs_promtool
+def test_check_rules():
+    r = promtool("check", "rules", str(RULES))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS" in r.stdout
+
+
+@needs_promtool
+@pytest.mark.parametrize("test_file", TESTS, ids=[t.name for t in TESTS])
+def test_rule_unit_tests(test_file):
+    r = promtool("test", "rules", str(test_file.relative_to(RULES_DIR)))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@needs_promtool
+def test_unit_tests_catch_a_broken_rule(tmp_path):
+    """The unit tests can fail: a job-wide stall rule that fires on half the nodes is caught."""
+    (tmp_path / "tests").mkdir()
+    broken = RULES.read_text().replace("expr: npu_watchdog:job_nodes_stalled:ratio == 1",
+                                       "expr: npu_watchdog:job_nodes_stalled:ratio >= 0.5")
+    assert broken != RULES.read_text()
+    (tmp_path / RULES.name).write_text(broken)
+    for t in TESTS:
+        shutil.copy(t, tmp_path / "tests" / t.name)
+    r = promtool("test", "rules", *[f"tests/{t.name}" for t in TESTS], cwd=tmp_path)
+    assert r.returncode != 0
+    assert "NpuWatchdogJobStalledEverywhere" in r.stdout + r.stderr
+
+
+def test_every_alert_has_severity_summary_and_hint():
+    doc = yaml.safe_load(RULES.read_text())
+    alerts = [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
+    assert len(alerts) >= 10
+    for a in alerts:
+        assert a["labels"]["severity"] in ("info", "warning", "critical"), a["alert"]
+        assert a["annotations"].get("summary") and a["annotations"].get("hint"), a["alert"]
+        assert a["alert"].startswith("NpuWatchdog"), a["alert"]
+
+
+def test_rules_use_the_exported_job_convention():
+    """Prometheus's `job` is the scrape job; the training job is `exported_job` (README)."""
+    for expr in rule_exprs():
+        for sel in re.findall(r"npu_watchdog_[a-z0-9_]+\{([^}]*)\}", expr):
+            assert 'job="npu-watchdog"' in sel, expr
+        assert not re.search(r"by \([^)]*\bjob\b", expr), expr
+
+
+@pytest.mark.xfail(condition=bool(feature_tables_missing()), strict=False,
+                   reason="metric tables of features built on other branches are still empty here: "
+                          + ", ".join(feature_tables_missing()))
+def test_every_metric_used_by_the_rules_exists():
+    known = {d.name for d in catalog.all_metrics()}
+    used = {m for e in rule_exprs() for m in METRIC_NAME.findall(e)}
+    assert used, "no npu_watchdog_ metric found in the rules"
+    missing = sorted(used - known)
+    assert not missing, f"metrics used by the rules but not in the daemon's table: {missing}"
+
+
+def test_every_alert_has_a_firing_unit_test():
+    doc = yaml.safe_load(RULES.read_text())
+    alerts = {r["alert"] for g in doc["groups"] for r in g["rules"] if "alert" in r}
+    tested = set()
+    for t in TESTS:
+        for case in yaml.safe_load(t.read_text())["tests"]:
+            tested |= {a["alertname"] for a in case.get("alert_rule_test", []) if a.get("exp_alerts")}
+    assert alerts - tested == set(), f"alerts without a unit test that makes them fire: {sorted(alerts - tested)}"
