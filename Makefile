@@ -8,6 +8,7 @@ RUN_DIR ?= .run
 .PHONY: help venv run demo test test-fast test-e2e check-config bench docs clean
 
 help:
+	@echo "make demo       create .venv, install, run the daemon against a simulated 8-NPU node (about 5 minutes)"
 	@echo "make run        create .venv, install, run the daemon in the foreground with the example config"
 	@echo "make test       create .venv, install, run the whole test suite"
 	@echo "make test-e2e   the long end-to-end scenario suite"
@@ -22,6 +23,9 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/npu-watchdog demo $(DEMO_ARGS)
 
 run: $(STAMP)
 	@mkdir -p $(RUN_DIR)

@@ -17,6 +17,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional, TextIO
 
 
+class _Server(ThreadingHTTPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+
 @dataclass
 class Received:
     at: float
@@ -30,6 +35,8 @@ class Receiver:
     echo: bool = True
     received: List[Received] = field(default_factory=list)
     on_message: Optional[Callable[[Received], None]] = None
+    #: 0 picks a free port; a fixed port lets a test bring the endpoint back where it was.
+    port: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -62,8 +69,7 @@ class Receiver:
             def log_message(self, *_a: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", self.port), Handler)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, name="receiver", daemon=True)
         self.thread.start()

@@ -107,7 +107,7 @@ class DemoRun:
     """Owns every process of one demo run; `close()` stops all of them."""
 
     def __init__(self, out: Path, speed: float = 1.0, echo: bool = True, stream: TextIO = sys.stdout,
-                 npus: int = 8):
+                 npus: int = 8, overrides: Optional[Dict[str, Any]] = None):
         self.out = out
         self.speed = speed
         self.stream = stream
@@ -116,6 +116,8 @@ class DemoRun:
         self.receiver = Receiver(out=stream, echo=echo)
         self.port = free_port()
         self.config = demo_config(self.node, out, self.receiver.url, self.port, speed)
+        for section, values in (overrides or {}).items():
+            self.config.setdefault(section, {}).update(values)
         self.config_path = out / "config.yaml"
         self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
         self.daemon: Optional[subprocess.Popen] = None
@@ -162,6 +164,15 @@ class DemoRun:
     def metrics_text(self) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
             return r.read().decode()
+
+    def receiver_down(self) -> None:
+        """Take the webhook endpoint away (connection refused) until `receiver_up`."""
+        self.receiver.close()
+
+    def receiver_up(self) -> None:
+        """Bring the endpoint back on the same port, keeping what it received before."""
+        old = self.receiver
+        self.receiver = Receiver(out=old.out, echo=old.echo, received=old.received, port=old.port)
 
     def close(self) -> None:
         try:
@@ -284,14 +295,17 @@ class DemoRun:
         self.run_step("NaN loss on every rank", "loss_nan", lambda: node.set_mode("nan"), budget=30, settle=4,
                       recover=lambda: node.set_mode("train"))
         self.wait_resolved(40)
-        self.run_step("NPU out of memory on rank 3 (peers then time out in HCCL)", "log_oom",
-                      lambda: node.set_mode("peer_failed", {3: "oom"}, failed_rank=3, hccl_timeout_seconds=3 * s),
+        oom_rank, lost_card, crash_rank = 3 % node.npus, min(5, node.npus - 2), min(6, node.npus - 1)
+        self.run_step(f"NPU out of memory on rank {oom_rank} (peers then time out in HCCL)", "log_oom",
+                      lambda: node.set_mode("peer_failed", {oom_rank: "oom"}, failed_rank=oom_rank,
+                                            hccl_timeout_seconds=3 * s),
                       budget=30, settle=8, recover=self.restart_job)
         self.wait_resolved(60)
-        self.run_step("card lost: NPU 5 disappears from npu-smi", "npu_missing",
-                      lambda: node.set_device(5, gone=True), budget=30, settle=4, recover=self.restart_job)
+        self.run_step(f"card lost: NPU {lost_card} disappears from npu-smi", "npu_missing",
+                      lambda: node.set_device(lost_card, gone=True), budget=30, settle=4, recover=self.restart_job)
         self.wait_resolved(60)
-        self.run_step("rank crash: rank 6 is killed", "rank_missing", lambda: node.kill_rank(6), budget=30, settle=4)
+        self.run_step(f"rank crash: rank {crash_rank} is killed", "rank_missing", lambda: node.kill_rank(crash_rank),
+                      budget=30, settle=4)
         return self.results
 
     def save_artifacts(self) -> None:
