@@ -315,13 +315,16 @@ def test_rate_limit_per_rule_and_job(tmp_path):
     taker = SnapshotTaker(cfg, runtime(cfg))
     first = taker.request(finding("stall"))
     assert first is not None
-    assert taker.request(finding("stall", rank="1")) is None  # same rule and job: limited
+    # Same rule and job: limited; no second capture, but the alert names the incident's archive.
+    assert taker.request(finding("stall", rank="1")) == first
     other_job = taker.request(Finding(rule="stall", severity="critical", summary="s",
                                       labels={"host": "node-s", "job": "other"}))
     assert other_job is not None
     taker.close()
     assert taker.stats()["skipped"]["rate_limited"] == 1
+    assert taker.stats()["results"]["taken"] == 2
     assert os.path.exists(first) and os.path.exists(other_job)
+    assert len(os.listdir(os.path.dirname(first))) == 2
 
 
 def test_policy_defaults_and_overrides(tmp_path):

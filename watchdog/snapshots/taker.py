@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Set
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from watchdog import __version__
 from watchdog.findings import Finding
@@ -60,6 +60,8 @@ class SnapshotTaker:
         self._running = 0
         self._threads: List[threading.Thread] = []
         self._reserved: Set[str] = set()
+        #: (rule, job) -> the path of the last snapshot taken for it (named by rate-limited alerts).
+        self._recent: Dict[Tuple[str, str], str] = {}
         self._closed = False
         self.limiter = RateLimiter()
         self.results: Dict[str, int] = {r: 0 for r in RESULTS}
@@ -102,7 +104,13 @@ class SnapshotTaker:
                 return None
             adm = self._admit(finding, force=False)
             if adm.path is None:
+                if adm.skipped == "rate_limited":
+                    # Same rule and job, moments ago: that archive is this incident's evidence.
+                    with self._lock:
+                        return self._recent.get((finding.rule, finding.labels.get("job", "")))
                 return None
+            with self._lock:
+                self._recent[(finding.rule, finding.labels.get("job", ""))] = adm.path
             t = threading.Thread(target=self._capture_safely, args=(adm.path, finding, tuple(extra_pids)),
                                  name=f"snapshot-{finding.rule}", daemon=True)
             with self._lock:
