@@ -45,7 +45,7 @@ def test_every_fault_pages_exactly_once(demo):
     assert results["recovery"].messages == 1
 
     nan = results["NaN loss on every rank"]
-    assert nan.messages == 1
+    assert nan.messages == 1, [(a["labels"]["alertname"], a["labels"].get("rank")) for a in nan.alerts]
     assert {a["labels"]["alertname"] for a in nan.alerts} <= {"loss_nan", "log_nan"}
     assert "loss_nan" in {a["labels"]["alertname"] for a in nan.alerts}
 
@@ -67,13 +67,20 @@ def test_every_fault_pages_exactly_once(demo):
     assert snaps and all(p.stat().st_mode & 0o077 == 0 for p in snaps)
 
 
+# Lines that are near misses alone but count towards a repetition rule (overflow skips, skipped
+# iterations): several of them together are a real finding, so they are left out of the pile.
+_COUNTED = ("skipped iterations", "overflow", "skipping step", "reducing loss scale")
+
+
 def _near_miss_lines():
-    """Every line the shipped sample logs mark as a near miss (`##> -`)."""
+    """Every line the shipped sample logs mark as a near miss (`##> -`), once each."""
     out = []
     for f in sorted((REPO / "tests" / "samples" / "logs").glob("*.log")):
         for line in f.read_text(errors="replace").splitlines():
             if line.rstrip().endswith("##> -"):
-                out.append(line.rsplit("##>", 1)[0].rstrip())
+                text = line.rsplit("##>", 1)[0].rstrip()
+                if text not in out and not any(c in text.lower() for c in _COUNTED):
+                    out.append(text)
     assert len(out) >= 20
     return out
 
@@ -108,7 +115,7 @@ def test_benign_events_page_nobody(demo):
     assert node.launcher.wait(10) == 0
     time.sleep(8)
     msgs = firing(run, t0)
-    assert msgs == [], [names(m) for m in msgs]
+    assert msgs == [], [(a["labels"], a["annotations"]) for m in msgs for a in m["alerts"]]
     assert not run.findings(), run.findings()
 
 

@@ -217,16 +217,18 @@ class AlertStore:
 
     def next_due(self, channel: str, now: float) -> Optional[OutboxRow]:
         with self._lock:
+            # Strictly first in, first out per channel: the oldest row goes first even while it waits
+            # for a retry, so an on-call reader never sees a resolve before its firing message.
             r = self._db.execute(
                 "SELECT id, channel, created, ikey, kind, body, attempts, next_at, last_error FROM outbox"
-                " WHERE channel=? AND next_at<=? ORDER BY next_at, id LIMIT 1", (channel, now)).fetchone()
-        if r is None:
+                " WHERE channel=? ORDER BY id LIMIT 1", (channel,)).fetchone()
+        if r is None or r[7] > now:
             return None
         return OutboxRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
 
     def next_time(self, channel: str) -> Optional[float]:
         with self._lock:
-            r = self._db.execute("SELECT MIN(next_at) FROM outbox WHERE channel=?", (channel,)).fetchone()
+            r = self._db.execute("SELECT next_at FROM outbox WHERE channel=? ORDER BY id LIMIT 1", (channel,)).fetchone()
         return r[0] if r else None
 
     def done(self, row_id: int) -> None:
