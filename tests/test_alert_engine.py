@@ -205,3 +205,37 @@ def test_symptom_that_cleared_with_its_cause_is_not_paged(tmp_path, rx, engines)
     kinds = [(m.json["status"], a["labels"]["alertname"]) for m in rx.requests[1:] for a in m.json["alerts"]]
     assert kinds == [("resolved", "log_oom")], kinds
     assert msgs
+
+
+class RecordingTaker:
+    """A snapshot taker that records what it was asked for (the real one is tested on its own)."""
+
+    def __init__(self):
+        self.asked = []
+
+    def request(self, finding):
+        self.asked.append(finding.rule)
+        return f"/snapshots/{finding.rule}.tar.gz"
+
+    def close(self):
+        pass
+
+
+def test_snapshots_only_for_alerts_that_are_sent(tmp_path, rx, engines):
+    from types import SimpleNamespace
+
+    taker = RecordingTaker()
+    e = AlertEngine(make_config(tmp_path, rx.url), SimpleNamespace(services={"snapshots": taker}))
+    engines.append(e)
+    d = Driver(e)
+    d.hold([f("log_oom", "critical", log_rule="npu_oom")], 0.3)
+    d.hold([f("log_oom", "critical", log_rule="npu_oom"), f("stall", "critical")], 1.5)
+    (msg,) = rx.wait_for(1)
+    assert [a["annotations"]["snapshot"] for a in msg.json["alerts"]] == ["/snapshots/log_oom.tar.gz"]
+    assert taker.asked == ["log_oom"], "the inhibited stall must not run a capture"
+    # The root clears, the stall is still there: it is released, captured, then sent with its path.
+    d.hold([f("stall", "critical")], 2.0)
+    msgs = rx.wait_for(2)
+    stall = [a for m in msgs[1:] for a in m.json["alerts"] if a["labels"]["alertname"] == "stall"]
+    assert stall and stall[0]["annotations"]["snapshot"] == "/snapshots/stall.tar.gz"
+    assert taker.asked == ["log_oom", "stall"]

@@ -54,7 +54,8 @@ def test_every_fault_pages_exactly_once(demo):
     rules = {a["labels"]["alertname"] for a in oom.alerts}
     assert "log_oom" in rules and not rules & {"log_hccl", "stall", "heartbeat_stale", "rank_missing"}, rules
     assert any(a["labels"].get("rank") == "3" for a in oom.alerts if a["labels"]["alertname"] == "log_oom")
-    assert all(a["annotations"].get("snapshot") for a in oom.alerts if a["labels"]["severity"] == "critical")
+    assert all(a["annotations"].get("snapshot") for a in oom.alerts if a["labels"]["severity"] == "critical"), \
+        [(a["labels"], a["annotations"].get("snapshot")) for a in oom.alerts]
 
     card = results["card lost"]
     assert card.messages == 1 and names({"alerts": card.alerts}) == ["npu_missing"]

@@ -269,6 +269,8 @@ class AlertEngine:
                         log.info("alert %s not sent: %s", a.rule, reason, extra={"event": "alert_muted"})
                     a.muted = reason
                 else:
+                    if a.muted and not a.snapshot:
+                        self._request_snapshot(a)  # held back until now: capture before sending
                     a.notified, a.last_notified, a.muted = True, now, None
                     batch.append(a)
                 changed.add(a.fp)
@@ -307,11 +309,17 @@ class AlertEngine:
     def _fire(self, a: AlertRow, now: float) -> None:
         a.state = "firing"
         a.firing_since = now
-        f = self._present.get(a.fp)
         log.warning("alert %s firing (%s): %s", a.rule, a.severity, a.finding.get("summary", ""),
                     extra={"finding": a.finding, "event": "alert_firing"})
+        if self._mute_reason(a, self._firing_sources()) is None:
+            self._request_snapshot(a)
+
+    def _request_snapshot(self, a: AlertRow) -> None:
+        """Ask for the evidence bundle of an alert that will be sent. An inhibited or silenced
+        symptom gets none while muted (py-spy on every rank costs), and asks when it is released."""
+        f = self._present.get(a.fp)
         snaps = self.runtime.services.get("snapshots") if self.runtime is not None else None
-        if snaps is not None and f is not None:
+        if snaps is not None and f is not None and not a.snapshot:
             try:
                 a.snapshot = snaps.request(f)
                 if a.snapshot:
