@@ -239,3 +239,18 @@ def test_snapshots_only_for_alerts_that_are_sent(tmp_path, rx, engines):
     stall = [a for m in msgs[1:] for a in m.json["alerts"] if a["labels"]["alertname"] == "stall"]
     assert stall and stall[0]["annotations"]["snapshot"] == "/snapshots/stall.tar.gz"
     assert taker.asked == ["log_oom", "stall"]
+
+
+def test_a_muted_alert_does_not_cut_the_group_window_short(tmp_path, rx, engines):
+    """Findings arriving while an inhibited symptom sits in the group still wait for each other."""
+    e = new_engine(engines, make_config(tmp_path, rx.url))
+    d = Driver(e)
+    root, muted = f("log_oom", "critical", log_rule="npu_oom"), f("stall", "critical")
+    d.hold([root, muted], 1.5)
+    assert len(rx.wait_for(1)) == 1
+    d.hold([root, muted, f("loss_nan", "critical", rank="0")], 0.4)
+    d.hold([root, muted, f("loss_nan", "critical", rank="0"), f("loss_nan", "critical", rank="1")], 1.5)
+    msgs = rx.wait_for(2)
+    time.sleep(0.5)
+    assert len(rx.requests) == 2, [[a["labels"] for a in m.json["alerts"]] for m in rx.requests]
+    assert sorted(a["labels"]["rank"] for a in msgs[1].json["alerts"]) == ["0", "1"]

@@ -243,13 +243,24 @@ class AlertEngine:
                     a.muted = mute[a.fp]
                     changed.add(a.fp)
         for a in self.alerts.values():
-            if a.state == "firing" and not a.notified:
-                g = group_key(a.labels)
-                if g not in self._buffers:
-                    start = a.firing_since or now
-                    self._buffers[g] = now if a.muted else max(now, start + cfg.group_window)
-                elif a.muted and not mute.get(a.fp) and a.fp in present:
-                    self._buffers[g] = now  # its silence ended or its root cause cleared: send at once
+            if a.state != "firing" or a.notified:
+                continue
+            reason = mute.get(a.fp)
+            if reason:
+                # Muted now: nothing to schedule (a muted alert must not cut the group window
+                # short for the others); remember why, for status and metrics.
+                if a.muted != reason:
+                    log.info("alert %s not sent: %s", a.rule, reason, extra={"event": "alert_muted"})
+                    a.muted = reason
+                    changed.add(a.fp)
+                continue
+            g = group_key(a.labels)
+            released = bool(a.muted) and a.fp in present  # its silence ended or its cause cleared
+            if released:
+                self._buffers[g] = now  # send at once
+            elif g not in self._buffers:
+                start = a.firing_since or now
+                self._buffers[g] = max(now, start + cfg.group_window)
         notes: List[Dict[str, Any]] = []
         for g, deadline in list(self._buffers.items()):
             if deadline > now:
