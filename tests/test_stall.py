@@ -140,10 +140,18 @@ def test_all_devices_pegged_is_busy_hang():
 def test_one_rank_behind_or_in_d_state_is_single_rank():
     s = Synth()
     healthy(s, T0, T0 + 300)
-    hung(s, T0 + 310, T0 + 500, steps=[100, 100, 100, 100, 100, 99, 100, 100])
+    hung(s, T0 + 310, T0 + 500, steps=[100, 100, 100, 100, 100, 97, 100, 100])
     [f] = stalls(s, T0 + 500)
     assert f.details["classification"] == "single_rank"
-    assert f.details["suspects"] == ["rank 5 (step 99 while the others are at 100)"]
+    assert f.details["suspects"] == ["rank 5 (step 97 while the others are at 100)"]
+
+    # One step apart is how the ranks of a hung collective stop (and throttled heartbeats report a
+    # few steps apart anyway): still a collective hang, not a suspect rank.
+    c = Synth()
+    healthy(c, T0, T0 + 300)
+    hung(c, T0 + 310, T0 + 500, steps=[100, 100, 100, 100, 100, 99, 100, 100])
+    [h] = stalls(c, T0 + 500)
+    assert h.details["classification"] == "collective_hang", h.details
 
     d = Synth()
     healthy(d, T0, T0 + 300)

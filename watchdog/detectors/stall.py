@@ -180,8 +180,9 @@ def _rank_states(ranks: Dict[Any, RankProgress], procs: Dict[int, Tuple[Optional
     return sorted(out.values(), key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.pid or 0))
 
 
-def _odd_rank(ranks: List[RankState]) -> Optional[Tuple[RankState, str]]:
-    """The one rank unlike the rest, if exactly one is: in D/T/Z state, or with its step behind."""
+def _odd_rank(ranks: List[RankState], behind_steps: int = 1) -> Optional[Tuple[RankState, str]]:
+    """The one rank unlike the rest, if exactly one is: in D/T/Z state, or with its step at least
+    `behind_steps` behind the others'."""
     if len(ranks) < 2:
         return None
     odd = [r for r in ranks if r.process_state in ODD_PROCESS_STATES]
@@ -190,13 +191,14 @@ def _odd_rank(ranks: List[RankState]) -> Optional[Tuple[RankState, str]]:
     stepped = [r for r in ranks if r.step is not None]
     if len(stepped) >= 2:
         top = max(r.step for r in stepped)  # type: ignore[type-var]
-        behind = [r for r in stepped if r.step < top]  # type: ignore[operator]
+        behind = [r for r in stepped if r.step <= top - behind_steps]  # type: ignore[operator]
         if len(behind) == 1:
             return behind[0], f"step {behind[0].step} while the others are at {top}"
     return None
 
 
-def _classify(devices: List[DeviceState], ranks: List[RankState]) -> Tuple[str, Tuple[str, ...]]:
+def _classify(devices: List[DeviceState], ranks: List[RankState],
+              behind_steps: int = 1) -> Tuple[str, Tuple[str, ...]]:
     name = lambda d: f"npu {d.key[0]} chip {d.key[1]}"  # noqa: E731
     pegged = [d for d in devices if d.state == "pegged"]
     idle = [d for d in devices if d.state == "idle"]
@@ -211,7 +213,7 @@ def _classify(devices: List[DeviceState], ranks: List[RankState]) -> Tuple[str, 
     unhealthy = [d for d in idle if (d.health or "").strip().upper() != "OK"]
     if len(unhealthy) == 1 and len(idle) >= 2:
         return "single_device", (f"{name(unhealthy[0])} (health {unhealthy[0].health})",)
-    odd = _odd_rank(ranks)
+    odd = _odd_rank(ranks, behind_steps)
     if odd is not None:
         return "single_rank", (f"{odd[0].name} ({odd[1]})",)
     if len(idle) <= 1 and len(ranks) <= 1:
@@ -280,7 +282,7 @@ def assess(view: StateView, config: Config) -> StallAssessment:
         return StallAssessment(False, f"quiet for {fmt_age(view.now - since)} of {fmt_age(threshold)}",
                                phase, threshold, since, progress_at, tuple(sources),
                                devices=tuple(devices), ranks=tuple(ranks))
-    classification, suspects = _classify(devices, ranks)
+    classification, suspects = _classify(devices, ranks, config.stall.rank_behind_steps)
     return StallAssessment(True, "", phase, threshold, since, progress_at, tuple(sources),
                            classification, suspects, tuple(devices), tuple(ranks))
 

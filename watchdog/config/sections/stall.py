@@ -39,6 +39,10 @@ class StallConfig(StrictModel):
     #: Log sources (names from `probes.logs.sources`) whose new lines count as progress. Unset:
     #: every source. Name your training log here if other sources log on their own while hung.
     log_sources: Optional[List[str]] = None
+    #: A rank counts as "behind" (and the stall as single_rank) only when its last step is at
+    #: least this many steps below the others'. Ranks of a hung collective stop within a step of
+    #: each other, and throttled heartbeats report steps a few apart anyway.
+    rank_behind_steps: int = Field(default=3, ge=1)
 
     @field_validator("phases")
     @classmethod
