@@ -14,7 +14,7 @@ import sys
 import time
 from typing import List, Optional
 
-from watchdog.commands import add_config_arg
+from watchdog.commands import add_config_arg, load_config_or_report
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -51,13 +51,8 @@ def register(sub: "argparse._SubParsersAction") -> None:
 def _state_dir(args: argparse.Namespace) -> Optional[str]:
     if getattr(args, "state_dir", None):
         return args.state_dir
-    from watchdog.config import ConfigError, load_config
-
-    try:
-        return load_config(args.config).paths.state_dir
-    except ConfigError as exc:
-        print(exc.render(), file=sys.stderr)
-        return None
+    config = load_config_or_report(args.config)
+    return config.paths.state_dir if config is not None else None
 
 
 def _store(args: argparse.Namespace):
@@ -148,13 +143,10 @@ def test_body(config, severity: str) -> dict:
 
 def test_alert(args: argparse.Namespace) -> int:
     from watchdog.alerting.channels import build_channels
-    from watchdog.config import ConfigError, load_config
     from watchdog.findings import SEVERITY_RANK
 
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(exc.render(), file=sys.stderr)
+    config = load_config_or_report(args.config)
+    if config is None:
         return 2
     channels = build_channels(config.alerting)
     if not channels:

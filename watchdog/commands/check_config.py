@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 import yaml
 
-from watchdog.commands import add_config_arg
+from watchdog.commands import add_config_arg, load_config_or_report
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -20,12 +19,10 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from watchdog.config import ConfigError, load_config, redacted_dump
+    from watchdog.config import redacted_dump
 
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(exc.render(), file=sys.stderr)
+    config = load_config_or_report(args.config)
+    if config is None:
         return 2
     if args.quiet:
         return 0

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import threading
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict
 
-from watchdog.commands import add_config_arg
+from watchdog.commands import add_config_arg, load_config_or_report
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -33,17 +32,14 @@ def _plain(value: Any) -> Any:
 
 
 def main(args: argparse.Namespace) -> int:
-    from watchdog.config import ConfigError, load_config
     from watchdog.detectors import load_detectors, run_detectors
     from watchdog.logsetup import setup_logging
     from watchdog.probes import ProbeContext, build_probes
     from watchdog.scheduler import ProbeScheduler
     from watchdog.state import StateStore
 
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(exc.render(), file=sys.stderr)
+    config = load_config_or_report(args.config)
+    if config is None:
         return 2
     if args.state_dir:
         config.paths.state_dir = args.state_dir

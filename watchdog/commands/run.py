@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from watchdog.commands import add_config_arg
+from watchdog.commands import add_config_arg, load_config_or_report
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -18,14 +18,11 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from watchdog.config import ConfigError, load_config
     from watchdog.daemon import Daemon
     from watchdog.logsetup import setup_logging
 
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(exc.render(), file=sys.stderr)
+    config = load_config_or_report(args.config)
+    if config is None:
         return 2
     if args.state_dir:
         config.paths.state_dir = args.state_dir

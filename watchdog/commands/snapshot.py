@@ -11,7 +11,7 @@ import argparse
 import logging
 import sys
 
-from watchdog.commands import add_config_arg
+from watchdog.commands import add_config_arg, load_config_or_report
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -24,14 +24,11 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from watchdog.config import ConfigError, load_config
     from watchdog.logsetup import setup_logging
     from watchdog.snapshots.taker import SnapshotTaker, manual_finding
 
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        print(exc.render(), file=sys.stderr)
+    config = load_config_or_report(args.config)
+    if config is None:
         return 2
     setup_logging("warning", config.logging.format)
     logging.getLogger("watchdog.snapshots").setLevel(logging.ERROR)

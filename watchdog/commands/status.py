@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Dict, Optional
 
-from watchdog.commands import add_config_arg
+from watchdog.commands import add_config_arg, load_config_or_report
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -31,12 +31,9 @@ def _ago(ts: Optional[float], now: float) -> str:
 def main(args: argparse.Namespace) -> int:
     url = args.url
     if not url:
-        from watchdog.config import ConfigError, load_config
-
-        try:
-            config = load_config(args.config)
-        except ConfigError as exc:
-            print(exc.render(), file=sys.stderr)
+    
+        config = load_config_or_report(args.config)
+        if config is None:
             return 2
         host = config.http.host
         host = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)

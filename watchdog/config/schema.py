@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import re
 import socket
-from typing import List, Literal, Optional
+from typing import Annotated, List, Literal, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.config.sections.commands import CommandCheck
@@ -26,6 +26,16 @@ DEFAULT_PORT = 9841
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 
+def _label_value(v: object) -> str:
+    if not isinstance(v, str) or not _LABEL_VALUE.match(v):
+        raise ValueError("expected letters, digits and . _ : - (max 128), starting with a letter or digit")
+    return v
+
+
+#: A value used as a metric/alert label (host, job): short, no spaces or quotes.
+LabelValue = Annotated[str, BeforeValidator(_label_value)]
+
+
 def _default_state_dir() -> str:
     # systemd's StateDirectory= exports STATE_DIRECTORY (colon-separated when several).
     env = os.environ.get("STATE_DIRECTORY", "")
@@ -35,31 +45,17 @@ def _default_state_dir() -> str:
 class NodeConfig(StrictModel):
     """Which node this is: the `host` label on every finding, alert and snapshot."""
 
-    name: str = Field(default_factory=socket.gethostname)
-
-    @field_validator("name")
-    @classmethod
-    def _label(cls, v: str) -> str:
-        if not _LABEL_VALUE.match(v):
-            raise ValueError("expected letters, digits and . _ : - (max 128), starting with a letter or digit")
-        return v
+    name: LabelValue = Field(default_factory=socket.gethostname)
 
 
 class JobConfig(StrictModel):
     """Which training job is watched: the `job` label on every finding and alert."""
 
-    name: str = "training"
+    name: LabelValue = "training"
     #: Optional owner of the job's processes (used by the process probe to narrow its search).
     user: Optional[str] = None
     #: Optional launcher (e.g. torchrun) whose children are the ranks.
     launcher: Optional[str] = None
-
-    @field_validator("name")
-    @classmethod
-    def _label(cls, v: str) -> str:
-        if not _LABEL_VALUE.match(v):
-            raise ValueError("expected letters, digits and . _ : - (max 128), starting with a letter or digit")
-        return v
 
 
 class PathsConfig(StrictModel):
