@@ -254,3 +254,16 @@ def test_a_muted_alert_does_not_cut_the_group_window_short(tmp_path, rx, engines
     time.sleep(0.5)
     assert len(rx.requests) == 2, [[a["labels"] for a in m.json["alerts"]] for m in rx.requests]
     assert sorted(a["labels"]["rank"] for a in msgs[1].json["alerts"]) == ["0", "1"]
+
+
+def test_symptom_firing_in_the_same_pass_as_its_root_runs_no_capture(tmp_path, rx, engines):
+    from types import SimpleNamespace
+
+    taker = RecordingTaker()
+    e = AlertEngine(make_config(tmp_path, rx.url), SimpleNamespace(services={"snapshots": taker}))
+    engines.append(e)
+    # rank_missing sorts before log_oom and fires in the same pass; the OOM explains it.
+    Driver(e).hold([f("rank_missing", "critical", rank="3"), f("log_oom", "critical", log_rule="npu_oom")], 1.5)
+    (msg,) = rx.wait_for(1)
+    assert [a["labels"]["alertname"] for a in msg.json["alerts"]] == ["log_oom"]
+    assert taker.asked == ["log_oom"]

@@ -198,6 +198,7 @@ class AlertEngine:
         changed: Set[str] = set()
         deleted: List[str] = []
         resolved: Dict[str, List[AlertRow]] = {}
+        fired: List[AlertRow] = []
         present = self._present
         # 1. new and updated findings
         for fp, f in present.items():
@@ -225,6 +226,7 @@ class AlertEngine:
                     deleted.append(fp)
                 elif here and now - a.pending_since >= cfg.for_rule(a.rule):
                     self._fire(a, now)
+                    fired.append(a)
                     changed.add(fp)
             elif a.state == "firing" and not here and absent_for >= cfg.resolve_delay:
                 log.info("alert %s resolved after %.0fs absent: %s", a.rule, absent_for, a.finding.get("summary", ""),
@@ -235,6 +237,11 @@ class AlertEngine:
                 deleted.append(fp)
         # 3. muting, grouping, flushing
         sources = self._firing_sources()
+        # Evidence for what just started firing, once this pass's roots are known: a symptom that
+        # fired in the same pass as its root cause is inhibited and runs no capture.
+        for a in fired:
+            if self._mute_reason(a, sources) is None:
+                self._request_snapshot(a)
         mute: Dict[str, Optional[str]] = {}
         for a in self.alerts.values():
             if a.state == "firing":
@@ -322,8 +329,6 @@ class AlertEngine:
         a.firing_since = now
         log.warning("alert %s firing (%s): %s", a.rule, a.severity, a.finding.get("summary", ""),
                     extra={"finding": a.finding, "event": "alert_firing"})
-        if self._mute_reason(a, self._firing_sources()) is None:
-            self._request_snapshot(a)
 
     def _request_snapshot(self, a: AlertRow) -> None:
         """Ask for the evidence bundle of an alert that will be sent. An inhibited or silenced

@@ -104,8 +104,9 @@ class SnapshotTaker:
                 return None
             adm = self._admit(finding, force=False)
             if adm.path is None:
-                if adm.skipped == "rate_limited":
-                    # Same rule and job, moments ago: that archive is this incident's evidence.
+                if adm.skipped in ("rate_limited", "busy"):
+                    # Same rule and job moments ago (or still being captured): that archive is
+                    # this incident's evidence; None when there is none.
                     with self._lock:
                         return self._recent.get((finding.rule, finding.labels.get("job", "")))
                 return None
