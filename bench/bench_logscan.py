@@ -16,7 +16,6 @@ and prints lines/s, MB/s, the throughput ratio (ours / grep) and our CPU seconds
 from __future__ import annotations
 
 import argparse
-import warnings
 import os
 import platform
 import random

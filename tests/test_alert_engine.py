@@ -9,7 +9,6 @@ import pytest
 import yaml
 
 from tests.fakes.receivers import Receiver
-from tests.helpers import wait_for
 from watchdog.alerting.engine import AlertEngine
 from watchdog.alerting.store import AlertStore
 from watchdog.config.load import load_config_text

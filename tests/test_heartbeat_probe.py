@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-from tests.helpers import wait_for
 from tests.liveness_kit import Children, Harness, make_config
 
 BASE = {"host": "node-t", "job": "job-t"}

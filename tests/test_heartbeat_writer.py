@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 
-import pytest
 
 from tests.helpers import REPO
 from watchdog.heartbeat_format import parse_heartbeat

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from datetime import datetime, timedelta, timezone

@@ -7,7 +7,6 @@ and the benchmarks, not asserted here.
 
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 

@@ -17,7 +17,7 @@ import random
 import threading
 import time
 import traceback
-from typing import Callable, Deque, Dict, List, Optional, Tuple
+from typing import Deque, Dict, List, Tuple
 
 import requests
 

@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 from watchdog.logrules.extract import Extractor, StreamState
 from watchdog.logrules.matcher import Matcher

@@ -8,7 +8,6 @@ by `scan` exactly where the daemon would raise it.
 
 from __future__ import annotations
 
-import calendar
 import re
 import time
 from collections import deque

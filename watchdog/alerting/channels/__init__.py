@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict
 
 from watchdog.alerting.channels.base import Channel, Verdict, scrub
 from watchdog.alerting.channels.dingtalk import DingTalkChannel

@@ -9,7 +9,7 @@ import hmac
 import json
 import time
 import urllib.parse
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 from watchdog.alerting.channels.base import Channel, Verdict, as_int, http_verdict, json_body
 from watchdog.alerting.render import MARKDOWN, Message, alert_text, escape_md, fit, mentions_for, more_line

@@ -32,7 +32,6 @@ class SlackChannel(Channel):
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = " ".join(filter(None, (slack_mention(m) for m in mentions_for(msg, self.cfg.mentions))))
-        title = msg.title()
         resolved = msg.status == "resolved"
         fallback = (ments + " " if ments else "") + msg.title(escape_slack)
 

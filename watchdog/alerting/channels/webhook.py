@@ -6,12 +6,11 @@ because receivers commonly forward annotations into chat.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Dict, List, Optional
 
 from watchdog.alerting.channels.base import Channel
-from watchdog.alerting.render import MARKDOWN, Message, escape_plain, one_line, safe_url, MAX_LINE
+from watchdog.alerting.render import Message, escape_plain, one_line, safe_url, MAX_LINE
 from watchdog.config.types import secret_value
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
