@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import yaml
-from pydantic import SecretStr, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 
 from watchdog.config.schema import Config
 
@@ -177,7 +177,7 @@ def redacted_dump(config: Config) -> dict:
     def walk(node: Any) -> Any:
         if isinstance(node, SecretStr):
             return "<redacted>"
-        if hasattr(node, "model_fields"):
+        if isinstance(node, BaseModel):
             return {name: walk(getattr(node, name)) for name in type(node).model_fields}
         if isinstance(node, dict):
             return {k: walk(v) for k, v in node.items()}
