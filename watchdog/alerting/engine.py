@@ -277,20 +277,15 @@ class AlertEngine:
             for a in self.alerts.values():
                 if a.state != "firing" or a.notified or group_key(a.labels) != g:
                     continue
-                if a.fp not in present:
-                    # Its condition already cleared (e.g. together with the root cause that held it
-                    # back): it is on its way to resolving, and nobody needs a page for it now.
+                if a.fp not in present or mute.get(a.fp):
+                    # Muted (recorded when scheduling above), or its condition already cleared (e.g.
+                    # together with the root cause that held it back): on its way to resolving,
+                    # nobody needs a page for it now.
                     continue
-                reason = mute.get(a.fp)
-                if reason:
-                    if a.muted != reason:
-                        log.info("alert %s not sent: %s", a.rule, reason, extra={"event": "alert_muted"})
-                    a.muted = reason
-                else:
-                    if a.muted and not a.snapshot:
-                        self._request_snapshot(a)  # held back until now: capture before sending
-                    a.notified, a.last_notified, a.muted = True, now, None
-                    batch.append(a)
+                if a.muted and not a.snapshot:
+                    self._request_snapshot(a)  # held back until now: capture before sending
+                a.notified, a.last_notified, a.muted = True, now, None
+                batch.append(a)
                 changed.add(a.fp)
             if batch:
                 notes.append(self._notification("firing", batch, now))
