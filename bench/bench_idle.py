@@ -123,27 +123,31 @@ def adapt_probes(base: Dict[str, Any], candidates: Dict[str, List[Dict[str, Any]
     and, per section, which candidate ("full", "reduced", ...) was used.
     """
     cfg = copy.deepcopy(base)
-    chosen = {name: cands[-1] for name, cands in candidates.items()}
+    # Each section is tried together with the sections already chosen only: the weakest fallback
+    # of a section not yet decided may itself be invalid (e.g. a probe enabled without paths).
+    chosen: Dict[str, Any] = {}
     used: Dict[str, str] = {}
 
-    def valid(probes: Dict[str, Any]) -> bool:
+    def error(probes: Dict[str, Any]) -> Optional[str]:
         trial = copy.deepcopy(cfg)
         trial.setdefault("probes", {}).update(probes)
         try:
             Config.model_validate(trial)
-            return True
-        except Exception:
-            return False
+            return None
+        except Exception as exc:  # the schema's own message is what the reader needs
+            return " ".join(str(exc).split())[:200]
 
     for name, cands in candidates.items():
+        last_error = ""
         for i, cand in enumerate(cands):
-            if valid({**chosen, name: cand}):
+            err = error({**chosen, name: cand})
+            if err is None:
                 chosen[name] = cand
                 used[name] = "full" if i == 0 else f"reduced #{i}"
                 break
+            last_error = err
         else:
-            chosen.pop(name)
-            used[name] = "not configurable here"
+            used[name] = f"not configurable here ({last_error})"
     cfg.setdefault("probes", {}).update(chosen)
     return cfg, used
 
