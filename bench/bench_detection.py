@@ -348,7 +348,7 @@ def main() -> int:
             if ds:
                 print(f"  {sc.name}: delivered median {statistics.median(ds):.1f} s, max {max(ds):.1f} s over {len(ds)} runs")
     missed = [r.scenario.name for r in results if not r.ok]
-    print(f"\nSUMMARY detection: " + ", ".join(f"{r.scenario.name} {fmt(r.dt(r.delivered))}" for r in results)
+    print("\nSUMMARY detection: " + ", ".join(f"{r.scenario.name} {fmt(r.dt(r.delivered))}" for r in results)
           + f"; targets {'all PASS' if not missed else 'MISS: ' + ', '.join(missed)}")
     return 0
 

@@ -11,6 +11,7 @@ import json
 import logging
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -21,6 +22,10 @@ from watchdog import __version__
 log = logging.getLogger(__name__)
 
 Route = Callable[[], Tuple[int, str, bytes]]
+
+#: How long one rendering of /metrics is served to concurrent scrapers (far below any scrape
+#: interval, so no scrape sees data older than its own interval plus this).
+METRICS_CACHE_SECONDS = 0.5
 
 
 class _Server(ThreadingHTTPServer):
@@ -39,6 +44,8 @@ class HttpEndpoint:
     def __init__(self, host: str, port: int, registry: Any, status_fn: Callable[[], Dict[str, Any]],
                  healthy_fn: Callable[[], Tuple[bool, str]]):
         self.registry = registry
+        self._cache_lock = threading.Lock()
+        self._cache: Optional[Tuple[float, bytes]] = None
         self.status_fn = status_fn
         self.healthy_fn = healthy_fn
         self.routes: Dict[str, Route] = {
@@ -95,7 +102,14 @@ class HttpEndpoint:
 
     # -- routes ----------------------------------------------------------------------------
     def _metrics(self) -> Tuple[int, str, bytes]:
-        return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+        # Rendering costs ~2 ms of CPU; scrapers arriving together (several Prometheus replicas,
+        # a curl loop) share one rendering per METRICS_CACHE_SECONDS instead of queueing up.
+        with self._cache_lock:
+            now = time.monotonic()
+            if self._cache is None or now - self._cache[0] >= METRICS_CACHE_SECONDS:
+                self._cache = (now, generate_latest(self.registry))
+            body = self._cache[1]
+        return 200, CONTENT_TYPE_LATEST, body
 
     def _healthz(self) -> Tuple[int, str, bytes]:
         ok, why = self.healthy_fn()

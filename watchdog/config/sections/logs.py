@@ -95,7 +95,9 @@ class LogsProbeConfig(ProbeSchedule):
     """Disabled until configured: a probe with nothing to watch reports nothing."""
 
     enabled: bool = False
-    interval: Duration = Field(default="10s")
+    #: A failure line should page within seconds (plus the group window): reading new lines is
+    #: cheap (a stat per file when nothing was written), so the default round is short.
+    interval: Duration = Field(default="3s")
     sources: List[LogSource] = Field(default_factory=list)
     #: Shipped rule packs applied to every source.
     packs: List[PackName] = Field(default_factory=lambda: ["nan", "oom", "hccl", "device", "traceback"])
