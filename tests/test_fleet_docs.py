@@ -16,7 +16,7 @@ RULES = REPO / "contrib" / "prometheus" / "npu-watchdog.rules.yml"
 
 def fleet_yaml_blocks() -> list:
     readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("<!-- @@fleet@@ -->"):readme.index("<!-- @@bench@@ -->")]
+    section = readme[readme.index("## Operating a fleet"):readme.index("## Demo")]
     return re.findall(r"```yaml\n(.*?)```", section, re.S)
 
 
