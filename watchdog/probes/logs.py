@@ -12,13 +12,13 @@ import logging
 import os
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.logrules.extract import Extractor, RawEvent
 from watchdog.logrules.matcher import Matcher
-from watchdog.logrules.tail import Followed, SourceSpec, Tailer
+from watchdog.logrules.tail import Followed, SourceSpec, SourceStats, Tailer
 from watchdog.observations import LogEvent, LogObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
 
@@ -51,21 +51,12 @@ class ActiveMatch:
 
 
 @dataclass(frozen=True)
-class SourceCounters:
-    bytes_total: int = 0
-    lines_total: int = 0
-    rotations_total: int = 0
-    read_errors_total: int = 0
-    files_followed: int = 0
-    read_lag_seconds: float = 0.0
-
-
-@dataclass(frozen=True)
 class LogProbeObservation(LogObservation):
     """LogObservation plus what the detector and the metrics need."""
 
     active: Tuple[ActiveMatch, ...] = ()
-    sources: Dict[str, SourceCounters] = field(default_factory=dict)
+    #: Per configured source, a copy of the tailer's counters at the end of this round.
+    sources: Dict[str, SourceStats] = field(default_factory=dict)
     #: Raw matching lines per rule id since the daemon started.
     matches_total: Dict[str, int] = field(default_factory=dict)
     errors: Tuple[str, ...] = ()
@@ -140,8 +131,7 @@ class LogsProbe(Probe):
             last_line_at={n: s.last_line_at for n, s in stats.items() if s.last_line_at is not None},
             lines_read={n: s.lines_round for n, s in stats.items()},
             active=tuple(self._active_records()),
-            sources={n: SourceCounters(s.bytes_total, s.lines_total, s.rotations_total, s.read_errors_total,
-                                       s.files_followed, s.read_lag_seconds) for n, s in stats.items()},
+            sources={n: replace(s) for n, s in stats.items()},
             matches_total=dict(self.extractor.matched),
             errors=errors,
         )
