@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from watchdog import __version__
 from watchdog.alerting.engine import build_engine
 from watchdog.config import Config, ConfigError, load_config
-from watchdog.detectors import load_detectors, run_detectors
+from watchdog.detectors import IncrementalDetectors, load_detectors
 from watchdog.httpserver import HttpEndpoint
 from watchdog.logsetup import set_level
 from watchdog.metrics.collector import make_registry
@@ -55,7 +55,7 @@ class Daemon:
             self.runtime.services["snapshots"] = snapshots
         self.engine = build_engine(config, self.runtime)
         self.runtime.engine = self.engine
-        self.detectors = load_detectors()
+        self.detectors = IncrementalDetectors(load_detectors())
         self._eval_lock = threading.Lock()
         self.signals: "queue.Queue[int]" = queue.Queue()
         self.notifier = Notifier()
@@ -73,11 +73,12 @@ class Daemon:
         return self.runtime.config
 
     # -- evaluation ------------------------------------------------------------------------
-    def evaluate(self) -> None:
-        """One detector pass over a consistent view, handed to the engine."""
+    def evaluate(self, trigger: Optional[str] = None) -> None:
+        """One detector pass over a consistent view, handed to the engine: all detectors, or after
+        a probe's round (`trigger`) only those that probe feeds."""
         with self._eval_lock:
             view = self.state.view()
-            findings, errors = run_detectors(self.detectors, view, self.config)
+            findings, errors = self.detectors.run(view, self.config, trigger)
             if errors:
                 self.runtime.bump("detector_errors")
             self.runtime.detector_errors = errors
@@ -85,7 +86,7 @@ class Daemon:
 
     def _after_round(self, probe: str) -> None:
         if not self.stopping:
-            self.evaluate()
+            self.evaluate(probe)
 
     def _after_complete_round(self) -> None:
         # Every probe finished a round: the alerting dead-man ping (if configured) goes out.

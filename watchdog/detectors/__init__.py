@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Callable, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
@@ -45,3 +45,37 @@ def run_detectors(detectors: List[Tuple[str, Detector]], view: StateView, config
             log.exception("detector %s failed", name)
             errors.append(f"{name}: {type(exc).__name__}: {exc}")
     return findings, errors
+
+
+#: Probes whose new observation can change a detector's answer. After a round of one probe only
+#: the detectors it feeds run again; the others' last answer is reused until the next full pass
+#: (the daemon runs one every few seconds, so time-based conditions stay current). A detector not
+#: listed here runs after every round. Without this, the 3 s log rounds would re-run the NPU trend
+#: and stall detectors over an hour of history many times per NPU observation.
+TRIGGERS: Dict[str, Tuple[str, ...]] = {
+    "liveness": ("process", "heartbeat"),
+    "npu_smi": ("npu",),
+    "npu": ("npu",),
+    "stall": ("npu", "process", "heartbeat"),
+    "logs": ("logs",),
+}
+
+
+class IncrementalDetectors:
+    """The daemon's detector passes: full (trigger None) or after one probe's round."""
+
+    def __init__(self, detectors: List[Tuple[str, Detector]]):
+        self.detectors = detectors
+        self._last: Dict[str, List[Finding]] = {}
+
+    def run(self, view: StateView, config: Config, trigger: Optional[str] = None) -> Tuple[List[Finding], List[str]]:
+        findings: List[Finding] = []
+        errors: List[str] = []
+        for name, fn in self.detectors:
+            deps = TRIGGERS.get(name)
+            if trigger is None or deps is None or trigger in deps or name not in self._last:
+                got, err = run_detectors([(name, fn)], view, config)
+                self._last[name] = got
+                errors.extend(err)
+            findings.extend(self._last[name])
+        return findings, errors
