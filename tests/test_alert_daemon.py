@@ -54,7 +54,7 @@ def test_sigkill_with_pending_outbox_then_restart_delivers_once(tmp_path, make_d
         flag.unlink()
         rx.wait_for(2)
         assert statuses(rx) == [("firing", "firing"), ("resolved", "resolved")]
-        assert d2.metrics()[FIRING] == 0
+        wait_for(lambda: d2.metrics()[FIRING] == 0, timeout=10, what="no alert firing")
 
 
 def test_restart_mid_alert_does_not_repage_and_silences_work_from_the_cli(tmp_path, make_daemon):
@@ -132,7 +132,8 @@ def test_secrets_never_leak_and_hostile_lines_are_defused(tmp_path, make_daemon)
         wait_for(lambda: d.metrics().get('npu_watchdog_notifications_total{channel="down",result="retried"}', 0) >= 2,
                  what="refused deliveries")
         dm.wait_for(2)
-        assert d.metrics()['npu_watchdog_deadman_pings_total{result="ok"}'] >= 1
+        wait_for(lambda: d.metrics()['npu_watchdog_deadman_pings_total{result="ok"}'] >= 1, timeout=10,
+                 what="dead-man pings counted")
         for r in rxs:
             text = r.accepted()[0].text
             for bad in ("<!channel>", "<@U123>", "<at user_id", "@all", "](http://evil", "<b>"):

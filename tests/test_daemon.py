@@ -82,7 +82,8 @@ def test_sighup_applies_valid_config_and_keeps_history(make_daemon):
     wait_for(lambda: len(d.status()["probes"]) == 2, what="new probe after reload")
     ok = [p for p in d.status()["probes"] if p["name"] == "command:ok"][0]
     assert ok["runs_total"] >= runs_before, "history of the kept probe survives the reload"
-    assert d.metrics()['npu_watchdog_config_reloads_total{result="success"}'] == 1
+    wait_for(lambda: d.metrics()['npu_watchdog_config_reloads_total{result="success"}'] == 1, timeout=10,
+             what="reload counted")
     assert "config reloaded" in d.log()
 
 

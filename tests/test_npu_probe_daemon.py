@@ -82,7 +82,7 @@ def test_daemon_raises_npu_smi_failing_and_recovers(make_daemon, tmp_path):
     assert "npu_watchdog_npus_seen" not in m  # blind is not "zero NPUs"
     write_scenario(scen, {"generate": {"npus": 2}})
     wait_for(lambda: "npu_smi_failing" not in rules(d), timeout=30, what="npu_smi_failing cleared")
-    assert d.metrics()["npu_watchdog_npus_seen"] == 2
+    wait_for(lambda: d.metrics().get("npu_watchdog_npus_seen") == 2, timeout=10, what="npus_seen 2")
 
 
 def test_daemon_raises_npu_smi_hung(make_daemon, tmp_path):
@@ -92,7 +92,8 @@ def test_daemon_raises_npu_smi_hung(make_daemon, tmp_path):
     wait_for(lambda: "npu_smi_hung" in rules(d), timeout=30, what="npu_smi_hung")
     f = [f for f in d.status()["findings"] if f["rule"] == "npu_smi_hung"][0]
     assert f["severity"] == "critical" and f["labels"] == {"host": "node-t", "job": "job-t"}
-    assert d.metrics()['npu_watchdog_npu_smi_failures_total{reason="timeout"}'] >= 1
+    wait_for(lambda: d.metrics()['npu_watchdog_npu_smi_failures_total{reason="timeout"}'] >= 1, timeout=10,
+             what="timeout counted")
 
 
 def test_daemon_raises_npu_smi_missing(make_daemon, tmp_path):

@@ -219,4 +219,5 @@ def test_alertmanager_channel_alerts_arrive_silence_and_resolve(tmp_path, make_d
     # The condition clears: the daemon resolves the alert (endsAt now) long before alert_ttl.
     flag.unlink()
     wait_for(lambda: not am_alerts(base), timeout=25, what="the alert resolved in alertmanager")
-    assert d.metrics()['npu_watchdog_notifications_total{channel="am",result="sent"}'] >= 2
+    wait_for(lambda: d.metrics()['npu_watchdog_notifications_total{channel="am",result="sent"}'] >= 2,
+             timeout=10, what="both pushes counted")

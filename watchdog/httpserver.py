@@ -11,7 +11,6 @@ import json
 import logging
 import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -22,10 +21,6 @@ from watchdog import __version__
 log = logging.getLogger(__name__)
 
 Route = Callable[[], Tuple[int, str, bytes]]
-
-#: How long one rendering of /metrics is served to concurrent scrapers (far below any scrape
-#: interval, so no scrape sees data older than its own interval plus this).
-METRICS_CACHE_SECONDS = 0.5
 
 
 class _Server(ThreadingHTTPServer):
@@ -44,8 +39,10 @@ class HttpEndpoint:
     def __init__(self, host: str, port: int, registry: Any, status_fn: Callable[[], Dict[str, Any]],
                  healthy_fn: Callable[[], Tuple[bool, str]]):
         self.registry = registry
-        self._cache_lock = threading.Lock()
-        self._cache: Optional[Tuple[float, bytes]] = None
+        self._render_cond = threading.Condition()
+        self._rendering = False
+        self._generation = 0
+        self._shared: Optional[bytes] = None
         self.status_fn = status_fn
         self.healthy_fn = healthy_fn
         self.routes: Dict[str, Route] = {
@@ -102,13 +99,26 @@ class HttpEndpoint:
 
     # -- routes ----------------------------------------------------------------------------
     def _metrics(self) -> Tuple[int, str, bytes]:
-        # Rendering costs ~2 ms of CPU; scrapers arriving together (several Prometheus replicas,
-        # a curl loop) share one rendering per METRICS_CACHE_SECONDS instead of queueing up.
-        with self._cache_lock:
-            now = time.monotonic()
-            if self._cache is None or now - self._cache[0] >= METRICS_CACHE_SECONDS:
-                self._cache = (now, generate_latest(self.registry))
-            body = self._cache[1]
+        # Rendering costs ~2 ms of CPU. Scrapes that arrive while one rendering is under way wait
+        # for it and share its result (single flight) instead of queueing up renderings of their
+        # own: what they get is at most one rendering's time old, never an older cached copy.
+        with self._render_cond:
+            if self._rendering:
+                generation = self._generation
+                while self._rendering and self._generation == generation:
+                    self._render_cond.wait()
+                if self._shared is not None and self._generation != generation:
+                    return 200, CONTENT_TYPE_LATEST, self._shared
+            self._rendering = True
+        body: Optional[bytes] = None
+        try:
+            body = generate_latest(self.registry)
+        finally:
+            with self._render_cond:
+                self._shared = body
+                self._generation += 1
+                self._rendering = False
+                self._render_cond.notify_all()
         return 200, CONTENT_TYPE_LATEST, body
 
     def _healthz(self) -> Tuple[int, str, bytes]:
