@@ -35,14 +35,14 @@ check-config: $(STAMP)
 	$(BIN)/npu-watchdog check-config -c config/npu-watchdog.example.yaml
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q -rs -m "not slow" tests
 	$(MAKE) --no-print-directory test-e2e
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q -rs -m "not slow" tests
 
 test-e2e: $(STAMP)
-	@if [ -d tests/e2e ]; then $(BIN)/python -m pytest -q -m slow tests; else echo "no e2e tests yet"; fi
+	@if [ -d tests/e2e ]; then $(BIN)/python -m pytest -q -rs -m slow tests; else echo "no e2e tests yet"; fi
 
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do [ -e "$$b" ] || continue; echo "== $$b"; $(BIN)/python $$b || exit 1; done

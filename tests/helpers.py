@@ -17,8 +17,8 @@ from typing import Any, Callable, Dict, Optional
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures"
+# Real captures and log excerpts copied into the repository (each folder has a SOURCES.md).
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 def free_port() -> int:

@@ -18,7 +18,7 @@ import yaml
 from tests.helpers import REPO
 
 FAKE_NPU_SMI = REPO / "tests" / "fakes" / "npu-smi"
-CAPTURES = REPO / "tests" / "fixtures_npu"
+CAPTURES = REPO / "tests" / "fixtures" / "npu-smi"
 
 
 class Node:

@@ -26,7 +26,7 @@ from watchdog.doctor.versions import (
 )
 from watchdog.npusmi.parse import parse_info
 
-CAPTURES = Path(__file__).resolve().parent / "fixtures_npu"
+CAPTURES = Path(__file__).resolve().parent / "fixtures" / "npu-smi"
 
 
 def by_id(results, cid):

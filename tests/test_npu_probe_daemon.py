@@ -17,7 +17,7 @@ from watchdog.state import ProbeStatus, StateView
 
 HERE = Path(__file__).resolve().parent
 FAKE = str(HERE / "fakes" / "npu-smi")
-FIX = HERE / "fixtures_npu"
+FIX = HERE / "fixtures" / "npu-smi"
 
 
 def write_scenario(path: Path, spec: dict) -> None:

@@ -1,4 +1,4 @@
-"""The npu-smi parsers on every real capture (tests/fixtures_npu, copied from the public samples)."""
+"""The npu-smi parsers on every real capture (tests/fixtures/npu-smi, copied from the public samples)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from watchdog.npusmi.parse import (
 )
 from watchdog.observations import NpuChip, NpuProcess
 
-FIX = Path(__file__).resolve().parent / "fixtures_npu"
+FIX = Path(__file__).resolve().parent / "fixtures" / "npu-smi"
 
 
 def read(name: str) -> str:

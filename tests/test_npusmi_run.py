@@ -17,7 +17,7 @@ from watchdog.probes.npu import NpuProbe
 
 HERE = Path(__file__).resolve().parent
 FAKE = str(HERE / "fakes" / "npu-smi")
-FIX = HERE / "fixtures_npu"
+FIX = HERE / "fixtures" / "npu-smi"
 
 
 @pytest.fixture
