@@ -62,4 +62,4 @@ clean:
 	rm -rf $(VENV) $(RUN_DIR) build dist *.egg-info
 
 docs: $(STAMP)
-	$(BIN)/python -m watchdog.metrics.catalog README.md
+	$(BIN)/python -m watchdog.docsgen

@@ -1,4 +1,4 @@
-"""The README's fleet examples are valid configs: the Prometheus scrape config (with the shipped
+"""The fleet guide's examples (docs/fleet.md) are valid configs: the Prometheus scrape config (with the shipped
 rules) passes `promtool check config`, the Alertmanager routing passes `amtool check-config`."""
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ RULES = REPO / "contrib" / "prometheus" / "npu-watchdog.rules.yml"
 
 
 def fleet_yaml_blocks() -> list:
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Operating a fleet"):readme.index("## Demo")]
+    section = (REPO / "docs" / "fleet.md").read_text()
     return re.findall(r"```yaml\n(.*?)```", section, re.S)
 
 

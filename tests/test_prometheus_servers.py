@@ -168,10 +168,6 @@ def am_alerts(base: str) -> list:
 
 @pytest.mark.skipif(ALERTMANAGER is None, reason="alertmanager is not installed (Debian package `prometheus-alertmanager`)")
 def test_alertmanager_channel_alerts_arrive_silence_and_resolve(tmp_path, make_daemon, servers):
-    from watchdog.config.sections import alerting as alerting_section
-
-    if "alertmanager" not in getattr(alerting_section, "CHANNEL_TYPES", ()):
-        pytest.skip("this build has no `alertmanager` channel type in its config schema")
     port = free_port()
     (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump({
         "route": {"receiver": "blackhole", "group_wait": "1s", "group_interval": "1s"},

@@ -37,6 +37,7 @@ LabelValue = Annotated[str, BeforeValidator(_label_value)]
 
 
 def _default_state_dir() -> str:
+    """$STATE_DIRECTORY (set by systemd's StateDirectory=), else /var/lib/npu-watchdog."""
     # systemd's StateDirectory= exports STATE_DIRECTORY (colon-separated when several).
     env = os.environ.get("STATE_DIRECTORY", "")
     return env.split(":")[0] if env else "/var/lib/npu-watchdog"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import pkgutil
 from typing import Callable, Dict, List, Optional, Tuple
 
 from watchdog.config.schema import Config
@@ -19,19 +20,19 @@ log = logging.getLogger(__name__)
 
 Detector = Callable[[StateView, Config], List[Finding]]
 
-#: Modules whose `detect` contributes findings.
-DETECTOR_MODULES = (
-    "watchdog.detectors.core",
-    "watchdog.detectors.liveness",
-    "watchdog.detectors.npu_smi",
-    "watchdog.detectors.npu",
-    "watchdog.detectors.stall",
-    "watchdog.detectors.logs",
-)
+def detector_modules() -> Tuple[str, ...]:
+    """Modules of this package with a `detect(view, config)`: the registry is derived, so adding a
+    detector is adding one module."""
+    found = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        mod = importlib.import_module(f"{__name__}.{info.name}")
+        if callable(getattr(mod, "detect", None)):
+            found.append(mod.__name__)
+    return tuple(found)
 
 
 def load_detectors() -> List[Tuple[str, Detector]]:
-    return [(m.rsplit(".", 1)[1], importlib.import_module(m).detect) for m in DETECTOR_MODULES]
+    return [(m.rsplit(".", 1)[1], importlib.import_module(m).detect) for m in detector_modules()]
 
 
 def run_detectors(detectors: List[Tuple[str, Detector]], view: StateView, config: Config) -> Tuple[List[Finding], List[str]]:

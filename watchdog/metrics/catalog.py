@@ -69,33 +69,8 @@ def all_metrics() -> List[MetricDef]:
 
 
 def render_table(defs: Iterable[MetricDef]) -> str:
-    """Markdown table of the metrics (used by the README generator test and `--metrics` docs)."""
+    """Markdown table of the metrics (docs/metrics.md, rewritten by `make docs`)."""
     rows = ["| name | type | labels | help |", "|---|---|---|---|"]
     for d in defs:
         rows.append(f"| `{d.name}` | {d.type} | {', '.join(d.labels) or '-'} | {d.help} |")
     return "\n".join(rows)
-
-
-_START, _END = "<!-- metric-table:start -->", "<!-- metric-table:end -->"
-
-
-def update_readme(path: str) -> bool:
-    """Rewrite the metric table between the README's markers; True if it changed."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    head, _, rest = text.partition(_START)
-    _, _, tail = rest.partition(_END)
-    new = f"{head}{_START}\n{render_table(all_metrics())}\n{_END}{tail}"
-    if new != text:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(new)
-    return new != text
-
-
-if __name__ == "__main__":  # `python -m watchdog.metrics.catalog README.md` refreshes the table
-    import sys
-
-    if len(sys.argv) == 2:
-        print("updated" if update_readme(sys.argv[1]) else "unchanged")
-    else:
-        print(render_table(all_metrics()))

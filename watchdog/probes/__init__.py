@@ -1,25 +1,27 @@
-"""Probe registry: each module listed here offers `build(ctx) -> list[Probe]`."""
+"""Probe registry, derived: every module of this package with a `build(ctx) -> list[Probe]` and an
+`ORDER` contributes probes, scheduled in `ORDER`. Adding a probe is adding one module."""
 
 from __future__ import annotations
 
 import importlib
-from typing import List
+import pkgutil
+from typing import List, Tuple
 
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
 
-#: Modules whose `build` contributes probes, in the order they are scheduled.
-PROBE_MODULES = (
-    "watchdog.probes.process",
-    "watchdog.probes.heartbeat",
-    "watchdog.probes.npu",
-    "watchdog.probes.logs",
-    "watchdog.probes.command",
-)
+def probe_modules() -> Tuple[str, ...]:
+    """Modules of this package that declare probes (`build` and `ORDER`), in schedule order."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        mod = importlib.import_module(f"{__name__}.{info.name}")
+        if callable(getattr(mod, "build", None)) and isinstance(getattr(mod, "ORDER", None), int):
+            found.append((mod.ORDER, mod.__name__))
+    return tuple(name for _, name in sorted(found))
 
 
 def build_probes(ctx: ProbeContext) -> List[Probe]:
     probes: List[Probe] = []
-    for module in PROBE_MODULES:
+    for module in probe_modules():
         probes.extend(importlib.import_module(module).build(ctx))
     names = [p.name for p in probes]
     dupes = {n for n in names if names.count(n) > 1}
@@ -28,4 +30,4 @@ def build_probes(ctx: ProbeContext) -> List[Probe]:
     return probes
 
 
-__all__ = ["Collected", "Probe", "ProbeContext", "ProbeError", "build_probes", "PROBE_MODULES"]
+__all__ = ["Collected", "Probe", "ProbeContext", "ProbeError", "build_probes", "probe_modules"]

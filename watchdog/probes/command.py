@@ -35,5 +35,9 @@ class CommandProbe(Probe):
         return Collected(result, f"{verdict} in {out.duration:.2f}s")
 
 
+#: Position in the schedule (the registry orders probe modules by it).
+ORDER = 90
+
+
 def build(ctx: ProbeContext) -> List[Probe]:
     return [CommandProbe(c) for c in ctx.config.probes.commands]

@@ -231,6 +231,10 @@ class HeartbeatProbe(Probe):
         return True
 
 
+#: Position in the schedule (the registry orders probe modules by it).
+ORDER = 20
+
+
 def build(ctx: ProbeContext) -> List[Probe]:
     cfg = ctx.config.probes.heartbeat
     if not cfg.enabled:

@@ -169,6 +169,10 @@ class LogsProbe(Probe):
         return out
 
 
+#: Position in the schedule (the registry orders probe modules by it).
+ORDER = 40
+
+
 def build(ctx: ProbeContext) -> List[Probe]:
     cfg = ctx.config.probes.logs
     if not cfg.enabled or not cfg.sources:

@@ -108,6 +108,10 @@ class NpuProbe(Probe):
         return text
 
 
+#: Position in the schedule (the registry orders probe modules by it).
+ORDER = 30
+
+
 def build(ctx: ProbeContext) -> List[Probe]:
     cfg: Optional[NpuProbeConfig] = ctx.config.probes.npu
     if cfg is None or not cfg.enabled:

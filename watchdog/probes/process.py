@@ -263,6 +263,10 @@ class ProcessProbe(Probe):
         return True
 
 
+#: Position in the schedule (the registry orders probe modules by it).
+ORDER = 10
+
+
 def build(ctx: ProbeContext) -> List[Probe]:
     cfg = ctx.config.probes.process
     if not cfg.enabled:

@@ -114,9 +114,15 @@ def http_verdict(status: int, headers: Dict[str, str], text: str) -> Verdict:
 class Channel:
     """Base of every channel type; subclasses build the request and read the answer."""
 
+    #: The config's `type:` for this vendor; a class with a type is a channel (found by the registry).
     type = ""
     #: Largest body (bytes of serialised JSON) the vendor accepts, with margin.
     max_body = 256 * 1024
+    #: The vendor's documented send limits per webhook: (count, per seconds), a sliding window each.
+    rate_limits: Tuple[Tuple[int, float], ...] = ()
+    #: Whether `secret` (a signing secret) applies, and whether `bearer_token`/`headers` apply.
+    signed = False
+    authed = False
 
     def __init__(self, cfg: ChannelConfig, alerting: AlertingConfig):
         self.cfg = cfg

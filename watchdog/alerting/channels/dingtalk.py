@@ -47,6 +47,8 @@ def markdown_body(msg: Message, text_of_alert, max_bytes: int, max_lines: int, h
 
 class DingTalkChannel(Channel):
     type = "dingtalk"
+    rate_limits = ((20, 60.0),)
+    signed = True
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = mentions_for(msg, self.cfg.mentions)

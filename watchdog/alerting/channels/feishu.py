@@ -31,6 +31,8 @@ def mention_md(ids: List[str]) -> str:
 
 class FeishuChannel(Channel):
     type = "feishu"
+    rate_limits = ((5, 1.0), (100, 60.0))
+    signed = True
     max_body = 20 * 1024 - 600  # room for timestamp and sign
 
     def payload(self, msg: Message) -> Dict[str, Any]:

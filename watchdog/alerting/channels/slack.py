@@ -29,6 +29,7 @@ def _cut(text: str, n: int) -> str:
 
 class SlackChannel(Channel):
     type = "slack"
+    rate_limits = ((1, 1.0),)
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = " ".join(filter(None, (slack_mention(m) for m in mentions_for(msg, self.cfg.mentions))))

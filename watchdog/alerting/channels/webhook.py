@@ -48,6 +48,8 @@ def annotations(a: Dict[str, Any], max_lines: int) -> Dict[str, str]:
 
 
 class _Authed(Channel):
+    authed = True
+
     def base_headers(self, msg: Message) -> Dict[str, str]:
         h = super().base_headers(msg)
         for k, v in self.cfg.headers.items():

@@ -16,6 +16,7 @@ PERMANENT = {93000: "invalid webhook URL (key removed?)", 40058: "invalid parame
 
 class WeComChannel(Channel):
     type = "wecom"
+    rate_limits = ((20, 60.0),)
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = " ".join(f"<@{m}>" for m in mentions_for(msg, self.cfg.mentions) if m.replace("_", "").replace("-", "").replace(".", "").isalnum())

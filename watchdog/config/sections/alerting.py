@@ -15,20 +15,9 @@ from pydantic import Field, field_validator, model_validator
 
 from watchdog.config.types import Duration, Secret, StrictModel
 
-CHANNEL_TYPES = ("feishu", "slack", "dingtalk", "wecom", "webhook", "alertmanager")
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _MATCHER = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(.*)$")
-
-#: Documented per-webhook send limits: (count, per seconds).
-DEFAULT_RATE_LIMITS = {
-    "feishu": [(5, 1.0), (100, 60.0)],
-    "slack": [(1, 1.0)],
-    "dingtalk": [(20, 60.0)],
-    "wecom": [(20, 60.0)],
-    "webhook": [],
-    "alertmanager": [],
-}
 
 #: Default `for` per rule: how long a finding must hold before it fires. Root causes and hard
 #: facts fire at once; conditions that can be transient get a short confirmation delay.
@@ -41,6 +30,13 @@ DEFAULT_FOR: Dict[str, str] = {
     "heartbeat_clock_skew": "5m",
     "probe_down": "30s",
 }
+
+
+def channel_classes() -> dict:
+    """The channel registry (imported late: the channel modules import this config module)."""
+    from watchdog.alerting.channels import CHANNEL_CLASSES
+
+    return CHANNEL_CLASSES
 
 
 def parse_matcher(text: str) -> "Matcher":
@@ -96,7 +92,9 @@ class ChannelConfig(StrictModel):
     """One destination. Routing: the alerts of a message that reach at least `min_severity` and
     match every matcher are sent here; a message with none left is not sent to this channel."""
 
-    type: Literal["feishu", "slack", "dingtalk", "wecom", "webhook", "alertmanager"]
+    #: The vendor: one of the channel modules' declared types (feishu, slack, dingtalk, wecom,
+    #: webhook, alertmanager).
+    type: str
     #: Short name used in logs, metrics and `test-alert --channel` (never the URL).
     name: str
     #: Webhook URL (for `alertmanager`: the Alertmanager base URL). The URL is the credential.
@@ -126,6 +124,14 @@ class ChannelConfig(StrictModel):
     #: `alertmanager`: `endsAt` of a firing alert is the push time plus this.
     alert_ttl: Duration = Field(default="5m")
 
+    @field_validator("type")
+    @classmethod
+    def _type(cls, v: str) -> str:
+        kinds = channel_classes()
+        if v not in kinds:
+            raise ValueError(f"expected one of {', '.join(sorted(kinds))}")
+        return v
+
     @field_validator("matchers", mode="before")
     @classmethod
     def _parse_matchers(cls, v: object) -> object:
@@ -143,10 +149,13 @@ class ChannelConfig(StrictModel):
         url = self.url.get_secret_value()
         if not re.match(r"^https?://[^/\s]+", url):
             raise ValueError(f"channel {self.name}: url must be an http(s) URL")
-        if self.secret is not None and self.type not in ("feishu", "dingtalk"):
-            raise ValueError(f"channel {self.name}: secret (signing) applies to feishu and dingtalk only")
-        if (self.bearer_token is not None or self.headers) and self.type not in ("webhook", "alertmanager"):
-            raise ValueError(f"channel {self.name}: bearer_token and headers apply to webhook and alertmanager only")
+        kind = channel_classes()[self.type]
+        if self.secret is not None and not kind.signed:
+            signed = ", ".join(sorted(t for t, c in channel_classes().items() if c.signed))
+            raise ValueError(f"channel {self.name}: secret (signing) applies to {signed} only")
+        if (self.bearer_token is not None or self.headers) and not kind.authed:
+            authed = ", ".join(sorted(t for t, c in channel_classes().items() if c.authed))
+            raise ValueError(f"channel {self.name}: bearer_token and headers apply to {authed} only")
         if self.type == "alertmanager" and self.resend_interval >= self.alert_ttl:
             raise ValueError(f"channel {self.name}: resend_interval must be shorter than alert_ttl")
         return self
@@ -154,7 +163,7 @@ class ChannelConfig(StrictModel):
     def limits(self) -> List[tuple]:
         if self.rate_limits is not None:
             return [(r.count, r.per) for r in self.rate_limits]
-        return list(DEFAULT_RATE_LIMITS[self.type])
+        return list(channel_classes()[self.type].rate_limits)
 
 
 class InhibitRule(StrictModel):

@@ -1,0 +1,118 @@
+"""The config reference (docs/configuration.md) generated from the schema itself.
+
+Each key's meaning is the `#:` comment above its field (or the docstring of its section), so the
+reference cannot drift from the code: `make docs` rewrites it and a test fails when it is stale.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
+
+from pydantic import BaseModel
+
+_FIELD = re.compile(r"^\s+(\w+)\s*:")
+_DOC = re.compile(r"^\s+#:\s?(.*)$")
+
+
+def _field_comments(model: Type[BaseModel]) -> Dict[str, str]:
+    """`#:` comment lines right above each field of the model's class body."""
+    try:
+        lines = inspect.getsource(model).splitlines()
+    except (OSError, TypeError):
+        return {}
+    out: Dict[str, str] = {}
+    pending: List[str] = []
+    for line in lines[1:]:
+        doc = _DOC.match(line)
+        if doc:
+            pending.append(doc.group(1).strip())
+            continue
+        field = _FIELD.match(line)
+        if field and pending:
+            out[field.group(1)] = " ".join(pending)
+        pending = []
+    return out
+
+
+def _models_in(annotation: Any) -> List[Type[BaseModel]]:
+    if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for a in typing.get_args(annotation) for m in _models_in(a)]
+
+
+def _validator_names(metadata: List[Any]) -> str:
+    return " ".join(getattr(getattr(m, "func", m), "__name__", "") for m in metadata)
+
+
+def _type_text(annotation: Any, metadata: Optional[List[Any]] = None) -> str:
+    names = _validator_names(metadata or [])
+    for marker, text in (("parse_duration", "duration"), ("parse_size", "size"), ("secret", "secret")):
+        if marker in names.lower():
+            return text
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_text(args[0], list(args[1:]))
+    if origin is typing.Literal:
+        return " \\| ".join(f"`{a}`" for a in args)
+    if origin in (list, List):
+        return f"list of {_type_text(args[0])}" if args else "list"
+    if origin in (dict, Dict):
+        return "mapping"
+    if origin is typing.Union:
+        rest = [a for a in args if a is not type(None)]
+        return " or ".join(_type_text(a) for a in rest) + (" (optional)" if len(rest) < len(args) else "")
+    if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+        return "section"
+    if getattr(annotation, "__name__", "") == "SecretStr":
+        return "secret"
+    return getattr(annotation, "__name__", str(annotation)).replace("typing.", "")
+
+
+def _default_text(info: Any) -> str:
+    if info.is_required():
+        return "(required)"
+    factory = info.default_factory
+    if factory is not None and not inspect.isclass(factory) and getattr(factory, "__name__", "") != "<lambda>":
+        # Computed at load time (host name, systemd's state directory): say how, not this machine's value.
+        if inspect.isbuiltin(factory):
+            return f"computed: `{factory.__module__}.{factory.__name__}()`"
+        return "computed: " + (inspect.getdoc(factory) or factory.__name__).split("\n")[0].rstrip(".")
+    if factory is not None:
+        try:
+            value = info.default_factory()
+        except TypeError:
+            return "-"
+        if isinstance(value, BaseModel):
+            return ""
+        return "-" if value in ([], {}) else f"`{value}`".replace("|", "\\|")
+    if info.default is None:
+        return "-"
+    return f"`{info.default}`".replace("|", "\\|")
+
+
+def _walk(model: Type[BaseModel], prefix: str) -> Iterator[Tuple[str, str, str, str]]:
+    comments = _field_comments(model)
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        children = _models_in(info.annotation)
+        doc = comments.get(name) or info.description or ""
+        if children and not doc and children[0].__doc__:  # its own docstring, not the base class's
+            doc = inspect.cleandoc(children[0].__doc__).split("\n\n")[0].replace("\n", " ")
+        is_list = typing.get_origin(info.annotation) in (list, List)
+        yield path, _type_text(info.annotation, info.metadata), _default_text(info), doc
+        for child in children[:1]:
+            yield from _walk(child, f"{path}[]." if is_list else f"{path}.")
+
+
+def render_reference(root: Optional[Type[BaseModel]] = None) -> str:
+    """The Markdown table of every key under the config root, in schema order."""
+    if root is None:
+        from watchdog.config.schema import Config as root  # noqa: N813 (import late: schema imports this package)
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for path, kind, default, doc in _walk(root, ""):
+        rows.append(f"| `{path}` | {kind} | {default} | {doc.replace('|', chr(92) + '|')} |")
+    return "\n".join(rows)
