@@ -17,8 +17,10 @@ from typing import Any, Dict, List, Optional, Tuple
 from watchdog import __version__
 from watchdog.alerting.engine import build_engine
 from watchdog.config import Config, ConfigError, load_config
+from watchdog.config.pathcheck import unmatched_paths
 from watchdog.detectors import IncrementalDetectors, load_detectors
 from watchdog.httpserver import HttpEndpoint
+from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
 from watchdog.logsetup import set_level
 from watchdog.metrics.collector import make_registry
 from watchdog.probes import ProbeContext, build_probes
@@ -118,6 +120,7 @@ class Daemon:
             "started_at": self.runtime.started_at, "config_path": self.config_path,
             "config_loaded_at": self.runtime.config_loaded_at,
             "probes": probes,
+            "log_engine": effective_engine(self.config.probes.logs.engine),
             "findings": [f.to_dict() for f in self.engine.current()],
             "detector_errors": list(self.runtime.detector_errors),
         }
@@ -150,6 +153,18 @@ class Daemon:
         for sig in STOP_SIGNALS + (signal.SIGHUP,):
             signal.signal(sig, enqueue)
 
+    @staticmethod
+    def _report_setup(config: Config) -> None:
+        """Say at start and on reload what would otherwise fail in silence: the slow log engine,
+        configured paths that match nothing (the `path_unmatched` finding follows after start_grace)."""
+        engine = effective_engine(config.probes.logs.engine)
+        if config.probes.logs.enabled and engine == "re":
+            log.warning(SLOW_ENGINE_ADVICE)
+        else:
+            log.info("log rules run on the %s engine", engine)
+        for line in unmatched_paths(config):
+            log.warning("config: %s", line)
+
     def reload(self) -> bool:
         self.notifier.reloading()
         try:
@@ -179,6 +194,7 @@ class Daemon:
         self.scheduler.replace_probes(probes, new.probes.default_timeout, new.probes.jitter)
         self.runtime.bump("reload_success")
         log.info("config reloaded from %s: %d probes", self.config_path, len(probes))
+        self._report_setup(new)
         self.notifier.ready(self.status_line())
         return True
 
@@ -198,6 +214,7 @@ class Daemon:
         self.scheduler.start(probes)
         log.info("npu-watchdog %s started: host=%s job=%s probes=%s", __version__, config.node.name,
                  config.job.name, ",".join(p.name for p in probes) or "(none)")
+        self._report_setup(config)
         # READY=1 after the first round of every probe (bounded by the longest probe timeout).
         first_budget = max([self.scheduler.timeout_of(p) for p in probes] + [1.0]) + 2.0
         ready_deadline = time.monotonic() + first_budget

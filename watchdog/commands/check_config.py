@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import yaml
 
@@ -24,6 +25,10 @@ def main(args: argparse.Namespace) -> int:
     config = load_config_or_report(args.config)
     if config is None:
         return 2
+    from watchdog.config.pathcheck import unmatched_paths
+
+    for line in unmatched_paths(config):
+        print(f"warning: {line}", file=sys.stderr)
     if args.quiet:
         return 0
     data = redacted_dump(config)

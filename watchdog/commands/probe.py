@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import tempfile
 import threading
 import time
 from typing import Any, Dict
@@ -15,7 +17,9 @@ def register(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser("probe", help="run every configured probe once and print observations and findings")
     add_config_arg(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--state-dir", help="override paths.state_dir")
+    p.add_argument("--state-dir", help="keep the probes' state (log read positions) in this folder; default: a "
+                   "scratch folder removed at exit, never the daemon's state (a line `probe` read must "
+                   "still be alerted by the daemon)")
     p.set_defaults(func=main)
 
 
@@ -32,17 +36,27 @@ def _plain(value: Any) -> Any:
 
 
 def main(args: argparse.Namespace) -> int:
+    config = load_config_or_report(args.config)
+    if config is None:
+        return 2
+    scratch = None if args.state_dir else tempfile.TemporaryDirectory(prefix="npu-watchdog-probe-")
+    config.paths.state_dir = args.state_dir or scratch.name
+    config.paths.snapshot_dir = os.path.join(config.paths.state_dir, "snapshots")
+    try:
+        return _run(args, config)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+
+
+def _run(args: argparse.Namespace, config: Any) -> int:
+    from watchdog.config.pathcheck import unmatched_paths
     from watchdog.detectors import load_detectors, run_detectors
     from watchdog.logsetup import setup_logging
     from watchdog.probes import ProbeContext, build_probes
     from watchdog.scheduler import ProbeScheduler
     from watchdog.state import StateStore
 
-    config = load_config_or_report(args.config)
-    if config is None:
-        return 2
-    if args.state_dir:
-        config.paths.state_dir = args.state_dir
     setup_logging("warning", "text")
     store = StateStore(config.probes.history)
     probes = build_probes(ProbeContext(config=config, state_dir=config.paths.state_dir))
@@ -68,6 +82,7 @@ def main(args: argparse.Namespace) -> int:
         })
     for p in probes:
         p.close()
+    out["unmatched_paths"] = unmatched_paths(config)
     if args.json:
         print(json.dumps(out, indent=2, default=str, ensure_ascii=False))
     else:
@@ -83,6 +98,8 @@ def main(args: argparse.Namespace) -> int:
                 print(f"      hint: {f.hint}")
         for e in errors:
             print(f"  detector error: {e}")
+        for line in out["unmatched_paths"]:
+            print(f"warning: {line}")
     if errors:
         return 1
     return 1 if findings or any(not p["up"] for p in out["probes"]) else 0

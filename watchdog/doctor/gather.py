@@ -281,6 +281,16 @@ def detect_channels(config: Config) -> List[str]:
     return names
 
 
+def _log_engine_check(config: Config) -> CheckResult:
+    from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
+
+    engine = effective_engine(config.probes.logs.engine)
+    if engine == "re2":
+        return CheckResult("daemon", "log_engine", PASS, "log rules run on the RE2 engine", details={"engine": engine})
+    return CheckResult("daemon", "log_engine", WARN, "log rules run on the slow fallback engine (Python re)",
+                       SLOW_ENGINE_ADVICE, details={"engine": engine})
+
+
 def daemon_checks(opts: DoctorOptions, npu: NpuSmiResult) -> List[CheckResult]:
     config = opts.config
     out: List[CheckResult] = []
@@ -309,6 +319,7 @@ def daemon_checks(opts: DoctorOptions, npu: NpuSmiResult) -> List[CheckResult]:
         out.append(CheckResult("daemon", name, status, reason,
                                "" if status == PASS else "run the daemon as a user that owns this directory "
                                "(systemd StateDirectory=) or change paths." + name))
+    out.append(_log_engine_check(config))
     channels = detect_channels(config)
     if channels:
         out.append(CheckResult("daemon", "channels", PASS, f"{len(channels)} channel(s): {', '.join(channels)}"))

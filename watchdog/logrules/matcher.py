@@ -28,6 +28,19 @@ def re2_available() -> bool:
     return _re2 is not None
 
 
+#: Said wherever the engine is reported (start-up log, status, doctor) when the slow one runs.
+SLOW_ENGINE_ADVICE = ("log rules run on Python's `re` engine (google-re2 is not installed): the same "
+                      "results, but many times slower on busy logs; install `google-re2` into the "
+                      "daemon's venv (`make install` does where a wheel exists)")
+
+
+def effective_engine(requested: str = "auto") -> str:
+    """The engine a rule set configured with `requested` runs on: "re2" or "re"."""
+    if requested == "auto":
+        return "re2" if _re2 is not None else "re"
+    return requested
+
+
 def _scoped(pattern: str) -> str:
     """A leading `(?i)` becomes `(?i:...)` so patterns can be joined into one alternation."""
     if pattern.startswith("(?i)"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, List, Tuple
 
+from watchdog.logrules.matcher import effective_engine
 from watchdog.metrics.catalog import MetricDef, MetricSample
 
 METRICS: List[MetricDef] = [
@@ -21,6 +22,8 @@ METRICS: List[MetricDef] = [
               "Rotations seen: rename-and-create, copytruncate, delete and re-create."),
     MetricDef("npu_watchdog_log_read_errors_total", "counter", ("source",),
               "Files of the source that could not be read (e.g. permissions); see the daemon log."),
+    MetricDef("npu_watchdog_log_engine_info", "gauge", ("engine",),
+              "Always 1; the regular-expression engine the log rules run on: re2 (fast) or re (the slow fallback)."),
 ]
 
 _cache: Tuple[Any, tuple] = (None, ())
@@ -36,6 +39,7 @@ def _rules(cfg: Any) -> tuple:
 
 def samples(rt: Any) -> Iterator[MetricSample]:
     cfg = rt.config.probes.logs
+    yield MetricSample("npu_watchdog_log_engine_info", {"engine": effective_engine(cfg.engine)}, 1)
     if not cfg.enabled or not cfg.sources:
         return
     sample = rt.state.view().latest("logs")

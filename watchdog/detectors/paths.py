@@ -1,0 +1,55 @@
+"""`path_unmatched`: a configured log source or heartbeat glob still matches no file after the
+start grace, while the job is there. Without it a typo in a glob watches nothing in silence."""
+
+from __future__ import annotations
+
+from typing import List
+
+from watchdog.config.schema import Config
+from watchdog.findings import Finding
+from watchdog.state import StateView
+
+HINT = ("The watchdog follows nothing here, so failures in these files go unnoticed. Compare the "
+        "configured paths with where the job really writes (`ls`), fix the glob, and reload "
+        "(`systemctl reload npu-watchdog`). `npu-watchdog check-config` lists every path that matches nothing.")
+
+
+def _log_sources(view: StateView, config: Config, waited: float) -> List[Finding]:
+    sample = view.latest("logs")
+    if sample is None or not config.probes.logs.enabled:
+        return []
+    out = []
+    for source in config.probes.logs.sources:
+        stats = getattr(sample.value, "sources", {}).get(source.name)
+        if stats is None or stats.files_followed:
+            continue
+        out.append(Finding(
+            rule="path_unmatched", severity="warning",
+            summary=f"log source {source.name}: no file matches {', '.join(source.paths)}",
+            labels={**config.base_labels, "probe": "logs", "source": source.name},
+            hint=HINT, value="0 files", since=view.started_at, details={"paths": list(source.paths)},
+        ))
+    return out
+
+
+def _heartbeats(view: StateView, config: Config) -> List[Finding]:
+    cfg = config.probes.heartbeat
+    sample, procs = view.latest("heartbeat"), view.latest("process")
+    if not cfg.enabled or sample is None or procs is None or not config.probes.process.enabled:
+        return []
+    ranks_alive = [p for p in procs.value.processes if p.state != "zombie"]
+    if not ranks_alive or any(r.exists for r in sample.value.readings):
+        return []
+    return [Finding(
+        rule="path_unmatched", severity="warning",
+        summary=f"{len(ranks_alive)} rank(s) run but no heartbeat file matches {', '.join(cfg.paths)}",
+        labels={**config.base_labels, "probe": "heartbeat", "source": "heartbeat"},
+        hint=HINT, value="0 files", since=view.started_at, details={"paths": list(cfg.paths)},
+    )]
+
+
+def detect(view: StateView, config: Config) -> List[Finding]:
+    waited = view.now - view.started_at
+    if waited < config.probes.process.start_grace:
+        return []
+    return _log_sources(view, config, waited) + _heartbeats(view, config)
