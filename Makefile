@@ -8,11 +8,13 @@ RUN_DIR ?= .run
 .PHONY: help venv run demo test test-fast test-e2e check-config bench docs clean
 
 help:
-	@echo "make demo       create .venv, install, run the daemon against a simulated 8-NPU node (about 5 minutes)"
+	@echo "make demo       create .venv, install, play faults on a simulated 8-NPU node against the real daemon (about 75 s; DEMO_ARGS=--verbose prints every message)"
 	@echo "make run        create .venv, install, run the daemon in the foreground with the example config"
 	@echo "make test       create .venv, install, run the whole test suite"
 	@echo "make test-e2e   the long end-to-end scenario suite"
-	@echo "make bench      benchmarks (by hand; results go to the README)"
+	@echo "make bench      benchmarks (by hand; results go to docs/benchmarks.md)"
+	@echo "make docs       regenerate the generated tables in docs/ (metrics, rules, config keys)"
+	@echo "make test-fast  the fast suite only (a few minutes)"
 	@echo "make install    install on this node (venv in /opt/npu-watchdog, config, systemd unit)"
 	@echo "make uninstall  remove it again (the config and the state stay)"
 

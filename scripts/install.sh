@@ -103,16 +103,25 @@ do_install() {
         "$PYTHON" -m venv "$VENV" || die "could not create a virtualenv (Debian/Ubuntu: apt-get install python3-venv)"
     fi
     say "installing the package into $VENV"
+    pip_install() {
+        if [ -n "$WHEELHOUSE" ]; then
+            "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-index --find-links "$WHEELHOUSE" --upgrade "$@"
+        else
+            "$VENV/bin/pip" install --quiet --disable-pip-version-check --upgrade "$@"
+        fi
+    }
     # Build from a clean copy: an in-tree build leaves build/ behind, whose stale modules (deleted
     # from the source since) would be installed again next time.
     stage=$(mktemp -d "${TMPDIR:-/tmp}/npu-watchdog-src.XXXXXX")
     trap 'rm -rf "$stage"' EXIT
-    cp -R "$SOURCE/pyproject.toml" "$SOURCE/README.md" "$SOURCE/watchdog" "$stage/"
+    cp -R "$SOURCE/pyproject.toml" "$SOURCE/README.md" "$SOURCE/LICENSE" "$SOURCE/watchdog" "$stage/"
     find "$stage" -name __pycache__ -type d -prune -exec rm -rf {} +
-    if [ -n "$WHEELHOUSE" ]; then
-        "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-index --find-links "$WHEELHOUSE" --upgrade "$stage"
-    else
-        "$VENV/bin/pip" install --quiet --disable-pip-version-check --upgrade "$stage"
+    # The `fast` extra (the RE2 engine for the log rules) where a wheel exists for this platform and
+    # Python; never built from source. Without it the rules run on the slow fallback engine, which
+    # the daemon, its status and `doctor` then say.
+    if ! pip_install --only-binary google-re2 "$stage[fast]"; then
+        say "warning: no google-re2 wheel for this platform: log rules will run on the slow fallback engine"
+        pip_install "$stage"
     fi
     rm -rf "$stage"
     trap - EXIT

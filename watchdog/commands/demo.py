@@ -1,4 +1,4 @@
-"""`npu-watchdog demo`: the whole product on a simulated 8-NPU node, in about two minutes."""
+"""`npu-watchdog demo`: the whole product on a simulated 8-NPU node, in about 75 seconds."""
 
 from __future__ import annotations
 
@@ -9,11 +9,21 @@ from pathlib import Path
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
-    p = sub.add_parser("demo", help="run the daemon against a simulated 8-NPU node and play a fault sequence")
+    p = sub.add_parser(
+        "demo", help="run the daemon against a simulated 8-NPU node and play a fault sequence (about 75 s)",
+        description="Starts a simulated node (8 rank processes under a torchrun-like launcher, heartbeats, "
+                    "training logs, CANN-style plogs, a fake npu-smi), a local webhook receiver and the real "
+                    "daemon, then plays: healthy training, a long checkpoint (no page), an HCCL hang, recovery, "
+                    "a NaN loss, an NPU OOM with an HCCL cascade, a lost card and a killed rank. Prints a "
+                    "timeline of each fault (injected, detected, delivered) and the first message of each; "
+                    "exits 1 if any step sends more or fewer messages than expected. About 75 s at --speed 1. "
+                    "Needs no NPU.")
     p.add_argument("--out", default=None, help="folder for snapshots, metrics scrape, logs (default: ./demo-output-<time>)")
     p.add_argument("--speed", type=float, default=1.0,
                    help="scale every time constant (0.5 = twice as fast, 2 = half as fast)")
     p.add_argument("--quiet", action="store_true", help="do not print the alert messages, only the timeline")
+    p.add_argument("--verbose", action="store_true", help="print every message in full as it arrives "
+                   "(default: the first message of each fault, cut to a screenful)")
     p.set_defaults(func=main)
 
 
@@ -26,7 +36,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out or f"demo-output-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     try:
-        run = DemoRun(out, speed=args.speed, echo=not args.quiet)
+        run = DemoRun(out, speed=args.speed, echo=not args.quiet, verbose=args.verbose)
     except DemoSetupError as exc:
         print(f"npu-watchdog demo: {exc}", file=sys.stderr)
         return 2

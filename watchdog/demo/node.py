@@ -18,7 +18,9 @@ from typing import Any, Dict, List, Optional
 import psutil
 
 REPO = Path(__file__).resolve().parents[2]
-FAKE_NPU_SMI = REPO / "tests" / "fakes" / "npu-smi"
+#: The fake npu-smi ships inside the package (a standalone script that imports nothing of ours), so
+#: the demo runs from an installed venv too; tests reach it as tests/fakes/npu-smi.
+FAKE_NPU_SMI = Path(__file__).resolve().with_name("fake_npu_smi.py")
 HEARTBEAT_HELPER_DIR = REPO / "contrib" / "heartbeat"
 
 HBM_TOTAL_MB = 65536
@@ -38,9 +40,9 @@ def write_atomic(path: Path, data: Any) -> None:
 
 class SimulatedNode:
     def __init__(self, root: Path, npus: int = 8):
-        for need in (FAKE_NPU_SMI, HEARTBEAT_HELPER_DIR / "heartbeat.py"):
-            if not need.exists():
-                raise DemoSetupError(f"the demo runs from a source checkout; {need.relative_to(REPO)} is missing")
+        helper = HEARTBEAT_HELPER_DIR / "heartbeat.py"
+        if not helper.exists():
+            raise DemoSetupError(f"the demo needs the trainer-side heartbeat helper; {helper} is missing")
         self.root = root
         self.npus = npus
         for d in ("hb", "logs", "plog", "bin"):
@@ -48,7 +50,8 @@ class SimulatedNode:
         # A private PATH entry named npu-smi, as on a real node.
         link = root / "bin" / "npu-smi"
         if not link.exists():
-            link.symlink_to(FAKE_NPU_SMI)
+            link.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_NPU_SMI}" "$@"\n')
+            link.chmod(0o755)
         self.npu_smi = str(link)
         self.scenario_path = root / "npu-smi-scenario.json"
         self.control_path = root / "control.json"

@@ -8,6 +8,7 @@ generic `webhook` channel's JSON (Alertmanager webhook v4 shape).
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 import threading
@@ -27,6 +28,42 @@ class Received:
     at: float
     path: str
     body: Dict[str, Any]
+
+
+_LINK = re.compile(r"<([^<>|]+)\|([^<>]+)>")
+_BARE_LINK = re.compile(r"<((?:https?|mailto):[^<>|]+)>")
+_MENTION = re.compile(r"<!(here|channel|everyone)>|<@([A-Z0-9]+)>")
+# Bounded span: linear time on any text (message text carries log lines).
+_EMPHASIS = re.compile(r"(?<![\w*_~])([*_~])([^\s*_~](?:[^\n*_~]{0,300}[^\s*_~])?)\1(?![\w*_~])")
+
+
+def strip_mrkdwn(text: str) -> str:
+    """Slack mrkdwn as plain terminal text: links as `label (url)`, no `*`/`_`/`~`/backtick marks,
+    mentions as `@here`, and the three escaped characters back."""
+    text = _LINK.sub(lambda m: f"{m.group(2)} ({m.group(1)})", text)
+    text = _BARE_LINK.sub(r"\1", text)
+    text = _MENTION.sub(lambda m: "@" + (m.group(1) or m.group(2)), text)
+    text = text.replace("```", "").replace("`", "")
+    text = _EMPHASIS.sub(r"\2", text)
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def plain_lines(body: Dict[str, Any], width: int = 76) -> List[str]:
+    """The lines of a Slack Block Kit message, markup stripped and wrapped for a terminal."""
+    lines: List[str] = []
+    for block in body.get("blocks", []):
+        kind = block.get("type")
+        if kind == "header":
+            title = strip_mrkdwn(block["text"]["text"])
+            lines += [title, "=" * min(len(title), width)]
+        elif kind == "section":
+            for para in strip_mrkdwn(block["text"]["text"]).splitlines():
+                lines.extend(textwrap.wrap(para, width, subsequent_indent="    ") or [""])
+        elif kind == "divider":
+            lines.append("-" * 40)
+        elif kind == "context":
+            lines.append(strip_mrkdwn(" ".join(e.get("text", "") for e in block.get("elements", []))))
+    return lines or [strip_mrkdwn(body.get("text", ""))]
 
 
 @dataclass
@@ -82,22 +119,16 @@ class Receiver:
         with self._lock:
             return [r for r in self.received if r.path.startswith("/hook")]
 
-    def print_slack(self, body: Dict[str, Any], at: float) -> None:
-        lines: List[str] = []
-        for block in body.get("blocks", []):
-            kind = block.get("type")
-            if kind == "header":
-                lines.append(block["text"]["text"])
-                lines.append("=" * min(len(block["text"]["text"]), 76))
-            elif kind == "section":
-                for para in block["text"]["text"].splitlines():
-                    lines.extend(textwrap.wrap(para, 76, subsequent_indent="    ") or [""])
-            elif kind == "divider":
-                lines.append("-" * 40)
-            elif kind == "context":
-                lines.append(" ".join(e.get("text", "") for e in block.get("elements", [])))
-        if not lines:
-            lines = [body.get("text", "")]
+    def slack_since(self, t: float) -> List[Received]:
+        with self._lock:
+            return [r for r in self.received if r.path.startswith("/slack") and r.at >= t]
+
+    def print_slack(self, body: Dict[str, Any], at: float, max_lines: int = 0) -> None:
+        """Print one message as the on-call person reads it; `max_lines` > 0 cuts it, saying so."""
+        lines = plain_lines(body)
+        if max_lines and len(lines) > max_lines:
+            cut = len(lines) - max_lines
+            lines = lines[:max_lines] + [f"... {cut} more line(s); --verbose prints whole messages"]
         stamp = time.strftime("%H:%M:%S", time.localtime(at))
         box = "\n".join("  | " + l for l in lines)
         self.out.write(f"\n  [{stamp}] message to the on-call channel:\n{box}\n\n")

@@ -113,13 +113,15 @@ class DemoRun:
     """Owns every process of one demo run; `close()` stops all of them."""
 
     def __init__(self, out: Path, speed: float = 1.0, echo: bool = True, stream: TextIO = sys.stdout,
-                 npus: int = 8, overrides: Optional[Dict[str, Any]] = None):
+                 npus: int = 8, overrides: Optional[Dict[str, Any]] = None, verbose: bool = False):
         self.out = out
         self.speed = speed * TIME_BASE
         self.stream = stream
         out.mkdir(parents=True, exist_ok=True)
         self.node = SimulatedNode(out / "node", npus=npus)
-        self.receiver = Receiver(out=stream, echo=echo)
+        # Default: one message per fault, shown after its step; verbose: every message, whole, as it arrives.
+        self.echo = echo and not verbose
+        self.receiver = Receiver(out=stream, echo=echo and verbose)
         self.port = free_port()
         self.config = demo_config(self.node, out, self.receiver.url, self.port, self.speed)
         for section, values in (overrides or {}).items():
@@ -248,6 +250,7 @@ class DemoRun:
             if res.delivered_at:
                 self.say(f"    detected after {res.detected_at - res.injected_at:.1f}s, "
                          f"delivered after {res.delivered_at - res.injected_at:.1f}s, {res.messages} message(s)")
+                self.show_first_message(res.injected_at)
             else:
                 self.say(f"    NOT delivered within {budget * s:.0f}s")
         else:
@@ -257,6 +260,12 @@ class DemoRun:
             recover()
         self.results.append(res)
         return res
+
+    def show_first_message(self, since: float, max_lines: int = 16) -> None:
+        """The step's first chat message, as the on-call person reads it (cut to `max_lines`)."""
+        got = self.receiver.slack_since(since)
+        if self.echo and got:
+            self.receiver.print_slack(got[0].body, got[0].at, max_lines=max_lines)
 
     def wait_resolved(self, timeout: float) -> bool:
         """Wait until the daemon reports nothing in force (findings cleared)."""
@@ -297,6 +306,8 @@ class DemoRun:
         rec.detected_at = rec.delivered_at
         rec.messages = len(got)
         self.say(f"    resolved message {'after %.1fs' % (rec.delivered_at - rec.injected_at) if got else 'NOT received'}")
+        if got:
+            self.show_first_message(rec.injected_at, max_lines=6)
         self.results.append(rec)
         self.run_step("NaN loss on every rank", "loss_nan", lambda: node.set_mode("nan"), budget=30, settle=4,
                       recover=lambda: node.set_mode("train"))

@@ -1,0 +1,29 @@
+"""The demo prints messages as plain text: no raw Slack markup reaches the terminal."""
+
+from __future__ import annotations
+
+from watchdog.demo.receiver import plain_lines, strip_mrkdwn
+
+
+def test_strip_mrkdwn_turns_markup_into_plain_text():
+    text = "*CRITICAL* stall on <https://g/d?a=1&amp;b=2|dashboard> _since_ `12:00` &lt;x&gt; <!here> file_name_x"
+    assert strip_mrkdwn(text) == "CRITICAL stall on dashboard (https://g/d?a=1&b=2) since 12:00 <x> @here file_name_x"
+
+
+def test_strip_mrkdwn_leaves_unpaired_marks_and_is_bounded():
+    assert strip_mrkdwn("rank_0 * 3 and 2*x") == "rank_0 * 3 and 2*x"
+    long = "*" + "a" * 100000
+    assert strip_mrkdwn(long) == long
+
+
+def test_plain_lines_of_a_block_kit_message():
+    body = {"blocks": [
+        {"type": "header", "text": {"type": "plain_text", "text": "[CRITICAL] stall on node-01"}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": "*What:* every rank blocks\n*Since:* `12:00`"}},
+        {"type": "divider"},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": "<https://d|dashboard>"}]},
+    ]}
+    lines = plain_lines(body)
+    assert lines[0] == "[CRITICAL] stall on node-01" and set(lines[1]) == {"="}
+    assert "*" not in "".join(lines) and "`" not in "".join(lines)
+    assert lines[-1] == "dashboard (https://d)"
