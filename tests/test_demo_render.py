@@ -6,6 +6,7 @@ from watchdog.demo.receiver import plain_lines, strip_mrkdwn
 
 
 def test_strip_mrkdwn_turns_markup_into_plain_text():
+    assert strip_mrkdwn("*CRITICAL loss_nan* rank=0 _in italics_ a_b_c") == "CRITICAL loss_nan rank=0 in italics a_b_c"
     text = "*CRITICAL* stall on <https://g/d?a=1&amp;b=2|dashboard> _since_ `12:00` &lt;x&gt; <!here> file_name_x"
     assert strip_mrkdwn(text) == "CRITICAL stall on dashboard (https://g/d?a=1&b=2) since 12:00 <x> @here file_name_x"
 

@@ -33,8 +33,8 @@ class Received:
 _LINK = re.compile(r"<([^<>|]+)\|([^<>]+)>")
 _BARE_LINK = re.compile(r"<((?:https?|mailto):[^<>|]+)>")
 _MENTION = re.compile(r"<!(here|channel|everyone)>|<@([A-Z0-9]+)>")
-# Bounded span: linear time on any text (message text carries log lines).
-_EMPHASIS = re.compile(r"(?<![\w*_~])([*_~])([^\s*_~](?:[^\n*_~]{0,300}[^\s*_~])?)\1(?![\w*_~])")
+# One per mark, each span bounded: linear time on any text (message text carries log lines).
+_EMPHASIS = [re.compile(rf"(?<![\w{m}])\{m}([^\s{m}](?:[^\n{m}]{{0,300}}[^\s{m}])?)\{m}(?![\w{m}])") for m in "*_~"]
 
 
 def strip_mrkdwn(text: str) -> str:
@@ -44,7 +44,8 @@ def strip_mrkdwn(text: str) -> str:
     text = _BARE_LINK.sub(r"\1", text)
     text = _MENTION.sub(lambda m: "@" + (m.group(1) or m.group(2)), text)
     text = text.replace("```", "").replace("`", "")
-    text = _EMPHASIS.sub(r"\2", text)
+    for emphasis in _EMPHASIS:
+        text = emphasis.sub(r"\1", text)
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 

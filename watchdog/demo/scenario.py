@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, TextIO
 import yaml
 
 from watchdog.demo.node import REPO, SimulatedNode
-from watchdog.demo.receiver import Receiver
+from watchdog.demo.receiver import Receiver, plain_lines
 
 
 def free_port() -> int:
@@ -261,9 +261,10 @@ class DemoRun:
         self.results.append(res)
         return res
 
-    def show_first_message(self, since: float, max_lines: int = 16) -> None:
+    def show_first_message(self, since: float, max_lines: int = 16, resolved: bool = False) -> None:
         """The step's first chat message, as the on-call person reads it (cut to `max_lines`)."""
-        got = self.receiver.slack_since(since)
+        got = [r for r in self.receiver.slack_since(since) if "RESOLVED" not in plain_lines(r.body)[0]] \
+            if resolved is False else self.receiver.slack_since(since)
         if self.echo and got:
             self.receiver.print_slack(got[0].body, got[0].at, max_lines=max_lines)
 
@@ -307,7 +308,7 @@ class DemoRun:
         rec.messages = len(got)
         self.say(f"    resolved message {'after %.1fs' % (rec.delivered_at - rec.injected_at) if got else 'NOT received'}")
         if got:
-            self.show_first_message(rec.injected_at, max_lines=6)
+            self.show_first_message(rec.injected_at, max_lines=6, resolved=True)
         self.results.append(rec)
         self.run_step("NaN loss on every rank", "loss_nan", lambda: node.set_mode("nan"), budget=30, settle=4,
                       recover=lambda: node.set_mode("train"))
