@@ -1,4 +1,4 @@
-"""`npu-watchdog demo`: the whole product on a simulated 8-NPU node, in about 75 seconds."""
+"""`npu-watchdog demo`: the whole product on a simulated 8-NPU node, in about 80 seconds."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 def register(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser(
-        "demo", help="run the daemon against a simulated 8-NPU node and play a fault sequence (about 75 s)",
+        "demo", help="run the daemon against a simulated 8-NPU node and play a fault sequence (about 80 s)",
         description="Starts a simulated node (8 rank processes under a torchrun-like launcher, heartbeats, "
                     "training logs, CANN-style plogs, a fake npu-smi), a local webhook receiver and the real "
                     "daemon, then plays: healthy training, a long checkpoint (no page), an HCCL hang, recovery, "
