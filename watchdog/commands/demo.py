@@ -16,7 +16,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
                     "daemon, then plays: healthy training, a long checkpoint (no page), an HCCL hang, recovery, "
                     "a NaN loss, an NPU OOM with an HCCL cascade, a lost card and a killed rank. Prints a "
                     "timeline of each fault (injected, detected, delivered) and the first message of each; "
-                    "exits 1 if any step sends more or fewer messages than expected. About 75 s at --speed 1. "
+                    "exits 1 if any step sends more or fewer messages than expected. About 80 s at --speed 1. "
                     "Needs no NPU.")
     p.add_argument("--out", default=None, help="folder for snapshots, metrics scrape, logs (default: ./demo-output-<time>)")
     p.add_argument("--speed", type=float, default=1.0,
