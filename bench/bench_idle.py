@@ -337,7 +337,7 @@ def what_is_watched(metrics: Dict[str, float]) -> List[str]:
     out.append(f"heartbeat series={count('npu_watchdog_heartbeat_age_seconds')}")
     out.append(f"log files followed={total('npu_watchdog_log_files_followed'):g}"
                if count("npu_watchdog_log_files_followed") else "log files followed=n/a (no log metrics)")
-    alive_key = 'npu_watchdog_job_ranks_alive{job="bench-job"}'
+    alive_key = 'npu_watchdog_job_ranks_alive{training_job="bench-job"}'
     out.append(f"ranks alive={metrics.get(alive_key, 'n/a')}")
     return out
 

@@ -68,7 +68,7 @@ def test_restart_mid_alert_does_not_repage_and_silences_work_from_the_cli(tmp_pa
         assert m["npu_watchdog_silences_active"] == 0 and m["npu_watchdog_outbox_pending"] == 0
         # A silence added by the CLI while the daemon runs mutes the alert...
         out = run_cli("silence", "add", "-c", str(d.config_path), "--match", "rule=command_check",
-                      "--match", "job=job-t", "--for", "1h", "--comment", "disk swap")
+                      "--match", "training_job=job-t", "--for", "1h", "--comment", "disk swap")
         assert out.returncode == 0, out.stderr
         sid = out.stdout.split()[1]
         wait_for(lambda: d.metrics()["npu_watchdog_silences_active"] == 1, what="silence picked up")

@@ -14,7 +14,7 @@ from watchdog.alerting.store import AlertStore
 from watchdog.config.load import load_config_text
 from watchdog.findings import Finding
 
-BASE = {"host": "node-a", "job": "job-a"}
+BASE = {"host": "node-a", "training_job": "job-a"}
 
 
 def make_config(tmp_path, url, **alerting):
@@ -135,7 +135,7 @@ def test_silence_mutes_and_its_end_sends_what_still_fires(tmp_path, rx, engines)
     e = new_engine(engines, cfg)
     store = AlertStore(cfg.paths.state_dir)  # like `npu-watchdog silence add` from another process
     now = time.time()
-    s = store.add_silence(["rule=stall", "job=job-a"], now, now + 2.5, "tester", "maintenance")
+    s = store.add_silence(["rule=stall", "training_job=job-a"], now, now + 2.5, "tester", "maintenance")
     d = Driver(e)
     d.hold([f("stall", "critical"), f("command_check", check="fs")], 1.6)
     first = rx.wait_for(1)

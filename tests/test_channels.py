@@ -32,13 +32,13 @@ def body(n_alerts=1, evidence=(), kind="firing", severity="critical", summary="N
     alerts = []
     for i in range(n_alerts):
         alerts.append({"fp": f"fp{i}", "rule": "npu_missing", "severity": severity, "status": "firing",
-                       "summary": summary, "labels": {"host": "node-a", "job": "job-a", "npu": str(i)},
+                       "summary": summary, "labels": {"host": "node-a", "training_job": "job-a", "npu": str(i)},
                        "hint": "Check `npu-smi info` and dmesg.", "value": "7 of 8", "since": now - 120,
                        "starts_at": now - 60, "ends_at": None, "evidence": list(evidence),
                        "snapshot": "/var/lib/npu-watchdog/snapshots/s1.tar.gz",
                        "dashboard": "https://grafana.example/d/npu?var-host=node-a"})
     return {"kind": kind, "status": "resolved" if kind == "resolved" else "firing", "ikey": "ikey123",
-            "created": now, "group": {"host": "node-a", "job": "job-a"}, "alerts": alerts}
+            "created": now, "group": {"host": "node-a", "training_job": "job-a"}, "alerts": alerts}
 
 
 def test_signature_vectors_and_the_classic_mixup():

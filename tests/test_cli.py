@@ -46,7 +46,7 @@ def test_probe_runs_each_probe_once(tmp_path):
     assert probes["command:bad"]["observation"]["returncode"] == 3
     (f,) = data["findings"]
     assert f["rule"] == "command_check" and f["severity"] == "critical"
-    assert f["labels"] == {"host": "n1", "job": "j1", "check": "bad"}
+    assert f["labels"] == {"host": "n1", "training_job": "j1", "check": "bad"}
     assert f["evidence"] == ["disk gone"] and f["hint"] == "check the disk"
     text = run_cli("probe", "-c", str(cfg))
     assert "[critical] command_check: check bad exited 3" in text.stdout

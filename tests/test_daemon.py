@@ -30,14 +30,14 @@ def test_endpoints_serve_cached_state(make_daemon):
     assert m['npu_watchdog_probe_errors_total{probe="command:ok"}'] == 0
     assert m['npu_watchdog_probe_last_success_timestamp_seconds{probe="command:ok"}'] > time.time() - 60
     assert any(k.startswith("npu_watchdog_build_info{") for k in m)
-    assert m['npu_watchdog_node_info{host="node-t",job="job-t"}'] == 1
+    assert m['npu_watchdog_node_info{host="node-t",training_job="job-t"}'] == 1
     code, body = http_get(d.url + "/healthz")
     assert code == 200 and body.startswith("ok")
     code, page = http_get(d.url + "/")
     assert code == 200 and "command:ok" in page and "npu-watchdog" in page
     assert http_get(d.url + "/nope")[0] == 404
     st = d.status()
-    assert st["host"] == "node-t" and st["job"] == "job-t"
+    assert st["host"] == "node-t" and st["training_job"] == "job-t"
     (probe,) = st["probes"]
     assert probe["name"] == "command:ok" and probe["up"] and probe["next_run"] is not None
 

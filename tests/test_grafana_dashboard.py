@@ -41,13 +41,13 @@ def test_top_level_fields(dash):
 
 def test_variables(dash):
     by_name = {v["name"]: v for v in dash["templating"]["list"]}
-    assert set(by_name) == {"datasource", "host", "job", "npu"}
+    assert set(by_name) == {"datasource", "host", "training_job", "npu"}
     assert by_name["datasource"]["type"] == "datasource" and by_name["datasource"]["query"] == "prometheus"
-    for name in ("host", "job", "npu"):
+    for name in ("host", "training_job", "npu"):
         v = by_name[name]
         assert v["type"] == "query" and v["datasource"]["uid"] == "${datasource}"
         assert v["query"]["query"].startswith("label_values(")
-    assert by_name["job"]["query"]["query"].endswith(", exported_job)")
+    assert by_name["training_job"]["query"]["query"].endswith(", training_job)")
     assert by_name["host"]["query"]["query"].endswith(", host)")
 
 

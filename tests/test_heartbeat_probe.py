@@ -11,7 +11,7 @@ import pytest
 
 from tests.liveness_kit import Children, Harness, make_config
 
-BASE = {"host": "node-t", "job": "job-t"}
+BASE = {"host": "node-t", "training_job": "job-t"}
 
 
 @pytest.fixture

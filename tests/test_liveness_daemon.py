@@ -29,15 +29,15 @@ def test_daemon_reports_dead_rank_and_serves_liveness_metrics(tmp_path, kids, ma
 
     def both_up():
         m = d.metrics()
-        return (m.get('npu_watchdog_job_ranks_alive{job="job-t"}') == 2
-                and m.get('npu_watchdog_heartbeat_step{job="job-t",rank="1"}', 0) > 0) and m
+        return (m.get('npu_watchdog_job_ranks_alive{training_job="job-t"}') == 2
+                and m.get('npu_watchdog_heartbeat_step{rank="1",training_job="job-t"}', 0) > 0) and m
     m = wait_for(both_up, timeout=30, what="both ranks in /metrics")
-    assert m['npu_watchdog_job_ranks_expected{job="job-t"}'] == 2
-    assert m['npu_watchdog_heartbeat_read_errors_total{job="job-t",rank="0"}'] == 0
-    assert m['npu_watchdog_heartbeat_phase{job="job-t",phase="train",rank="0"}'] == 1
-    assert m['npu_watchdog_heartbeat_phase{job="job-t",phase="checkpoint",rank="0"}'] == 0
-    assert m['npu_watchdog_rank_process_up{job="job-t",rank="1"}'] == 1
-    assert f'npu_watchdog_rank_info{{job="job-t",path="{hb_dir / "rank1.json"}",pid="{victim.pid}",rank="1"}}' in m
+    assert m['npu_watchdog_job_ranks_expected{training_job="job-t"}'] == 2
+    assert m['npu_watchdog_heartbeat_read_errors_total{rank="0",training_job="job-t"}'] == 0
+    assert m['npu_watchdog_heartbeat_phase{phase="train",rank="0",training_job="job-t"}'] == 1
+    assert m['npu_watchdog_heartbeat_phase{phase="checkpoint",rank="0",training_job="job-t"}'] == 0
+    assert m['npu_watchdog_rank_process_up{rank="1",training_job="job-t"}'] == 1
+    assert f'npu_watchdog_rank_info{{path="{hb_dir / "rank1.json"}",pid="{victim.pid}",rank="1",training_job="job-t"}}' in m
     assert not [f for f in d.status()["findings"] if f["labels"].get("rank") in ("0", "1")]
 
     victim.kill()
@@ -47,12 +47,12 @@ def test_daemon_reports_dead_rank_and_serves_liveness_metrics(tmp_path, kids, ma
         fs = {f["rule"]: f for f in d.status()["findings"]}
         return fs if {"rank_missing", "heartbeat_stale"} <= set(fs) else None
     fs = wait_for(findings, timeout=30, what="rank_missing and heartbeat_stale in /api/status")
-    assert fs["rank_missing"]["labels"] == {"host": "node-t", "job": "job-t", "rank": "1", "pid": str(victim.pid)}
+    assert fs["rank_missing"]["labels"] == {"host": "node-t", "training_job": "job-t", "rank": "1", "pid": str(victim.pid)}
     assert fs["rank_missing"]["severity"] == "critical"
-    assert fs["heartbeat_stale"]["labels"] == {"host": "node-t", "job": "job-t", "rank": "1"}
+    assert fs["heartbeat_stale"]["labels"] == {"host": "node-t", "training_job": "job-t", "rank": "1"}
     assert fs["heartbeat_stale"]["details"]["pid"] == victim.pid
     m = d.metrics()
-    assert m['npu_watchdog_job_ranks_alive{job="job-t"}'] == 1
-    assert m['npu_watchdog_rank_process_up{job="job-t",rank="1"}'] == 0
-    assert m['npu_watchdog_heartbeat_age_seconds{job="job-t",rank="1"}'] > 2
-    assert m['npu_watchdog_heartbeat_age_seconds{job="job-t",rank="0"}'] < m['npu_watchdog_heartbeat_age_seconds{job="job-t",rank="1"}']
+    assert m['npu_watchdog_job_ranks_alive{training_job="job-t"}'] == 1
+    assert m['npu_watchdog_rank_process_up{rank="1",training_job="job-t"}'] == 0
+    assert m['npu_watchdog_heartbeat_age_seconds{rank="1",training_job="job-t"}'] > 2
+    assert m['npu_watchdog_heartbeat_age_seconds{rank="0",training_job="job-t"}'] < m['npu_watchdog_heartbeat_age_seconds{rank="1",training_job="job-t"}']

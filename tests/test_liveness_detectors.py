@@ -11,7 +11,7 @@ from watchdog.observations import HeartbeatObservation, HeartbeatReading, Proces
 from watchdog.state import ProbeStatus, Sample, StateView
 
 T0 = 1_700_000_000.0
-BASE = {"host": "node-t", "job": "job-t"}
+BASE = {"host": "node-t", "training_job": "job-t"}
 
 
 def config(**hb):

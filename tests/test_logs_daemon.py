@@ -35,7 +35,7 @@ def test_daemon_log_findings_cascade_and_metrics(make_daemon, tmp_path: Path) ->
         fh.write("{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.5}\n")
     nan = wait_for(lambda: _findings(d, "log_nan"), what="log_nan finding")[0]
     assert nan["labels"]["log_rule"] == "nan_loss_value" and nan["labels"]["rank"] == "3"
-    assert nan["labels"]["host"] == "node-t" and nan["labels"]["job"] == "job-t"
+    assert nan["labels"]["host"] == "node-t" and nan["labels"]["training_job"] == "job-t"
     assert "'loss': nan" in nan["evidence"][0] and nan["severity"] == "critical"
 
     with open(log, "a") as fh:

@@ -91,7 +91,7 @@ def test_daemon_raises_npu_smi_hung(make_daemon, tmp_path):
     d = make_daemon(npu_config(command_timeout="500ms"), env={"FAKE_NPU_SMI_SCENARIO": str(scen)})
     wait_for(lambda: "npu_smi_hung" in rules(d), timeout=30, what="npu_smi_hung")
     f = [f for f in d.status()["findings"] if f["rule"] == "npu_smi_hung"][0]
-    assert f["severity"] == "critical" and f["labels"] == {"host": "node-t", "job": "job-t"}
+    assert f["severity"] == "critical" and f["labels"] == {"host": "node-t", "training_job": "job-t"}
     wait_for(lambda: d.metrics()['npu_watchdog_npu_smi_failures_total{reason="timeout"}'] >= 1, timeout=10,
              what="timeout counted")
 

@@ -23,9 +23,9 @@ def outbox(tmp_path, channels, **extra):
 
 def note(i=0):
     return {"kind": "firing", "status": "firing", "ikey": f"k{i}", "created": time.time(),
-            "group": {"host": "h", "job": "j"},
+            "group": {"host": "h", "training_job": "j"},
             "alerts": [{"fp": "x", "rule": "stall", "severity": "critical", "summary": f"stall {i}",
-                        "labels": {"host": "h", "job": "j"}, "evidence": []}]}
+                        "labels": {"host": "h", "training_job": "j"}, "evidence": []}]}
 
 
 def test_rate_limiter_windows():

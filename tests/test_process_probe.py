@@ -59,7 +59,7 @@ def test_stopped_rank(tmp_path, kids):
     h.wait_round(lambda: len(h.processes()) == 2)
     os.kill(victim.pid, signal.SIGSTOP)
     f = h.wait_finding("rank_stopped")
-    assert f.labels == {"host": "node-t", "job": "job-t", "rank": "1", "pid": str(victim.pid)}
+    assert f.labels == {"host": "node-t", "training_job": "job-t", "rank": "1", "pid": str(victim.pid)}
     assert f.severity == "critical"
     os.kill(victim.pid, signal.SIGCONT)
     h.wait_round(lambda: not h.find("rank_stopped"), what="stopped finding to clear")
@@ -73,12 +73,12 @@ def test_killed_rank_then_whole_job_gone(tmp_path, kids):
     victim.kill()
     victim.wait()
     f = h.wait_finding("rank_missing")
-    assert f.labels == {"host": "node-t", "job": "job-t", "rank": "1", "pid": str(victim.pid)}
+    assert f.labels == {"host": "node-t", "training_job": "job-t", "rank": "1", "pid": str(victim.pid)}
     assert kids.marker in f.details["cmdline"]
     keep.kill()
     keep.wait()
     g = h.wait_finding("job_gone")
-    assert g.labels == {"host": "node-t", "job": "job-t"}
+    assert g.labels == {"host": "node-t", "training_job": "job-t"}
     assert {r["pid"] for r in g.details["ranks"]} == {keep.pid, victim.pid}
     assert not h.find("rank_missing")  # one page for the crash, not one per rank
 
@@ -93,7 +93,7 @@ def test_zombie_rank_under_a_non_reaping_launcher(tmp_path, kids):
     h.wait_round(lambda: [p for p in h.processes() if p.pid == child_pid], what="the rank under its launcher")
     assert [p.pid for p in h.processes()] == [child_pid]  # the launcher itself is not a rank
     f = h.wait_finding("rank_zombie")
-    assert f.labels == {"host": "node-t", "job": "job-t", "rank": "0", "pid": str(child_pid)}
+    assert f.labels == {"host": "node-t", "training_job": "job-t", "rank": "0", "pid": str(child_pid)}
     # A zombie is not a running rank: with no other rank, the job is gone too.
     assert h.find("job_gone")
 
@@ -128,7 +128,7 @@ def test_not_started_after_grace(tmp_path, kids):
     h = Harness(make_config(tmp_path, kids.marker, process={"start_grace": "0.3s"}))
     h.round()
     f = h.wait_finding("process_not_started")
-    assert f.labels == {"host": "node-t", "job": "job-t"} and f.details["source"] == "process"
+    assert f.labels == {"host": "node-t", "training_job": "job-t"} and f.details["source"] == "process"
     kids.spawn(SLEEPER, rank=0)
     h.wait_round(lambda: not h.find("process_not_started"), what="the job to start")
 

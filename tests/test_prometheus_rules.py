@@ -80,9 +80,10 @@ def test_every_alert_has_severity_summary_and_hint():
         assert a["alert"].startswith("NpuWatchdog"), a["alert"]
 
 
-def test_rules_use_the_exported_job_convention():
-    """Prometheus's `job` is the scrape job; the training job is `exported_job` (README)."""
+def test_rules_use_the_training_job_convention():
+    """Prometheus's `job` is the scrape job; the training job is `training_job` (README)."""
     for expr in rule_exprs():
+        assert "exported_" not in expr, expr
         for sel in re.findall(r"npu_watchdog_[a-z0-9_]+\{([^}]*)\}", expr):
             assert 'job="npu-watchdog"' in sel, expr
         assert not re.search(r"by \([^)]*\bjob\b", expr), expr

@@ -89,7 +89,7 @@ def dashboard_queries() -> List[str]:
     """The dashboard's PromQL with its variables set to `all`, as Grafana would send it."""
     dash = json.loads(DASHBOARD.read_text())
     out = [t["expr"] for p in dash["panels"] if p["type"] != "row" for t in p["targets"]]
-    subst = {"$__rate_interval": "1m", "$__interval": "15s", "$host": ".*", "$job": ".*", "$npu": ".*"}
+    subst = {"$__rate_interval": "1m", "$__interval": "15s", "$host": ".*", "$training_job": ".*", "$npu": ".*"}
     for k, v in subst.items():
         out = [e.replace(k, v) for e in out]
     return out
@@ -116,7 +116,8 @@ def test_prometheus_scrapes_the_daemon_and_loads_the_rules(tmp_path, make_daemon
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(RULES)],
-        # honor_labels stays false (the default): the daemon's `job` arrives as `exported_job`.
+        # honor_labels stays false (the default); the daemon exports no `job` or `instance` of its
+        # own, so nothing is renamed to `exported_*`.
         "scrape_configs": [{"job_name": "npu-watchdog", "static_configs": [{"targets": [f"127.0.0.1:{d.port}"]}]}],
     }))
     prom = Server([PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
@@ -128,7 +129,7 @@ def test_prometheus_scrapes_the_daemon_and_loads_the_rules(tmp_path, make_daemon
 
     info = wait_for(lambda: prom_query(base, "npu_watchdog_node_info"), timeout=60, what="a scrape of the daemon")
     assert info[0]["metric"] == {"__name__": "npu_watchdog_node_info", "job": "npu-watchdog",
-                                 "instance": f"127.0.0.1:{d.port}", "host": "node-p", "exported_job": "llm-7b"}
+                                 "instance": f"127.0.0.1:{d.port}", "host": "node-p", "training_job": "llm-7b"}
     up = prom_query(base, 'up{job="npu-watchdog"}')
     assert [s["value"][1] for s in up] == ["1"]
     hbm = prom_query(base, "npu_watchdog_npu_hbm_used_bytes")
@@ -149,7 +150,7 @@ def test_prometheus_scrapes_the_daemon_and_loads_the_rules(tmp_path, make_daemon
     bad = [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok" or r.get("lastError")]
     assert not bad, bad
     nodes = wait_for(lambda: prom_query(base, "npu_watchdog:job_nodes:count"), timeout=30, what="recording rule")
-    assert nodes[0]["metric"] == {"__name__": "npu_watchdog:job_nodes:count", "exported_job": "llm-7b"}
+    assert nodes[0]["metric"] == {"__name__": "npu_watchdog:job_nodes:count", "training_job": "llm-7b"}
     unhealthy = wait_for(lambda: prom_query(base, "npu_watchdog:npus_unhealthy:node > 0"), timeout=30,
                          what="the unhealthy NPU counted per node")
     assert unhealthy[0]["metric"]["host"] == "node-p" and unhealthy[0]["value"][1] == "1"
@@ -192,7 +193,7 @@ def test_alertmanager_channel_alerts_arrive_silence_and_resolve(tmp_path, make_d
     })
     alerts = wait_for(lambda: am_alerts(base), timeout=60, what="the alert in alertmanager")
     a = alerts[0]
-    assert a["labels"]["host"] == "node-a" and a["labels"]["job"] == "llm-7b"
+    assert a["labels"]["host"] == "node-a" and a["labels"]["training_job"] == "llm-7b"
     assert a["labels"]["severity"] == "warning" and a["labels"]["check"] == "flag"
     assert a["status"]["state"] == "active"
 

@@ -49,7 +49,7 @@ def test_critical_command_check_triggers_a_snapshot(make_daemon, tmp_path):
     m = _manifest(archive)
     assert m["trigger"]["finding"]["rule"] == "command_check"
     assert m["trigger"]["finding"]["labels"]["check"] == "fs_gone"
-    assert m["host"] == "node-t" and m["job"] == "job-t"
+    assert m["host"] == "node-t" and m["training_job"] == "job-t"
     findings = json.loads(_member(archive, "daemon/findings.json"))
     assert any(f["labels"].get("check") == "fs_gone" for f in findings)
     assert "step 10 loss 1.5" in _member(archive, f"logs/train/{str(log).lstrip('/')}")

@@ -83,7 +83,7 @@ def runtime(cfg: Config, pids: Dict[int, Optional[int]] = None, npu: Optional[Np
 
 
 def finding(rule: str = "stall", severity: str = "critical", **labels: str) -> Finding:
-    return Finding(rule=rule, severity=severity, summary=f"{rule} test", labels={"host": "node-s", "job": "job-s", **labels})
+    return Finding(rule=rule, severity=severity, summary=f"{rule} test", labels={"host": "node-s", "training_job": "job-s", **labels})
 
 
 def start(tmp: Path, code: str, name: str, env: Optional[Dict[str, str]] = None,
@@ -233,7 +233,7 @@ def test_secrets_never_enter_the_archive(tmp_path):
         raw["probes"] = {"logs": {"sources": [{"name": "train", "paths": [str(log)]}]}}
         cfg = ConfigWithWebhook.model_validate({**raw, "webhook": webhook})
         f = Finding(rule="stall", severity="critical", summary=f"stalled; webhook {webhook}",
-                    labels={"host": "node-s", "job": "job-s"}, evidence=(f"token={env_token}",))
+                    labels={"host": "node-s", "training_job": "job-s"}, evidence=(f"token={env_token}",))
         adm = SnapshotTaker(cfg, runtime(cfg, {proc.pid: 0})).take(f)
     finally:
         stop(proc)
@@ -318,7 +318,7 @@ def test_rate_limit_per_rule_and_job(tmp_path):
     # Same rule and job: limited; no second capture, but the alert names the incident's archive.
     assert taker.request(finding("stall", rank="1")) == first
     other_job = taker.request(Finding(rule="stall", severity="critical", summary="s",
-                                      labels={"host": "node-s", "job": "other"}))
+                                      labels={"host": "node-s", "training_job": "other"}))
     assert other_job is not None
     taker.close()
     assert taker.stats()["skipped"]["rate_limited"] == 1

@@ -256,7 +256,7 @@ def test_stall_metrics_follow_the_same_assessment():
 
     rt = Runtime(config=s.config, state=Frozen(), engine=None)
     got = {m.name: m for m in trend_metrics.samples(rt)}
-    assert got["npu_watchdog_job_stalled"].value == 1 and got["npu_watchdog_job_stalled"].labels == {"job": "job-a"}
+    assert got["npu_watchdog_job_stalled"].value == 1 and got["npu_watchdog_job_stalled"].labels == {"training_job": "job-a"}
     assert got["npu_watchdog_job_progress_age_seconds"].value == pytest.approx(end - (T0 + 300), abs=10)
 
 

@@ -142,7 +142,7 @@ def test_hbm_eta_metric_only_for_the_growing_chip():
     got = {(m.name, tuple(sorted(m.labels.items()))): m.value for m in trend_metrics.samples(rt)}
     eta = [(k, v) for k, v in got.items() if k[0] == "npu_watchdog_npu_hbm_full_eta_seconds"]
     assert len(eta) == 1 and eta[0][0][1] == (("chip", "0"), ("npu", "0")) and eta[0][1] > 0
-    assert got[("npu_watchdog_job_stalled", (("job", "job-a"),))] == 0
+    assert got[("npu_watchdog_job_stalled", (("training_job", "job-a"),))] == 0
 
 
 class _FrozenStore:

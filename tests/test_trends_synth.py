@@ -37,7 +37,7 @@ from watchdog.observations import (
 from watchdog.state import StateStore, StateView
 
 T0 = 1_700_000_000.0
-BASE = {"host": "node-a", "job": "job-a"}
+BASE = {"host": "node-a", "training_job": "job-a"}
 
 
 def chip(npu: int, util: Optional[float] = 50.0, hbm: Optional[int] = 30000, total: Optional[int] = 65536,
@@ -85,7 +85,7 @@ class Synth:
 
     def __init__(self, probes: Sequence[str] = ("npu", "process", "heartbeat"), trends: Optional[dict] = None,
                  stall: Optional[dict] = None, history: float = 7200.0, log_sources=("train", "plog")):
-        raw: dict = {"node": {"name": BASE["host"]}, "job": {"name": BASE["job"]}, "probes": {}}
+        raw: dict = {"node": {"name": BASE["host"]}, "job": {"name": BASE["training_job"]}, "probes": {}}
         for p in probes:
             section: dict = {"enabled": True}
             if p == "heartbeat":

@@ -19,6 +19,7 @@ from watchdog.alerting.engine import build_engine
 from watchdog.config import Config, ConfigError, load_config
 from watchdog.config.pathcheck import unmatched_paths
 from watchdog.detectors import IncrementalDetectors, load_detectors
+from watchdog.findings import JOB_LABEL
 from watchdog.httpserver import HttpEndpoint
 from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
 from watchdog.logsetup import set_level
@@ -116,7 +117,7 @@ class Daemon:
                 "next_run": nexts.get(st.name), "last_result": st.last_result, "last_error": st.last_error,
             })
         return {
-            "version": __version__, "pid": os.getpid(), "host": self.config.node.name, "job": self.config.job.name,
+            "version": __version__, "pid": os.getpid(), "host": self.config.node.name, JOB_LABEL: self.config.job.name,
             "started_at": self.runtime.started_at, "config_path": self.config_path,
             "config_loaded_at": self.runtime.config_loaded_at,
             "probes": probes,

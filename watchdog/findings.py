@@ -13,6 +13,22 @@ from typing import Any, Dict, Mapping, Optional
 SEVERITIES = ("info", "warning", "critical")
 SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
 
+#: The label naming the training job (the config's `job.name`) on findings, alerts, payloads and
+#: metrics. Not `job`: Prometheus sets `job` on every scraped series (ours would become
+#: `exported_job`), so a pushed alert and a scraped series of one job could not share a matcher.
+JOB_LABEL = "training_job"
+#: What the label was called before; accepted in matchers and inhibition `equal` lists, and
+#: rewritten in state persisted by an older version.
+LEGACY_JOB_LABEL = "job"
+
+
+def upgrade_labels(labels: Mapping[str, str]) -> Dict[str, str]:
+    """`labels` with the legacy job label renamed (state written by an older version)."""
+    out = dict(labels)
+    if LEGACY_JOB_LABEL in out and JOB_LABEL not in out:
+        out[JOB_LABEL] = out.pop(LEGACY_JOB_LABEL)
+    return out
+
 
 def fingerprint(rule: str, labels: Mapping[str, str]) -> str:
     """Stable key of a finding: rule plus its identifying labels, order-independent."""
@@ -24,7 +40,7 @@ def fingerprint(rule: str, labels: Mapping[str, str]) -> str:
 class Finding:
     """One condition that holds now.
 
-    `labels` identify the condition (host, job, and where relevant rank, device, probe...): only
+    `labels` identify the condition (host, training_job, and where relevant rank, device, probe...): only
     put stable identities there. Values that change from round to round (ages, counts, the current
     reading) belong in `value` and `details`, or the key would change and the alert would flap.
     """

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from watchdog import __version__
+from watchdog.findings import JOB_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ class HttpEndpoint:
         page = (
             "<!doctype html><html><head><meta charset='utf-8'><title>npu-watchdog</title></head><body>"
             f"<h1>npu-watchdog {html.escape(__version__)}</h1>"
-            f"<p>host {html.escape(st['host'])}, job {html.escape(st['job'])}</p>"
+            f"<p>host {html.escape(st['host'])}, job {html.escape(st[JOB_LABEL])}</p>"
             "<p><a href='/metrics'>/metrics</a> &middot; <a href='/healthz'>/healthz</a> &middot; "
             "<a href='/api/status'>/api/status</a></p>"
             f"<h2>Probes</h2><table border='1'><tr><th>probe</th><th>state</th><th>last</th></tr>{rows}</table>"

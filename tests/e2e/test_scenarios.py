@@ -35,7 +35,7 @@ def test_every_fault_pages_exactly_once(demo):
     hang = results["HCCL hang"]
     assert hang.messages == 1
     (alert,) = hang.alerts
-    assert alert["labels"]["alertname"] == "stall" and alert["labels"]["job"] == "llama-demo"
+    assert alert["labels"]["alertname"] == "stall" and alert["labels"]["training_job"] == "llama-demo"
     assert alert["labels"]["host"] == "demo-node-01"
     assert "collective_hang" in alert["annotations"]["summary"]
     assert "Entry-" in alert["annotations"]["hint"]

@@ -30,7 +30,7 @@ from watchdog.alerting.render import dashboard_link
 from watchdog.alerting.store import AlertRow, AlertStore, Silence
 from watchdog.config.schema import Config
 from watchdog.config.sections.alerting import Matcher, parse_matcher
-from watchdog.findings import SEVERITY_RANK, Finding
+from watchdog.findings import JOB_LABEL, SEVERITY_RANK, Finding
 
 log = logging.getLogger("watchdog.alerts")
 
@@ -43,7 +43,7 @@ KNOWN_RULES = (
     "log_nan", "log_oom", "log_hccl", "log_device", "log_traceback", "log_custom", "probe_down", "command_check",
     "path_unmatched",
 )
-GROUP_LABELS = ("host", "job")
+GROUP_LABELS = ("host", JOB_LABEL)
 
 
 def match_labels(labels: Dict[str, str], rule: str, severity: str) -> Dict[str, str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from watchdog.config.types import format_duration
-from watchdog.findings import SEVERITY_RANK
+from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL, SEVERITY_RANK
 
 ZWSP = "\u200b"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
@@ -118,7 +118,8 @@ class Message:
 
     @property
     def job(self) -> str:
-        return self.group.get("job", "")
+        # An outbox entry queued by an older version still says `job`.
+        return self.group.get(JOB_LABEL, self.group.get(LEGACY_JOB_LABEL, ""))
 
     def title(self, esc: Callable[[Any], str] = str) -> str:
         """One line: what, where, how bad. Built from trusted parts (severity, host, job, rule
@@ -147,8 +148,9 @@ def when(ts: Optional[float], now: Optional[float] = None) -> str:
 
 
 def where_labels(labels: Dict[str, str]) -> str:
-    """The identity beyond host/job: rank, device, chip, probe, check, log rule..."""
-    return " ".join(f"{k}={v}" for k, v in sorted(labels.items()) if k not in ("host", "job"))
+    """The identity beyond host/training job: rank, device, chip, probe, check, log rule..."""
+    return " ".join(f"{k}={v}" for k, v in sorted(labels.items())
+                    if k not in ("host", JOB_LABEL, LEGACY_JOB_LABEL))
 
 
 def dashboard_link(template: Optional[str], labels: Dict[str, str], rule: str) -> Optional[str]:
@@ -162,6 +164,8 @@ def dashboard_link(template: Optional[str], labels: Dict[str, str], rule: str) -
 
     vals = _Vals({k: urllib.parse.quote(str(v), safe="") for k, v in labels.items()})
     vals["rule"] = urllib.parse.quote(rule, safe="")
+    # Templates written before the label rename say `{job}`: keep filling it.
+    vals.setdefault(LEGACY_JOB_LABEL, vals.get(JOB_LABEL, ""))
     try:
         return safe_url(template.format_map(vals))
     except (ValueError, IndexError, AttributeError):

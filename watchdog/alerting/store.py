@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional
 
+from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL, fingerprint, upgrade_labels
+
 DB_NAME = "alerting.sqlite3"
 
 _SCHEMA = """
@@ -132,6 +134,28 @@ class AlertStore:
         for stmt in _SCHEMA.strip().split(";"):
             if stmt.strip():
                 self._db.execute(stmt)
+        self._rename_job_label()
+
+    def _rename_job_label(self) -> None:
+        """Alerts stored by a version that labelled the training job `job` get `training_job` and
+        the fingerprint that goes with it, so an upgrade neither resolves nor re-pages them."""
+        with self._tx() as db:
+            rows = db.execute("SELECT fp, rule, labels, finding FROM alerts WHERE labels LIKE ?",
+                              (f'%"{LEGACY_JOB_LABEL}"%',)).fetchall()
+            for old_fp, rule, labels_json, finding_json in rows:
+                try:
+                    labels, finding = json.loads(labels_json), json.loads(finding_json)
+                except ValueError:
+                    continue  # unreadable row: not ours to judge here; left as it is
+                if not isinstance(labels, dict) or JOB_LABEL in labels or LEGACY_JOB_LABEL not in labels:
+                    continue
+                labels = upgrade_labels(labels)
+                new_fp = fingerprint(rule, labels)
+                if isinstance(finding, dict):
+                    finding.update(labels=labels, key=new_fp)
+                db.execute("DELETE FROM alerts WHERE fp = ?", (new_fp,))
+                db.execute("UPDATE alerts SET fp = ?, labels = ?, finding = ? WHERE fp = ?",
+                           (new_fp, json.dumps(labels), json.dumps(finding, default=str), old_fp))
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

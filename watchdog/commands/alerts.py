@@ -24,7 +24,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
     add_config_arg(a)
     a.add_argument("--state-dir", help="override paths.state_dir")
     a.add_argument("--match", "-m", action="append", required=True, metavar="LABEL=VALUE",
-                   help="label matcher (repeatable; all must match): rule=stall, job=X, rank!=0, npu=~0|1")
+                   help="label matcher (repeatable; all must match): rule=stall, training_job=X, rank!=0, npu=~0|1")
     a.add_argument("--for", dest="duration", default="2h", help="how long (default 2h), e.g. 30m, 2h, 1d")
     a.add_argument("--comment", default="", help="why (shown in `silence list`)")
     a.add_argument("--author", default=None, help="who (default: the current user)")

@@ -11,6 +11,7 @@ import urllib.request
 from typing import Any, Dict, Optional
 
 from watchdog.commands import add_config_arg, load_config_or_report
+from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -51,7 +52,8 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2, ensure_ascii=False))
         return 0
     now = time.time()
-    print(f"npu-watchdog {data['version']} pid {data['pid']} host {data['host']} job {data['job']}")
+    job = data.get(JOB_LABEL, data.get(LEGACY_JOB_LABEL, ""))  # an older daemon says `job`
+    print(f"npu-watchdog {data['version']} pid {data['pid']} host {data['host']} job {job}")
     for p in data["probes"]:
         state = "up  " if p["up"] else "DOWN"
         what = p["last_result"] if p["up"] else p["last_error"]

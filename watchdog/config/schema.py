@@ -20,6 +20,7 @@ from watchdog.config.sections.snapshots import SnapshotsConfig
 from watchdog.config.sections.stall import StallConfig
 from watchdog.config.sections.trends import TrendsConfig
 from watchdog.config.types import Duration, StrictModel
+from watchdog.findings import JOB_LABEL
 
 DEFAULT_CONFIG_PATH = "/etc/npu-watchdog/config.yaml"
 DEFAULT_PORT = 9841
@@ -149,4 +150,4 @@ class Config(StrictModel):
     @property
     def base_labels(self) -> dict:
         """The labels every finding of this node carries."""
-        return {"host": self.node.name, "job": self.job.name}
+        return {"host": self.node.name, JOB_LABEL: self.job.name}

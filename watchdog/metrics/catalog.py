@@ -25,6 +25,8 @@ METRIC_MODULES = (
 )
 
 _NAME = re.compile(r"^npu_watchdog_[a-z0-9_]+$")
+#: Labels Prometheus sets on every scraped series: ours would arrive renamed to `exported_*`.
+TARGET_LABELS = ("job", "instance")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,10 @@ class MetricDef:
             raise ValueError(f"metric {self.name}: unknown type {self.type!r}")
         if (self.type == "counter") != self.name.endswith("_total"):
             raise ValueError(f"metric {self.name}: counters, and only counters, end in _total")
+        clash = sorted(set(self.labels) & set(TARGET_LABELS))
+        if clash:
+            raise ValueError(f"metric {self.name}: label(s) {', '.join(clash)} belong to Prometheus's "
+                             "scrape target (the training job is `training_job`)")
 
 
 class MetricSample(NamedTuple):

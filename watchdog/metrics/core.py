@@ -6,13 +6,13 @@ import platform
 from typing import Any, Iterator
 
 from watchdog import __version__
-from watchdog.findings import SEVERITIES
+from watchdog.findings import JOB_LABEL, SEVERITIES
 from watchdog.metrics.catalog import MetricDef, MetricSample
 
 METRICS = [
     MetricDef("npu_watchdog_build_info", "gauge", ("version", "python"),
               "Always 1; the daemon's version and Python version."),
-    MetricDef("npu_watchdog_node_info", "gauge", ("host", "job"),
+    MetricDef("npu_watchdog_node_info", "gauge", ("host", JOB_LABEL),
               "Always 1; the node and job names this daemon watches (join on it across the fleet)."),
     MetricDef("npu_watchdog_start_time_seconds", "gauge", (),
               "Unix time the daemon started."),
@@ -42,7 +42,7 @@ METRICS = [
 def samples(rt: Any) -> Iterator[MetricSample]:
     cfg = rt.config
     yield MetricSample("npu_watchdog_build_info", {"version": __version__, "python": platform.python_version()}, 1)
-    yield MetricSample("npu_watchdog_node_info", {"host": cfg.node.name, "job": cfg.job.name}, 1)
+    yield MetricSample("npu_watchdog_node_info", {"host": cfg.node.name, JOB_LABEL: cfg.job.name}, 1)
     yield MetricSample("npu_watchdog_start_time_seconds", {}, rt.started_at)
     for st in rt.state.statuses():
         p = {"probe": st.name}

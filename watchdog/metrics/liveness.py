@@ -1,6 +1,6 @@
 """Metrics of the liveness feature: per-rank heartbeat and process series, per-job rank counts.
 
-Per-rank series carry only `job` and `rank` (low cardinality); the pid and heartbeat path, which
+Per-rank series carry only `training_job` and `rank` (low cardinality); the pid and heartbeat path, which
 change on every restart, live in `npu_watchdog_rank_info`. Values come from the latest stored
 observations: a scrape never reads a file or a process.
 """
@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List
 
+from watchdog.findings import JOB_LABEL
 from watchdog.heartbeat_format import PHASES
 from watchdog.metrics.catalog import MetricDef, MetricSample
 from watchdog.observations import HeartbeatObservation, ProcessObservation
 
-_JR = ("job", "rank")
+_JR = (JOB_LABEL, "rank")
 
 METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_heartbeat_age_seconds", "gauge", _JR,
@@ -24,22 +25,22 @@ METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_heartbeat_loss_scale", "gauge", _JR, "Last dynamic loss scale the rank reported."),
     MetricDef("npu_watchdog_heartbeat_throughput", "gauge", _JR,
               "Last throughput the rank reported (tokens_per_s, else samples_per_s; see rank_info)."),
-    MetricDef("npu_watchdog_heartbeat_phase", "gauge", ("job", "rank", "phase"),
+    MetricDef("npu_watchdog_heartbeat_phase", "gauge", (JOB_LABEL, "rank", "phase"),
               "1 for the rank's current phase (init, train, eval, checkpoint, done), 0 for the others."),
     MetricDef("npu_watchdog_heartbeat_last_progress_age_seconds", "gauge", _JR,
               "Seconds since the rank's step last advanced (or its phase changed)."),
     MetricDef("npu_watchdog_heartbeat_read_errors_total", "counter", _JR,
               "Heartbeat reads that found the file empty, half-written or unreadable (retried next round)."),
-    MetricDef("npu_watchdog_rank_info", "gauge", ("job", "rank", "pid", "path"),
+    MetricDef("npu_watchdog_rank_info", "gauge", (JOB_LABEL, "rank", "pid", "path"),
               "Always 1; the rank's current pid and heartbeat path (empty when unknown)."),
     MetricDef("npu_watchdog_rank_process_up", "gauge", _JR,
               "1 while the rank's process runs (not a zombie), 0 once it is gone."),
     MetricDef("npu_watchdog_rank_cpu_seconds_total", "counter", _JR,
               "CPU time (user+system) used by the rank's current process."),
     MetricDef("npu_watchdog_rank_resident_memory_bytes", "gauge", _JR, "Resident memory of the rank's process."),
-    MetricDef("npu_watchdog_job_ranks_expected", "gauge", ("job",),
+    MetricDef("npu_watchdog_job_ranks_expected", "gauge", (JOB_LABEL,),
               "Ranks expected on this node (`probes.process.expected`, else the ranks seen so far)."),
-    MetricDef("npu_watchdog_job_ranks_alive", "gauge", ("job",), "Rank processes running (zombies excluded)."),
+    MetricDef("npu_watchdog_job_ranks_alive", "gauge", (JOB_LABEL,), "Rank processes running (zombies excluded)."),
 ]
 
 
@@ -54,7 +55,7 @@ def samples(rt: Any) -> Iterator[MetricSample]:
         obs: HeartbeatObservation = hb.value
         for r in obs.readings:
             rank = str(r.rank) if r.rank is not None else r.path
-            labels = {"job": job, "rank": rank}
+            labels = {JOB_LABEL: job, "rank": rank}
             info.setdefault(rank, {"pid": "", "path": ""})["path"] = r.path
             if r.pid is not None:
                 info[rank]["pid"] = str(r.pid)
@@ -82,7 +83,7 @@ def samples(rt: Any) -> Iterator[MetricSample]:
         for p in pobs.processes:
             rank = str(p.rank)
             seen.add(rank)
-            labels = {"job": job, "rank": rank}
+            labels = {JOB_LABEL: job, "rank": rank}
             up = p.state != "zombie"
             alive += 1 if up else 0
             info.setdefault(rank, {"pid": "", "path": ""})["pid"] = str(p.pid)
@@ -94,11 +95,11 @@ def samples(rt: Any) -> Iterator[MetricSample]:
             if rank in seen:
                 continue
             seen.add(rank)
-            yield MetricSample("npu_watchdog_rank_process_up", {"job": job, "rank": rank}, 0)
+            yield MetricSample("npu_watchdog_rank_process_up", {JOB_LABEL: job, "rank": rank}, 0)
         expected = pobs.expected if pobs.expected else len(seen)
-        yield MetricSample("npu_watchdog_job_ranks_expected", {"job": job}, expected)
-        yield MetricSample("npu_watchdog_job_ranks_alive", {"job": job}, alive)
+        yield MetricSample("npu_watchdog_job_ranks_expected", {JOB_LABEL: job}, expected)
+        yield MetricSample("npu_watchdog_job_ranks_alive", {JOB_LABEL: job}, alive)
 
     for rank, extra in sorted(info.items()):
-        yield MetricSample("npu_watchdog_rank_info", {"job": job, "rank": rank, **extra}, 1)
+        yield MetricSample("npu_watchdog_rank_info", {JOB_LABEL: job, "rank": rank, **extra}, 1)
 

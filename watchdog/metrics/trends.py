@@ -11,16 +11,17 @@ from typing import Any, Iterator, List
 from watchdog.detectors.npu import hbm_trends
 from watchdog.detectors.series import job_progress
 from watchdog.detectors.stall import assess
+from watchdog.findings import JOB_LABEL
 from watchdog.metrics.catalog import MetricDef, MetricSample
 
 METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_npu_hbm_full_eta_seconds", "gauge", ("npu", "chip"),
               "Linear prediction of the seconds until the chip's device memory is full, present only "
               "while it is judged to be growing (monotonic or stair-step rise over trends.hbm_window)."),
-    MetricDef("npu_watchdog_job_stalled", "gauge", ("job",),
+    MetricDef("npu_watchdog_job_stalled", "gauge", (JOB_LABEL,),
               "1 while the fused stall rule holds for the job (no progress, no device activity, quiet "
               "rank CPU for the phase's duration), else 0."),
-    MetricDef("npu_watchdog_job_progress_age_seconds", "gauge", ("job",),
+    MetricDef("npu_watchdog_job_progress_age_seconds", "gauge", (JOB_LABEL,),
               "Seconds since the last observed progress (heartbeat step or phase change, new training "
               "log line); absent when no progress source is configured or its probe is down."),
 ]
@@ -33,7 +34,7 @@ def samples(rt: Any) -> Iterator[MetricSample]:
         if tr.growing and tr.eta_seconds is not None:
             yield MetricSample("npu_watchdog_npu_hbm_full_eta_seconds",
                                {"npu": str(npu), "chip": str(chip)}, round(tr.eta_seconds, 1))
-    job = {"job": cfg.job.name}
+    job = {JOB_LABEL: cfg.job.name}
     yield MetricSample("npu_watchdog_job_stalled", job, 1 if assess(view, cfg).stalled else 0)
     progress = job_progress(view, cfg)
     if progress.at is not None:

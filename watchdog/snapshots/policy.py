@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Dict, Tuple
 
-from watchdog.findings import SEVERITY_RANK, Finding
+from watchdog.findings import JOB_LABEL, SEVERITY_RANK, Finding
 
 
 def wants_snapshot(finding: Finding, scfg: object) -> bool:
@@ -35,7 +35,7 @@ class RateLimiter:
     def allow(self, finding: Finding, interval: float, now: float, commit: bool = True) -> bool:
         """Whether a snapshot may be taken now; `commit` records it as taken (a skip for another
         reason, e.g. low disk, must not use up the slot)."""
-        key = (finding.rule, finding.labels.get("job", ""))
+        key = (finding.rule, finding.labels.get(JOB_LABEL, ""))
         with self._lock:
             last = self._last.get(key)
             if last is not None and now - last < interval:

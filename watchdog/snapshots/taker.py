@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from watchdog import __version__
-from watchdog.findings import Finding
+from watchdog.findings import JOB_LABEL, Finding
 from watchdog.snapshots import collect, procs
 from watchdog.snapshots.bundle import Bundle, Item, Task, run_tasks, write_archive
 from watchdog.snapshots.context import CaptureContext
@@ -108,10 +108,10 @@ class SnapshotTaker:
                     # Same rule and job moments ago (or still being captured): that archive is
                     # this incident's evidence; None when there is none.
                     with self._lock:
-                        return self._recent.get((finding.rule, finding.labels.get("job", "")))
+                        return self._recent.get((finding.rule, finding.labels.get(JOB_LABEL, "")))
                 return None
             with self._lock:
-                self._recent[(finding.rule, finding.labels.get("job", ""))] = adm.path
+                self._recent[(finding.rule, finding.labels.get(JOB_LABEL, ""))] = adm.path
             t = threading.Thread(target=self._capture_safely, args=(adm.path, finding, tuple(extra_pids)),
                                  name=f"snapshot-{finding.rule}", daemon=True)
             with self._lock:
@@ -285,7 +285,7 @@ class SnapshotTaker:
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "time_unix": started,
             "host": config.node.name,
-            "job": config.job.name,
+            JOB_LABEL: config.job.name,
             "daemon": {"name": "npu-watchdog", "version": __version__, "pid": os.getpid(),
                        "python": platform.python_version()},
             "budget_seconds": scfg.budget,

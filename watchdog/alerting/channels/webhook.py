@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 from watchdog.alerting.channels.base import Channel
 from watchdog.alerting.render import Message, escape_plain, one_line, safe_url, MAX_LINE
 from watchdog.config.types import secret_value
+from watchdog.findings import JOB_LABEL, upgrade_labels
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 
@@ -24,7 +25,7 @@ def rfc3339(ts: Optional[float]) -> str:
 
 def am_labels(a: Dict[str, Any]) -> Dict[str, str]:
     out = {"alertname": a.get("rule", ""), "severity": a.get("severity", "")}
-    for k, v in (a.get("labels") or {}).items():
+    for k, v in upgrade_labels(a.get("labels") or {}).items():
         out[k] = escape_plain(v)
     return out
 
@@ -81,7 +82,7 @@ class WebhookChannel(_Authed):
             common_ann = dict(alerts[0]["annotations"]) if alerts else {}
             for al in alerts[1:]:
                 common_ann = {k: v for k, v in common_ann.items() if al["annotations"].get(k) == v}
-            group = {"host": msg.host, "job": msg.job}
+            group = {"host": msg.host, JOB_LABEL: msg.job}
             body = {
                 "version": "4",
                 "groupKey": "{}:{" + ", ".join(f'{k}="{v}"' for k, v in sorted(group.items())) + "}",

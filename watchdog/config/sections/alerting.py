@@ -8,12 +8,16 @@ documented limits (see the README "Alerting" section), so a channel only needs `
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Dict, List, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
 from watchdog.config.types import Duration, Secret, StrictModel
+from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL
+
+log = logging.getLogger("watchdog.config")
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -39,6 +43,16 @@ def channel_classes() -> dict:
     return CHANNEL_CLASSES
 
 
+def current_label(name: str, where: str) -> str:
+    """The label name to use for `name`: the legacy `job` label became `training_job`. Old configs,
+    stored silences and habits keep working (with a warning) instead of silently matching nothing."""
+    if name != LEGACY_JOB_LABEL:
+        return name
+    log.warning("%s: the label `%s` is now `%s` (Prometheus owns `job`); using `%s`, please rename it",
+                where, LEGACY_JOB_LABEL, JOB_LABEL, JOB_LABEL)
+    return JOB_LABEL
+
+
 def parse_matcher(text: str) -> "Matcher":
     """`label=value`, `label!=value`, `label=~regex`, `label!~regex` -> Matcher."""
     m = _MATCHER.match(text.strip()) if isinstance(text, str) else None
@@ -61,6 +75,11 @@ class Matcher(StrictModel):
     name: str
     op: Literal["=", "!=", "=~", "!~"] = "="
     value: str
+
+    @field_validator("name")
+    @classmethod
+    def _current_name(cls, v: str) -> str:
+        return current_label(v, f"matcher {v}")
 
     def matches(self, labels: Dict[str, str]) -> bool:
         have = labels.get(self.name, "")
@@ -172,7 +191,12 @@ class InhibitRule(StrictModel):
 
     source: List[str] = Field(min_length=1)
     target: List[str] = Field(min_length=1)
-    equal: List[str] = Field(default_factory=lambda: ["host", "job"])
+    equal: List[str] = Field(default_factory=lambda: ["host", JOB_LABEL])
+
+    @field_validator("equal")
+    @classmethod
+    def _current_names(cls, v: List[str]) -> List[str]:
+        return [current_label(n, "alerting.inhibitions[].equal") for n in v]
 
 
 def _default_inhibitions() -> List[InhibitRule]:
@@ -187,7 +211,7 @@ def _default_inhibitions() -> List[InhibitRule]:
                     target=["rank_missing", "job_gone", "rank_zombie"]),
         # A dead rank explains its own stale heartbeat.
         InhibitRule(source=["rank_missing", "rank_zombie", "rank_stopped"],
-                    target=["heartbeat_stale", "heartbeat_no_progress"], equal=["host", "job", "rank"]),
+                    target=["heartbeat_stale", "heartbeat_no_progress"], equal=["host", JOB_LABEL, "rank"]),
         # A dead or frozen rank leaves its peers waiting in a collective: that stall is its symptom.
         InhibitRule(source=["rank_missing", "rank_zombie", "rank_stopped"], target=["stall", "log_hccl"]),
         # A fused stall verdict explains the individual idle/hang, silent-heartbeat and HCCL symptoms
@@ -203,7 +227,7 @@ class AlertingConfig(StrictModel):
     only logged (and still tracked, silenced and counted)."""
 
     channels: List[ChannelConfig] = Field(default_factory=list)
-    #: Alerts of one host and job that start firing within this window go out as one message.
+    #: Alerts of one host and training job that start firing within this window go out as one message.
     group_window: Duration = Field(default="30s")
     #: A firing alert resolves only after its finding has been absent this long (hysteresis).
     resolve_delay: Duration = Field(default="1m")
@@ -216,7 +240,7 @@ class AlertingConfig(StrictModel):
     for_: Dict[str, Duration] = Field(default_factory=dict, alias="for")
     #: Root-cause rules that suppress their symptoms (replaces the defaults when given).
     inhibitions: List[InhibitRule] = Field(default_factory=_default_inhibitions)
-    #: Link added to each alert; `{host}`, `{job}`, `{rule}`, `{rank}`, `{npu}`... are filled in
+    #: Link added to each alert; `{host}`, `{training_job}`, `{rule}`, `{rank}`, `{npu}`... are filled in
     #: (URL-encoded); unknown names become empty.
     dashboard_url: Optional[str] = None
     #: Requested (GET) after every complete round of all probes, so an external checker can page
