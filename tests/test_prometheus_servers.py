@@ -218,3 +218,51 @@ def test_alertmanager_channel_alerts_arrive_silence_and_resolve(tmp_path, make_d
     wait_for(lambda: not am_alerts(base), timeout=25, what="the alert resolved in alertmanager")
     wait_for(lambda: d.metrics()['npu_watchdog_notifications_total{channel="am",result="sent"}'] >= 2,
              timeout=10, what="both pushes counted")
+
+
+@pytest.mark.slow  # ~20 s: Prometheus and Alertmanager start-up, a scrape and a push
+@pytest.mark.skipif(PROMETHEUS is None or ALERTMANAGER is None,
+                    reason="prometheus/alertmanager are not installed (Debian `prometheus`, `prometheus-alertmanager`)")
+def test_pushed_alert_and_scraped_series_share_the_training_job_label(tmp_path, make_daemon, servers):
+    """One matcher, `training_job="llm-7b"`, selects the daemon's series in Prometheus and its
+    alerts in Alertmanager: same label name and value on both paths, nothing renamed `exported_*`."""
+    am_port, prom_port = free_port(), free_port()
+    (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump({
+        "route": {"receiver": "blackhole", "group_by": ["training_job"], "group_wait": "1s"},
+        "receivers": [{"name": "blackhole"}]}))
+    am = Server([ALERTMANAGER, f"--config.file={tmp_path / 'alertmanager.yml'}",
+                 f"--storage.path={tmp_path / 'am-data'}", f"--web.listen-address=127.0.0.1:{am_port}",
+                 "--cluster.listen-address="], tmp_path / "alertmanager.log")
+    servers.append(am)
+    am_base = f"http://127.0.0.1:{am_port}"
+    wait_for(lambda: am.alive() and http_get(am_base + "/-/ready")[0] == 200, timeout=60, what="alertmanager ready")
+    d = make_daemon({
+        "node": {"name": "node-a"}, "job": {"name": "llm-7b"},
+        "probes": {"commands": [{"name": "flag", "argv": ["/bin/false"], "interval": "1s", "timeout": "5s"}]},
+        "alerting": {"group_window": "300ms", "channels": [{"type": "alertmanager", "name": "am", "url": am_base,
+                                                            "resend_interval": "1s", "alert_ttl": "30s"}]},
+    })
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump({
+        "global": {"scrape_interval": "1s"},
+        "scrape_configs": [{"job_name": "npu-watchdog", "static_configs": [{"targets": [f"127.0.0.1:{d.port}"]}]}],
+    }))
+    prom = Server([PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
+                   f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+                  tmp_path / "prometheus.log")
+    servers.append(prom)
+    prom_base = f"http://127.0.0.1:{prom_port}"
+    wait_for(lambda: prom.alive() and http_get(prom_base + "/-/ready")[0] == 200, timeout=60, what="prometheus ready")
+
+    matcher = 'training_job="llm-7b"'
+    series = wait_for(lambda: prom_query(prom_base, "{" + matcher + ', __name__=~"npu_watchdog_.*"}'),
+                      timeout=60, what="scraped series selected by the matcher")
+    pushed = wait_for(lambda: get_json(am_base + "/api/v2/alerts?" + urllib.parse.urlencode({"filter": matcher})),
+                      timeout=60, what="the pushed alert selected by the same matcher")
+    assert [a["labels"]["alertname"] for a in pushed] == ["command_check"]
+    node_info = [s["metric"] for s in series if s["metric"]["__name__"] == "npu_watchdog_node_info"]
+    assert node_info == [{"__name__": "npu_watchdog_node_info", "job": "npu-watchdog",
+                          "instance": f"127.0.0.1:{d.port}", "host": "node-a", "training_job": "llm-7b"}]
+    assert {k: pushed[0]["labels"][k] for k in ("host", "training_job")} == {"host": "node-a", "training_job": "llm-7b"}
+    assert "job" not in pushed[0]["labels"]
+    everything = prom_query(prom_base, '{__name__=~"npu_watchdog_.*"}')
+    assert not [s["metric"]["__name__"] for s in everything if any(k.startswith("exported_") for k in s["metric"])]
