@@ -213,7 +213,7 @@ class Daemon:
             log.info("serving /metrics on http://%s:%d/", config.http.host, self.http.port)
         self._install_signal_handlers()
         self.scheduler.start(probes)
-        log.info("npu-watchdog %s started: host=%s job=%s probes=%s", __version__, config.node.name,
+        log.info("npu-watchdog %s started: host=%s training_job=%s probes=%s", __version__, config.node.name,
                  config.job.name, ",".join(p.name for p in probes) or "(none)")
         self._report_setup(config)
         # READY=1 after the first round of every probe (bounded by the longest probe timeout).

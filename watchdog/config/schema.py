@@ -51,7 +51,7 @@ class NodeConfig(StrictModel):
 
 
 class JobConfig(StrictModel):
-    """Which training job is watched: the `job` label on every finding and alert."""
+    """Which training job is watched: the `training_job` label on every finding, alert and metric."""
 
     name: LabelValue = "training"
     #: Optional owner of the job's processes (used by the process probe to narrow its search).
