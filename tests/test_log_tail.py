@@ -154,3 +154,73 @@ def test_bounded_rounds_huge_lines_and_bad_bytes(tmp_path: Path) -> None:
     assert b"\xff\xfe\x00bad bytes" in sink.texts()
     assert sink.texts()[-1] == b"line" and sink.texts().count(b"line") == 1000
     assert t.stats["train"].read_lag_seconds == 0.0
+
+
+def test_lines_written_through_the_old_handle_after_a_rename_are_read(tmp_path: Path) -> None:
+    """A writer that keeps its handle across a rename-and-create rotation (logrotate without
+    copytruncate, before the writer reopens): its later lines land in the renamed file."""
+    p = tmp_path / "train.log"
+    p.write_bytes(b"")
+    t, sink = make(tmp_path, "train.log"), Sink()
+    t.poll(sink, 1.0)
+    writer = open(p, "ab", buffering=0)
+    try:
+        writer.write(b"before rotation\n")
+        os.rename(p, tmp_path / "train.log.1")
+        p.write_bytes(b"first line of the new file\n")
+        t.poll(sink, 2.0)  # rotation seen: the old file is read to its current end
+        writer.write(b"loss: nan written to the old handle after the rename\n")
+        t.poll(sink, 3.0)
+        writer.write(b"half a line on the old ha")
+        t.poll(sink, 4.0)
+        writer.write(b"ndle\n")
+        t.poll(sink, 5.0)
+    finally:
+        writer.close()
+    assert sink.texts() == [b"before rotation", b"first line of the new file",
+                            b"loss: nan written to the old handle after the rename", b"half a line on the old handle"]
+    # once the old file stays quiet for the grace period its handle is closed
+    t.poll(sink, 5.0 + t.drain_grace + 1)
+    assert t.draining == []
+
+
+def test_a_rotated_file_renamed_to_a_matched_name_is_not_read_twice(tmp_path: Path) -> None:
+    p = tmp_path / "train.log"
+    p.write_bytes(b"")
+    t, sink = make(tmp_path, "train.log*"), Sink()
+    t.poll(sink, 1.0)
+    append(p, b"one\n")
+    t.poll(sink, 2.0)
+    os.rename(p, tmp_path / "train.log.1")
+    p.write_bytes(b"two\n")
+    append(tmp_path / "train.log.1", b"late\n")
+    t.poll(sink, 3.0)
+    t.poll(sink, 4.0)
+    assert sorted(sink.texts()) == [b"late", b"one", b"two"]
+
+
+def test_a_failed_offsets_save_does_not_blind_the_tailer_and_recovers(tmp_path: Path) -> None:
+    """The save path made unwritable (a directory where the temporary file goes, which stops
+    root too), then repaired: reading never stops, the condition is reported and clears."""
+    p = tmp_path / "rank0.log"
+    p.write_bytes(b"")
+    t, sink = make(tmp_path), Sink()
+    t.poll(sink, 1.0)
+    blocker = tmp_path / "offsets.json.tmp"
+    blocker.mkdir()
+    (blocker / "keep").write_bytes(b"")
+    append(p, b"during the fault\n")
+    t.poll(sink, 2.0)
+    append(p, b"still during the fault\n")
+    t.poll(sink, 3.0)
+    assert sink.texts() == [b"during the fault", b"still during the fault"]
+    assert t.state_error and "offsets.json" in t.state_error
+    assert t.state_save_errors_total == 2
+    (blocker / "keep").unlink()
+    blocker.rmdir()
+    append(p, b"after recovery\n")
+    t.poll(sink, 4.0)
+    assert sink.texts()[-1] == b"after recovery"
+    assert t.state_error is None and t.errors == {}
+    t2 = make(tmp_path)
+    assert t2._saved[str(p)]["offset"] == p.stat().st_size

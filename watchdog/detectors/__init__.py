@@ -59,6 +59,7 @@ TRIGGERS: Dict[str, Tuple[str, ...]] = {
     "npu": ("npu",),
     "stall": ("npu", "process", "heartbeat"),
     "logs": ("logs",),
+    "log_health": ("logs",),
 }
 
 

@@ -16,6 +16,7 @@ from typing import Deque, Dict, List, Optional, Tuple
 
 from watchdog.logrules.matcher import Matcher, decode_line
 from watchdog.logrules.model import Rule
+from watchdog.logrules.normalize import normalize
 
 #: Longest text kept per line for display (alerts, evidence, scan output).
 DISPLAY_CHARS = 400
@@ -89,6 +90,7 @@ class Extractor:
         `now` is the reading time used for thresholds when a line carries no timestamp (None in
         `scan`: then the last timestamp seen in the file is used, or a count without window).
         """
+        block = normalize(block)  # colour codes and NULs must not hide a failure line
         out: List[RawEvent] = []
         base = st.line_no
         pos = 0

@@ -4,14 +4,21 @@ Identity of a file is (device, inode) plus a fingerprint of its first bytes (ino
 quickly on ext4/xfs, so an inode alone would silently skip a recreated file). Per round:
 - every source's globs are expanded again (a new plog file appears per process);
 - a path whose inode changed was rotated (rename and create, or delete and re-create): the old
-  file is drained to its end through the handle still open, the new one is read from byte 0;
+  file is read through the handle still open before the new one, and stays followed while its
+  writer (which may keep its handle for a while) still appends to it, until it has been quiet for
+  `drain_grace` seconds; a rotated file that reappears under a matched name (`train.log.1` for
+  `train.log*`) continues at its offset instead of being read again;
 - a file smaller than our offset was truncated in place (copytruncate): read again from 0;
 - a path that vanished is drained and forgotten; a path that does not exist yet is no error;
 - only complete lines are handed on: a partial last line stays unread until its newline arrives
   (a line longer than one slice is cut, so a huge line cannot stall the reader);
 - at most `round_bytes` are read per round, in slices of `slice_bytes` (never a whole backlog).
 Offsets are persisted (0600 JSON) so that after a restart each known file continues where it was
-left; a file first seen at daemon start (not in the saved state) is read from its end.
+left; a file first seen at daemon start (not in the saved state) is read from its end. A save that
+fails (state folder read-only or full) never stops the reading: matching goes on in memory,
+`state_error` says why, and the next successful save clears it.
+A directory of a configured path that cannot be listed, or a file that cannot be opened, is an
+error of that path (`errors`, `error_sources`) instead of silently matching nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ log = logging.getLogger(__name__)
 
 FINGERPRINT_BYTES = 256
 STATE_VERSION = 1
+#: How long a rotated-away file is still followed after its last growth (its writer may keep the
+#: old handle until it reopens: Python's WatchedFileHandler checks per record, others never).
+DRAIN_GRACE = 30.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,8 @@ class Followed:
     fh: Optional[int] = None
     last_change: float = 0.0
     behind_since: Optional[float] = None
+    #: When the file was rotated away (set while it is in `Tailer.draining`).
+    drain_since: Optional[float] = None
 
 
 @dataclass
@@ -76,22 +88,47 @@ class SourceStats:
 Consumer = Callable[[Followed, bytes], None]
 
 
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def static_dir(pattern: str) -> str:
+    """The directory of a path pattern up to its first glob character (what must be listable)."""
+    parts = pattern.split(os.sep)
+    fixed = []
+    for part in parts[:-1]:
+        if glob.has_magic(part):
+            break
+        fixed.append(part)
+    return os.sep.join(fixed) or (os.sep if pattern.startswith(os.sep) else ".")
+
+
 def _fingerprint(fd: int, length: int) -> str:
     return hashlib.sha1(os.pread(fd, length, 0)).hexdigest() if length > 0 else ""
 
 
 class Tailer:
     def __init__(self, sources: Sequence[SourceSpec], state_path: Optional[str] = None,
-                 slice_bytes: int = 8 << 20, round_bytes: int = 64 << 20, idle_close: float = 300.0):
+                 slice_bytes: int = 8 << 20, round_bytes: int = 64 << 20, idle_close: float = 300.0,
+                 drain_grace: float = DRAIN_GRACE):
         self.sources = list(sources)
         self.state_path = state_path
         self.slice_bytes = max(4096, slice_bytes)
         self.round_bytes = max(self.slice_bytes, round_bytes)
         self.idle_close = idle_close
+        self.drain_grace = drain_grace
         self.files: Dict[str, Followed] = {}
         self.draining: List[Followed] = []
         self.stats: Dict[str, SourceStats] = {s.name: SourceStats() for s in self.sources}
+        #: path (or directory) -> why it cannot be read now; `error_sources` maps it to its source.
         self.errors: Dict[str, str] = {}
+        self.error_sources: Dict[str, str] = {}
+        #: Why the last offsets save failed (None once a save succeeds again).
+        self.state_error: Optional[str] = None
+        self.state_save_errors_total = 0
         self._gone: set = set()
         self._polled = False
         self._rank_res = {s.name: re.compile(s.rank_pattern, re.IGNORECASE) if s.rank_pattern else None
@@ -127,33 +164,85 @@ class Tailer:
             return {}
 
     def save_state(self) -> None:
+        """Write the offsets atomically (temporary file, fsync, rename); raises OSError."""
         if not self.state_path:
             return
         files = {p: {"source": f.source, "dev": f.dev, "ino": f.ino, "offset": f.offset, "fp": f.fp,
                      "fp_len": f.fp_len, "line": f.stream.line_no}
                  for p, f in self.files.items()}
         tmp = self.state_path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
         try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, json.dumps({"version": STATE_VERSION, "files": files}).encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.state_path)
+            try:
+                os.fchmod(fd, 0o600)
+                os.write(fd, json.dumps({"version": STATE_VERSION, "files": files}).encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.state_path)
+        except OSError:
+            _unlink_quietly(tmp)  # a full disk must not also keep a half-written file
+            raise
+
+    def _save_round(self) -> None:
+        """Save after a round; a failure is reported once per episode and never stops reading."""
+        try:
+            self.save_state()
+        except OSError as exc:
+            msg = f"cannot save log offsets to {self.state_path}: {exc.strerror or exc}"
+            self.state_save_errors_total += 1
+            if self.state_error != msg:
+                log.warning("%s; log lines are still read and matched, offsets are kept in memory", msg)
+            self.state_error = msg
+            return
+        if self.state_error is not None:
+            log.info("log offsets saved to %s again", self.state_path)
+            self.state_error = None
 
     # -- the round ----------------------------------------------------------------------------
     def expand(self) -> Dict[str, SourceSpec]:
-        """path -> source for every existing regular file matched now (first source wins)."""
+        """path -> source for every existing regular file matched now (first source wins).
+
+        A configured directory that exists but cannot be listed (or searched) is recorded in
+        `errors`: glob would silently match nothing there."""
         out: Dict[str, SourceSpec] = {}
         for src in self.sources:
             for pattern in src.paths:
                 pattern = os.path.expanduser(pattern)
+                self._check_dir(pattern, src.name)
                 matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
                 for p in matches:
                     if p not in out and os.path.isfile(p):
                         out[p] = src
         return out
+
+    def _check_dir(self, pattern: str, source: str) -> None:
+        where = static_dir(pattern)
+        try:
+            if glob.has_magic(pattern):
+                with os.scandir(where):
+                    pass
+            else:
+                os.stat(pattern)
+        except (FileNotFoundError, NotADirectoryError):
+            self._clear_error(where)
+        except OSError as exc:
+            self._set_error(where, source, f"{where}: {exc.strerror or exc}")
+        else:
+            self._clear_error(where)
+
+    def _set_error(self, key: str, source: str, msg: str) -> None:
+        if self.errors.get(key) != msg:
+            log.warning("cannot read log path %s", msg)
+            if source in self.stats:
+                self.stats[source].read_errors_total += 1
+        self.errors[key] = msg
+        self.error_sources[key] = source
+
+    def _clear_error(self, key: str) -> None:
+        if self.errors.pop(key, None) is not None:
+            log.info("log path %s is readable again", key)
+        self.error_sources.pop(key, None)
 
     def poll(self, consume: Consumer, now: float) -> int:
         """Read what is new in every followed file (bounded); returns the bytes read."""
@@ -162,44 +251,72 @@ class Tailer:
         budget = self.round_bytes
         for st in self.stats.values():
             st.lines_round = 0
-        # 1. old handles of rotated or deleted files: finish them first (their lines are older).
-        for f in list(self.draining):
-            budget -= self._read(f, consume, now, budget, final=True)
-            if f.fh is None:
-                self.draining.remove(f)
         current = self.expand()
-        # 2. paths that vanished: drain through the open handle, then forget.
-        for p in list(self.files):
-            if p not in current:
-                f = self.files.pop(p)
-                self._gone.add(p)
-                if f.fh is not None:
-                    self.draining.append(f)
-                    budget -= self._read(f, consume, now, budget, final=True)
-                    if f.fh is None:
-                        self.draining.remove(f)
-        # 3. every current path.
+        # 1. rotated or vanished paths go to `draining`; 2. old handles are read first (their
+        # lines are older) and closed once quiet; 3. every current path.
+        self._rotate_away(current, now)
+        for f in list(self.draining):
+            budget -= self._drain(f, consume, now, budget)
         for p, src in current.items():
             if budget <= 0:
                 self._mark_behind(p, now)
                 continue
             try:
                 budget -= self._follow(p, src, consume, now, first, budget)
-                self.errors.pop(p, None)
+                self._clear_error(p)
             except OSError as exc:
-                msg = f"{p}: {exc.strerror or exc}"
-                if self.errors.get(p) != msg:
-                    log.warning("cannot read log file %s", msg)
-                    if src.name in self.stats:
-                        self.stats[src.name].read_errors_total += 1
-                self.errors[p] = msg
+                self._set_error(p, src.name, f"{p}: {exc.strerror or exc}")
+        for key in [k for k in self.errors if k not in current and os.path.isfile(k)]:
+            self._clear_error(key)  # an unreadable file that is no longer matched
         self._close_idle(now)
         self._update_gauges(now)
-        try:
-            self.save_state()
-        except OSError as exc:
-            self.errors["<state>"] = f"cannot save log offsets to {self.state_path}: {exc.strerror or exc}"
+        self._save_round()
         return self.round_bytes - budget
+
+    def _rotate_away(self, current: Dict[str, SourceSpec], now: float) -> None:
+        """Followed paths that vanished or now name another file: keep the old handle draining."""
+        for p in list(self.files):
+            f = self.files[p]
+            if p in current:
+                try:
+                    st = os.stat(p)
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) == (f.dev, f.ino):
+                    continue
+                self._rotated(f.source)
+            else:
+                self._gone.add(p)
+            del self.files[p]
+            if f.fh is not None:
+                f.drain_since = now
+                self.draining.append(f)
+
+    def _drain(self, f: Followed, consume: Consumer, now: float, budget: int) -> int:
+        """Read a rotated-away file; close it once it has been quiet for `drain_grace`."""
+        try:
+            used = self._read(f, consume, now, budget, final=False)
+            quiet = now - max(f.last_change, f.drain_since or now) >= self.drain_grace
+            if f.fh is not None and quiet and f.behind_since is None:
+                used += self._read(f, consume, now, budget - used, final=True)  # flush a partial line, close
+        except OSError as exc:
+            log.warning("reading rotated log file %s failed: %s", f.path, exc.strerror or exc)
+            used = 0
+            if f.fh is not None:
+                os.close(f.fh)
+                f.fh = None
+        if f.fh is None:
+            self.draining.remove(f)
+        return used
+
+    def _adopt(self, p: str, st: os.stat_result) -> Optional[Followed]:
+        """A rotated-away file that reappears under a matched name continues at its offset."""
+        for f in self.draining:
+            if (f.dev, f.ino) == (st.st_dev, st.st_ino):
+                self.draining.remove(f)
+                f.path, f.drain_since = p, None
+                return f
+        return None
 
     def _mark_behind(self, p: str, now: float) -> None:
         f = self.files.get(p)
@@ -233,19 +350,17 @@ class Tailer:
         except FileNotFoundError:
             return 0
         f = self.files.get(p)
-        drained = 0
-        if f is None:
-            f = self._start(p, src, st, first)
-            self.files[p] = f
-        elif (st.st_dev, st.st_ino) != (f.dev, f.ino):
-            # Rename-and-create (or delete-and-create): drain the old file first (its lines are
-            # older), then start the new one from byte 0.
-            if f.fh is not None:
-                drained = self._read(f, consume, now, budget, final=True)
-                if f.fh is not None:
-                    self.draining.append(f)
+        if f is not None and (st.st_dev, st.st_ino) != (f.dev, f.ino):
+            # Rotated since the round began: the old handle drains from the next round on.
+            del self.files[p]
             self._rotated(src.name)
+            if f.fh is not None:
+                f.drain_since = now
+                self.draining.append(f)
             f = self._new(p, src, st, 0, 0)
+            self.files[p] = f
+        if f is None:
+            f = self._adopt(p, st) or self._start(p, src, st, first)
             self.files[p] = f
         elif st.st_size < f.offset:
             self._restart(f, src.name)  # copytruncate
@@ -260,7 +375,7 @@ class Tailer:
         if f.fp_len < FINGERPRINT_BYTES and st.st_size > f.fp_len:
             f.fp_len = min(FINGERPRINT_BYTES, st.st_size)
             f.fp = _fingerprint(f.fh, f.fp_len)
-        return drained + self._read(f, consume, now, budget - drained, final=False)
+        return self._read(f, consume, now, budget, final=False)
 
     def _restart(self, f: Followed, src: str) -> None:
         self._rotated(src)

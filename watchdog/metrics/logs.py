@@ -21,9 +21,15 @@ METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_log_rotations_total", "counter", ("source",),
               "Rotations seen: rename-and-create, copytruncate, delete and re-create."),
     MetricDef("npu_watchdog_log_read_errors_total", "counter", ("source",),
-              "Files of the source that could not be read (e.g. permissions); see the daemon log."),
+              "Files or directories of the source that could not be read (e.g. permissions); see the daemon log."),
     MetricDef("npu_watchdog_log_engine_info", "gauge", ("engine",),
               "Always 1; the regular-expression engine the log rules run on: re2 (fast) or re (the slow fallback)."),
+    MetricDef("npu_watchdog_log_unreadable_paths", "gauge", ("source",),
+              "Files or directories of the source that cannot be read now (log_unreadable finding)."),
+    MetricDef("npu_watchdog_log_offsets_save_errors_total", "counter", (),
+              "Rounds whose log read offsets could not be saved (state folder read-only or full)."),
+    MetricDef("npu_watchdog_log_offsets_saved", "gauge", (),
+              "1 if the last save of the log read offsets succeeded, else 0 (log_offsets_unsaved finding)."),
 ]
 
 _cache: Tuple[Any, tuple] = (None, ())
@@ -48,6 +54,10 @@ def samples(rt: Any) -> Iterator[MetricSample]:
     for rid, category in _rules(cfg):
         yield MetricSample("npu_watchdog_log_matches_total", {"rule": rid, "category": category},
                            matches.get(rid, 0))
+    yield MetricSample("npu_watchdog_log_offsets_save_errors_total", {},
+                       getattr(obs, "state_save_errors_total", 0))
+    yield MetricSample("npu_watchdog_log_offsets_saved", {}, 0 if getattr(obs, "state_error", None) else 1)
+    unreadable = getattr(obs, "unreadable", {}) or {}
     sources = getattr(obs, "sources", {}) or {}
     for src in cfg.sources:
         s = sources.get(src.name)
@@ -58,3 +68,4 @@ def samples(rt: Any) -> Iterator[MetricSample]:
         yield MetricSample("npu_watchdog_log_read_lag_seconds", lab, s.read_lag_seconds if s else 0)
         yield MetricSample("npu_watchdog_log_rotations_total", lab, s.rotations_total if s else 0)
         yield MetricSample("npu_watchdog_log_read_errors_total", lab, s.read_errors_total if s else 0)
+        yield MetricSample("npu_watchdog_log_unreadable_paths", lab, len(unreadable.get(src.name, ())))

@@ -20,7 +20,7 @@ from watchdog.logrules.extract import Extractor, RawEvent
 from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.tail import Followed, SourceSpec, SourceStats, Tailer
 from watchdog.observations import LogEvent, LogObservation
-from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
+from watchdog.probes.base import Collected, Probe, ProbeContext
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,11 @@ class LogProbeObservation(LogObservation):
     #: Raw matching lines per rule id since the daemon started.
     matches_total: Dict[str, int] = field(default_factory=dict)
     errors: Tuple[str, ...] = ()
+    #: Per configured source, the paths (files or directories) that cannot be read now.
+    unreadable: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
+    #: Why the read offsets cannot be saved (None when the last save worked) and how often it failed.
+    state_error: Optional[str] = None
+    state_save_errors_total: int = 0
 
 
 def source_specs(cfg: LogsProbeConfig) -> List[SourceSpec]:
@@ -120,12 +125,15 @@ class LogsProbe(Probe):
         for key in [k for k, a in self.active.items() if now - a["last_at"] > horizon]:
             del self.active[key]
         stats = self.tailer.stats
-        errors = tuple(sorted(self.tailer.errors.values()))
-        if errors and "<state>" in self.tailer.errors:
-            raise ProbeError(self.tailer.errors["<state>"])
+        t = self.tailer
+        errors = tuple(sorted(t.errors.values()))
         followed = sum(s.files_followed for s in stats.values())
-        if errors and followed and len([e for p, e in self.tailer.errors.items() if p != "<state>"]) >= followed:
-            raise ProbeError(f"no log file could be read: {errors[0]}")
+        # Neither an unreadable path nor offsets that cannot be saved stop the round (that would
+        # drop what the readable files said): the observation carries both conditions, which
+        # become the log_unreadable and log_offsets_unsaved findings and metrics.
+        unreadable: Dict[str, List[str]] = {}
+        for path, msg in sorted(t.errors.items()):
+            unreadable.setdefault(t.error_sources.get(path, ""), []).append(msg)
         obs = LogProbeObservation(
             events=tuple(events),
             last_line_at={n: s.last_line_at for n, s in stats.items() if s.last_line_at is not None},
@@ -134,9 +142,14 @@ class LogsProbe(Probe):
             sources={n: replace(s) for n, s in stats.items()},
             matches_total=dict(self.extractor.matched),
             errors=errors,
+            unreadable={k: tuple(v) for k, v in unreadable.items()},
+            state_error=t.state_error,
+            state_save_errors_total=t.state_save_errors_total,
         )
         lines = sum(s.lines_round for s in stats.values())
         summary = f"{followed} files, {lines} lines, {len(events)} events, {len(self.active)} active"
+        if t.state_error:
+            summary += "; offsets NOT saved"
         return Collected(obs, summary)
 
     def _event(self, f: Followed, raw: RawEvent, now: float) -> LogEvent:

@@ -1,0 +1,53 @@
+"""Findings about the log probe's own blind spots: paths it cannot read, offsets it cannot save.
+
+A watcher that silently matches nothing is worse than none. An unreadable log file or directory
+(permissions, a mount gone away) and a state folder where the read offsets cannot be saved
+(read-only, full) each raise a warning finding while they last. The probe keeps reading what it
+can in both cases, so these findings explain a gap; they never replace a failure alert.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from watchdog.config.schema import Config
+from watchdog.findings import Finding
+from watchdog.state import StateView
+
+UNREADABLE_HINT = (
+    "The watchdog cannot read these log paths, so failure lines written there raise no alert. Check the "
+    "permissions (the daemon's user needs read access to the files and search access to the directories) "
+    "and that the file system is mounted; the daemon log names each path."
+)
+UNSAVED_HINT = (
+    "Log lines are still read and matched, but the read positions cannot be saved in the state folder "
+    "(read-only or full?). Until it is writable again, a restart re-reads the lines since the last save "
+    "(old failures may alert again). Free space or fix the mount; the finding clears on the next save."
+)
+
+
+def detect(view: StateView, config: Config) -> List[Finding]:
+    if not config.probes.logs.enabled:
+        return []
+    sample = view.latest("logs")
+    if sample is None:
+        return []
+    obs = sample.value
+    base = config.base_labels
+    out: List[Finding] = []
+    for source, paths in sorted((getattr(obs, "unreadable", None) or {}).items()):
+        out.append(Finding(
+            rule="log_unreadable", severity="warning",
+            summary=f"log source {source}: {len(paths)} path{'s' if len(paths) != 1 else ''} cannot be read: "
+                    + "; ".join(paths[:3])[:500],
+            labels={**base, "source": source}, hint=UNREADABLE_HINT, value=f"{len(paths)} unreadable",
+            evidence=tuple(p[:400] for p in paths[:10]), snapshot=False,
+        ))
+    err = getattr(obs, "state_error", None)
+    if err:
+        out.append(Finding(
+            rule="log_offsets_unsaved", severity="warning", summary=err[:500], labels=dict(base),
+            hint=UNSAVED_HINT, value=f"{getattr(obs, 'state_save_errors_total', 0)} failed saves",
+            snapshot=False,
+        ))
+    return out
