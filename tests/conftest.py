@@ -8,8 +8,8 @@ def make_daemon(tmp_path):
     """Factory for real daemon subprocesses; all are stopped at the end of the test."""
     started = []
 
-    def factory(config, env=None, start=True, extra_args=()):
-        d = Daemon(tmp_path, config, env=env, extra_args=extra_args)
+    def factory(config, env=None, start=True, extra_args=(), wrapper=()):
+        d = Daemon(tmp_path, config, env=env, extra_args=extra_args, wrapper=wrapper)
         started.append(d)
         return d.start() if start else d
 

@@ -66,7 +66,7 @@ class Daemon:
     """`npu-watchdog run` as a real subprocess with a temporary config and a free port."""
 
     def __init__(self, tmp: Path, config: Dict[str, Any], env: Optional[Dict[str, str]] = None,
-                 extra_args: tuple = ()):
+                 extra_args: tuple = (), wrapper: tuple = ()):
         self.tmp = Path(tmp)
         self.port = free_port()
         cfg = dict(config)
@@ -80,6 +80,8 @@ class Daemon:
         self.env = dict(os.environ)
         self.env.update(env or {})
         self.extra_args = extra_args
+        #: A command the daemon runs under (e.g. `setpriv ...` to drop capabilities).
+        self.wrapper = tuple(wrapper)
         self.stderr_path = self.tmp / f"daemon-{int(time.time() * 1000)}.log"
         self.proc: Optional[subprocess.Popen] = None
 
@@ -93,7 +95,7 @@ class Daemon:
     def start(self, wait: bool = True) -> "Daemon":
         self._err = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "watchdog", "run", "-c", str(self.config_path), *self.extra_args],
+            [*self.wrapper, sys.executable, "-m", "watchdog", "run", "-c", str(self.config_path), *self.extra_args],
             stdout=self._err, stderr=self._err, env=self.env, cwd=str(REPO),
         )
         if wait:
