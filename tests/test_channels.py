@@ -181,3 +181,19 @@ def test_webhook_bearer_token_and_headers():
         assert req.headers["X-Team"] == "npu" and req.json["idempotencyKey"] == "ikey123"
         v = channel("webhook", rx.url, bearer_token="other").deliver(body())
         assert not v.ok and not v.retryable and v.status == 401
+
+
+@pytest.mark.parametrize("kind", ["feishu", "dingtalk", "wecom"])
+def test_a_page_that_is_not_the_vendors_json_is_not_a_delivery(kind):
+    """A proxy or captive portal answering HTTP 200 with HTML has delivered nothing: these APIs
+    always answer JSON with a code. The attempt fails and is retried (the row stays queued)."""
+    html = "<!doctype html><html><body><h1>Welcome</h1>Please log in to continue.</body></html>"
+    with Receiver(kind) as rx:
+        rx.script(Answer(200, html), Answer(200, {"unexpected": "shape"}), Answer(502, "<html>bad gateway</html>"))
+        ch = channel(kind, rx.url)
+        verdicts = [ch.deliver(body()) for _ in range(3)]
+        assert all(not v.ok and v.retryable for v in verdicts), [v.line() for v in verdicts]
+        assert "not JSON" in verdicts[0].detail and "Welcome" in verdicts[0].detail
+        assert "JSON with no" in verdicts[1].detail
+        assert ch.deliver(body()).ok  # the vendor answers normally again
+        assert len(rx.requests) == 4 and len(rx.accepted()) == 1

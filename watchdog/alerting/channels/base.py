@@ -217,6 +217,18 @@ def _root_reason(exc: BaseException) -> str:
     return m.group(0).strip() if m else last
 
 
+def not_vendor_json(status: int, headers: Dict[str, str], text: str, field: str) -> Verdict:
+    """The answer of an API that always answers a JSON object with a `field` code, when it did not.
+
+    An HTML page with HTTP 200 (a proxy, a captive portal, a maintenance page) delivered nothing:
+    the attempt failed and is retried. Error statuses keep their generic reading."""
+    if not 200 <= status < 300:
+        return http_verdict(status, headers, text)
+    shown = " ".join(text.split())[:120] or "(empty body)"
+    what = f"JSON with no {field}" if json_body(text) is not None else "not JSON"
+    return Verdict(False, status, f"answer is {what}, so not from the vendor's API: {shown}", True)
+
+
 def json_body(text: str) -> Optional[Dict[str, Any]]:
     try:
         data = json.loads(text)

@@ -11,7 +11,7 @@ import time
 import urllib.parse
 from typing import Any, Dict
 
-from watchdog.alerting.channels.base import Channel, Verdict, as_int, http_verdict, json_body
+from watchdog.alerting.channels.base import Channel, Verdict, as_int, json_body, not_vendor_json
 from watchdog.alerting.render import MARKDOWN, Message, alert_text, escape_md, fit, mentions_for, more_line
 
 MAX_TEXT_BYTES = 4000
@@ -77,7 +77,7 @@ class DingTalkChannel(Channel):
 def errcode_verdict(status: int, headers: Dict[str, str], text: str, throttled: set, permanent: Dict[int, str]) -> Verdict:
     data = json_body(text)
     if data is None or "errcode" not in data:
-        return http_verdict(status, headers, text)
+        return not_vendor_json(status, headers, text, "errcode")
     code = as_int(data.get("errcode"))
     msg = str(data.get("errmsg", ""))[:200]
     if code == 0 and 200 <= status < 300:

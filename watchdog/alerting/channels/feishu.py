@@ -9,7 +9,7 @@ import hmac
 import time
 from typing import Any, Dict, List
 
-from watchdog.alerting.channels.base import Channel, Verdict, http_verdict, json_body
+from watchdog.alerting.channels.base import Channel, Verdict, json_body, not_vendor_json
 from watchdog.alerting.render import MARKDOWN, Message, alert_text, escape_plain, fit, mentions_for, more_line
 
 COLOURS = {"critical": "red", "warning": "orange", "info": "blue"}
@@ -73,7 +73,7 @@ class FeishuChannel(Channel):
     def verdict(self, status: int, headers: Dict[str, str], text: str) -> Verdict:
         data = json_body(text)
         if data is None or ("code" not in data and "StatusCode" not in data):
-            return http_verdict(status, headers, text)
+            return not_vendor_json(status, headers, text, "code")
         code = data.get("code", data.get("StatusCode"))
         msg = str(data.get("msg", data.get("StatusMessage", "")))[:200]
         if code == 0 and 200 <= status < 300:
