@@ -197,3 +197,34 @@ def test_a_page_that_is_not_the_vendors_json_is_not_a_delivery(kind):
         assert "JSON with no" in verdicts[1].detail
         assert ch.deliver(body()).ok  # the vendor answers normally again
         assert len(rx.requests) == 4 and len(rx.accepted()) == 1
+
+
+def test_a_receiver_dripping_bytes_is_cut_at_the_attempt_deadline():
+    """1 byte every 0.2 s never trips the per-read timeout (1 s); the whole answer would take
+    about 30 s (headers ~100 bytes, body ~50). The attempt ends at its 2 s deadline instead."""
+    with Receiver("feishu") as rx:
+        ok = {"code": 0, "msg": "success", "data": {}}
+        rx.script(Answer(200, ok, drip=0.2), Answer(200, ok), Answer(200, ok, drip=0.2))
+        ch = channel("feishu", rx.url, read_timeout="1s", attempt_timeout="2s")
+        t0 = time.monotonic()
+        v = ch.deliver(body())
+        took = time.monotonic() - t0
+        assert not v.ok and v.retryable and "attempt deadline (2s)" in v.detail, v.line()
+        assert took < 12, took  # bounded by the deadline, far below the ~30 s the drip takes
+        # a kept-alive session (as the senders use) is bounded the same way
+        from watchdog.alerting.channels.http import make_session
+        with make_session() as s:
+            assert ch.deliver(body(), s).ok
+            v = ch.deliver(body(), s)
+            assert not v.ok and "attempt deadline" in v.detail, v.line()
+
+
+def test_an_endless_answer_is_read_up_to_the_cap_only():
+    with Receiver("webhook") as rx:
+        rx.script(Answer(200, "", endless=True), Answer(200, {"errcode": 0}, endless=True))
+        v = channel("webhook", rx.url).deliver(body())
+        assert v.ok and "answer cut at 64 KiB" in v.detail, v.line()
+    with Receiver("wecom") as rx:
+        rx.script(Answer(200, "", endless=True))
+        v = channel("wecom", rx.url).deliver(body())
+        assert not v.ok and v.retryable and "answer cut" in v.detail, v.line()

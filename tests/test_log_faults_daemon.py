@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -14,10 +13,8 @@ import pytest
 from tests.fakes.receivers import Receiver
 from tests.helpers import wait_for
 
-#: Sources of truth for the message counts: status and alert rules of every accepted message.
-
-
 def messages(rx):
+    """(status, alert rules) of every message the receiver accepted, in order."""
     return [(r.json["status"], sorted(a["labels"]["alertname"] for a in r.json["alerts"])) for r in rx.accepted()]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import yaml
@@ -82,5 +83,50 @@ def test_gives_up_after_max_age_and_fails_fast_on_bad_token(tmp_path):
             assert ob.counts[("down", "retried")] >= 2
             assert ob.counts[("badkey", "failed")] == 1 and len(bad.requests) == 1
             assert store.outbox_stats()[0] == 0
+        finally:
+            ob.stop()
+
+
+def test_reload_during_a_send_never_delivers_twice(tmp_path):
+    """The receiver answers the first attempt only after 3 s (longer than a sender is waited
+    for on stop); a reload lands meanwhile. The row in flight must not get a second sender."""
+    with Receiver("slack") as rx:
+        rx.script(Answer(200, "ok", delay=3.0))
+        chans = [{"type": "slack", "name": "s", "url": rx.url, "read_timeout": "10s"}]
+        store, ob = outbox(tmp_path, chans)
+        ob.enqueue([("s", "k1", "firing", note(1))])
+        ob.start()
+        try:
+            rx.wait_arrived(1)  # the attempt is in flight: its answer comes in 3 s
+            new = load_config_text(yaml.safe_dump({"paths": {"state_dir": str(tmp_path)}, "alerting": {
+                "channels": [dict(chans[0], rate_limits=[{"count": 2, "per": "1s"}])], "max_age": "2h",
+                "retry_initial": "200ms", "retry_max": "500ms"}}))
+            ob.reconfigure(new.alerting)
+            ob.reconfigure(new.alerting)
+            wait_for(lambda: store.outbox_stats()[0] == 0, what="the row delivered once")
+            ob.enqueue([("s", "k2", "firing", note(2))])  # the channel still has its (one) sender
+            wait_for(lambda: store.outbox_stats()[0] == 0 and ob.counts[("s", "sent")] == 2, what="the next row")
+            ob.stop(timeout=10.0)  # every sender has finished: nothing is still in flight
+            assert rx.arrived == len(rx.requests) == 2, [r.headers["Idempotency-Key"] for r in rx.requests]
+            assert [r.headers["Idempotency-Key"] for r in rx.requests] == ["k1", "k2"]
+            assert not [t for t in threading.enumerate() if t.name == "send-s"]
+        finally:
+            ob.stop()
+
+
+def test_a_dripping_receiver_holds_its_channel_no_longer_than_the_attempt_deadline(tmp_path):
+    """The first answer drips a byte every 0.5 s (over a minute in all); the three notifications
+    queued behind it are delivered once the 1 s attempt deadline ends that attempt."""
+    with Receiver("slack") as rx:
+        rx.script(Answer(200, "ok", drip=0.5))
+        store, ob = outbox(tmp_path, [{"type": "slack", "name": "s", "url": rx.url, "attempt_timeout": "1s",
+                                       "rate_limits": [{"count": 10, "per": "1s"}]}])
+        ob.enqueue([("s", f"k{i}", "firing", note(i)) for i in range(1, 5)])
+        ob.start()
+        try:
+            got = rx.wait_for(4, timeout=30)
+            assert [r.headers["Idempotency-Key"] for r in got] == ["k1", "k2", "k3", "k4"]
+            wait_for(lambda: ob.counts[("s", "sent")] == 4, what="four sent")
+            assert ob.counts[("s", "retried")] == 1 and len(rx.requests) == 5
         finally:
             ob.stop()

@@ -46,12 +46,18 @@ DEFAULT_PATHS = {
 
 @dataclass
 class Answer:
-    """A scripted answer: status, body (dict -> JSON), headers, and a delay before answering."""
+    """A scripted answer: status, body (dict -> JSON), headers, and a delay before answering.
+
+    `drip`: seconds between single bytes of the whole answer (status line, headers, body), like a
+    receiver behind a choking link. `endless`: after the headers, body bytes until the client
+    hangs up (an answer that never ends)."""
 
     status: int = 200
     body: Any = None
     headers: Dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    drip: float = 0.0
+    endless: bool = False
 
 
 @dataclass
@@ -108,6 +114,8 @@ class Receiver:
         self.bearer = bearer
         self.path = DEFAULT_PATHS[kind] if path is None else path
         self.requests: List[Recorded] = []
+        #: Requests whose handling began (recorded in `requests` only once answered).
+        self.arrived = 0
         self._script: List[Answer] = []
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -185,12 +193,20 @@ class Receiver:
                                          f"(all: {[(r.status, r.answer[:80]) for r in self.requests]})")
                 self._cond.wait(min(left, 0.5))
 
+    def wait_arrived(self, n: int = 1, timeout: float = 30.0) -> None:
+        """Block until `n` requests reached the handler (answered or not yet)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.arrived >= n, timeout):
+                raise AssertionError(f"{self.kind} receiver: {self.arrived} of {n} requests arrived after {timeout}s")
+
     # -- the vendor's behaviour --------------------------------------------------------------
     def _handle(self, h: BaseHTTPRequestHandler, body: bytes) -> None:
         parts = urllib.parse.urlsplit(h.path)
         query = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
         rec = Recorded(h.command, parts.path, query, {k: v for k, v in h.headers.items()}, body, time.time())
-        with self._lock:
+        with self._cond:
+            self.arrived += 1
+            self._cond.notify_all()
             scripted = self._script.pop(0) if self._script else None
         ans = scripted if scripted is not None else self._verdict(rec)
         if ans.delay:
@@ -209,6 +225,9 @@ class Receiver:
             self.requests.append(rec)
             self._cond.notify_all()
         try:
+            if ans.drip or ans.endless:
+                self._misbehave(h, ans, ctype, data)
+                return
             h.send_response(ans.status)
             h.send_header("Content-Type", ctype)
             h.send_header("Content-Length", str(len(data)))
@@ -218,6 +237,24 @@ class Receiver:
             h.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (read timeout): the request is still recorded
+
+    def _misbehave(self, h: BaseHTTPRequestHandler, ans: Answer, ctype: str, data: bytes) -> None:
+        """Answer a byte at a time (`drip`) and/or without end (`endless`), until the client hangs up."""
+        h.close_connection = True
+        length = 1 << 40 if ans.endless else len(data)
+        head = (f"HTTP/1.1 {ans.status} X\r\nContent-Type: {ctype}\r\nContent-Length: {length}\r\n"
+                + "".join(f"{k}: {v}\r\n" for k, v in ans.headers.items()) + "\r\n").encode("latin-1")
+        out = head + (b"" if ans.endless else data)
+        if not ans.drip:
+            h.wfile.write(out)
+        for i in range(len(out) if ans.drip else 0):
+            h.wfile.write(out[i:i + 1])
+            h.wfile.flush()
+            time.sleep(ans.drip)
+        chunk = b"x" * 65536
+        while ans.endless:  # the client's cap ends this with a reset or a broken pipe
+            h.wfile.write(chunk)
+            time.sleep(ans.drip or 0.001)
 
     def _is_success(self, ans: Answer) -> bool:
         if not 200 <= ans.status < 300:

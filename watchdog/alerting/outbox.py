@@ -1,7 +1,9 @@
 """The durable outbox and its senders: at-least-once delivery that never blocks probing.
 
-The engine commits notifications to SQLite (`AlertStore.enqueue`) and returns; one sender thread
-per channel takes the oldest due row, waits for the channel's rate limits, makes one attempt and
+The engine commits notifications to SQLite (`AlertStore.enqueue`) and returns; exactly one sender
+thread per channel name, for the whole life of the daemon (a reload hands a changed channel to its
+running sender between two attempts instead of starting a second one, which would send the row
+the first is still sending), takes the oldest due row, waits for the channel's rate limits, makes one attempt and
 records the verdict. A crash between commit and send only means the row is sent after the restart
 (receivers can deduplicate with the idempotency key). Rows that cannot succeed (bad token, bad
 signature) are dropped at once with an error log; rows that keep failing are retried with
@@ -19,10 +21,9 @@ import time
 import traceback
 from typing import Deque, Dict, List, Tuple
 
-import requests
-
 from watchdog.alerting.channels import Channel, build_channels
 from watchdog.alerting.channels.base import Verdict, scrub, secret_fragments
+from watchdog.alerting.channels.http import Deadline, make_session, read_answer
 from watchdog.alerting.store import AlertStore
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.config.types import secret_value
@@ -65,11 +66,30 @@ class _Worker:
         self.limiter = RateLimiter(channel.cfg.limits())
         self.wake = threading.Event()
         self.stop = threading.Event()
-        self.session = requests.Session()
+        #: Set (under the outbox lock) when the loop has ended for good: only then may another
+        #: sender for this channel name start.
+        self.exited = False
+        self.session = make_session()
         self.thread = threading.Thread(target=self._run, name=f"send-{channel.name}", daemon=True)
 
+    def adopt(self, channel: Channel) -> None:
+        """Take a reloaded channel (same name); the attempt under way, if any, finishes as it was.
+        Called under the outbox lock."""
+        if channel.cfg.limits() != self.channel.cfg.limits():
+            limiter = RateLimiter(channel.cfg.limits())
+            limiter.sent.extend(self.limiter.sent)
+            limiter.block(self.limiter.blocked_until)
+            self.limiter = limiter
+        self.channel = channel
+        self.stop.clear()
+        self.wake.set()
+
     def _run(self) -> None:
-        while not self.stop.is_set():
+        while True:
+            with self.outbox._lock:
+                if self.stop.is_set():
+                    self.exited = True
+                    break
             try:
                 delay = self._step()
             except Exception as exc:  # a database hiccup: keep the row, try again shortly
@@ -152,10 +172,24 @@ class Outbox:
 
     def start(self) -> None:
         self._drop_orphans()
-        for ch in self.channels.values():
-            w = _Worker(self, ch)
-            self._workers[ch.name] = w
-            w.thread.start()
+        self._sync_workers()
+
+    def _sync_workers(self) -> None:
+        """One sender per configured channel: reuse the running one (never a second thread for
+        a name whose sender may still be mid-attempt), start the missing ones, stop the rest."""
+        with self._lock:
+            for name, ch in self.channels.items():
+                w = self._workers.get(name)
+                if w is not None and not w.exited:
+                    w.adopt(ch)
+                    continue
+                w = _Worker(self, ch)
+                self._workers[name] = w
+                w.thread.start()
+            for name, w in self._workers.items():
+                if name not in self.channels:
+                    w.stop.set()
+                    w.wake.set()
 
     def _drop_orphans(self) -> None:
         for name in self.store.outbox_channels():
@@ -174,7 +208,6 @@ class Outbox:
                 w.wake.set()
 
     def reconfigure(self, config: AlertingConfig) -> None:
-        self.stop()
         self.config = config
         self.channels = build_channels(config)
         with self._lock:
@@ -184,11 +217,11 @@ class Outbox:
         self.start()
 
     def stop(self, timeout: float = 2.0) -> None:
-        workers = list(self._workers.values())
-        self._workers = {}
-        for w in workers:
-            w.stop.set()
-            w.wake.set()
+        with self._lock:
+            workers = list(self._workers.values())
+            for w in workers:
+                w.stop.set()
+                w.wake.set()
         deadline = time.monotonic() + timeout
         for w in workers:
             w.thread.join(max(0.0, deadline - time.monotonic()))
@@ -233,15 +266,28 @@ class DeadMan:
             self._event.clear()
             if self._stop.is_set() or not self.url:
                 continue
-            try:
-                r = requests.get(self.url, timeout=(self.timeout, self.timeout), allow_redirects=False)
-                ok = 200 <= r.status_code < 300
-                detail = f"HTTP {r.status_code}"
-            except requests.exceptions.RequestException as exc:
-                ok, detail = False, scrub(f"{type(exc).__name__}: {exc}", self._secrets)
+            ok, detail = self._ping_once()
             self.counts["ok" if ok else "failed"] += 1
             if not ok:
                 log.warning("dead-man ping failed: %s", detail)
+
+    def _ping_once(self) -> Tuple[bool, str]:
+        """One GET, bounded in total time (twice the timeout) and in the answer read."""
+        deadline = Deadline(2 * self.timeout)
+        try:
+            with make_session() as session, deadline:
+                r = session.get(self.url, timeout=(self.timeout, self.timeout), allow_redirects=False, stream=True)
+                try:
+                    read_answer(r, 4096)
+                finally:
+                    r.close()
+            if deadline.expired:
+                return False, f"no complete answer within {2 * self.timeout:g}s"
+            return 200 <= r.status_code < 300, f"HTTP {r.status_code}"
+        except Exception as exc:  # requests', urllib3's or the socket's
+            if deadline.expired:
+                return False, f"no complete answer within {2 * self.timeout:g}s"
+            return False, scrub(f"{type(exc).__name__}: {exc}", self._secrets)
 
     def close(self) -> None:
         self._stop.set()

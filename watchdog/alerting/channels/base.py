@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import requests
 
 from watchdog import __version__
+from watchdog.alerting.channels.http import MAX_ANSWER_BYTES, Deadline, make_session, read_answer
 from watchdog.alerting.render import Message
 from watchdog.config.sections.alerting import AlertingConfig, ChannelConfig
 from watchdog.config.types import secret_value
@@ -172,30 +173,46 @@ class Channel:
             url, headers, data = self.request(Message(body))
         except Exception as exc:  # a rendering bug must not take the sender down
             return Verdict(False, None, self.scrub(f"cannot render the message: {type(exc).__name__}: {exc}"), False)
-        sess = session or requests.Session()
+        sess = session or make_session()
+        deadline = Deadline(self.cfg.attempt_timeout)
         try:
-            resp = sess.post(url, data=data, headers=headers, allow_redirects=False,
-                             timeout=(self.cfg.connect_timeout, self.cfg.read_timeout))
-            text = resp.text[:4000]
+            with deadline:
+                resp = sess.post(url, data=data, headers={**headers, "Accept-Encoding": "identity"},
+                                 allow_redirects=False, stream=True,
+                                 timeout=(self.cfg.connect_timeout, self.cfg.read_timeout))
+                try:
+                    text, cut = read_answer(resp)
+                finally:
+                    resp.close()
             status = resp.status_code
             rheaders = dict(resp.headers)
-        except requests.exceptions.ConnectTimeout:
-            return Verdict(False, None, f"connect timeout after {self.cfg.connect_timeout:g}s")
-        except requests.exceptions.ReadTimeout:
-            return Verdict(False, None, f"no answer within the read timeout ({self.cfg.read_timeout:g}s)")
-        except requests.exceptions.ConnectionError as exc:
-            return Verdict(False, None, "connection failed: " + self.scrub(_root_reason(exc)))
-        except requests.exceptions.RequestException as exc:
-            return Verdict(False, None, self.scrub(f"{type(exc).__name__}: {exc}"))
+        except Exception as exc:  # requests', urllib3's or the socket's: any of them is a failed attempt
+            return self._failed(exc, deadline)
         finally:
             if session is None:
                 sess.close()
+        if deadline.expired:  # the answer ended when the deadline shut the socket
+            return Verdict(False, status, f"no complete answer within the attempt deadline ({self.cfg.attempt_timeout:g}s)")
         try:
             v = self.verdict(status, rheaders, text)
         except Exception as exc:
             v = Verdict(False, status, f"unreadable answer ({type(exc).__name__})")
+        if cut:
+            v.detail += f" (answer cut at {MAX_ANSWER_BYTES // 1024} KiB)"
         v.detail = self.scrub(v.detail)
         return v
+
+    def _failed(self, exc: Exception, deadline: Deadline) -> Verdict:
+        """The verdict of an attempt that got no usable answer (never contains a secret)."""
+        if deadline.expired:
+            return Verdict(False, None, f"no complete answer within the attempt deadline ({self.cfg.attempt_timeout:g}s)")
+        if isinstance(exc, requests.exceptions.ConnectTimeout):
+            return Verdict(False, None, f"connect timeout after {self.cfg.connect_timeout:g}s")
+        if isinstance(exc, requests.exceptions.ReadTimeout):
+            return Verdict(False, None, f"no answer within the read timeout ({self.cfg.read_timeout:g}s)")
+        if isinstance(exc, requests.exceptions.ConnectionError):
+            return Verdict(False, None, "connection failed: " + self.scrub(_root_reason(exc)))
+        return Verdict(False, None, self.scrub(f"{type(exc).__name__}: {exc}"))
 
 
 def _root_reason(exc: BaseException) -> str:

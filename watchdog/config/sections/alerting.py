@@ -135,7 +135,11 @@ class ChannelConfig(StrictModel):
     #: DingTalk and WeCom 20/min, none for webhook and alertmanager).
     rate_limits: Optional[List[RateLimit]] = None
     connect_timeout: Duration = Field(default="5s")
+    #: Longest wait for any one read of the answer.
     read_timeout: Duration = Field(default="10s")
+    #: Longest time of one whole attempt (connect, send, the complete answer): a receiver that
+    #: answers a byte at a time cannot hold the channel longer than this.
+    attempt_timeout: Duration = Field(default="15s")
     #: Send a message when alerts resolve (default: the engine's `send_resolved`).
     send_resolved: Optional[bool] = None
     #: `alertmanager`: how often firing alerts are pushed again (must stay below its resolve timeout).
