@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from watchdog import __version__
+from watchdog import __version__, fdbudget
 from watchdog.alerting.engine import build_engine
 from watchdog.config import Config, ConfigError, load_config
 from watchdog.config.pathcheck import unmatched_paths
@@ -199,18 +199,29 @@ class Daemon:
         self.notifier.ready(self.status_line())
         return True
 
+    def _start_http(self, config: Config, registry: object) -> bool:
+        """Listen with a connection cap that leaves the probes their descriptors (fdbudget)."""
+        soft = fdbudget.raise_soft_limit()
+        cap = fdbudget.connection_cap(config.http.max_connections, soft, fdbudget.open_fds())
+        try:
+            self.http = HttpEndpoint(config.http.host, config.http.port, registry, self.status, self.healthy,
+                                     max_connections=cap, connection_timeout=config.http.connection_timeout)
+        except OSError as exc:
+            log.error("cannot listen on %s: %s", config.http.listen, exc.strerror or exc)
+            return False
+        self.runtime.services["http"] = self.http
+        self.http.start()
+        log.info("serving /metrics on http://%s:%d/ (at most %d connections; open-files limit %d, %d kept for probes)",
+                 config.http.host, self.http.port, cap, soft, fdbudget.PROBE_RESERVE)
+        return True
+
     def run(self) -> int:
         config = self.config
         probes = self._build_probes(config)
         registry = make_registry(self.runtime)
         if config.http.enabled:
-            try:
-                self.http = HttpEndpoint(config.http.host, config.http.port, registry, self.status, self.healthy)
-            except OSError as exc:
-                log.error("cannot listen on %s: %s", config.http.listen, exc.strerror or exc)
+            if not self._start_http(config, registry):
                 return 1
-            self.http.start()
-            log.info("serving /metrics on http://%s:%d/", config.http.host, self.http.port)
         self._install_signal_handlers()
         self.scheduler.start(probes)
         log.info("npu-watchdog %s started: host=%s training_job=%s probes=%s", __version__, config.node.name,

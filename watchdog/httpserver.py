@@ -2,15 +2,25 @@
 
 Everything served reads cached state; no request ever runs a probe or a subprocess, so a hung
 npu-smi cannot slow a scrape.
+
+No client can exhaust the daemon (see `watchdog.fdbudget`): each connection has a read timeout
+(`http.connection_timeout`), at most `http.max_connections` are open at once (fewer if the
+descriptor limit leaves less after the probes' reserve), and at the cap a new connection evicts
+the oldest one that has not sent a complete request yet (an idle or trickling client) instead of
+being refused, so a scrape or a health check still gets through while idle sockets pile up. Only
+when every slot serves a real request is the new connection closed at once.
 """
 
 from __future__ import annotations
 
+import collections
+import errno
 import html
 import json
 import logging
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -30,6 +40,61 @@ class _Server(ThreadingHTTPServer):
     # socketserver's default backlog of 5 drops connections when a few scrapers arrive at once
     # (measured: 1-2 s client retries with 10 concurrent scrapers).
     request_queue_size = 128
+    #: Set before serving: the connection cap (see the module docstring).
+    max_connections = 64
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self._conn_lock = threading.Lock()
+        self.open_connections = 0
+        #: Accepted connections whose request has not been read completely, oldest first.
+        self._waiting: "collections.OrderedDict[int, socket.socket]" = collections.OrderedDict()
+        self.dropped = {"evicted": 0, "refused": 0}
+
+    def get_request(self) -> Tuple[socket.socket, Any]:
+        try:
+            return super().get_request()
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                time.sleep(0.05)  # out of descriptors: do not spin on the still-readable listener
+            raise
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._conn_lock:
+            if self.open_connections >= self.max_connections:
+                if not self._waiting:
+                    self.dropped["refused"] += 1
+                    self.shutdown_request(request)
+                    return
+                _, victim = self._waiting.popitem(last=False)
+                self.dropped["evicted"] += 1
+                try:
+                    victim.shutdown(socket.SHUT_RDWR)  # its thread reads EOF and ends
+                except OSError:
+                    pass
+            self.open_connections += 1
+            self._waiting[id(request)] = request
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._forget(request)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._forget(request)
+
+    def request_read(self, request: Any) -> None:
+        """The handler has the whole request: this connection is no longer evictable."""
+        with self._conn_lock:
+            self._waiting.pop(id(request), None)
+
+    def _forget(self, request: Any) -> None:
+        with self._conn_lock:
+            self._waiting.pop(id(request), None)
+            self.open_connections = max(0, self.open_connections - 1)
 
 
 class _Server6(_Server):
@@ -38,7 +103,8 @@ class _Server6(_Server):
 
 class HttpEndpoint:
     def __init__(self, host: str, port: int, registry: Any, status_fn: Callable[[], Dict[str, Any]],
-                 healthy_fn: Callable[[], Tuple[bool, str]]):
+                 healthy_fn: Callable[[], Tuple[bool, str]], max_connections: int = 64,
+                 connection_timeout: float = 10.0):
         self.registry = registry
         self._render_cond = threading.Condition()
         self._rendering = False
@@ -57,8 +123,12 @@ class HttpEndpoint:
         class Handler(BaseHTTPRequestHandler):
             server_version = f"npu-watchdog/{__version__}"
             sys_version = ""
+            # Per read on the connection (StreamRequestHandler sets it on the socket): an idle
+            # or trickling client is dropped, and at the cap evicted sooner.
+            timeout = connection_timeout
 
             def do_GET(self) -> None:  # noqa: N802
+                self.server.request_read(self.request)  # type: ignore[attr-defined]
                 path = self.path.split("?", 1)[0]
                 route = endpoint.routes.get(path)
                 if route is None:
@@ -87,6 +157,7 @@ class HttpEndpoint:
 
         server_cls = _Server6 if ":" in host else _Server
         self.server = server_cls((host, port), Handler)
+        self.server.max_connections = max_connections
         self.port = self.server.server_address[1]
         self.thread: Optional[threading.Thread] = None
 
@@ -97,6 +168,11 @@ class HttpEndpoint:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def connection_stats(self) -> Dict[str, Any]:
+        """Open connections, the cap in force and the connections dropped at the cap."""
+        srv = self.server
+        return {"open": srv.open_connections, "limit": srv.max_connections, "dropped": dict(srv.dropped)}
 
     # -- routes ----------------------------------------------------------------------------
     def _metrics(self) -> Tuple[int, str, bytes]:

@@ -80,6 +80,11 @@ class HttpConfig(StrictModel):
     enabled: bool = True
     #: host:port; 127.0.0.1 by default, open it to your Prometheus explicitly.
     listen: str = f"127.0.0.1:{DEFAULT_PORT}"
+    #: Connections open at once (lowered if the open-files limit is tight: the probes keep a
+    #: reserve); at the cap a new connection evicts the oldest idle one.
+    max_connections: int = Field(default=64, ge=4, le=4096)
+    #: A connection is closed when a read waits longer than this (idle or trickling clients).
+    connection_timeout: Duration = Field(default="10s")
 
     @field_validator("listen")
     @classmethod

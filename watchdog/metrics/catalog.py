@@ -22,6 +22,7 @@ METRIC_MODULES = (
     "watchdog.metrics.logs",
     "watchdog.metrics.alerting",
     "watchdog.metrics.snapshots",
+    "watchdog.metrics.http",
 )
 
 _NAME = re.compile(r"^npu_watchdog_[a-z0-9_]+$")
