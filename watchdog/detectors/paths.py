@@ -23,6 +23,8 @@ def _log_sources(view: StateView, config: Config, waited: float) -> List[Finding
         stats = getattr(sample.value, "sources", {}).get(source.name)
         if stats is None or stats.files_followed:
             continue
+        if (getattr(sample.value, "unreadable", None) or {}).get(source.name):
+            continue  # the paths exist but cannot be read: log_unreadable says so, precisely
         out.append(Finding(
             rule="path_unmatched", severity="warning",
             summary=f"log source {source.name}: no file matches {', '.join(source.paths)}",
