@@ -224,3 +224,22 @@ def test_a_failed_offsets_save_does_not_blind_the_tailer_and_recovers(tmp_path: 
     assert t.state_error is None and t.errors == {}
     t2 = make(tmp_path)
     assert t2._saved[str(p)]["offset"] == p.stat().st_size
+
+
+def test_an_unreadable_directory_is_an_error_until_it_can_be_listed(tmp_path: Path) -> None:
+    """The directory of a glob is a symlink loop: listing it fails (as root too; permissions are
+    covered by the daemon test, which drops root's override capabilities)."""
+    t, sink = make(tmp_path / "logs"), Sink()
+    t.poll(sink, 1.0)
+    assert t.errors == {}  # not there yet: no error, nothing followed
+    os.symlink(tmp_path / "logs", tmp_path / "logs")
+    t.poll(sink, 2.0)
+    assert list(t.errors) == [str(tmp_path / "logs")] and t.error_sources[str(tmp_path / "logs")] == "train"
+    assert t.stats["train"].read_errors_total == 1
+    t.poll(sink, 3.0)
+    assert t.stats["train"].read_errors_total == 1  # counted once per episode
+    (tmp_path / "logs").unlink()
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "rank0.log").write_bytes(b"hello\n")
+    t.poll(sink, 4.0)
+    assert t.errors == {} and sink.texts() == [b"hello"]

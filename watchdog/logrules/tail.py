@@ -266,8 +266,9 @@ class Tailer:
                 self._clear_error(p)
             except OSError as exc:
                 self._set_error(p, src.name, f"{p}: {exc.strerror or exc}")
-        for key in [k for k in self.errors if k not in current and os.path.isfile(k)]:
-            self._clear_error(key)  # an unreadable file that is no longer matched
+        dirs = {static_dir(os.path.expanduser(p)) for src in self.sources for p in src.paths}
+        for key in [k for k in self.errors if k not in current and k not in dirs]:
+            self._clear_error(key)  # an unreadable file that is gone, or a source no longer configured
         self._close_idle(now)
         self._update_gauges(now)
         self._save_round()
