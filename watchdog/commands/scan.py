@@ -19,8 +19,9 @@ from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.model import SHIPPED_PACKS, RuleError, build_ruleset
 
 SLICE = 8 << 20
-CATEGORY_ORDER = ("oom", "device", "nan", "hccl", "traceback", "custom")
-HEADINGS = {"oom": "first OOM", "device": "first device fault", "nan": "first NaN/overflow",
+CATEGORY_ORDER = ("oom", "device", "crash", "nan", "hccl", "traceback", "custom")
+HEADINGS = {"oom": "first OOM", "device": "first device fault", "crash": "first native crash",
+            "nan": "first NaN/overflow",
             "hccl": "first HCCL error", "traceback": "first traceback", "custom": "first custom match"}
 
 
