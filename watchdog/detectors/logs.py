@@ -28,6 +28,20 @@ def _job_start(view: StateView) -> Optional[float]:
     return min(times) if times else None
 
 
+def _device_labels(device: Optional[int], view: StateView) -> Dict[str, str]:
+    """Labels naming the device of a log finding: the logic id the line gave, and the NPU ID and
+    chip npu-smi uses for it (from `npu-smi info -m`), so the finding and the NPU metrics agree."""
+    if device is None:
+        return {}
+    labels = {"device_id": str(device)}
+    sample = view.latest("npu")
+    chip_map = getattr(sample.value, "chip_map", None) if sample is not None else None
+    if chip_map and device in chip_map:
+        npu, chip = chip_map[device]
+        labels["npu"], labels["chip"] = str(npu), str(chip)
+    return labels
+
+
 def _hint(a, job_start: Optional[float], early_window: float) -> str:
     if job_start is not None and (a.hint_early or a.hint_late):
         age = a.first_at - job_start
@@ -69,7 +83,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     out: List[Finding] = []
     root_index = {id(r): i for i, r in enumerate(roots)}
     for a in standalone:
-        labels = {**base, "log_rule": a.rule}
+        labels = {**base, "log_rule": a.rule, **_device_labels(getattr(a, "device", None), view)}
         if a.rank is not None:
             labels["rank"] = str(a.rank)
         symptoms = folded.get(root_index.get(id(a), -1), [])
@@ -77,6 +91,10 @@ def detect(view: StateView, config: Config) -> List[Finding]:
         for s in symptoms:
             evidence.append(f"[symptom {s.rule}{' rank ' + s.rank if s.rank else ''}] {s.summary}")
         where = f" (rank {a.rank})" if a.rank is not None else ""
+        if "npu" in labels:
+            where += f" (NPU {labels['npu']} chip {labels['chip']})"
+        elif "device_id" in labels:
+            where += f" (device {labels['device_id']})"
         summary = f"{a.title}{where}: {a.summary}"
         if symptoms:
             summary += f" (+{len(symptoms)} folded symptom{'s' if len(symptoms) > 1 else ''}: " \
