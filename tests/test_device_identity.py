@@ -102,3 +102,36 @@ def test_daemon_names_the_npu_of_a_plog_device_fault(make_daemon, tmp_path: Path
     assert (f["labels"]["device_id"], f["labels"]["npu"], f["labels"]["chip"]) == ("3", "6", "3")
     assert "NPU 6 chip 3" in f["summary"]
     assert 'npu_watchdog_npu_health{chip="3",npu="6"}' in m  # the same NPU/chip the metrics name
+
+
+def test_probe_keeps_the_last_mapping_when_info_m_fails(tmp_path: Path, monkeypatch) -> None:
+    """The npu probe against the fake npu-smi: a failing `info -m` is recorded (the table round
+    still succeeds), a later good answer fills the mapping, a later failure keeps it."""
+    from watchdog.config import load_config_text
+    from watchdog.npusmi.run import STATS
+    from watchdog.probes import npu as npu_probe
+
+    scen = tmp_path / "scenario.json"
+
+    def scenario(mapping_behavior: str) -> None:
+        scen.write_text(json.dumps({"generate": {"npu_ids": [6], "chips_per_npu": 4, "name": "310"},
+                                    "mapping": str(FIX / "info_m_310_atlas300.txt"),
+                                    "mapping_behavior": mapping_behavior}))
+
+    monkeypatch.setenv("FAKE_NPU_SMI_SCENARIO", str(scen))
+    monkeypatch.setattr(npu_probe, "CHIP_MAP_RETRY", 0.0)
+    monkeypatch.setattr(npu_probe, "CHIP_MAP_REFRESH", 0.0)
+    cfg = load_config_text(f"node: {{name: n}}\njob: {{name: j}}\nprobes:\n  npu: {{enabled: true, npu_smi: '{FAKE}'}}\n")
+    probe = npu_probe.NpuProbe(cfg.probes.npu)
+    scenario("fail")
+    before = STATS.snapshot().failures["unavailable"]
+    obs = probe.collect().value
+    assert len(obs.chips) == 4 and obs.chip_map == {}
+    assert obs.chip_map_error and obs.chip_map_error.startswith("npu-smi unavailable:")
+    assert STATS.snapshot().failures["unavailable"] == before + 1
+    scenario("ok")
+    obs = probe.collect().value
+    assert obs.chip_map == {0: (6, 0), 1: (6, 1), 2: (6, 2), 3: (6, 3)} and obs.chip_map_error is None
+    scenario("garbage")
+    obs = probe.collect().value
+    assert obs.chip_map[3] == (6, 3) and obs.chip_map_error.startswith("npu-smi output unreadable:")
