@@ -135,3 +135,11 @@ def test_probe_keeps_the_last_mapping_when_info_m_fails(tmp_path: Path, monkeypa
     scenario("garbage")
     obs = probe.collect().value
     assert obs.chip_map[3] == (6, 3) and obs.chip_map_error.startswith("npu-smi output unreadable:")
+
+
+def test_chip_map_hostile_numbers_are_parse_errors() -> None:
+    head = (FIX / "info_m_310_atlas300.txt").read_text().splitlines()[0]
+    with pytest.raises(NpuSmiParseError, match="at line 2"):
+        parse_chip_map(head + "\n" + "9" * 5000 + " 0 0 MiniD\n")
+    with pytest.raises(NpuSmiParseError, match="at line 2"):
+        parse_chip_map(head + "\n6 0 nan MiniD\n")

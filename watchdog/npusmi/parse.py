@@ -420,7 +420,7 @@ def parse_health(text: str) -> HealthInfo:
 
 #: Header of `npu-smi info -m`: four columns, the last (Chip Name) may contain spaces.
 _MAP_HEADER = re.compile(r"^NPU ID\s+Chip ID\s+Chip Logic ID\s+Chip Name$", re.IGNORECASE)
-_MAP_ROW = re.compile(r"^(\d+)\s+(\d+)\s+(\d+|-)\s+(\S.*)$")
+_MAP_ROW = re.compile(r"^(\d{1,9})\s+(\d{1,9})\s+(\d{1,9}|-)\s+(\S.*)$")
 
 
 @dataclass(frozen=True)
