@@ -2,30 +2,25 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Dict, Set, Tuple
 
 import pytest
 
 from tests.helpers import FIXTURES
+from watchdog.logrules import corpus
 from watchdog.logrules.extract import Extractor, StreamState, line_timestamp
 from watchdog.logrules.matcher import Matcher, re2_available
 from watchdog.logrules.model import RuleError, SHIPPED_PACKS, build_ruleset, load_pack, make_rule
 
 SAMPLES = Path(__file__).parent / "samples" / "logs"
-MARK = re.compile(r"  ##> (\S+)$")
+CORPUS = Path(__file__).parent / "samples" / "corpus"
 ENGINES = ["re"] + (["re2"] if re2_available() else [])
 
 
 def load_sample(path: Path) -> Tuple[bytes, Dict[int, Set[str]]]:
-    lines, expect = [], {}
-    for no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        m = MARK.search(line)
-        assert m, f"{path.name}:{no}: every sample line needs a '  ##> rule|-' marker"
-        lines.append(line[:m.start()])
-        expect[no] = set() if m.group(1) == "-" else set(m.group(1).split(","))
-    return ("\n".join(lines) + "\n").encode("utf-8"), expect
+    sample = corpus.parse_annotated(path.read_text(encoding="utf-8"), path.name)
+    return sample.data, {no: set(e.rules) for no, e in sample.expect.items()}
 
 
 def run_rules(data: bytes, engine: str, chunk_lines: int = 0) -> Dict[int, Set[str]]:
@@ -42,7 +37,7 @@ def run_rules(data: bytes, engine: str, chunk_lines: int = 0) -> Dict[int, Set[s
     return got
 
 
-SAMPLE_FILES = sorted(SAMPLES.glob("*.log"))
+SAMPLE_FILES = sorted(SAMPLES.glob("*.log")) + sorted(CORPUS.glob("*.log"))
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -55,13 +50,44 @@ def test_sample_expectations(path: Path, engine: str) -> None:
         assert not wrong, f"{path.name} ({engine}, chunk={chunk}): line -> (expected, got): {wrong}"
 
 
-def test_every_shipped_rule_has_a_positive_sample() -> None:
+def test_every_shipped_rule_has_a_positive_and_a_near_miss_sample() -> None:
     covered: Set[str] = set()
-    for path in SAMPLE_FILES:
-        for ids in load_sample(path)[1].values():
-            covered |= ids
+    near: Set[str] = set()
+    for s in corpus.load(SAMPLE_FILES):
+        for e in s.expect.values():
+            covered |= e.rules
+            near |= e.near
     shipped = {r.id for p in SHIPPED_PACKS for r in load_pack(p)}
     assert shipped - covered == set(), "rules without a positive sample line"
+    assert shipped - near == set(), "rules without a near-miss sample line (`~rule_id`)"
+    assert near - shipped == set(), "near-miss annotations naming no shipped rule"
+
+
+def test_corpus_size_and_zero_false_alarms() -> None:
+    """The verbatim corpus: >= 150 real failure lines, at least as many lines that must stay
+    silent, and not one alarm on them (the scores the docs quote)."""
+    real = [p for p in sorted(CORPUS.glob("*.log")) if "constructed" not in p.name]
+    rep = corpus.score(corpus.load(real), build_ruleset())
+    assert rep.failure_lines >= 150, rep.failure_lines
+    assert rep.silent_lines >= rep.failure_lines, (rep.silent_lines, rep.failure_lines)
+    assert rep.false_alarms == 0
+    every = corpus.score(corpus.load(SAMPLE_FILES), build_ruleset())
+    assert every.false_alarms == 0 and all(s.near_alarms == 0 for s in every.scores.values())
+    cats = {r.category for r in build_ruleset()} | {corpus.OTHER}
+    for s in corpus.load(SAMPLE_FILES):
+        for no, e in s.expect.items():
+            assert e.missed <= cats, f"{s.name}:{no}: unknown category in {sorted(e.missed)}"
+
+
+def test_sources_file_names_every_sample() -> None:
+    text = (Path(__file__).parent / "samples" / "SOURCES.md").read_text(encoding="utf-8")
+    for path in SAMPLE_FILES:
+        assert f"## {path.parent.name}/{path.name}" in text, f"{path.name} has no provenance in samples/SOURCES.md"
+
+
+def test_annotation_errors_are_specific() -> None:
+    with pytest.raises(corpus.AnnotationError, match="x.log:2"):
+        corpus.parse_annotated("a  ##> -\nno marker here\n", "x.log")
 
 
 def test_samples_have_negatives_for_each_category() -> None:

@@ -62,3 +62,37 @@ def test_scan_applies_config_rules(tmp_path: Path) -> None:
     r = scan("--json", "-c", str(cfg), str(log))
     assert r.returncode == 1, r.stderr
     assert [(e["rule"], e["category"]) for e in json.loads(r.stdout)["events"]] == [("my_rule", "custom")]
+
+
+def test_scan_json_reports_crash_events(tmp_path: Path) -> None:
+    """A native crash (no Python traceback) is a root `crash` event, before the peers' HCCL
+    timeout it causes; real lines from the sample corpus."""
+    corpus = Path(__file__).parent / "samples" / "corpus"
+    lines = [l.rsplit("  ##> ", 1)[0] for l in (corpus / "native_crashes.log").read_text().splitlines()]
+    crash = [l for l in lines if l.startswith("Fatal Python error: Segmentation fault")][0]
+    dump = [l for l in lines if l.startswith("Current thread 0x")][0]
+    log = tmp_path / "rank1.log"
+    log.write_text(f"{crash}\n\n{dump}\nSegmentation fault (core dumped)\n"
+                   "[Rank 0] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=9, OpType=ALLREDUCE)\n")
+    r = scan("--json", str(log))
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert [(e["line"], e["rule"], e["category"], e["role"]) for e in doc["events"]] == [
+        (1, "crash_fatal_python_error", "crash", "root"), (4, "crash_shell_signal", "crash", "root"),
+        (5, "hccl_collective_watchdog_timeout", "hccl", "cascade")]
+    assert doc["first"]["crash"]["line"] == 1
+    text = scan(str(log)).stdout
+    assert "first native crash" in text and "Root causes" in text
+
+
+def test_scan_report_prints_precision_and_recall(tmp_path: Path) -> None:
+    r = scan("--report", str(SAMPLES.parent / "corpus"))
+    assert r.returncode == 0, r.stderr
+    assert "| crash |" in r.stdout and "| device |" in r.stdout and "unexpected alarm: 0" in r.stdout
+    bad = tmp_path / "bad.log"
+    bad.write_text("Segmentation fault (core dumped)  ##> -\n")  # annotated silent, but it fires
+    r = scan("--report", str(bad))
+    assert r.returncode == 1 and "| crash | 0 | 0 | 0 | 1 |" in r.stdout
+    (tmp_path / "nomark.log").write_text("no annotation\n")
+    r = scan("--report", str(tmp_path / "nomark.log"))
+    assert r.returncode == 2 and "nomark.log:1" in r.stderr

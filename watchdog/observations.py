@@ -131,6 +131,11 @@ class NpuObservation:
     missing: Tuple[NpuChip, ...] = ()
     #: `Error Information` lines of `npu-smi info -t health` for chips that are not OK.
     health_info: Dict[Tuple[int, int], List[str]] = field(default_factory=dict)
+    #: `npu-smi info -m`: chip logic id (the device id of plogs, the driver and torch_npu) ->
+    #: (NPU ID, chip). Empty until the mapping could be read once.
+    chip_map: Dict[int, Tuple[int, int]] = field(default_factory=dict)
+    #: Why the last `npu-smi info -m` failed (the previous mapping is kept), else None.
+    chip_map_error: Optional[str] = None
 
 
 # --- log probe -----------------------------------------------------------------------------
@@ -147,6 +152,8 @@ class LogEvent:
     text: str
     time: float
     lines: Tuple[str, ...] = ()
+    #: Device (chip logic id) the line names, e.g. `device_id=3` in a plog; None if it names none.
+    device: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,9 @@ from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.model import SHIPPED_PACKS, RuleError, build_ruleset
 
 SLICE = 8 << 20
-CATEGORY_ORDER = ("oom", "device", "nan", "hccl", "traceback", "custom")
-HEADINGS = {"oom": "first OOM", "device": "first device fault", "nan": "first NaN/overflow",
+CATEGORY_ORDER = ("oom", "device", "crash", "nan", "hccl", "traceback", "custom")
+HEADINGS = {"oom": "first OOM", "device": "first device fault", "crash": "first native crash",
+            "nan": "first NaN/overflow",
             "hccl": "first HCCL error", "traceback": "first traceback", "custom": "first custom match"}
 
 
@@ -31,6 +32,9 @@ def register(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--rules", default=",".join(SHIPPED_PACKS),
                    help=f"comma-separated rule packs (default: {','.join(SHIPPED_PACKS)})")
     p.add_argument("--json", action="store_true", help="print events as JSON")
+    p.add_argument("--report", action="store_true",
+                   help="FILEs (or folders of *.log) are annotated samples (`  ##> EXPECT` per line): "
+                        "print precision/recall per category instead of events")
     p.add_argument("-c", "--config", default=None,
                    help="also apply the user rules and `disable` list of this config's probes.logs")
     p.add_argument("--engine", choices=("auto", "re2", "re"), default="auto", help=argparse.SUPPRESS)
@@ -94,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         rules = build_ruleset(packs, disable, user_rules)
     except RuleError as exc:
         return _err(str(exc))
+    if args.report:
+        return _report(args.files, rules, args.engine)
     extractor = Extractor(Matcher(rules, engine=args.engine))
     for path in args.files:
         if not os.path.isfile(path):
@@ -114,6 +120,28 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render_timeline(events, first))
     return 1 if events else 0
+
+
+def _report(paths: Sequence[str], rules: Sequence[Any], engine: str) -> int:
+    """Score the rules over annotated samples; exit 1 when any silent line raised an alarm."""
+    from pathlib import Path
+
+    from watchdog.logrules import corpus
+    files: List[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            files.extend(sorted(path.glob("*.log")))
+        elif path.is_file():
+            files.append(path)
+        else:
+            return _err(f"{p}: no such file or folder")
+    try:
+        rep = corpus.score(corpus.load(files), rules, "re2" if engine == "re2" else "re")
+    except (corpus.AnnotationError, OSError, UnicodeDecodeError) as exc:
+        return _err(str(exc))
+    print(corpus.render(rep, CATEGORY_ORDER))
+    return 1 if rep.false_alarms else 0
 
 
 def _ordered(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:

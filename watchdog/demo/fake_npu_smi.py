@@ -10,6 +10,9 @@ so it behaves like an external program. Behaviour is chosen by environment varia
                                 may rewrite it (atomically: write a temp file, then rename) to
                                 change the state live.
   FAKE_NPU_SMI_COUNTER=<file>   where the call counter lives (default: `<scenario>.calls`).
+  FAKE_NPU_SMI_MAPPING=<file>   `npu-smi info -m` prints this file verbatim (a real capture);
+                                without it (and without a scenario "mapping") the mapping of the
+                                generated table is printed (logic ids 0.. in table order).
 
 Scenario file (JSON object; every key optional):
 
@@ -32,8 +35,11 @@ Scenario file (JSON object; every key optional):
                                       vanished card answers "Invalid card id.")
     },
     "processes": [{"npu": 0, "chip": 0, "pid": 4242, "name": "python", "memory_mb": 30000}],
+    "mapping": "info_m_310_atlas300.txt",  a capture printed by `npu-smi info -m` (relative paths
+                                      are relative to the scenario file)
     "behavior": "ok",                 ok | hang | fail | garbage | empty, for every call
     "health_behavior": "ok",          the same, for `-t health` calls only (default: behavior)
+    "mapping_behavior": "ok",         the same, for `info -m` calls only (default: behavior)
     "fail_text": "DrvMngGetConsoleLogLevel failed. (g_conLogLevel=3)\\ndcmi model initialized
                   failed, because the device is used. ret is -8020",
     "exit_code": 1,                   exit code of "fail" (the real code is undocumented)
@@ -131,9 +137,10 @@ def load_state(advance):
         if rounds:
             k = _round_index(scenario, spec, advance)
             state = _merge(state, rounds[min(k, len(rounds) - 1)])
-        cap = state.get("capture")
-        if cap and not os.path.isabs(cap):
-            state["capture"] = os.path.join(os.path.dirname(os.path.abspath(scenario)), cap)
+        for key in ("capture", "mapping"):
+            cap = state.get(key)
+            if cap and not os.path.isabs(cap):
+                state[key] = os.path.join(os.path.dirname(os.path.abspath(scenario)), cap)
         return state
     capture = os.environ.get("FAKE_NPU_SMI_CAPTURE")
     if capture:
@@ -300,6 +307,21 @@ def _opt(args, flag):
     return None
 
 
+def render_mapping(state):
+    """`npu-smi info -m` of the generated table (logic ids in table order, gone chips kept)."""
+    gen = {**GEN_DEFAULTS, **(state.get("generate") or {})}
+    per = int(gen["chips_per_npu"])
+    ids = gen.get("npu_ids") or list(range(int(gen["npus"])))
+    cols = ("NPU ID", "Chip ID", "Chip Logic ID", "Chip Name")
+    out = ["".join(c.ljust(31) for c in cols).rstrip() + "\n"]
+    logical = 0
+    for npu in ids:
+        for c in range(per):
+            out.append("".join(str(v).ljust(31) for v in (npu, c, logical, "Ascend " + gen["name"])).rstrip() + "\n")
+            logical += 1
+    return "".join(out)
+
+
 def main(argv):
     args = argv[1:]
     if not args or args[0] != "info":
@@ -314,6 +336,16 @@ def main(argv):
                 sys.stdout.write(fh.read())
         else:
             sys.stdout.write(render_table(state))
+        return 0
+    if rest == ["-m"]:
+        state = load_state(advance=False)
+        behave(state, "mapping_behavior")
+        mapping = state.get("mapping") or os.environ.get("FAKE_NPU_SMI_MAPPING")
+        if mapping:
+            with open(mapping, encoding="utf-8") as fh:
+                sys.stdout.write(fh.read())
+        else:
+            sys.stdout.write(render_mapping(state))
         return 0
     if "-t" in rest and rest[rest.index("-t") + 1:rest.index("-t") + 2] == ["health"]:
         state = load_state(advance=False)

@@ -28,6 +28,20 @@ def _job_start(view: StateView) -> Optional[float]:
     return min(times) if times else None
 
 
+def _device_labels(device: Optional[int], view: StateView) -> Dict[str, str]:
+    """Labels naming the device of a log finding: the logic id the line gave, and the NPU ID and
+    chip npu-smi uses for it (from `npu-smi info -m`), so the finding and the NPU metrics agree."""
+    if device is None:
+        return {}
+    labels = {"device_id": str(device)}
+    sample = view.latest("npu")
+    chip_map = getattr(sample.value, "chip_map", None) if sample is not None else None
+    if chip_map and device in chip_map:
+        npu, chip = chip_map[device]
+        labels["npu"], labels["chip"] = str(npu), str(chip)
+    return labels
+
+
 def _hint(a, job_start: Optional[float], early_window: float) -> str:
     if job_start is not None and (a.hint_early or a.hint_late):
         age = a.first_at - job_start
@@ -65,36 +79,41 @@ def detect(view: StateView, config: Config) -> List[Finding]:
         else:
             folded.setdefault(owner, []).append(a)
     job_start = _job_start(view)
-    base = config.base_labels
-    out: List[Finding] = []
     root_index = {id(r): i for i, r in enumerate(roots)}
-    for a in standalone:
-        labels = {**base, "log_rule": a.rule}
-        if a.rank is not None:
-            labels["rank"] = str(a.rank)
-        symptoms = folded.get(root_index.get(id(a), -1), [])
-        evidence = list(a.evidence)
-        for s in symptoms:
-            evidence.append(f"[symptom {s.rule}{' rank ' + s.rank if s.rank else ''}] {s.summary}")
-        where = f" (rank {a.rank})" if a.rank is not None else ""
-        summary = f"{a.title}{where}: {a.summary}"
-        if symptoms:
-            summary += f" (+{len(symptoms)} folded symptom{'s' if len(symptoms) > 1 else ''}: " \
-                       + ", ".join(sorted({s.rule for s in symptoms})) + ")"
-        out.append(Finding(
-            rule=f"log_{a.category}",
-            severity=a.severity,
-            summary=summary[:600],
-            labels=labels,
-            hint=_hint(a, job_start, cfg.early_window),
-            value=f"{a.count} matching line{'s' if a.count != 1 else ''}",
-            since=a.first_at,
-            details={
-                "source": a.source, "path": a.path, "count": a.count, "last_at": a.last_at,
-                "role": a.role, "resolves_at": a.last_at + cfg.hold,
-                "symptoms": [{"rule": s.rule, "category": s.category, "rank": s.rank, "count": s.count,
-                              "first_at": s.first_at, "text": s.summary} for s in symptoms],
-            },
-            evidence=tuple(evidence[-(5 + 3):]),
-        ))
-    return out
+    return [_finding(a, folded.get(root_index.get(id(a), -1), []), view, config, job_start) for a in standalone]
+
+
+def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Optional[float]) -> Finding:
+    """One log finding: the match's labels (rank, device), its folded symptoms and evidence."""
+    cfg = config.probes.logs
+    labels = {**config.base_labels, "log_rule": a.rule, **_device_labels(getattr(a, "device", None), view)}
+    if a.rank is not None:
+        labels["rank"] = str(a.rank)
+    evidence = list(a.evidence)
+    for s in symptoms:
+        evidence.append(f"[symptom {s.rule}{' rank ' + s.rank if s.rank else ''}] {s.summary}")
+    where = f" (rank {a.rank})" if a.rank is not None else ""
+    if "npu" in labels:
+        where += f" (NPU {labels['npu']} chip {labels['chip']})"
+    elif "device_id" in labels:
+        where += f" (device {labels['device_id']})"
+    summary = f"{a.title}{where}: {a.summary}"
+    if symptoms:
+        summary += f" (+{len(symptoms)} folded symptom{'s' if len(symptoms) > 1 else ''}: " \
+                   + ", ".join(sorted({s.rule for s in symptoms})) + ")"
+    return Finding(
+        rule=f"log_{a.category}",
+        severity=a.severity,
+        summary=summary[:600],
+        labels=labels,
+        hint=_hint(a, job_start, cfg.early_window),
+        value=f"{a.count} matching line{'s' if a.count != 1 else ''}",
+        since=a.first_at,
+        details={
+            "source": a.source, "path": a.path, "count": a.count, "last_at": a.last_at,
+            "role": a.role, "resolves_at": a.last_at + cfg.hold,
+            "symptoms": [{"rule": s.rule, "category": s.category, "rank": s.rank, "count": s.count,
+                          "first_at": s.first_at, "text": s.summary} for s in symptoms],
+        },
+        evidence=tuple(evidence[-(5 + 3):]),
+    )

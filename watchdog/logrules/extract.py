@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Optional, Tuple
 
+from watchdog.logrules.device import device_of
 from watchdog.logrules.matcher import Matcher, decode_line
 from watchdog.logrules.model import Rule
 from watchdog.logrules.normalize import normalize
@@ -55,6 +56,8 @@ class RawEvent:
     lines: Tuple[str, ...]
     #: Timestamp parsed from the line, if any (thresholds and `scan` timelines use it).
     line_time: Optional[float]
+    #: Device (chip logic id) the line names, if any (`device_id=3`, `Device[1]`, ...).
+    device: Optional[int] = None
 
 
 @dataclass
@@ -122,7 +125,7 @@ class Extractor:
                     continue
                 if not self._passes(st, rule, ts, now):
                     continue
-                out.append(RawEvent(rule, line_no, clip(text), (clip(text),), ts))
+                out.append(RawEvent(rule, line_no, clip(text), (clip(text),), ts, device_of(text)))
         nlines = block.count(b"\n")
         if block and not block.endswith(b"\n"):
             nlines += 1  # a forced cut of an over-long line counts as a line

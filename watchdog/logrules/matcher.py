@@ -122,11 +122,19 @@ class Matcher:
 
     # -- stage 2 ------------------------------------------------------------------------------
     def match_text(self, text: str) -> List[Rule]:
-        """The rules that match one decoded line: at most one per shipped category, in rule order."""
+        """The rules that match one decoded line: at most one per shipped category, in rule order.
+
+        A rule with literals is only tried on a line that contains one of them (the contract every
+        rule's literals keep, tested on the samples): most candidate lines are candidates for one
+        or two rules, and substring tests are far cheaper than running every rule's regexes.
+        """
         hits: List[Rule] = []
         seen = set()
+        low = text.lower()
         for r in self.rules:
             if r.category in seen:
+                continue
+            if r.literals and not any(lit in low for lit in r.literals):
                 continue
             if r.matches(text):
                 hits.append(r)

@@ -16,8 +16,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import yaml
 
-CATEGORIES = ("nan", "oom", "hccl", "device", "traceback", "custom")
-SHIPPED_PACKS = ("nan", "oom", "hccl", "device", "traceback")
+#: Shipped packs, one YAML file each in `packs/`; a pack's name is its rules' category.
+SHIPPED_PACKS = ("nan", "oom", "hccl", "device", "crash", "traceback")
+CATEGORIES = SHIPPED_PACKS + ("custom",)
 ROLES = ("root", "cascade")
 SEVERITIES = ("info", "warning", "critical")
 KINDS = ("line", "traceback")

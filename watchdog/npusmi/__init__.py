@@ -5,16 +5,18 @@ without a device; the runner is tested against a fake npu-smi that replays those
 """
 
 from watchdog.npusmi.parse import (
+    ChipMapEntry,
     HealthInfo,
     NpuSmiError,
     NpuSmiParseError,
     NpuSmiUnavailable,
     detect_failure,
+    parse_chip_map,
     parse_health,
     parse_info,
 )
 
 __all__ = [
-    "HealthInfo", "NpuSmiError", "NpuSmiParseError", "NpuSmiUnavailable",
-    "detect_failure", "parse_health", "parse_info",
+    "ChipMapEntry", "HealthInfo", "NpuSmiError", "NpuSmiParseError", "NpuSmiUnavailable",
+    "detect_failure", "parse_chip_map", "parse_health", "parse_info",
 ]

@@ -414,3 +414,56 @@ def parse_health(text: str) -> HealthInfo:
     if status is None:
         raise NpuSmiParseError("no 'Health Status' line in health output")
     return HealthInfo(status=status, codes=tuple(codes), information=tuple(info))
+
+
+# --- the `npu-smi info -m` chip mapping ------------------------------------------------------
+
+#: Header of `npu-smi info -m`: four columns, the last (Chip Name) may contain spaces.
+_MAP_HEADER = re.compile(r"^NPU ID\s+Chip ID\s+Chip Logic ID\s+Chip Name$", re.IGNORECASE)
+_MAP_ROW = re.compile(r"^(\d{1,9})\s+(\d{1,9})\s+(\d{1,9}|-)\s+(\S.*)$")
+
+
+@dataclass(frozen=True)
+class ChipMapEntry:
+    """One chip of `npu-smi info -m`: the card (NPU ID), the chip inside it, and its logic id."""
+
+    npu: int
+    chip: int
+    logic_id: int
+    name: str
+
+
+def parse_chip_map(text: str) -> Dict[int, ChipMapEntry]:
+    """Parse `npu-smi info -m`: chip logic id -> (NPU ID, Chip ID, name).
+
+    Why: CANN plogs, the driver's kernel log and torch_npu name a device by its chip logic id
+    (`device_id=3`), npu-smi and our metrics by NPU ID and chip; on many servers they differ
+    (an Atlas 300 card is NPU 6 with logic ids 0-3). `Mcu` rows (logic id `-`) are not devices
+    and are skipped. Anything but the header and rows is an error naming the line.
+    """
+    failure = detect_failure(text)
+    if failure is not None:
+        raise NpuSmiUnavailable(failure)
+    out: Dict[int, ChipMapEntry] = {}
+    header = False
+    for idx, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if not header:
+            if not _MAP_HEADER.match(line):
+                raise NpuSmiParseError("expected the 'NPU ID  Chip ID  Chip Logic ID  Chip Name' header", idx, raw)
+            header = True
+            continue
+        m = _MAP_ROW.match(line)
+        if not m:
+            raise NpuSmiParseError("expected 'NPU-ID CHIP-ID LOGIC-ID NAME'", idx, raw)
+        if m.group(3) == "-":
+            continue
+        logic = int(m.group(3))
+        if logic in out:
+            raise NpuSmiParseError(f"chip logic id {logic} listed twice", idx, raw)
+        out[logic] = ChipMapEntry(npu=int(m.group(1)), chip=int(m.group(2)), logic_id=logic, name=m.group(4).strip())
+    if not header:
+        raise NpuSmiParseError("empty output")
+    return out

@@ -14,14 +14,16 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, TypeVar
 
 from watchdog.npusmi.parse import (
+    ChipMapEntry,
     HealthInfo,
     NpuSmiError,
     NpuSmiParseError,
     NpuSmiUnavailable,
     detect_failure,
+    parse_chip_map,
     parse_health,
     parse_info,
 )
@@ -158,9 +160,24 @@ def query_info(program: str, timeout: float, stats: Optional[NpuSmiStats] = STAT
 def query_health(program: str, npu: int, chip: int, timeout: float,
                  stats: Optional[NpuSmiStats] = STATS) -> HealthInfo:
     """`npu-smi info -t health -i <npu> -c <chip>`, parsed; raises NpuSmiRunError."""
+    args = ["info", "-t", "health", "-i", str(npu), "-c", str(chip)]
+    return _query(program, args, parse_health, timeout, stats)
+
+
+def query_chip_map(program: str, timeout: float, stats: Optional[NpuSmiStats] = STATS) -> Dict[int, ChipMapEntry]:
+    """`npu-smi info -m`, parsed (chip logic id -> NPU ID and chip); raises NpuSmiRunError."""
+    return _query(program, ["info", "-m"], parse_chip_map, timeout, stats)
+
+
+T = TypeVar("T")
+
+
+def _query(program: str, args: List[str], parse: Callable[[str], T], timeout: float,
+           stats: Optional[NpuSmiStats]) -> T:
+    """A secondary npu-smi call (not `info`): every failure becomes an NpuSmiRunError."""
     start = time.monotonic()
     try:
-        info = parse_health(call(program, ["info", "-t", "health", "-i", str(npu), "-c", str(chip)], timeout))
+        result = parse(call(program, args, timeout))
     except NpuSmiRunError as exc:
         err = exc
     except NpuSmiUnavailable as exc:
@@ -170,7 +187,7 @@ def query_health(program: str, npu: int, chip: int, timeout: float,
     else:
         if stats is not None:
             stats.record(time.monotonic() - start, info_call=False)
-        return info
+        return result
     if stats is not None:
         stats.record(err.duration, err.reason, info_call=False)
     raise err

@@ -48,6 +48,8 @@ class ActiveMatch:
     hint: str = ""
     hint_early: str = ""
     hint_late: str = ""
+    #: Device (chip logic id) the matching lines name, if any; one record per device.
+    device: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class LogsProbe(Probe):
         self._build_rules(cfg)
         self.tailer = Tailer(source_specs(cfg), os.path.join(state_dir, OFFSETS_FILE),
                              slice_bytes=cfg.slice_size, round_bytes=cfg.max_bytes_per_round)
-        self.active: Dict[Tuple[str, str], Dict[str, Any]] = {}
+        self.active: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
 
     def _build_rules(self, cfg: LogsProbeConfig) -> None:
         old = getattr(self, "extractor", None)
@@ -154,11 +156,11 @@ class LogsProbe(Probe):
 
     def _event(self, f: Followed, raw: RawEvent, now: float) -> LogEvent:
         r = raw.rule
-        key = (r.id, f.rank if f.rank is not None else "")
+        key = (r.id, f.rank if f.rank is not None else "", "" if raw.device is None else str(raw.device))
         a = self.active.get(key)
         if a is None:
             a = {"rule": r, "rank": f.rank, "source": f.source, "path": f.path, "first_at": now,
-                 "count": 0, "evidence": deque(maxlen=EVIDENCE_LINES)}
+                 "count": 0, "evidence": deque(maxlen=EVIDENCE_LINES), "device": raw.device}
             self.active[key] = a
         a["last_at"] = now
         a["count"] += 1
@@ -168,7 +170,8 @@ class LogsProbe(Probe):
         for line in raw.lines[-EVIDENCE_LINES:]:
             ev.append(line)
         return LogEvent(source=f.source, path=f.path, line_no=raw.line_no, rule=r.id, category=r.category,
-                        severity=r.severity, role=r.role, text=raw.text, time=now, lines=raw.lines)
+                        severity=r.severity, role=r.role, text=raw.text, time=now, lines=raw.lines,
+                        device=raw.device)
 
     def _active_records(self) -> List[ActiveMatch]:
         out = []
@@ -178,7 +181,7 @@ class LogsProbe(Probe):
                 rule=r.id, category=r.category, severity=r.severity, role=r.role, title=r.title, rank=a["rank"],
                 source=a["source"], path=a["path"], first_at=a["first_at"], last_at=a["last_at"], count=a["count"],
                 summary=a["summary"], evidence=tuple(a["evidence"]), hint=r.hint, hint_early=r.hint_early,
-                hint_late=r.hint_late))
+                hint_late=r.hint_late, device=a["device"]))
         return out
 
 

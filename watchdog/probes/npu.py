@@ -9,6 +9,10 @@ chip is in Warning/Alarm, so they are asked for those chips only, and at most ev
 The probe remembers every chip it has seen: a chip that disappears (掉卡) is reported in
 `NpuObservation.missing` with its last reading, so detectors and metrics can say which one went,
 instead of the chip silently dropping out of the table.
+
+It also keeps the `npu-smi info -m` mapping (chip logic id -> NPU ID, chip), read at start, when
+the set of chips changes and every `CHIP_MAP_REFRESH` seconds: plogs and the driver's kernel log
+name devices by logic id, and a device fault found in a log must name the NPU the metrics name.
 """
 
 from __future__ import annotations
@@ -19,13 +23,17 @@ from dataclasses import replace
 from typing import Dict, List, Optional, Tuple
 
 from watchdog.config.sections.npu import NpuProbeConfig
-from watchdog.npusmi.run import NpuSmiRunError, query_health, query_info
+from watchdog.npusmi.run import NpuSmiRunError, query_chip_map, query_health, query_info
 from watchdog.observations import NpuChip, NpuObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
 
 log = logging.getLogger(__name__)
 
 Key = Tuple[int, int]
+#: The mapping only changes when cards change (a card lost or replaced): re-read it rarely.
+CHIP_MAP_REFRESH = 600.0
+#: After a failed `npu-smi info -m`, wait this long before asking again (the table comes first).
+CHIP_MAP_RETRY = 60.0
 
 
 class NpuProbe(Probe):
@@ -38,6 +46,10 @@ class NpuProbe(Probe):
         #: Health details per chip: (monotonic time of the query, codes, information lines).
         self.health: Dict[Key, Tuple[float, List[str], List[str]]] = {}
         self._health_errors: Dict[Key, str] = {}
+        self.chip_map: Dict[int, Key] = {}
+        self._map_keys: Optional[frozenset] = None
+        self._map_at: Optional[float] = None
+        self._map_error: Optional[str] = None
 
     def _apply(self, cfg: NpuProbeConfig) -> None:
         self.cfg = cfg
@@ -62,8 +74,29 @@ class NpuProbe(Probe):
         missing = tuple(chip for key, chip in sorted(self.seen.items()) if key not in current)
         self.seen.update(current)
         codes, info = self._health_details(obs, started)
-        obs = replace(obs, missing=missing, health_codes=codes, health_info=info)
+        self._refresh_chip_map(set(current), started)
+        obs = replace(obs, missing=missing, health_codes=codes, health_info=info,
+                      chip_map=dict(self.chip_map), chip_map_error=self._map_error)
         return Collected(obs, self._summary(obs))
+
+    def _refresh_chip_map(self, keys: set, started: float) -> None:
+        """Re-read `npu-smi info -m` when due; a failure keeps the last good mapping."""
+        now = time.monotonic()
+        due = (self._map_at is None or frozenset(keys) != self._map_keys
+               or now - self._map_at >= (CHIP_MAP_RETRY if self._map_error else CHIP_MAP_REFRESH))
+        if not due or now - started > self.cfg.command_timeout:
+            return
+        self._map_at = now
+        self._map_keys = frozenset(keys)
+        try:
+            entries = query_chip_map(self.cfg.npu_smi, self.cfg.command_timeout)
+        except NpuSmiRunError as exc:
+            if self._map_error != str(exc):
+                log.warning("chip mapping (npu-smi info -m): %s; keeping the last mapping", exc)
+            self._map_error = str(exc)
+            return
+        self._map_error = None
+        self.chip_map = {logic: (e.npu, e.chip) for logic, e in entries.items()}
 
     def _health_details(self, obs: NpuObservation, started: float) -> Tuple[Dict[Key, List[str]], Dict[Key, List[str]]]:
         cfg = self.cfg

@@ -208,10 +208,10 @@ def _default_inhibitions() -> List[InhibitRule]:
                 "heartbeat_no_progress", "throughput_drop", "rank_straggler"]
     return [
         # A lost card, an OOM, a device error or a dead job explains a stalled, idle, silent job.
-        InhibitRule(source=["npu_missing", "npu_unhealthy", "log_oom", "log_device", "job_gone",
+        InhibitRule(source=["npu_missing", "npu_unhealthy", "log_oom", "log_device", "log_crash", "job_gone",
                             "process_not_started", "npu_smi_hung"], target=symptoms),
-        # An OOM or a device fault is why ranks die: their deaths are its symptoms.
-        InhibitRule(source=["log_oom", "log_device"],
+        # An OOM, a device fault or a native crash is why ranks die: their deaths are its symptoms.
+        InhibitRule(source=["log_oom", "log_device", "log_crash"],
                     target=["rank_missing", "job_gone", "rank_zombie"]),
         # A dead rank explains its own stale heartbeat.
         InhibitRule(source=["rank_missing", "rank_zombie", "rank_stopped"],

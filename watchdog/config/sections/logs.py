@@ -9,9 +9,11 @@ from pydantic import Field, field_validator, model_validator
 
 from watchdog.config.sections.common import ProbeSchedule
 from watchdog.config.types import Duration, Size, StrictModel
+from watchdog.logrules.model import CATEGORIES, SHIPPED_PACKS
 
-Category = Literal["nan", "oom", "hccl", "device", "traceback", "custom"]
-PackName = Literal["nan", "oom", "hccl", "device", "traceback"]
+# Derived from the rule model's declarations: a new pack is one YAML file and one name there.
+Category = Literal[CATEGORIES]  # type: ignore[valid-type]
+PackName = Literal[SHIPPED_PACKS]  # type: ignore[valid-type]
 
 #: Default rank pattern for training logs: `rank3.log`, `rank_3`, `train-rank-03.out`, `rank03/`.
 DEFAULT_RANK_PATTERN = r"rank[_-]?(\d+)"
@@ -100,18 +102,18 @@ class LogsProbeConfig(ProbeSchedule):
     interval: Duration = Field(default="3s")
     sources: List[LogSource] = Field(default_factory=list)
     #: Shipped rule packs applied to every source.
-    packs: List[PackName] = Field(default_factory=lambda: ["nan", "oom", "hccl", "device", "traceback"])
+    packs: List[PackName] = Field(default_factory=lambda: list(SHIPPED_PACKS))
     #: Shipped rule ids to switch off.
     disable: List[str] = Field(default_factory=list)
     #: Your own rules (category `custom` unless given).
     rules: List[LogRuleConfig] = Field(default_factory=list)
     #: A log finding stays in force this long after its last matching line, then resolves.
     hold: Duration = Field(default="30m")
-    #: An HCCL timeout / traceback / heartbeat-lost line this soon after an OOM or device fault
-    #: is folded into that root finding as its symptom.
+    #: An HCCL timeout / traceback / heartbeat-lost line this soon after an OOM, a device fault or
+    #: a native crash is folded into that root finding as its symptom.
     cascade_window: Duration = Field(default="10m")
     #: Categories whose findings absorb cascades.
-    cascade_roots: List[Category] = Field(default_factory=lambda: ["oom", "device"])
+    cascade_roots: List[Category] = Field(default_factory=lambda: ["oom", "device", "crash"])
     #: A first match this soon after the ranks started counts as "early" (OOM/NaN hints differ).
     early_window: Duration = Field(default="30m")
     #: Bytes read per round at most (a backlog is caught up over several rounds).
