@@ -26,6 +26,7 @@ TIMEOUT = "timeout"
 TOOL_ABSENT = "tool_absent"
 NOT_FOUND = "not_found"
 BUDGET_EXCEEDED = "budget_exceeded"
+STOPPING = "stopping"
 FAILED = "failed"
 ERROR = "error"
 
@@ -123,8 +124,11 @@ class Task:
     fn: Callable[[Item], None]
 
 
-def run_tasks(tasks: List[Task], deadline: float, workers: int) -> List[Item]:
-    """Run tasks in parallel until done or `deadline` (monotonic); unfinished ones come back missing."""
+def run_tasks(tasks: List[Task], deadline: float, workers: int,
+              cancel: Optional[threading.Event] = None) -> List[Item]:
+    """Run tasks in parallel until done, `deadline` (monotonic) or `cancel`; unfinished ones come
+    back missing (the daemon stopping must not wait for a collector stuck on a dead mount)."""
+    cancel = cancel or threading.Event()
     results: Dict[int, Item] = {}
     started: Dict[int, float] = {}
     cond = threading.Condition()
@@ -138,7 +142,7 @@ def run_tasks(tasks: List[Task], deadline: float, workers: int) -> List[Item]:
                 i, t = todo.get_nowait()
             except queue.Empty:
                 return
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or cancel.is_set():
                 continue
             with cond:
                 started[i] = time.monotonic()
@@ -162,9 +166,9 @@ def run_tasks(tasks: List[Task], deadline: float, workers: int) -> List[Item]:
     with cond:
         while len(results) < len(tasks):
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or cancel.is_set():
                 break
-            cond.wait(remaining)
+            cond.wait(min(remaining, 0.2))
         out: List[Item] = []
         now = time.monotonic()
         for i, t in enumerate(tasks):
@@ -172,7 +176,9 @@ def run_tasks(tasks: List[Task], deadline: float, workers: int) -> List[Item]:
                 out.append(results[i])
                 continue
             item = Item(t.name, status="missing")
-            if i in started:
+            if cancel.is_set():
+                item.fail(STOPPING, "the daemon was stopping")
+            elif i in started:
                 item.duration_seconds = round(now - started[i], 3)
                 item.fail(BUDGET_EXCEEDED, "still running when the snapshot time budget ran out")
             else:

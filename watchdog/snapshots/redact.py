@@ -10,7 +10,8 @@ touching this file), secret-looking environment values discovered in the job's p
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, List, Set
+import threading
+from typing import Any, Iterable, List, Optional, Set
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, SecretStr
@@ -28,14 +29,59 @@ _SECRET_NAME = re.compile(
     r"|(^|_)(KEY|KEYS|PASS|PWD|AUTH|SIGN|SIGNATURE)($|_))",
     re.IGNORECASE,
 )
-# NAME=value / NAME: value / --name=value with a secret-looking NAME, in free text.
+# Every pattern below runs on untrusted text (log tails, command lines, dmesg), so each one is
+# written to run in linear time: a leading lookbehind lets a match start only at the beginning of a
+# run of name characters, so the engine never rescans one long run from each of its positions (the
+# old form took 20 s on a 20 KB hex line, holding the GIL).
+_NAME_CHARS = "A-Za-z0-9_.-"
+# NAME=value / NAME: value / --name=value; whether NAME looks secret is decided on the match.
 _ASSIGNMENT = re.compile(
-    r"(?P<name>[A-Za-z0-9_.-]*(?:token|secret|password|passwd|passphrase|credential|api[_-]?key|access[_-]?key"
-    r"|private[_-]?key|webhook)(?![A-Za-z])[A-Za-z0-9_.-]*)(?P<sep>[\"']?\s*[=:]\s*[\"']?)(?P<value>[^\s\"',;&]+)",
-    re.IGNORECASE,
-)
+    rf"(?<![{_NAME_CHARS}])(?P<name>[{_NAME_CHARS}]+)(?P<sep>[\"']?\s*[=:]\s*[\"']?)(?P<value>[^\s\"',;&]+)")
+_SECRET_WORD = re.compile(
+    r"(?:token|secret|password|passwd|passphrase|credential|api[_-]?key|access[_-]?key|private[_-]?key|webhook)"
+    r"(?![A-Za-z])", re.IGNORECASE)
 # scheme://user:password@host
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s:@]+):(?P<pw>[^/\s@]+)@")
+_URL_USERINFO = re.compile(
+    r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s:@]+):(?P<pw>[^/\s@]+)@")
+#: Lines longer than this are cut before the patterns run (known secrets are replaced first, on
+#: the whole line): the cost of a snapshot is bounded per line, whatever a log holds.
+MAX_LINE_CHARS = 16384
+_LONG_LINE = re.compile(rf"(?m)^[^\n]{{{MAX_LINE_CHARS + 1},}}")
+#: Text is redacted in pieces of about this size, so the GIL is released between pieces and a
+#: stop request is seen within one piece.
+CHUNK_CHARS = 1 << 20
+
+
+class Cancelled(Exception):
+    """Redaction stopped because the daemon is stopping (the caller must not keep the text)."""
+
+
+def _cut_line(m: "re.Match[str]") -> str:
+    line = m.group(0)
+    return f"{line[:MAX_LINE_CHARS]}[... {len(line) - MAX_LINE_CHARS} characters of this line cut by the snapshot]"
+
+
+def _assignment(m: "re.Match[str]") -> str:
+    if m.group("value") == REDACTED or not _SECRET_WORD.search(m.group("name")):
+        return m.group(0)
+    return f"{m.group('name')}{m.group('sep')}{REDACTED}"
+
+
+def _chunks(text: str, size: int) -> List[str]:
+    """`text` in pieces of about `size` characters, each made of whole lines (a longer line is one
+    piece of its own, so a secret is never split between two pieces)."""
+    out: List[str] = []
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + size)
+        if end < len(text):
+            nl = text.rfind("\n", start, end)
+            if nl < start:
+                nl = text.find("\n", end)
+            end = nl + 1 if nl >= 0 else len(text)
+        out.append(text[start:end])
+        start = end
+    return out
 
 
 def is_secret_name(name: str) -> bool:
@@ -108,16 +154,22 @@ class Redactor:
         # Longest first, so a URL is replaced whole before its pieces are looked for.
         return sorted(self._secrets, key=len, reverse=True)
 
-    def text(self, text: str) -> str:
-        for s in self._ordered():
-            if s in text:
-                text = text.replace(s, REDACTED)
-        text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{REDACTED}@", text)
-        text = _ASSIGNMENT.sub(
-            lambda m: m.group(0) if m.group("value") == REDACTED
-            else f"{m.group('name')}{m.group('sep')}{REDACTED}", text)
-        return text
+    def text(self, text: str, cancel: Optional[threading.Event] = None) -> str:
+        """Redact `text`; linear in its length. Raises Cancelled when `cancel` is set meanwhile."""
+        secrets = self._ordered()
+        out: List[str] = []
+        for piece in _chunks(text, CHUNK_CHARS):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled()
+            for s in secrets:
+                if s in piece:
+                    piece = piece.replace(s, REDACTED)
+            piece = _LONG_LINE.sub(_cut_line, piece)
+            piece = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{REDACTED}@", piece)
+            out.append(_ASSIGNMENT.sub(_assignment, piece))
+        return "".join(out)
 
-    def data(self, data: bytes) -> bytes:
+    def data(self, data: bytes, cancel: Optional[threading.Event] = None) -> bytes:
         """Redact bytes of unknown encoding without corrupting the rest (surrogateescape round-trip)."""
-        return self.text(data.decode("utf-8", errors="surrogateescape")).encode("utf-8", errors="surrogateescape")
+        text = data.decode("utf-8", errors="surrogateescape")
+        return self.text(text, cancel).encode("utf-8", errors="surrogateescape")

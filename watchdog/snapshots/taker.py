@@ -24,7 +24,7 @@ from watchdog.snapshots import collect, procs
 from watchdog.snapshots.bundle import Bundle, Item, Task, run_tasks, write_archive
 from watchdog.snapshots.context import CaptureContext
 from watchdog.snapshots.policy import RateLimiter, min_interval, wants_snapshot
-from watchdog.snapshots.redact import Redactor, config_secrets
+from watchdog.snapshots.redact import Cancelled, Redactor, config_secrets
 from watchdog.snapshots.retention import apply_retention, disk_bytes, free_bytes
 
 log = logging.getLogger("watchdog.snapshots")
@@ -33,6 +33,9 @@ RESULTS = ("taken", "failed", "skipped")
 #: Why a wanted snapshot was not taken (the label values of npu_watchdog_snapshots_skipped_total).
 SKIP_REASONS = ("rate_limited", "low_disk", "busy", "unavailable")
 MANUAL_RULE = "manual"
+#: How long stopping the daemon waits for a running capture to write what it has (the unit's stop
+#: timeout is far longer; five seconds is the promise in docs/guarantees.md).
+STOP_GRACE_SECONDS = 3.0
 
 
 def manual_finding(config: Any, reason: str = "") -> Finding:
@@ -63,6 +66,8 @@ class SnapshotTaker:
         #: (rule, job) -> the path of the last snapshot taken for it (named by rate-limited alerts).
         self._recent: Dict[Tuple[str, str], str] = {}
         self._closed = False
+        #: Set when the daemon stops: captures stop collecting and redacting, and write what they have.
+        self._cancel = threading.Event()
         self.limiter = RateLimiter()
         self.results: Dict[str, int] = {r: 0 for r in RESULTS}
         self.skipped: Dict[str, int] = {r: 0 for r in SKIP_REASONS}
@@ -132,11 +137,13 @@ class SnapshotTaker:
         return adm
 
     def close(self) -> None:
-        """Stop admitting; give running captures their budget to finish."""
+        """Stop admitting; running captures stop where they are and write a partial archive whose
+        manifest lists what was skipped (stopping never waits for a whole capture budget)."""
         with self._lock:
             self._closed = True
             threads = list(self._threads)
-        deadline = time.monotonic() + float(self.scfg.budget) + 5.0
+        self._cancel.set()
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
 
@@ -216,7 +223,8 @@ class SnapshotTaker:
             manifest, size = self._capture(path, finding, extra_pids)
             ok = True
             log.warning("snapshot %s written (%d bytes, %.1fs%s)", path, size, time.monotonic() - t0,
-                        "" if manifest["complete"] else "; incomplete: " + ", ".join(manifest["missing"]),
+                        "" if manifest["complete"] else "; incomplete: " + ", ".join(
+                            manifest["missing"] + [s["file"] for s in manifest.get("skipped_files", [])]),
                         extra={"event": "snapshot_taken", "path": path, "rule": finding.rule})
         except Exception as exc:
             log.error("snapshot %s failed: %s: %s", path, type(exc).__name__, getattr(exc, "strerror", None) or exc)
@@ -269,8 +277,9 @@ class SnapshotTaker:
         bundle = Bundle()
         ctx = CaptureContext(config=config, runtime=self.runtime, bundle=bundle, deadline=t0 + scfg.budget,
                              roots=procs.job_roots(self.runtime, extra_pids))
-        items = run_tasks([Task("processes", lambda it: procs.collect_tree(ctx, it))], ctx.deadline, 1)
-        items += run_tasks(self._tasks(ctx), ctx.deadline, scfg.workers)
+        items = run_tasks([Task("processes", lambda it: procs.collect_tree(ctx, it))], ctx.deadline, 1,
+                          self._cancel)
+        items += run_tasks(self._tasks(ctx), ctx.deadline, scfg.workers, self._cancel)
         files, found_secrets = bundle.seal()
         missing = [i.name for i in items if i.status == "missing"]
         top = os.path.basename(path)[: -len(".tar.gz")]
@@ -299,8 +308,24 @@ class SnapshotTaker:
         redactor = Redactor(config_secrets(config))
         for s in found_secrets:
             redactor.add(s)
-        out = {name: redactor.data(data) for name, data in files.items()}
+        out, skipped = self._redact_all(redactor, files)
+        if skipped:
+            manifest["complete"] = False
+            manifest["skipped_files"] = skipped
+        manifest["stopped_early"] = self._cancel.is_set()
+        manifest["duration_seconds"] = round(time.monotonic() - t0, 3)
         out["manifest.json"] = redactor.data(
             json.dumps(manifest, indent=2, default=str, ensure_ascii=False).encode("utf-8"))
         size = write_archive(path, top, out, scfg.file_mode, mtime=started)
         return manifest, size
+
+    def _redact_all(self, redactor: Redactor, files: Dict[str, bytes]) -> Tuple[Dict[str, bytes], List[Dict[str, str]]]:
+        """Every file redacted, or left out (never kept unredacted) once the daemon is stopping."""
+        out: Dict[str, bytes] = {}
+        skipped: List[Dict[str, str]] = []
+        for name in sorted(files):
+            try:
+                out[name] = redactor.data(files[name], self._cancel)
+            except Cancelled:
+                skipped.append({"file": name, "reason": "the daemon was stopping before it was redacted"})
+        return out, skipped
