@@ -120,7 +120,10 @@ def test_wide_layout_with_fifth_process_column():
     # The two verbatim fragments, joined without the gap markers and the truncated last lines.
     lines = [l for l in read("info_910_A3_26.0.rc2_wide_layout_FRAGMENTS.txt").splitlines()
              if not l.startswith("[...")]
-    text = "\n".join(lines[:-1])  # drop the cut-off '| No running processes found in NPU 2'
+    # Drop the cut-off '| No running processes found in NPU 2' and account for NPU 7 (its line is in
+    # the gap): the parser refuses a process table that leaves a listed NPU out (a cut table).
+    idle7 = "| No running processes found in NPU 7" + " " * 79 + "|"
+    text = "\n".join(lines[:-1] + [idle7, lines[-2]])
     obs = parse_info(text)
     assert obs.version == "26.0.rc2"
     assert [(c.npu, c.chip, c.device_id, c.power_w) for c in obs.chips] == [

@@ -9,12 +9,19 @@ Why it is written this way:
 - Output that does not look like a known table is an error that names the first line it could
   not read. A guess ("no rows -> zero NPUs") would turn a broken npu-smi into a lost-card alert,
   or worse, into silence.
+- A cut table (npu-smi killed mid-write, a pipe closed early) must never read as fewer cards: the
+  table must end with a closed block (a separator after the last row), a version that prints a
+  process table must have one, and when that table lists idle NPUs every NPU must be accounted
+  for. Anything else is a parse failure, never "card lost".
+- Values are bounded: NaN, inf or a 5000-digit number is a parse failure naming the line, and the
+  whole answer is capped (MAX_OUTPUT_CHARS), so hostile output costs bounded time.
 - npu-smi reports its own failures as text (`dcmi model initialized failed ... ret is -8020`,
   sometimes with exit code 0 or unknown): those raise `NpuSmiUnavailable`, never "zero NPUs".
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -50,6 +57,15 @@ class NpuSmiUnavailable(NpuSmiError):
         super().__init__(f"npu-smi unavailable: {message}")
 
 
+#: No real `npu-smi info` answer comes near this (16 dies with processes is ~20 KB).
+MAX_OUTPUT_CHARS = 4 << 20
+#: The first npu-smi version whose `info` prints a process table (22.0.3.1 and older did not).
+PROCESS_TABLE_SINCE = 23
+#: Longest run of digits taken as a number (beyond it a value is garbage, not a reading).
+MAX_DIGITS = 18
+#: Failure texts are short; longer lines are only searched in their first characters.
+_FAILURE_SCAN_CHARS = 512
+
 # --- failure texts ---------------------------------------------------------------------------
 
 #: Lines npu-smi prints instead of data when the driver/DCMI cannot be used, or on bad arguments.
@@ -71,7 +87,7 @@ def detect_failure(text: str) -> Optional[str]:
     documented, and a failure text must never be read as "no devices".
     """
     for raw in text.splitlines():
-        line = raw.strip()
+        line = raw.strip()[:_FAILURE_SCAN_CHARS]
         if not line or line.startswith(("|", "+")):
             continue
         for pat in _FAILURE_PATTERNS:
@@ -121,9 +137,11 @@ def _num(text: str, kind: type, what: str, line_no: int, line: str):
     if text.upper() in _NULLS or text == "-":
         return None
     try:
-        value = float(text)
+        value = float(text) if len(text) <= 2 * MAX_DIGITS else math.inf
     except ValueError:
         raise NpuSmiParseError(f"{what} is not a number: {text!r}", line_no, line) from None
+    if not math.isfinite(value) or abs(value) >= 10.0 ** MAX_DIGITS:
+        raise NpuSmiParseError(f"{what} is not a finite reading: {text[:40]!r}", line_no, line)
     if kind is int:
         if value != int(value):
             raise NpuSmiParseError(f"{what} is not a whole number: {text!r}", line_no, line)
@@ -132,7 +150,7 @@ def _num(text: str, kind: type, what: str, line_no: int, line: str):
 
 
 def _int(text: str, what: str, line_no: int, line: str) -> int:
-    if not re.fullmatch(r"\d+", text):
+    if not re.fullmatch(r"\d{1,%d}" % MAX_DIGITS, text):
         raise NpuSmiParseError(f"{what} is not a number: {text!r}", line_no, line)
     return int(text)
 
@@ -193,6 +211,9 @@ def parse_info(text: str) -> NpuObservation:
     Raises NpuSmiUnavailable for npu-smi failure texts and NpuSmiParseError for anything else
     that is not a known table (naming the first line it could not read).
     """
+    if len(text) > MAX_OUTPUT_CHARS:
+        raise NpuSmiParseError(f"output is {len(text)} characters, more than any real table "
+                               f"(limit {MAX_OUTPUT_CHARS})")
     failure = detect_failure(text)
     if failure is not None:
         raise NpuSmiUnavailable(failure)
@@ -208,6 +229,8 @@ def parse_info(text: str) -> NpuObservation:
     rows_since_sep = 0
     section = "start"  # start -> devices -> processes
     last_line_no = 0
+    #: The last row not yet closed by a separator (a cut table ends inside a block).
+    open_row: Optional[Tuple[int, str]] = None
 
     for idx, raw in enumerate(lines, start=1):
         line = raw.strip()
@@ -215,14 +238,16 @@ def parse_info(text: str) -> NpuObservation:
             continue
         last_line_no = idx
         if line.startswith("+"):
-            if not re.fullmatch(r"\+[-=+]*\+?", line):
+            if not re.fullmatch(r"\+[-=+]*\+", line):  # a separator cut short is a cut table
                 raise NpuSmiParseError("not a table separator", idx, raw)
             if row1 is not None:
                 raise NpuSmiParseError("device row without its second row (chip, bus id)", row1[0], lines[row1[0] - 1])
             rows_since_sep = 0
+            open_row = None
             continue
         if not line.startswith("|"):
             raise NpuSmiParseError("not part of an npu-smi table", idx, raw)
+        open_row = (idx, raw)
         cells = _cells(line)
         first = cells[0]
         first_words = first.split()
@@ -309,7 +334,35 @@ def parse_info(text: str) -> NpuObservation:
     if not res.chips:
         # A header without a single device is not "zero NPUs": npu-smi could not list them.
         raise NpuSmiUnavailable("npu-smi printed a device table without any device")
+    _check_complete(res, open_row, proc_header is not None, last_line_no, lines)
     return NpuObservation(version=res.version, chips=tuple(res.chips), processes=tuple(res.processes))
+
+
+def _major(version: Optional[str]) -> Optional[int]:
+    m = re.match(r"\d{1,4}", version or "")
+    return int(m.group(0)) if m else None
+
+
+def _check_complete(res: _Parsed, open_row: Optional[Tuple[int, str]], has_procs: bool, last_line_no: int,
+                    lines: List[str]) -> None:
+    """Refuse a table that was cut: a lost card must come from npu-smi, never from a short read."""
+    if open_row is not None:
+        raise NpuSmiParseError("the table is cut: its last row is not closed by a separator line",
+                               open_row[0], open_row[1])
+    major = _major(res.version)
+    last = lines[last_line_no - 1] if last_line_no else None
+    if not has_procs and major is not None and major >= PROCESS_TABLE_SINCE:
+        raise NpuSmiParseError(f"the table is cut: npu-smi {res.version} prints a process table after the "
+                               "devices and there is none", last_line_no or None, last)
+    if has_procs and not res.processes and not res.idle_npus:
+        raise NpuSmiParseError("the table is cut: the process table has no rows", last_line_no or None, last)
+    if res.idle_npus:
+        # This layout names every NPU without processes, so each NPU must appear somewhere.
+        seen = set(res.idle_npus) | {p.npu for p in res.processes}
+        lost = sorted({c.npu for c in res.chips} - seen)
+        if lost:
+            raise NpuSmiParseError(f"the table is cut: NPU {lost[0]} is neither in the process table nor "
+                                   "listed without processes", last_line_no or None, last)
 
 
 def _chip(header: _Header, row1: Tuple[int, str, List[str]], row2: Tuple[int, str, List[str]]) -> NpuChip:
@@ -362,9 +415,6 @@ class HealthInfo:
     information: Tuple[str, ...]
 
 
-_KV = re.compile(r"^([^:]*?)\s*:\s?(.*)$")
-
-
 def parse_kv(text: str) -> List[Tuple[str, str]]:
     """`Key   : value` lines of any `npu-smi info -t <type>` output, in order (keys may repeat
     and may be empty for continuation lines). Raises NpuSmiParseError on any other line."""
@@ -376,10 +426,10 @@ def parse_kv(text: str) -> List[Tuple[str, str]]:
         line = raw.strip()
         if not line:
             continue
-        m = _KV.match(line)
-        if not m:
+        key, sep, value = line.partition(":")  # not a regex: linear on any line
+        if not sep:
             raise NpuSmiParseError("expected 'key : value'", idx, raw)
-        out.append((m.group(1).strip(), m.group(2).strip()))
+        out.append((key.strip(), value.strip()))
     if not out:
         raise NpuSmiParseError("empty output")
     return out
