@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-import yaml
+import yaml  # noqa: F401  (error classes)
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from watchdog.config import yamlsafe
 from watchdog.config.schema import Config
+from watchdog.config.types import read_bounded
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # Secrets may be written inline as ${ENV}; such values are remembered so dumps can hide them.
@@ -124,9 +125,10 @@ def _substitute_env(node: Any, path: str, errors: List[str], env_paths: List[str
 
 
 def parse_yaml(text: str, source: str) -> Any:
-    """Parse YAML; a syntax error becomes a ConfigError with file:line:column."""
+    """Parse YAML within the loader's limits (yamlsafe); a syntax error or a broken limit becomes a
+    ConfigError with file:line:column."""
     try:
-        data = yaml.safe_load(text)
+        data = yamlsafe.load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
@@ -142,7 +144,18 @@ def parse_yaml(text: str, source: str) -> Any:
 
 
 def load_config_text(text: str, source: str = "<string>") -> Config:
-    """Validate config text; raises ConfigError listing every problem found."""
+    """Validate config text; raises ConfigError listing every problem found, and nothing else."""
+    try:
+        return _load_config_text(text, source)
+    except ConfigError:
+        raise
+    except (RecursionError, MemoryError, OverflowError, ValueError, TypeError) as exc:
+        # A safety net: every known bad input has its own message above; this one must never be
+        # a traceback (the fuzz tests look for it to find the next gap).
+        raise ConfigError(source, [f"{source}: cannot load this config ({type(exc).__name__}: {str(exc)[:200]})"]) from None
+
+
+def _load_config_text(text: str, source: str) -> Config:
     raw = parse_yaml(text, source)
     errors: List[str] = []
     env_paths: List[str] = []
@@ -163,7 +176,8 @@ def load_config(path: Optional[str]) -> Config:
 
     path = path or DEFAULT_CONFIG_PATH
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = read_bounded(path, yamlsafe.MAX_FILE_BYTES)
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(path, [f"{path}: no such file (use -c to name the config)"]) from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -7,7 +7,10 @@ after the key path, because the loader prints `key.path: <message>, got '<value>
 
 from __future__ import annotations
 
+import math
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Annotated, Any, Dict
 
@@ -25,14 +28,53 @@ _SIZE_UNITS = {
 }
 
 
+#: Longest duration accepted: beyond it a value is a typo, and infinity breaks every timer.
+MAX_DURATION_SECONDS = 10 * 365 * 86400.0
+#: Largest size accepted (a signed 64-bit byte count).
+MAX_SIZE_BYTES = 2 ** 63 - 1
+#: Longest file read for `<secret>_file` (a webhook URL or token is far shorter).
+MAX_SECRET_FILE_BYTES = 64 * 1024
+#: Longer duration or size strings are refused before any regex or float conversion runs.
+_MAX_VALUE_CHARS = 64
+
+
+def read_bounded(path: str, limit: int) -> bytes:
+    """Read a regular file of at most `limit` bytes, never blocking.
+
+    `url_file: /dev/zero` or a FIFO would hang a plain read forever: the file is opened
+    non-blocking and must be a regular file; a larger one is refused, not cut.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        chunks = []
+        total = 0
+        while total <= limit:
+            chunk = os.read(fd, min(65536, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            raise OSError(f"{path} is larger than {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def parse_duration(value: Any) -> float:
     """Parse `30s`, `5m`, `1h30m`, `250ms`, `2d` into seconds (float)."""
     if isinstance(value, bool) or not isinstance(value, str):
         raise ValueError("expected a duration like 30s or 5m")
     text = value.strip()
-    if not _DURATION_FULL.match(text):
+    if len(text) > _MAX_VALUE_CHARS or not _DURATION_FULL.match(text):
         raise ValueError("expected a duration like 30s or 5m")
-    return sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text))
+    seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text))
+    if not math.isfinite(seconds) or seconds > MAX_DURATION_SECONDS:
+        raise ValueError("duration longer than 10 years")
+    return seconds
 
 
 def format_duration(seconds: float) -> str:
@@ -54,10 +96,13 @@ def parse_size(value: Any) -> int:
     """Parse `512MiB`, `2GiB`, `100MB`, `4096B` into bytes."""
     if isinstance(value, bool) or not isinstance(value, str):
         raise ValueError("expected a size like 512MiB or 2GiB")
-    m = _SIZE_RE.match(value.strip())
+    m = _SIZE_RE.match(value.strip()) if len(value) <= _MAX_VALUE_CHARS else None
     if not m:
         raise ValueError("expected a size like 512MiB or 2GiB")
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+    size = float(m.group(1)) * _SIZE_UNITS[m.group(2)]
+    if not math.isfinite(size) or size > MAX_SIZE_BYTES:
+        raise ValueError("size larger than 8 EiB")
+    return int(size)
 
 
 def _check_readable_file(value: Any) -> str:
@@ -92,7 +137,8 @@ class StrictModel(BaseModel):
     error names the key path like every other config error.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=False)
+    # allow_inf_nan=False: `.inf` or `.nan` in a float field is an error, never a timer that breaks.
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=False, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -116,9 +162,11 @@ class StrictModel(BaseModel):
             if not isinstance(path, str):
                 raise ValueError(f"{key}: expected a file path")
             try:
-                data[name] = Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+                data[name] = read_bounded(path, MAX_SECRET_FILE_BYTES).decode("utf-8").rstrip("\r\n")
             except OSError as exc:
-                raise ValueError(f"{key}: cannot read {path!r} ({exc.strerror})") from None
+                raise ValueError(f"{key}: cannot read {path!r} ({exc.strerror or exc})") from None
+            except UnicodeDecodeError:
+                raise ValueError(f"{key}: {path!r} is not UTF-8 text") from None
         return data
 
 
