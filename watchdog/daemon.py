@@ -34,6 +34,13 @@ from watchdog.state import StateStore
 log = logging.getLogger("watchdog.daemon")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: Put on the signal queue by the reload thread when its result is ready (not a real signal).
+RELOAD_READY = -1
+#: A reload (read, validate, build probes) that takes longer is abandoned: the running config stays.
+#: The loader's own limits (watchdog/config/yamlsafe.py) bound its memory; this bounds its time.
+RELOAD_TIMEOUT_SECONDS = 10.0
+#: /healthz turns 503 when the main loop has not turned for this long (it turns at least every 1 s).
+LOOP_STALL_SECONDS = 15.0
 
 
 def ensure_private_dir(path: str) -> None:
@@ -70,6 +77,11 @@ class Daemon:
         self.http: Optional[HttpEndpoint] = None
         self._last_periodic_eval = 0.0
         self.stopping = False
+        #: Reloads run in a thread: generation of the one in flight (results of others are dropped).
+        self._reload_gen = 0
+        self._reload_started: Optional[float] = None
+        self._reload_results: "queue.Queue[Tuple[int, Any]]" = queue.Queue()
+        self._loop_beat = time.monotonic()
 
     @property
     def config(self) -> Config:
@@ -129,6 +141,9 @@ class Daemon:
     def healthy(self) -> Tuple[bool, str]:
         if self.stopping:
             return False, "stopping"
+        stalled = time.monotonic() - self._loop_beat
+        if stalled > LOOP_STALL_SECONDS:
+            return False, f"main loop has not turned for {stalled:.0f}s"
         if not self.scheduler.completing_rounds():
             return False, "scheduler is not completing rounds"
         down = [s.name for s in self.state.statuses() if not s.up and s.runs_total > 0]
@@ -166,21 +181,64 @@ class Daemon:
         for line in unmatched_paths(config):
             log.warning("config: %s", line)
 
-    def reload(self) -> bool:
+    def start_reload(self) -> None:
+        """Read and validate the config in a thread, so a hostile file never wedges the main loop.
+
+        The main loop applies the result when it arrives (RELOAD_READY) or gives up after
+        RELOAD_TIMEOUT_SECONDS; a SIGHUP during a reload starts a newer one and the older result is
+        dropped.
+        """
         self.notifier.reloading()
+        self._reload_gen += 1
+        gen = self._reload_gen
+        self._reload_started = time.monotonic()
+
+        def work() -> None:
+            self._reload_results.put((gen, self._prepare_reload()))
+            self.signals.put(RELOAD_READY)
+
+        threading.Thread(target=work, name="config-reload", daemon=True).start()
+
+    def _reload_ready(self) -> None:
+        while True:
+            try:
+                gen, result = self._reload_results.get_nowait()
+            except queue.Empty:
+                return
+            if gen == self._reload_gen and self._reload_started is not None:
+                self._reload_started = None
+                self._apply_reload(result)
+
+    def _check_reload_time(self, now: float) -> None:
+        if self._reload_started is None or now - self._reload_started < RELOAD_TIMEOUT_SECONDS:
+            return
+        self._reload_started = None
+        self._reload_gen += 1  # its result, if it ever comes, is dropped
+        self.runtime.bump("reload_failure")
+        log.error("reload of %s did not finish within %gs; keeping the running config",
+                  self.config_path, RELOAD_TIMEOUT_SECONDS)
+        self.notifier.ready("reload timed out; " + self.status_line())
+
+    def _prepare_reload(self) -> Any:
+        """The new config and its probes, or the exception that rejects them."""
         try:
             new = load_config(self.config_path)
-            probes = self._build_probes(new)
-        except ConfigError as exc:
+            return new, self._build_probes(new)
+        except Exception as exc:  # reported by _apply_reload; the running config stays
+            return exc
+
+    def _apply_reload(self, result: Any) -> bool:
+        if isinstance(result, ConfigError):
             self.runtime.bump("reload_failure")
-            log.error("reload rejected, keeping the running config:\n%s", exc.render())
-            self.notifier.ready(f"reload rejected ({len(exc.errors)} errors); " + self.status_line())
+            log.error("reload rejected, keeping the running config:\n%s", result.render())
+            self.notifier.ready(f"reload rejected ({len(result.errors)} errors); " + self.status_line())
             return False
-        except Exception as exc:
+        if isinstance(result, BaseException):
             self.runtime.bump("reload_failure")
-            log.exception("reload rejected, keeping the running config: %s", exc)
+            log.error("reload rejected, keeping the running config: %s: %s", type(result).__name__, result)
             self.notifier.ready("reload rejected; " + self.status_line())
             return False
+        new, probes = result
         old = self.config
         if new.http.listen != old.http.listen:
             log.warning("http.listen changed (%s -> %s): takes effect at the next restart",
@@ -250,8 +308,12 @@ class Daemon:
                     break
                 if signum == signal.SIGHUP:
                     log.info("received SIGHUP, reloading %s", self.config_path)
-                    self.reload()
+                    self.start_reload()
+                elif signum == RELOAD_READY:
+                    self._reload_ready()
                 now = time.monotonic()
+                self._loop_beat = now
+                self._check_reload_time(now)
                 if not ready and (self.scheduler.wait_first_round(0) or now >= ready_deadline):
                     self.evaluate()
                     ready = True
