@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from watchdog import __version__, fdbudget
+from watchdog import __version__, fdbudget, statelock
 from watchdog.alerting.engine import build_engine
 from watchdog.config import Config, ConfigError, load_config
 from watchdog.config.pathcheck import unmatched_paths
@@ -56,6 +56,8 @@ class Daemon:
     def __init__(self, config: Config, config_path: Optional[str]):
         self.config_path = config_path
         ensure_private_dir(config.paths.state_dir)
+        # Before anything opens the state (raises StateFolderBusy when another daemon holds it).
+        self._state_lock = statelock.acquire(config.paths.state_dir)
         self.state = StateStore(history_seconds=config.probes.history)
         self.runtime = Runtime(config=config, state=self.state, engine=None, config_path=config_path)
         self.runtime.started_at = self.state.started_at

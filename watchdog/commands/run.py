@@ -20,6 +20,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
 def main(args: argparse.Namespace) -> int:
     from watchdog.daemon import Daemon
     from watchdog.logsetup import setup_logging
+    from watchdog.statelock import StateFolderBusy
 
     config = load_config_or_report(args.config)
     if config is None:
@@ -31,6 +32,9 @@ def main(args: argparse.Namespace) -> int:
     setup_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
     try:
         daemon = Daemon(config, args.config)
+    except StateFolderBusy as exc:
+        print(f"npu-watchdog: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"npu-watchdog: cannot prepare {config.paths.state_dir}: {exc.strerror or exc}", file=sys.stderr)
         return 1

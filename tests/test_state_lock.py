@@ -1,0 +1,31 @@
+"""One daemon per state folder: a second one refuses to start naming the first's pid; the lock of
+a daemon killed with SIGKILL never blocks the next start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.helpers import REPO, Daemon
+
+
+def test_second_daemon_refuses_and_a_killed_ones_lock_does_not_block(make_daemon, tmp_path):
+    cfg = {"probes": {"commands": [{"name": "ok", "argv": ["/bin/true"], "interval": "1s", "timeout": "5s"}]}}
+    first = make_daemon(cfg)
+    second = Daemon(tmp_path, cfg)  # same state folder, its own port and config file
+    second.config_path = tmp_path / "second.yaml"
+    second.write_config(second.config)
+    out = subprocess.run([sys.executable, "-m", "watchdog", "run", "-c", str(second.config_path)],
+                         capture_output=True, text=True, cwd=str(REPO), timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert f"another npu-watchdog (pid {first.proc.pid}) is already using the state folder" in out.stderr
+    assert str(tmp_path / "state") in out.stderr
+    assert "Traceback" not in out.stderr
+    assert first.alive() and first.status()["pid"] == first.proc.pid
+
+    first.kill9()  # the lock file stays behind with a dead pid in it
+    assert (tmp_path / "state" / "daemon.lock").read_text().strip() == str(first.proc.pid)
+    third = make_daemon(cfg)
+    assert third.status()["pid"] == third.proc.pid
+    assert (tmp_path / "state" / "daemon.lock").read_text().strip() == str(third.proc.pid)
+    assert oct((tmp_path / "state" / "daemon.lock").stat().st_mode & 0o777) == "0o600"

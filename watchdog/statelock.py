@@ -1,0 +1,42 @@
+"""One daemon per state folder: an exclusive lock on `<state_dir>/daemon.lock`.
+
+Two daemons on one folder would both send every alert, overwrite each other's log offsets and
+fight over the alerting database. flock (not a pid file) because the kernel drops it when its
+holder dies, even by SIGKILL: a stale lock file can never block a restart. The file holds the
+holder's pid only so the refusal can name it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+
+LOCK_NAME = "daemon.lock"
+
+
+class StateFolderBusy(Exception):
+    """Another live process holds the lock; the message names its pid and the folder."""
+
+    def __init__(self, state_dir: str, pid: str):
+        self.pid = pid
+        super().__init__(f"another npu-watchdog (pid {pid}) is already using the state folder {state_dir}; "
+                         "stop it first, or give this one its own folder (paths.state_dir or --state-dir)")
+
+
+def acquire(state_dir: str) -> int:
+    """Take the folder's lock and write our pid into it; the returned descriptor must stay open
+    for the daemon's lifetime (closing it releases the lock)."""
+    path = os.path.join(state_dir, LOCK_NAME)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise StateFolderBusy(state_dir, holder) from None
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    return fd
