@@ -18,6 +18,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import psutil
 
+from watchdog.argv import redact_argv
 from watchdog.config.sections.process import ProcessProbeConfig
 from watchdog.observations import ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
@@ -156,7 +157,7 @@ class ProcessProbe(Probe):
             except (psutil.AccessDenied, psutil.ZombieProcess):
                 threads = 0
             try:
-                cmd = tuple(p.cmdline())
+                cmd = redact_argv(p.cmdline())[0]  # alerts and status show it: no credentials
             except (psutil.AccessDenied, psutil.ZombieProcess):
                 cmd = ()
             if not cmd and prev is not None:

@@ -21,6 +21,7 @@ from watchdog.observations import ProcessObservation
 from watchdog.snapshots.bundle import NOT_FOUND, PERMISSION_DENIED, TOOL_ABSENT, Item, Problem, oserror_reason, outcome_problem
 from watchdog.snapshots.context import CaptureContext, ProcRecord
 from watchdog.snapshots.files import tail_file
+from watchdog.argv import redact_argv
 from watchdog.snapshots.redact import MIN_PIECE_LEN, REDACTED, is_secret_name
 from watchdog.subproc import run_command
 
@@ -106,6 +107,12 @@ def collect_tree(ctx: CaptureContext, item: Item) -> None:
         if r.error:
             item.fail(PERMISSION_DENIED if "permission" in r.error else NOT_FOUND, f"process {r.pid}: {r.error}",
                       what=str(r.pid))
+    for r in records:
+        # `--token VALUE` on a job's command line: hidden here, and the value wherever else it shows.
+        cmd, found = redact_argv(r.cmdline or ())
+        r.cmdline = list(cmd)
+        for value in found:
+            ctx.bundle.add_secret(value)
     ctx.tree = records
     ctx.bundle.add("processes/tree.json", json.dumps([r.__dict__ for r in records], indent=2, default=str))
     lines = [f"{'PID':>8} {'PPID':>8} {'RANK':>4} {'STATE':<10} {'CPU_S':>10} {'RSS_MB':>9} {'THR':>4} {'FDS':>5}  COMMAND"]
