@@ -12,6 +12,8 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Tuple
 
+from watchdog import statefiles
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -50,6 +52,8 @@ class StateView:
     started_at: float
     samples: Mapping[str, Tuple[Sample, ...]]
     statuses: Mapping[str, ProbeStatus]
+    #: Damaged state files this process set aside (watchdog.statefiles), for `state_damaged`.
+    damage: Tuple[Any, ...] = ()
 
     def latest(self, probe: str) -> Optional[Sample]:
         hist = self.samples.get(probe)
@@ -118,6 +122,7 @@ class StateStore:
                 started_at=self.started_at,
                 samples={k: tuple(v) for k, v in self._samples.items()},
                 statuses=dict(self._statuses),
+                damage=statefiles.events(),
             )
 
     def statuses(self) -> List[ProbeStatus]:

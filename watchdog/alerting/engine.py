@@ -42,6 +42,7 @@ KNOWN_RULES = (
     "npu_busy_hang", "npu_low_util", "hbm_growth", "npu_unhealthy", "npu_missing", "npu_temperature", "stall",
     "log_nan", "log_oom", "log_hccl", "log_device", "log_crash", "log_traceback", "log_custom", "log_unreadable",
     "log_offsets_unsaved", "probe_down", "command_check", "path_unmatched",
+    "state_damaged",
 )
 GROUP_LABELS = ("host", JOB_LABEL)
 
@@ -64,7 +65,7 @@ class AlertEngine:
         self.config = config
         self.runtime = runtime
         self._lock = threading.RLock()
-        self.store = AlertStore(config.paths.state_dir)
+        self.store = AlertStore(config.paths.state_dir, quarantine_damaged=True)
         self.alerts: Dict[str, AlertRow] = self.store.load_alerts()
         started = time.time()
         for a in self.alerts.values():

@@ -11,6 +11,7 @@ Nothing secret is ever written here: channels are referred to by name, and messa
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -20,7 +21,10 @@ from dataclasses import dataclass, field
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional
 
+from watchdog import statefiles
 from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL, fingerprint, upgrade_labels
+
+log = logging.getLogger("watchdog.alerts")
 
 DB_NAME = "alerting.sqlite3"
 
@@ -118,9 +122,30 @@ class OutboxRow:
 class AlertStore:
     """Thread-safe access to the alerting database (one connection, one lock)."""
 
-    def __init__(self, state_dir: str):
+    def __init__(self, state_dir: str, quarantine_damaged: bool = False):
+        """Open (or create) the database. With `quarantine_damaged` (the daemon), a file that is not
+        a usable database is set aside and a fresh one started, instead of failing every start."""
         os.makedirs(state_dir, mode=0o700, exist_ok=True)
         self.path = db_path(state_dir)
+        self._lock = threading.RLock()
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            if not quarantine_damaged:
+                raise
+            self._close_quietly()
+            statefiles.quarantine(self.path, f"not a usable SQLite database: {exc}", ("-journal", "-wal", "-shm"))
+            self._open()
+
+    def _close_quietly(self) -> None:
+        db = getattr(self, "_db", None)
+        if db is not None:
+            try:
+                db.close()
+            except sqlite3.Error:
+                pass
+
+    def _open(self) -> None:
         if not os.path.exists(self.path):
             fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
             os.close(fd)
@@ -128,12 +153,21 @@ class AlertStore:
             os.chmod(self.path, 0o600)
         except PermissionError:
             pass
-        self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, timeout=15.0, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA synchronous=FULL")
+        check = self._db.execute("PRAGMA quick_check").fetchall()
+        if check != [("ok",)]:
+            raise sqlite3.DatabaseError("integrity check: " + "; ".join(str(r[0]) for r in check[:3]))
         for stmt in _SCHEMA.strip().split(";"):
             if stmt.strip():
                 self._db.execute(stmt)
+        # Tables of another shape (an old or foreign file) fail here, not later in the engine.
+        self._db.execute("SELECT fp, rule, severity, labels, finding, state, pending_since, firing_since, last_seen,"
+                         " notified, last_notified, snapshot, muted FROM alerts LIMIT 1").fetchall()
+        self._db.execute("SELECT id, matchers, starts_at, ends_at, created_by, comment, created_at FROM silences"
+                         " LIMIT 1").fetchall()
+        self._db.execute("SELECT id, channel, created, ikey, kind, body, attempts, next_at, last_error FROM outbox"
+                         " LIMIT 1").fetchall()
         self._rename_job_label()
 
     def _rename_job_label(self) -> None:
@@ -181,8 +215,11 @@ class AlertStore:
                 " notified, last_notified, snapshot, muted FROM alerts").fetchall()
         out = {}
         for r in rows:
-            out[r[0]] = AlertRow(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6], r[7], r[8],
-                                 bool(r[9]), r[10], r[11], r[12])
+            try:
+                out[r[0]] = AlertRow(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6], r[7], r[8],
+                                     bool(r[9]), r[10], r[11], r[12])
+            except (ValueError, TypeError) as exc:
+                log.error("alert %s in %s is damaged (%s); it is dropped", r[0], self.path, exc)
         return out
 
     def save_alerts(self, changed: List[AlertRow], deleted: List[str]) -> None:

@@ -56,6 +56,8 @@ def _state_dir(args: argparse.Namespace) -> Optional[str]:
 
 
 def _store(args: argparse.Namespace):
+    import sqlite3
+
     from watchdog.alerting.store import AlertStore
 
     state_dir = _state_dir(args)
@@ -65,6 +67,11 @@ def _store(args: argparse.Namespace):
         return AlertStore(state_dir)
     except OSError as exc:
         print(f"npu-watchdog: cannot open the alert state in {state_dir}: {exc.strerror or exc}", file=sys.stderr)
+        return None
+    except sqlite3.DatabaseError as exc:
+        # The daemon sets a damaged file aside at its next start; commands never move it.
+        print(f"npu-watchdog: the alert state in {state_dir} is damaged ({exc}); restart the daemon "
+              "to set it aside and start fresh", file=sys.stderr)
         return None
 
 

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from watchdog import statefiles
 from watchdog.logrules.extract import StreamState
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,17 @@ def _fingerprint(fd: int, length: int) -> str:
     return hashlib.sha1(os.pread(fd, length, 0)).hexdigest() if length > 0 else ""
 
 
+def _valid_files(files: object) -> bool:
+    """The saved offsets have the shape save_state writes (a damaged file must not crash _start)."""
+    if not isinstance(files, dict):
+        return False
+    for v in files.values():
+        if not isinstance(v, dict) or not all(isinstance(v.get(k, 0), int) and not isinstance(v.get(k, 0), bool)
+                                              for k in ("offset", "fp_len", "dev", "ino")):
+            return False
+    return True
+
+
 class Tailer:
     def __init__(self, sources: Sequence[SourceSpec], state_path: Optional[str] = None,
                  slice_bytes: int = 8 << 20, round_bytes: int = 64 << 20, idle_close: float = 300.0,
@@ -155,11 +167,16 @@ class Tailer:
         try:
             with open(self.state_path, "r", encoding="utf-8") as fh:
                 doc = json.load(fh)
-            files = doc.get("files", {}) if isinstance(doc, dict) and doc.get("version") == STATE_VERSION else {}
+            if not isinstance(doc, dict) or (doc.get("version") == STATE_VERSION and not _valid_files(doc.get("files"))):
+                raise ValueError("not an offsets document")
+            files = doc.get("files", {}) if doc.get("version") == STATE_VERSION else {}
             return {p: v for p, v in files.items() if isinstance(v, dict)}
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:  # damaged (JSON, UTF-8 or shape): set aside, reported, start fresh
+            statefiles.quarantine(self.state_path, f"log offsets unreadable: {str(exc)[:200]}")
+            return {}
+        except OSError as exc:
             log.warning("log offsets in %s unreadable (%s); files will be read from their end", self.state_path, exc)
             return {}
 

@@ -1,0 +1,37 @@
+"""`state_damaged`: the daemon found one of its own state files damaged and started fresh.
+
+Starting fresh keeps the node watched, but something was lost (alert history and silences, or the
+log read positions), so the on-call hears about it once: the finding holds for DAMAGE_HOLD_SECONDS
+after the event and then resolves.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from watchdog.config.schema import Config
+from watchdog.findings import Finding
+from watchdog.state import StateView
+
+#: How long the finding stays in force after the damaged file was set aside.
+DAMAGE_HOLD_SECONDS = 3600.0
+
+HINT = ("The damaged file was renamed, not deleted: keep it for a bug report, then remove it. "
+        "alerting.sqlite3 lost means firing alerts and silences were forgotten (they fire again if "
+        "the condition holds); log offsets lost means the watched logs are followed from their end.")
+
+
+def detect(view: StateView, config: Config) -> List[Finding]:
+    out: List[Finding] = []
+    for ev in view.damage:
+        if view.now - ev.time > DAMAGE_HOLD_SECONDS:
+            continue
+        kept = f"kept as {ev.kept_as}" if ev.kept_as else "it could not be moved"
+        out.append(Finding(
+            rule="state_damaged", severity="warning",
+            summary=f"state file {ev.file} was damaged and replaced by fresh state ({kept})",
+            labels={**config.base_labels, "file": ev.file},
+            hint=HINT, value=ev.reason, since=ev.time,
+            details={"path": ev.path, "kept_as": ev.kept_as, "reason": ev.reason},
+        ))
+    return out
