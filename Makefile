@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 RUN_DIR ?= .run
 
-.PHONY: help venv run demo test test-fast test-e2e check-config bench docs clean
+.PHONY: help venv run demo test test-fast test-e2e test-fuzz check-config bench docs clean
 
 help:
 	@echo "make demo       create .venv, install, play faults on a simulated 8-NPU node against the real daemon (about 80 s; DEMO_ARGS=--verbose prints every message)"
@@ -15,6 +15,7 @@ help:
 	@echo "make bench      benchmarks (by hand; results go to docs/benchmarks.md)"
 	@echo "make docs       regenerate the generated tables in docs/ (metrics, rules, config keys)"
 	@echo "make test-fast  the fast suite only (a few minutes)"
+	@echo "make test-fuzz  the fuzz suite with many more random examples (minutes; the fast profile runs in make test)"
 	@echo "make install    install on this node (venv in /opt/npu-watchdog, config, systemd unit)"
 	@echo "make uninstall  remove it again (the config and the state stay)"
 
@@ -45,6 +46,9 @@ test-fast: $(STAMP)
 
 test-e2e: $(STAMP)
 	@if [ -d tests/e2e ]; then $(BIN)/python -m pytest -q -rs -m slow tests; else echo "no e2e tests yet"; fi
+
+test-fuzz: $(STAMP)
+	NPU_WATCHDOG_FUZZ=long $(BIN)/python -m pytest -q -rs -p no:cacheprovider tests/test_fuzz.py
 
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do [ -e "$$b" ] || continue; echo "== $$b"; $(BIN)/python $$b || exit 1; done

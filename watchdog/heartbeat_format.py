@@ -116,8 +116,19 @@ def _loads_object(text: str) -> Dict[str, Any]:
 def parse_heartbeat(data: bytes) -> ParsedBeat:
     """Parse a heartbeat file's bytes: one JSON object, or JSON lines (last complete line wins).
 
-    Raises HeartbeatFormatError for empty, truncated, half-written or ill-typed content.
+    Raises HeartbeatFormatError for empty, truncated, half-written or ill-typed content, and for
+    content that breaks the JSON decoder itself (a 5000-digit number, 100,000 nested brackets, an
+    integer too large for a float): one bad file is that file's error, never the probe's.
     """
+    try:
+        return _parse(data)
+    except HeartbeatFormatError:
+        raise
+    except (ValueError, RecursionError, OverflowError) as exc:
+        raise HeartbeatFormatError(f"unreadable JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+
+def _parse(data: bytes) -> ParsedBeat:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
