@@ -304,7 +304,7 @@ def parse_info(text: str) -> NpuObservation:
                 m = _NO_PROCS.match(cells[0])
                 if not m:
                     raise NpuSmiParseError("unknown process table row", idx, raw)
-                res.idle_npus.append(int(m.group(1)))
+                res.idle_npus.append(_int(m.group(1), "NPU", idx, raw))
                 continue
             if len(cells) != proc_header.ncols:
                 raise NpuSmiParseError(
