@@ -338,6 +338,9 @@ class Daemon:
     def stop(self) -> None:
         self.stopping = True
         self.notifier.stopping()
+        snapshots = self.runtime.services.get("snapshots")
+        if snapshots is not None:
+            snapshots.cancel()  # captures wind down while the rest stops (joined below)
         self.scheduler.shutdown()
         if self.http is not None:
             self.http.stop()
@@ -345,7 +348,6 @@ class Daemon:
             self.engine.close()
         except Exception:
             log.exception("closing the alert engine failed")
-        snapshots = self.runtime.services.get("snapshots")
         if snapshots is not None:
             try:
                 snapshots.close()

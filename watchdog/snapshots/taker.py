@@ -136,6 +136,12 @@ class SnapshotTaker:
                 return Admission(None, "failed", "the archive could not be written (see the log)")
         return adm
 
+    def cancel(self) -> None:
+        """Stop admitting and tell running captures to finish now (returns at once)."""
+        with self._lock:
+            self._closed = True
+        self._cancel.set()
+
     def close(self) -> None:
         """Stop admitting; running captures stop where they are and write a partial archive whose
         manifest lists what was skipped (stopping never waits for a whole capture budget)."""
