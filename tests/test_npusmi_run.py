@@ -56,8 +56,10 @@ def test_hang_is_killed_with_its_process_group(scenario, tmp_path):
     pid_file = tmp_path / "pids"
     scenario({"behavior": "hang", "hang_child": True, "pid_file": str(pid_file)})
     stats = NpuSmiStats()
+    # The timeout must outlast the fake's own start-up (a Python interpreter plus its child, which
+    # takes over a second on a loaded 2-core machine), or it is killed before it writes its pids.
     with pytest.raises(NpuSmiRunError) as ei:
-        query_info(FAKE, 1.0, stats=stats)
+        query_info(FAKE, 6.0, stats=stats)
     assert ei.value.reason == "timeout"
     assert str(ei.value).startswith("npu-smi hung:") and reason_of(str(ei.value)) == "timeout"
     pids = [int(p) for p in pid_file.read_text().split()]
