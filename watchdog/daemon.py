@@ -138,7 +138,15 @@ class Daemon:
             "log_engine": effective_engine(self.config.probes.logs.engine),
             "findings": [f.to_dict() for f in self.engine.current()],
             "detector_errors": list(self.runtime.detector_errors),
+            "flight_recorder": self._flight_recorder_tails(),
         }
+
+    def _flight_recorder_tails(self) -> List[Dict[str, Any]]:
+        """The newest steps of each rank's flight recorder, as the heartbeat probe last read them."""
+        sample = self.state.view().latest("heartbeat")
+        readings = getattr(getattr(sample, "value", None), "readings", ())
+        return [{"rank": r.rank, "path": r.path, "records": list(r.flight_tail), "error": r.flight_error}
+                for r in readings if r.flight_tail or r.flight_error]
 
     def healthy(self) -> Tuple[bool, str]:
         if self.stopping:

@@ -79,6 +79,10 @@ class HeartbeatReading:
     train_since: Optional[float] = None
     max_step_gap: Optional[float] = None
     step_gaps: int = 0
+    #: The newest records of the rank's flight recorder (`<path>.ring`), oldest first, when it has
+    #: one; `flight_error` says why it could not be read (a damaged or foreign file).
+    flight_tail: Tuple[Dict[str, Any], ...] = ()
+    flight_error: Optional[str] = None
 
 
 @dataclass(frozen=True)

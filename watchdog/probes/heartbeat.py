@@ -13,6 +13,7 @@ and the largest gap between step advances while in `train`, for learned threshol
 from __future__ import annotations
 
 import glob
+import logging
 import os
 import re
 import stat
@@ -20,14 +21,19 @@ import time
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
 
+from watchdog import flight_recorder as fr
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.heartbeat_format import HeartbeatFormatError, ParsedBeat, parse_heartbeat
 from watchdog.observations import HeartbeatObservation, HeartbeatReading
 from watchdog.probes.base import Collected, Probe, ProbeContext
 
+log = logging.getLogger(__name__)
+
 #: JSON-lines files grow; only their tail is read.
 TAIL_BYTES = 64 * 1024
 RETRY_DELAY = 0.05
+#: Flight recorder records carried on each reading (shown in /api/status).
+FLIGHT_TAIL = 5
 _DIGITS = re.compile(r"(\d+)")
 
 
@@ -50,6 +56,7 @@ class _FileState:
     step_gaps: int = 0
     last_phase: Optional[str] = None
     gap_start: Optional[float] = None
+    flight_error: Optional[str] = None
 
 
 def read_file(path: str) -> Tuple[bytes, float, int]:
@@ -78,6 +85,32 @@ def read_file(path: str) -> Tuple[bytes, float, int]:
         os.close(fd)
 
 
+def read_ring_tail(path: str, n: int = FLIGHT_TAIL) -> Tuple[Tuple[dict, ...], Optional[str]]:
+    """(newest records, error) of a flight recorder; ((), None) when the rank has none.
+
+    Reads the header and only the slots that can hold the newest `n` records (a few hundred
+    bytes), so a round costs the same whatever the ring's capacity.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return (), None
+    except OSError as exc:
+        return (), f"cannot read {os.path.basename(path)}: {exc.strerror or exc}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return (), f"{os.path.basename(path)}: not a regular file"
+        header = fr.parse_header(os.pread(fd, fr.HEADER.size, 0))
+        chunks = {seq: os.pread(fd, header.record_size, off) for seq, off in fr.tail_slots(header, n)}
+        return tuple(fr.tail_records(header, chunks, n)), None
+    except fr.RingFormatError as exc:
+        return (), f"{os.path.basename(path)}: {exc}"
+    except OSError as exc:
+        return (), f"cannot read {os.path.basename(path)}: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+
+
 class HeartbeatProbe(Probe):
     name = "heartbeat"
 
@@ -91,7 +124,8 @@ class HeartbeatProbe(Probe):
         found: List[str] = []
         for pattern in self.cfg.paths:
             if glob.has_magic(pattern):
-                found.extend(sorted(glob.glob(pattern)))
+                # A broad glob (`hb/*`) also matches the flight recorders next to the files.
+                found.extend(p for p in sorted(glob.glob(pattern)) if not p.endswith(fr.SUFFIX))
             else:
                 found.append(pattern)
         # Files seen before stay watched after they vanish (a deleted heartbeat is not a healthy one).
@@ -157,6 +191,11 @@ class HeartbeatProbe(Probe):
         beat_time = parsed.time if parsed.time is not None else mtime
         self._track_progress(st, parsed, beat_time)
         fields = dict(parsed.extra)
+        flight_tail, flight_error = read_ring_tail(fr.ring_path(path))
+        if flight_error != st.flight_error:  # logged once per change, not every round
+            if flight_error:
+                log.warning("flight recorder of %s unreadable: %s", path, flight_error)
+            st.flight_error = flight_error
         reading = HeartbeatReading(
             path=path, rank=parsed.rank if parsed.rank is not None else fallback_rank, exists=True,
             mtime=mtime, beat_time=beat_time, step=parsed.step, phase=parsed.phase, loss=parsed.loss,
@@ -164,6 +203,7 @@ class HeartbeatProbe(Probe):
             fields=fields, format="json", throughput_unit=parsed.throughput_unit, pid=parsed.pid,
             step_changed_at=st.step_changed_at, read_errors_total=st.errors_total,
             train_since=st.train_since, max_step_gap=st.max_step_gap, step_gaps=st.step_gaps,
+            flight_tail=flight_tail, flight_error=flight_error,
         )
         st.last = reading
         return reading

@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from watchdog import __version__
 from watchdog.findings import JOB_LABEL, Finding
-from watchdog.snapshots import collect, procs
+from watchdog.snapshots import collect, flight, procs
 from watchdog.snapshots.bundle import Bundle, Item, Task, run_tasks, write_archive
 from watchdog.snapshots.context import CaptureContext
 from watchdog.snapshots.policy import RateLimiter, min_interval, wants_snapshot
@@ -269,6 +269,7 @@ class SnapshotTaker:
 
         tasks += [
             Task("heartbeat", lambda it: collect.collect_heartbeats(ctx, it)),
+            Task("flight-recorder", lambda it: flight.collect_flight_recorders(ctx, it)),
             Task("versions", versions),
             Task("daemon", lambda it: collect.collect_findings(ctx, it)),
             Task("dmesg", lambda it: collect.collect_dmesg(ctx, it)),

@@ -1,0 +1,74 @@
+"""Copies every rank's flight recorder (`<heartbeat file>.ring`) into the snapshot bundle.
+
+The ring holds the last steps of a rank even when its heartbeat file was throttled or the rank
+died by SIGKILL or a native crash, which is why it goes into every bundle: the raw file (for the
+record) and a decoded JSON next to it (for the reader). Ring files are opened without following
+symlinks and read up to the size their header declares, so a hostile or foreign file costs
+little and cannot pull another file into the bundle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from typing import List
+
+from watchdog import flight_recorder as fr
+from watchdog.snapshots.bundle import NOT_FOUND, Item, oserror_reason
+from watchdog.snapshots.context import CaptureContext
+from watchdog.snapshots.files import expand, member_name
+
+#: The most a ring file may declare (header + records) before it is refused.
+MAX_RING_BYTES = 8 * 1024 * 1024
+
+
+def heartbeat_files(ctx: CaptureContext) -> List[str]:
+    """Heartbeat files from the config and from the heartbeat probe's last round."""
+    found: List[str] = []
+    for pattern in ctx.config.probes.heartbeat.paths:
+        found += [p for p in expand(pattern) if not p.endswith(fr.SUFFIX)]
+    state = getattr(ctx.runtime, "state", None)
+    if state is not None:
+        sample = state.view().latest("heartbeat")
+        found += [r.path for r in getattr(getattr(sample, "value", None), "readings", ())]
+    return sorted(set(found))
+
+
+def read_ring(path: str) -> bytes:
+    """The ring's bytes, at most what its header declares (raises OSError / RingFormatError)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise fr.RingFormatError("not a regular file")
+        header = fr.parse_header(os.pread(fd, fr.HEADER.size, 0))
+        if header.file_size > MAX_RING_BYTES:
+            raise fr.RingFormatError(f"declares {header.file_size} bytes, more than {MAX_RING_BYTES}")
+        return os.pread(fd, header.file_size, 0)
+    finally:
+        os.close(fd)
+
+
+def collect_flight_recorders(ctx: CaptureContext, item: Item) -> None:
+    rings = [fr.ring_path(p) for p in heartbeat_files(ctx)]
+    rings = [p for p in rings if os.path.lexists(p)]
+    if not rings:
+        item.note = "no flight recorder next to any heartbeat file"
+        return
+    for path in rings:
+        try:
+            data = read_ring(path)
+            ring = fr.parse_ring(data)
+        except fr.RingFormatError as exc:
+            item.fail("error", f"{path}: {exc}", what=path)
+            continue
+        except OSError as exc:
+            reason = oserror_reason(exc) if not isinstance(exc, FileNotFoundError) else NOT_FOUND
+            item.fail(reason, f"{path}: {exc.strerror or exc}", what=path)
+            continue
+        name = member_name("flight-recorder", path)
+        ctx.bundle.add(name, data)
+        decoded = {"path": path, "header": ring.header.__dict__, "torn_records": ring.torn,
+                   "notes": list(ring.notes), "records": list(ring.records)}
+        ctx.bundle.add(name + ".json", json.dumps(decoded, indent=1))
+        item.files += [name, name + ".json"]
