@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 
 from tests.helpers import REPO
 from watchdog.heartbeat_format import parse_heartbeat
@@ -130,3 +132,22 @@ def test_hf_callback_phases_and_values(tmp_path):
     assert read(path)["phase"] == "train"
     cb.on_train_end(args, _NS(global_step=2), ctl)
     assert read(path)["phase"] == "done"
+
+
+def test_hf_throughput_is_timed_between_step_ends_so_a_slow_loader_shows(tmp_path):
+    """The old callback timed on_step_begin -> on_step_end and never saw the data loader."""
+    from npu_watchdog_heartbeat import Pace
+
+    now = [100.0]
+    cb = WatchdogHeartbeatCallback(str(tmp_path / "hb.json"), min_interval=0, tokens_per_step=1000)
+    cb.pace = Pace(window=3, clock=lambda: now[0])
+    args, ctl = _NS(), _NS(should_save=False, should_evaluate=False)
+    cb.on_train_begin(args, _NS(global_step=0), ctl)
+    for step in range(1, 9):
+        now[0] += 0.0 if step <= 4 else 0.9    # the loader starves from step 5 on
+        cb.on_step_begin(args, _NS(global_step=step - 1), ctl)
+        now[0] += 0.1                          # the step itself never changes
+        cb.on_step_end(args, _NS(global_step=step), ctl)
+        if step == 4:
+            assert read(tmp_path / "hb.json")["tokens_per_s"] == pytest.approx(10000.0)
+    assert read(tmp_path / "hb.json")["tokens_per_s"] == pytest.approx(1000.0)
