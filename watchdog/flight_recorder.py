@@ -149,9 +149,8 @@ def tail_slots(header: RingHeader, n: int) -> List[Tuple[int, int]]:
     One slot past the header's counter is included: a rank killed between storing a record and
     bumping the counter leaves its newest record there.
     """
-    newest = header.counter + 1
-    first = max(1, newest - min(n, header.capacity) + 1)
-    return [(seq, header.slot_offset(seq)) for seq in range(first, newest + 1)]
+    first = max(1, header.counter - min(n, header.capacity) + 1)
+    return [(seq, header.slot_offset(seq)) for seq in range(first, header.counter + 2)]
 
 
 def tail_records(header: RingHeader, chunks: Dict[int, bytes], n: int) -> List[Dict[str, Any]]:
