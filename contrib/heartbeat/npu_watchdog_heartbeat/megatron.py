@@ -11,7 +11,8 @@ releases all work, and reports: `iteration` as the step, the `lm loss` of this i
 learning rate, the grad norm, the loss scale, `skipped` for a skipped iteration, and Megatron's
 running counts of skipped and NaN iterations (`skipped_iterations`, `nan_iterations`, kept as
 extra fields). Samples/s are the global batch size over the wall time between iterations.
-`save_checkpoint` runs in the `checkpoint` phase and `evaluate_and_print_results` in `eval`.
+`save_checkpoint` runs in the `checkpoint` phase, `evaluate_and_print_results` in `eval`, and
+`train` returning normally writes `done`.
 The module to patch defaults to `megatron.training.training` (Megatron-LM core_r0.6 and later,
 MindSpeed); pass another (e.g. `megatron.training` of older releases) as `module=`.
 """
@@ -88,6 +89,8 @@ def patch(module: Any = DEFAULT_MODULE, path: Optional[str] = None, min_interval
 
     @functools.wraps(original)
     def training_log(*args: Any, **kwargs: Any) -> Any:
+        # Megatron updates its skipped / NaN iteration counts inside: read them after it ran.
+        result = original(*args, **kwargs)
         try:
             bound = signature.bind_partial(*args, **kwargs).arguments
             if hb.current_phase == "init":
@@ -101,11 +104,23 @@ def patch(module: Any = DEFAULT_MODULE, path: Optional[str] = None, min_interval
         except Exception as exc:  # a changed signature must never break training
             hb.errors += 1
             hb.last_error = f"training_log hook: {type(exc).__name__}: {exc}"
-        return original(*args, **kwargs)
+        return result
 
     mod.training_log = training_log
     for name, phase in (("save_checkpoint", "checkpoint"), ("evaluate_and_print_results", "eval")):
         fn = getattr(mod, name, None)
         if callable(fn):
             setattr(mod, name, _phase_wrapper(fn, hb, phase, pace))
+    if callable(getattr(mod, "train", None)):
+        mod.train = _done_wrapper(mod.train, hb)
     return hb
+
+
+def _done_wrapper(original: Any, hb: Heartbeat) -> Any:
+    """`train()` returning normally is the end of the run (an exception or a kill is not)."""
+    @functools.wraps(original)
+    def train(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        hb.done()
+        return result
+    return train

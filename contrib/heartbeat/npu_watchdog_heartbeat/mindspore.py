@@ -10,11 +10,14 @@ otherwise the scale comes from the loss-scale manager, `get_loss_scale()`), the 
 the optimizer exposes it, and samples/s over the wall time between step ends (`batch_num` of the
 dataset is not needed: the batch size comes from `batch_size` or `cb_params.batch_size`).
 Evaluation inside `model.train(..., valid_dataset=...)` is the `eval` phase; a checkpoint
-callback wrapped with `hb_cb.checkpoint(...)` runs inside the `checkpoint` phase.
+callback wrapped with `hb_cb.checkpoint(...)` runs inside the `checkpoint` phase whenever one of
+its hooks takes longer than half a second (i.e. when it saves; the phase is not declared for the
+steps where it returns at once).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Dict, Optional
 
 from npu_watchdog_heartbeat.pace import Pace
@@ -64,6 +67,10 @@ def step_fields(cb_params: Any) -> Dict[str, Any]:
     return {k: v for k, v in fields.items() if isinstance(v, (int, float, bool))}
 
 
+#: A wrapped checkpoint hook running this long is saving: the `checkpoint` phase is declared.
+SAVE_AFTER = 0.5
+
+
 class _PhaseWrapped(_Base):  # type: ignore[misc,valid-type]
     """Runs another callback's step/epoch hooks inside the `checkpoint` phase when it acts."""
 
@@ -74,9 +81,13 @@ class _PhaseWrapped(_Base):  # type: ignore[misc,valid-type]
         fn = getattr(self.inner, name, None)
         if fn is None:
             return
-        with self.hb.phase("checkpoint"):
+        started = time.monotonic()
+        # Declared only when the hook runs long (a save): it is called every step and usually
+        # returns at once.
+        with self.hb.phase("checkpoint", after=SAVE_AFTER):
             fn(run_context)
-        self.pace.pause()
+        if time.monotonic() - started >= SAVE_AFTER:
+            self.pace.pause()
 
     def on_train_step_end(self, run_context: Any) -> None:
         self._around("on_train_step_end", run_context)

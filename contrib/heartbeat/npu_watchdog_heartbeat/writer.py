@@ -123,14 +123,29 @@ class Heartbeat:
         return self._state.get("phase")
 
     @contextlib.contextmanager
-    def phase(self, name: str) -> Iterator["Heartbeat"]:
-        """`with hb.phase("checkpoint"):` declares a long quiet stretch; the previous phase returns after."""
+    def phase(self, name: str, after: Optional[float] = None) -> Iterator["Heartbeat"]:
+        """`with hb.phase("checkpoint"):` declares a long quiet stretch; the previous phase returns after.
+
+        With `after=s` the phase is declared only if the block is still running `s` seconds in
+        (a timer thread writes it): for hooks that usually return at once and only sometimes
+        save, so the common case costs no write and no phase flapping.
+        """
         previous = self._state.get("phase", "train")
-        self.phase_now(name)
+        timer = None
+        if after is None:
+            self.phase_now(name)
+        else:
+            timer = threading.Timer(after, self.phase_now, args=(name,))
+            timer.daemon = True
+            timer.start()
         try:
             yield self
         finally:
-            self.phase_now(previous if previous != name else "train")
+            if timer is not None:
+                timer.cancel()
+                timer.join()
+            if self._state.get("phase") == name:
+                self.phase_now(previous if previous != name else "train")
 
     def done(self) -> None:
         """The job finished normally: the watchdog resolves and silences liveness alerts."""
