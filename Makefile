@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 RUN_DIR ?= .run
 
-.PHONY: help venv run demo test test-fast test-e2e test-fuzz check-config bench docs clean
+.PHONY: help venv run demo test test-fast test-e2e test-fuzz check-config bench docs clean heartbeat-wheel integrations
 
 help:
 	@echo "make demo       create .venv, install, play faults on a simulated 8-NPU node against the real daemon (about 80 s; DEMO_ARGS=--verbose prints every message)"
@@ -16,6 +16,8 @@ help:
 	@echo "make docs       regenerate the generated tables in docs/ (metrics, rules, config keys)"
 	@echo "make test-fast  the fast suite only (a few minutes)"
 	@echo "make test-fuzz  the fuzz suite with many more random examples (minutes; the fast profile runs in make test)"
+	@echo "make heartbeat-wheel  build the trainer-side heartbeat package (dist/npu_watchdog_heartbeat-*.whl)"
+	@echo "make integrations     add the training frameworks its integration tests use (torch, transformers, ...)"
 	@echo "make install    install on this node (venv in /opt/npu-watchdog, config, systemd unit)"
 	@echo "make uninstall  remove it again (the config and the state stay)"
 
@@ -49,6 +51,15 @@ test-e2e: $(STAMP)
 
 test-fuzz: $(STAMP)
 	NPU_WATCHDOG_FUZZ=long $(BIN)/python -m pytest -q -rs -p no:cacheprovider tests/test_fuzz.py
+
+# The trainer-side heartbeat package (contrib/heartbeat): a standard-library-only wheel to
+# `pip install` into the training environment.
+heartbeat-wheel: $(STAMP)
+	$(BIN)/pip wheel --quiet --no-deps --no-build-isolation -w dist contrib/heartbeat
+	@ls dist/npu_watchdog_heartbeat-*.whl
+
+integrations: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,integrations]'
 
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do [ -e "$$b" ] || continue; echo "== $$b"; $(BIN)/python $$b || exit 1; done
