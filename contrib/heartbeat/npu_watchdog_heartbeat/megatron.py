@@ -13,8 +13,8 @@ running counts of skipped and NaN iterations (`skipped_iterations`, `nan_iterati
 extra fields). Samples/s are the global batch size over the wall time between iterations.
 `save_checkpoint` runs in the `checkpoint` phase, `evaluate_and_print_results` in `eval`, and
 `train` returning normally writes `done`.
-The module to patch defaults to `megatron.training.training` (Megatron-LM core_r0.6 and later,
-MindSpeed); pass another (e.g. `megatron.training` of older releases) as `module=`.
+The module to patch defaults to `megatron.training.training` (where current Megatron-LM trees and
+MindSpeed keep the loop); pass another (e.g. `megatron.training` of older trees) as `module=`.
 """
 
 from __future__ import annotations
