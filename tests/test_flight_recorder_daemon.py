@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tarfile
 
+import pytest
+
 from tests.helpers import REPO, wait_for
 
 PKG_DIR = REPO / "contrib" / "heartbeat"
@@ -30,6 +32,17 @@ while True:
 """
 
 
+@pytest.fixture
+def ranks():
+    """Rank processes started by the test; every one is killed at the end, whatever happened."""
+    started = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
 def _member(archive, suffix):
     with tarfile.open(archive) as tar:
         names = [n for n in tar.getnames() if n.endswith(suffix)]
@@ -37,11 +50,14 @@ def _member(archive, suffix):
         return tar.extractfile(names[0]).read()
 
 
-def test_sigkilled_rank_leaves_its_last_steps_in_the_snapshot(tmp_path, make_daemon):
+def test_sigkilled_rank_leaves_its_last_steps_in_the_snapshot(tmp_path, make_daemon, ranks):
     hb_dir, snaps, steps_log = tmp_path / "hb", tmp_path / "snaps", tmp_path / "steps.log"
     hb_dir.mkdir()
     env = {**os.environ, "PYTHONPATH": str(PKG_DIR), "NPU_WATCHDOG_HEARTBEAT": f"{hb_dir}/", "RANK": "5"}
     rank = subprocess.Popen([sys.executable, "-c", RANK, str(steps_log)], env=env, cwd=str(tmp_path))
+    peer = subprocess.Popen([sys.executable, "-c", RANK, str(tmp_path / "peer.log")], env={**env, "RANK": "6"},
+                            cwd=str(tmp_path))
+    ranks += [rank, peer]
     try:
         d = make_daemon({
             "paths": {"state_dir": str(tmp_path / "state"), "snapshot_dir": str(snaps)},
@@ -59,7 +75,14 @@ def test_sigkilled_rank_leaves_its_last_steps_in_the_snapshot(tmp_path, make_dae
         steps = [r["step"] for r in tail["records"]]
         assert steps == list(range(steps[0], steps[0] + 5))
         assert tail["records"][-1]["seed"] == 7 and tail["records"][-1]["phase"] == "train"
-        assert len(d.status()["flight_recorder"]) == 1            # the ring itself is no rank
+        # Every rank shows: its own file, step, loss, throughput and phase (the ring itself is no rank).
+        wait_for(lambda: sorted(t["rank"] for t in d.status()["flight_recorder"]) == [5, 6], what="both rings")
+        metrics = d.metrics_text()
+        for rank_label in ('rank="5"', 'rank="6"'):
+            for name in ("npu_watchdog_heartbeat_step", "npu_watchdog_heartbeat_loss",
+                         "npu_watchdog_heartbeat_throughput", "npu_watchdog_heartbeat_phase"):
+                assert any(line.startswith(name) and rank_label in line for line in metrics.splitlines()), \
+                    (name, rank_label)
     finally:
         rank.send_signal(signal.SIGKILL)
         rank.wait()
@@ -80,3 +103,6 @@ def test_sigkilled_rank_leaves_its_last_steps_in_the_snapshot(tmp_path, make_dae
     manifest = json.loads(_member(archive, "manifest.json"))
     item = next(i for i in manifest["items"] if i["name"] == "flight-recorder")
     assert item["status"] == "ok", item
+    # The live peer's ring is in the bundle too.
+    peer_records = json.loads(_member(archive, "rank6.json.ring.json"))["records"]
+    assert len(peer_records) == 64 and peer_records[-1]["step"] > newest
