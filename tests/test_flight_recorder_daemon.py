@@ -77,6 +77,8 @@ def test_sigkilled_rank_leaves_its_last_steps_in_the_snapshot(tmp_path, make_dae
         assert tail["records"][-1]["seed"] == 7 and tail["records"][-1]["phase"] == "train"
         # Every rank shows: its own file, step, loss, throughput and phase (the ring itself is no rank).
         wait_for(lambda: sorted(t["rank"] for t in d.status()["flight_recorder"]) == [5, 6], what="both rings")
+        hb_probe = next(p for p in d.status()["probes"] if p["name"] == "heartbeat")
+        assert hb_probe["last_result"].startswith("2/2 heartbeat files"), hb_probe   # rings are not heartbeats
         metrics = d.metrics_text()
         for rank_label in ('rank="5"', 'rank="6"'):
             for name in ("npu_watchdog_heartbeat_step", "npu_watchdog_heartbeat_loss",
