@@ -22,6 +22,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from watchdog import flight_recorder as fr  # noqa: E402
 from watchdog.config import ConfigError, load_config_text  # noqa: E402
 from watchdog.heartbeat_format import HeartbeatFormatError, parse_heartbeat  # noqa: E402
 from watchdog.logrules.matcher import Matcher, decode_line, re2_available  # noqa: E402
@@ -185,6 +186,51 @@ def test_heartbeat_cut_is_never_a_newer_step(steps, data):
     beat = _beat_or_error(text[:k].encode())
     if beat is not None:
         assert beat.step in steps  # a whole line of what was written, never a half-line's numbers
+
+
+# -- flight recorder rings ------------------------------------------------------------------------
+
+def _ring(steps: int, capacity: int = 8) -> bytes:
+    """A ring as the trainer package writes it (layout restated from docs/integrations/flight-recorder.md)."""
+    import struct
+    import zlib
+    data = bytearray(fr.HEADER.pack(fr.MAGIC, fr.VERSION, 64, 96, capacity, 3, 4242, 0, steps, 1.7e9))
+    data += bytes(capacity * 96)
+    for seq in range(1, steps + 1):
+        body = struct.pack("<qddddddqBBH", seq * 10, 1.7e9 + seq, 1.0 / seq, 3e-4, 0.5, 65536.0, 1000.0, 7, 1, 2, 127)
+        off = 64 + ((seq - 1) % capacity) * 96
+        data[off:off + 96] = struct.pack("<Q", seq) + body + struct.pack("<I", zlib.crc32(body)) + bytes(8) \
+            + struct.pack("<Q", seq)
+    return bytes(data)
+
+
+RING = _ring(11)
+RING_RECORDS = {(r["seq"], r["step"], r["loss"]) for r in fr.parse_ring(RING).records}
+
+
+def _ring_or_error(data: bytes):
+    try:
+        return fr.parse_ring(data)
+    except fr.RingFormatError:
+        return None
+
+
+@given(st.binary(max_size=3000))
+def test_ring_random_bytes(data):
+    _ring_or_error(data)
+    _ring_or_error(fr.MAGIC + data)
+
+
+@given(st.lists(st.tuples(st.integers(0, len(RING) - 1), st.integers(0, 255)), min_size=1, max_size=8),
+       st.integers(0, len(RING)))
+def test_ring_mutations_never_invent_a_record(edits, cut):
+    data = bytearray(RING)
+    for pos, value in edits:
+        data[pos] = value
+    ring = _ring_or_error(bytes(data[:cut]))
+    if ring is not None:  # whatever survives is a record that was written, never a mix
+        assert {(r["seq"], r["step"], r["loss"]) for r in ring.records} <= RING_RECORDS
+        assert len(ring.records) <= ring.header.capacity
 
 
 # -- log bytes through the rule matcher ----------------------------------------------------------
