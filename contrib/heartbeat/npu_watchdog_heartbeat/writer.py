@@ -60,7 +60,7 @@ class Heartbeat:
                  phase: str = "init", clock: Any = time.time, flight_recorder: bool = True,
                  ring_capacity: int = DEFAULT_CAPACITY, seed: Optional[int] = None):
         self.rank = rank if rank is not None else paths.env_rank()
-        self.path = paths.resolve(path, self.rank) if path is not None else paths.resolve(None, self.rank)
+        self.path = paths.resolve(path, self.rank)
         self.enabled = self.path is not None
         self.min_interval = float(min_interval)
         self.errors = 0
