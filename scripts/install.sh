@@ -123,6 +123,11 @@ do_install() {
         say "warning: no google-re2 wheel for this platform: log rules will run on the slow fallback engine"
         pip_install "$stage"
     fi
+    # The trainer-side heartbeat package too (dependency-free, its own import name): the demo's
+    # simulated ranks use it, and `pip download`-free installs into training envs can copy the wheel.
+    cp -R "$SOURCE/contrib/heartbeat" "$stage/heartbeat"
+    find "$stage/heartbeat" -name __pycache__ -type d -prune -exec rm -rf {} +
+    pip_install "$stage/heartbeat"
     rm -rf "$stage"
     trap - EXIT
     "$VENV/bin/npu-watchdog" --version >/dev/null || die "the installed npu-watchdog does not run"

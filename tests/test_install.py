@@ -69,6 +69,9 @@ def test_the_demo_runs_from_the_installed_package(installed):
     assert r.returncode == 0, r.stderr
     fake = Path(r.stdout.strip())
     assert str(installed) in str(fake) and fake.is_file()
+    r = subprocess.run([str(venv_bin(installed) / "python"), "-c", "import npu_watchdog_heartbeat as h; print(h.__file__)"],
+                       capture_output=True, text=True, timeout=60, cwd=str(installed))
+    assert r.returncode == 0 and str(installed) in r.stdout, r.stderr
     scenario = installed / "scenario.json"
     scenario.write_text('{"generate": {"npus": 2}}')
     r = subprocess.run([str(venv_bin(installed) / "python"), str(fake), "info"], capture_output=True, text=True,

@@ -38,11 +38,17 @@ def write_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
 class SimulatedNode:
     def __init__(self, root: Path, npus: int = 8):
-        helper = HEARTBEAT_HELPER_DIR / "heartbeat.py"
-        if not helper.exists():
-            raise DemoSetupError(f"the demo needs the trainer-side heartbeat helper; {helper} is missing")
+        if not (HEARTBEAT_HELPER_DIR / "npu_watchdog_heartbeat").is_dir() and not _installed("npu_watchdog_heartbeat"):
+            raise DemoSetupError("the demo needs the trainer-side heartbeat package npu_watchdog_heartbeat "
+                                 "(`make install` puts it into the daemon's venv; a source checkout has it in contrib/heartbeat)")
         self.root = root
         self.npus = npus
         for d in ("hb", "logs", "plog", "bin"):

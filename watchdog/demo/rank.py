@@ -138,8 +138,9 @@ class Rank:
 def main() -> int:
     root = Path(sys.argv[1])
     helper_dir = sys.argv[2]
-    sys.path.insert(0, helper_dir)
-    from heartbeat import Heartbeat  # the trainer-side helper from contrib/heartbeat
+    if os.path.isdir(helper_dir):  # a source checkout: contrib/heartbeat; installed: the package itself
+        sys.path.insert(0, helper_dir)
+    from npu_watchdog_heartbeat import Heartbeat  # the trainer-side heartbeat package, on purpose
 
     rank = int(os.environ["RANK"])
     world = int(os.environ.get("WORLD_SIZE", "1"))
