@@ -31,3 +31,16 @@ def test_rule_table_lists_every_rule_with_a_runbook_section():
     runbook = anchors(REPO / "docs" / "runbook.md")
     missing = [r for r in KNOWN_RULES if r not in runbook]
     assert not missing, f"docs/runbook.md has no section for: {missing}"
+
+
+def test_readme_smallest_config_is_valid(monkeypatch):
+    import re
+
+    from watchdog.config.load import load_config_text
+
+    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert len(blocks) == 1
+    monkeypatch.setenv("FEISHU_WEBHOOK", "https://open.feishu.cn/open-apis/bot/v2/hook/x")
+    monkeypatch.setenv("FEISHU_SECRET", "s")
+    cfg = load_config_text(blocks[0])
+    assert cfg.probes.logs.enabled and cfg.alerting.channels[0].type == "feishu"
