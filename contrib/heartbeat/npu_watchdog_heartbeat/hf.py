@@ -22,7 +22,17 @@ from npu_watchdog_heartbeat.writer import Heartbeat
 try:  # pragma: no cover - depends on the trainer's environment
     from transformers import TrainerCallback as _Base
 except Exception:  # transformers missing: the same hooks, duck-typed
-    _Base = object
+    class _Base:  # type: ignore[no-redef]
+        """Every `TrainerCallback` event as a no-op, so any caller of the real interface works."""
+
+
+    def _noop(self: Any, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        return None
+
+    for _event in ("on_init_end", "on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end",
+                   "on_step_begin", "on_pre_optimizer_step", "on_optimizer_step", "on_substep_end",
+                   "on_step_end", "on_evaluate", "on_predict", "on_save", "on_log", "on_prediction_step"):
+        setattr(_Base, _event, _noop)
 
 
 def _float(value: Any) -> float:
