@@ -148,9 +148,14 @@ class Message:
         inc = self.incident
         first = self.alerts[0]
         what = "first failure" if inc.get("culprit_root") else "no root cause reported; earliest"
-        where = where_labels(first.get("labels", {}))
+        labels = dict(first.get("labels", {}))
+        where = " ".join(x for x in (labels.pop("node", self.host), where_labels(labels)) if x)
         line = f"{esc(self.job)}: {what} {esc(first.get('rule', '?'))} on {esc(where)}"
-        n = lambda key, word: f"{int(inc.get(key, 0))} {word}" + ("" if int(inc.get(key, 0)) == 1 else "s")
+
+        def n(key: str, word: str) -> str:
+            k = int(inc.get(key, 0))
+            return f"{k} {word}" + ("" if k == 1 else "s")
+
         return f"{line} | {n('nodes', 'node')}, {n('ranks', 'rank')} affected, {n('symptoms', 'symptom alert')}"
 
 

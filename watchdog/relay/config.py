@@ -11,7 +11,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from watchdog.config.load import ConfigError, _substitute_env, format_validation_error, parse_yaml
 from watchdog.config.sections.alerting import AlertingConfig
-from watchdog.config.types import Secret, StrictModel
+from watchdog.config.types import Duration, Secret, StrictModel
 
 DEFAULT_RELAY_CONFIG = "/etc/npu-watchdog/relay.yaml"
 #: Channel types that would send the relay's messages back into Alertmanager (a loop).
@@ -29,6 +29,10 @@ class RelayConfig(StrictModel):
     bearer_token: Optional[Secret] = None
     #: Largest webhook body accepted (a 1,000-node incident with evidence is about 2 MB).
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    #: A resolved incident is remembered this long: a firing notification of the same alerts from
+    #: the other Alertmanager peer (whose view lags) is not a new incident. Alerts first seen after
+    #: the resolve always open a new one.
+    resolved_grace: Duration = Field(default="10m")
     #: Channels (feishu, slack, dingtalk, wecom, webhook) and delivery timings, as on a node.
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
 

@@ -151,7 +151,7 @@ def message_body(inc: Incident, kind: str, now: float, started: float) -> Dict[s
     shown = inc.roots[:MAX_ROOTS_SHOWN] or list(inc.alerts[:1])
     c = inc.culprit
     assert c is not None
-    ikey = hashlib.sha256(f"{inc.group_key}|{kind}|{started:.6f}".encode()).hexdigest()[:20]
+    ikey = hashlib.sha256(f"{inc.group_key}|{kind}|{started:.6f}|{bool(inc.roots)}".encode()).hexdigest()[:20]
     rules: Dict[str, int] = {}
     for a in inc.alerts:
         if a.role != "root":

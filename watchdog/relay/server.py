@@ -52,33 +52,18 @@ class Relay:
         key = incident_key(inc.group_key)
         with self._lock:
             seen = self.store.incident(key)
-            kind, state = self._decide(inc, seen, now)
-            items = self._route(message_body(inc, kind, now, state["started"] if state else seen["started"]),
-                                inc) if kind else []
-            if kind or (seen is not None and state is None):
-                self.store.commit(key, state, items)
+            kind, state = decide(inc, seen, now, self.config.resolved_grace)
+            items = self._route(message_body(inc, kind, now, state["started"])) if kind and state else []
+            if state is not None and state != seen:
+                self.store.commit(key, state, items, now - self.config.resolved_grace)
             self.outbox.wake([channel for channel, *_ in items])
         c = inc.counts()
-        what = f"{kind} message to {len(items)} channel(s)" if kind else "no message (incident already paged)"
+        what = f"{kind} message to {len(items)} channel(s)" if kind else "no message (" + why_quiet(inc, seen) + ")"
         log.info("job %s incident %s (%s): %d alert(s) on %d node(s), %d root: %s", inc.job, key, inc.status,
                  len(inc.alerts), c["nodes"], c["roots"], what, extra={"event": "relay_payload"})
         return what
 
-    @staticmethod
-    def _decide(inc: Incident, seen: Optional[Dict[str, Any]], now: float) -> Tuple[str, Optional[Dict[str, Any]]]:
-        """(message kind or "", the incident record to keep or None). Pages when an incident
-        opens, once more when a root cause turns up in an incident paged on symptoms only, and
-        once when it resolves; every other update of the group is recorded, not sent."""
-        has_root = bool(inc.roots)
-        if inc.status == "resolved":
-            return ("resolved", None) if seen is not None else ("", None)
-        if seen is None:
-            return "firing", {"started": now, "root": has_root}
-        if has_root and not seen.get("root"):
-            return "firing", dict(seen, root=True)
-        return "", seen
-
-    def _route(self, body: Dict[str, Any], inc: Incident) -> List[tuple]:
+    def _route(self, body: Dict[str, Any]) -> List[tuple]:
         msg = Message(body)
         items = []
         for ch in self.outbox.channels.values():
@@ -93,6 +78,40 @@ class Relay:
         if not self.token:
             return True
         return hmac.compare_digest((header or "").encode(), f"Bearer {self.token}".encode())
+
+
+def decide(inc: Incident, seen: Optional[Dict[str, Any]], now: float,
+           grace: float) -> Tuple[str, Optional[Dict[str, Any]]]:
+    """(message kind or "", the incident record to keep). Pages when an incident opens, once
+    more when a root cause turns up in an incident paged on symptoms only, and once when it
+    resolves; every other notification of the group is recorded, not sent.
+
+    A resolved incident is remembered for `grace` seconds: the peers of an HA Alertmanager do not
+    share alert state, so one may report "resolved" while the other, whose view is a few seconds
+    older, still reports the same alerts firing. A firing notification after the resolve opens a
+    new incident only if some alert in it was first seen after the resolve (or `grace` passed)."""
+    has_root = bool(inc.roots)
+    is_open = seen is not None and "resolved_at" not in seen
+    if inc.status == "resolved":
+        if seen is not None and is_open:
+            return "resolved", dict(seen, resolved_at=now)
+        return "", seen
+    if seen is not None and is_open:
+        if has_root and not seen.get("root"):
+            return "firing", dict(seen, root=True)
+        return "", seen
+    if seen is not None and now - seen["resolved_at"] < grace and not any(
+            a.status == "firing" and a.first_seen > seen["resolved_at"] for a in inc.alerts):
+        return "", seen
+    return "firing", {"started": now, "root": has_root}
+
+
+def why_quiet(inc: Incident, seen: Optional[Dict[str, Any]]) -> str:
+    if seen is None:
+        return "resolved, never paged"
+    if "resolved_at" in seen:
+        return "incident resolved; a peer's older view" if inc.status == "firing" else "already resolved"
+    return "incident already paged"
 
 
 class _Server(ThreadingHTTPServer):

@@ -35,19 +35,23 @@ class RelayStore(AlertStore):
         return dict(json.loads(row[1]), started=row[0])
 
     def open_incidents(self) -> int:
+        """Incidents paged and not resolved (resolved ones are remembered a while, not counted)."""
         with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM relay_incidents").fetchone()[0])
+            rows = self._db.execute("SELECT state FROM relay_incidents").fetchall()
+        return sum(1 for (state,) in rows if "resolved_at" not in json.loads(state))
 
-    def commit(self, key: str, state: Optional[Dict[str, Any]], items: List[tuple]) -> None:
-        """Record the incident (None: forget it, it resolved) and enqueue its messages, atomically."""
+    def commit(self, key: str, state: Dict[str, Any], items: List[tuple], forget_before: float) -> None:
+        """Record the incident and enqueue its messages, atomically; forget incidents resolved
+        before `forget_before`."""
         with self._tx() as db:
-            if state is None:
-                db.execute("DELETE FROM relay_incidents WHERE incident=?", (key,))
-            else:
-                body = {k: v for k, v in state.items() if k != "started"}
-                db.execute("INSERT OR REPLACE INTO relay_incidents (incident, started, state) VALUES (?,?,?)",
-                           (key, state["started"], json.dumps(body)))
+            body = {k: v for k, v in state.items() if k != "started"}
+            db.execute("INSERT OR REPLACE INTO relay_incidents (incident, started, state) VALUES (?,?,?)",
+                       (key, state["started"], json.dumps(body)))
             for channel, ikey, kind, msg in items:
                 db.execute("INSERT INTO outbox (channel, created, ikey, kind, body, attempts, next_at)"
                            " VALUES (?,?,?,?,?,0,?)", (channel, msg["created"], ikey, kind, json.dumps(msg),
                                                        msg["created"]))
+            for k, st in db.execute("SELECT incident, state FROM relay_incidents").fetchall():
+                resolved = json.loads(st).get("resolved_at")
+                if resolved is not None and resolved < forget_before:
+                    db.execute("DELETE FROM relay_incidents WHERE incident=?", (k,))
