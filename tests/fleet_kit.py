@@ -237,3 +237,61 @@ def wait_quiet(check, seconds: float) -> None:
         check()
         time.sleep(0.5)
     check()
+
+
+# -- the load generator: a large job's incident as the node daemons would push it --------------------
+
+
+def node_alerts(job: str, node: int, ranks: int, first_seen: float, ttl: float, resolved: bool = False,
+                culprit: int = -1) -> List[Dict[str, Any]]:
+    """The alerts one node of a collective-hang incident pushes in fleet mode: an HCCL timeout per
+    rank (symptoms; on `culprit`, rank 0 is an OOM, the root), as AlertmanagerChannel shapes them."""
+    from watchdog.alerting.channels.webhook import rfc3339
+
+    now = time.time()
+    host = f"node-{node:04d}"
+    out = []
+    for r in range(ranks):
+        root = node == culprit and r == 0
+        line = ("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB" if root else
+                f"[Rank {r}] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=158046, OpType=ALLREDUCE)")
+        seen = first_seen + (0 if root else 1800) + node * 0.001
+        out.append({
+            "labels": {"alertname": "log_oom" if root else "log_hccl", "severity": "critical", "host": host,
+                       "training_job": job, "rank": str(node * ranks + r),
+                       "log_rule": "oom_torch_npu" if root else "hccl_collective_watchdog_timeout",
+                       "role": "root" if root else "symptom"},
+            "annotations": {"summary": f"{'NPU out of memory' if root else 'HCCL timeout'} (rank {node * ranks + r})",
+                            "hint": "find the first rank that failed", "first_seen": rfc3339(seen),
+                            "log_lines": line},
+            "startsAt": rfc3339(seen),
+            "endsAt": rfc3339(now if resolved else now + ttl),
+        })
+    return out
+
+
+def push_incident(urls: List[str], job: str, nodes: int, ranks: int, first_seen: float, resolved: bool = False,
+                  threads: int = 8, culprit: int = -1) -> Dict[str, Any]:
+    """Every node pushes its alerts once to every peer (one POST each), `threads` at a time.
+    Returns counts of POSTs, failures, alerts and bytes, and the wall time."""
+    import concurrent.futures
+
+    bodies = [json.dumps(node_alerts(job, n, ranks, first_seen, 300.0, resolved, culprit)).encode()
+              for n in range(nodes)]
+    failures: List[str] = []
+
+    def post(args: tuple) -> None:
+        url, body = args
+        req = urllib.request.Request(url + "/api/v2/alerts", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                r.read()
+        except Exception as exc:  # counted, not raised: the caller decides what is acceptable
+            failures.append(f"{type(exc).__name__}: {exc}")
+
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(threads) as ex:
+        list(ex.map(post, [(u, b) for b in bodies for u in urls]))
+    return {"posts": len(bodies) * len(urls), "failures": failures, "alerts": nodes * ranks,
+            "bytes_per_peer": sum(len(b) for b in bodies), "seconds": time.monotonic() - t0}

@@ -32,7 +32,8 @@ def iso(ts: float) -> str:
 def alert(rule: str, host: str, seen: float, role: str = "symptom", status: str = "firing", **labels: str) -> Dict[str, Any]:
     return {"status": status,
             "labels": {"alertname": rule, "severity": "critical", "role": role, "host": host, "training_job": JOB, **labels},
-            "annotations": {"summary": f"{rule} on {host}", "first_seen": iso(seen), "log_lines": f"line of {rule}"},
+            "annotations": {"summary": f"{rule} on {host}", "first_seen": iso(seen), "fired_at": iso(seen + 20),
+                            "log_lines": f"line of {rule}"},
             # Alertmanager's own startsAt can be later than when the node first saw it.
             "startsAt": iso(seen + 30), "endsAt": "0001-01-01T00:00:00Z"}
 
@@ -110,8 +111,10 @@ def test_what_pages():
     assert decide(done, st, T0 + 55, grace)[0] == ""  # the other peer's resolve
     # The other peer's older view still shows the same alerts firing: not a new incident ...
     assert decide(with_root, st, T0 + 56, grace)[0] == ""
-    # ... but an alert first seen after the resolve is, and so is anything after the grace.
-    again = parse_payload(payload([alert("stall", "node-01", T0 + 60)]))
+    # ... but an alert that fired after the resolve is (even if its node dates the condition
+    # earlier, e.g. a log rule whose matches span both incidents), and so is anything after the grace.
+    again = parse_payload(payload([alert("stall", "node-01", T0 + 40)]))
+    assert again.alerts[0].first_seen < st["resolved_at"] < again.alerts[0].fired_at
     assert decide(again, st, T0 + 61, grace)[0] == "firing"
     assert decide(with_root, st, T0 + 50 + grace + 1, grace)[0] == "firing"
     assert decide(done, None, T0, grace) == ("", None)  # a resolve of nothing paged

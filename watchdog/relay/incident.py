@@ -53,6 +53,8 @@ class FleetAlert:
     labels: Dict[str, str]
     annotations: Dict[str, str]
     first_seen: float
+    #: When this instance of the alert fired on its node (a recurrence fires anew).
+    fired_at: float
     status: str
     ends_at: Optional[float]
 
@@ -78,7 +80,7 @@ def read_alert(raw: Any, i: int) -> FleetAlert:
     return FleetAlert(
         rule=labels.get("alertname", "?"), severity=sev if sev in SEVERITY_RANK else "warning",
         role=labels.get("role", "root"), host=labels.get("host", labels.get("instance", "?")),
-        labels=labels, annotations=ann, first_seen=seen, status=str(raw.get("status", "firing")),
+        labels=labels, annotations=ann, first_seen=seen, fired_at=parse_time(ann.get("fired_at")) or seen, status=str(raw.get("status", "firing")),
         ends_at=parse_time(raw.get("endsAt")))
 
 

@@ -89,7 +89,8 @@ def decide(inc: Incident, seen: Optional[Dict[str, Any]], now: float,
     A resolved incident is remembered for `grace` seconds: the peers of an HA Alertmanager do not
     share alert state, so one may report "resolved" while the other, whose view is a few seconds
     older, still reports the same alerts firing. A firing notification after the resolve opens a
-    new incident only if some alert in it was first seen after the resolve (or `grace` passed)."""
+    new incident only if some alert in it fired on its node after the resolve (or `grace` passed).
+    (Node and relay clocks are compared: keep them in NTP sync.)"""
     has_root = bool(inc.roots)
     is_open = seen is not None and "resolved_at" not in seen
     if inc.status == "resolved":
@@ -101,7 +102,7 @@ def decide(inc: Incident, seen: Optional[Dict[str, Any]], now: float,
             return "firing", dict(seen, root=True)
         return "", seen
     if seen is not None and now - seen["resolved_at"] < grace and not any(
-            a.status == "firing" and a.first_seen > seen["resolved_at"] for a in inc.alerts):
+            a.status == "firing" and a.fired_at > seen["resolved_at"] for a in inc.alerts):
         return "", seen
     return "firing", {"started": now, "root": has_root}
 

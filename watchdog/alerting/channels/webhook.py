@@ -140,6 +140,10 @@ class AlertmanagerChannel(_Authed):
                 # Firing: valid until the next push is overdue; resolved: ended now.
                 "endsAt": rfc3339(a.get("ends_at") or now) if resolved else rfc3339(now + self.cfg.alert_ttl),
             }
+            if fleet and a.get("starts_at"):
+                # When this alert (this instance: a recurrence is a new one) fired on the node: the
+                # relay tells a new incident from a lagging peer's view of the old one by it.
+                item["annotations"]["fired_at"] = rfc3339(a["starts_at"])
             link = safe_url(a.get("dashboard"))
             if link:
                 item["generatorURL"] = link
