@@ -18,7 +18,7 @@ from typing import Dict, List
 import pytest
 
 from tests.fakes.receivers import Receiver
-from tests.fleet_kit import ALERTMANAGER, AmCluster, Relay, SimNode, wait_quiet
+from tests.fleet_kit import ALERTMANAGER, AmCluster, Relay, SimNode, push_incident, wait_quiet
 from tests.helpers import http_get, wait_for
 
 pytestmark = [
@@ -71,12 +71,12 @@ class Fleet:
     def _fail(self) -> bool:
         raise AssertionError(f"too many messages: {self.titles()}\n{self.relay.log()[-3000:]}")
 
-    def settle(self, firing: int = 1, resolved: int = 1) -> None:
+    def settle(self, firing: int = 1, resolved: int = 1, job: str = JOB) -> None:
         """The incident is over: no alert of the job left in a live peer, nothing waiting in the
         relay; then nothing more may arrive for a while (a late or duplicate notification)."""
         for url, s in zip(self.am.urls, self.am.servers):
             if s.proc.poll() is None:
-                wait_for(lambda: not AmCluster.alerts(url, JOB), timeout=90, what="alerts gone from alertmanager")
+                wait_for(lambda: not AmCluster.alerts(url, job), timeout=120, what="alerts gone from alertmanager")
         wait_for(lambda: self.relay.health()["outbox_pending"] == 0 and self.relay.health()["open_incidents"] == 0,
                  timeout=30, what="relay idle")
         wait_quiet(lambda: self._expect(firing, resolved), 8)
@@ -146,6 +146,29 @@ def test_d_dead_card_on_one_node_pages_once_naming_it(fleet):
     sick.set_card(2, gone=False)
     fleet.wait_messages(1, 1)
     fleet.settle()
+
+
+def test_load_a_1000_node_incident_holds(fleet):
+    """A 1,000-node job (8 ranks each) in a collective hang after an OOM on node 7: every node
+    pushes its 8 alerts to both peers (2,000 POSTs, 8,000 alerts), then again (the refresh every
+    `resend_interval`), then resolves. Both peers hold every alert, one message names the OOM."""
+    job, nodes, ranks = "load-1000", 1000, 8
+    first = time.time() - 60
+    stats = push_incident(fleet.am.urls, job, nodes, ranks, first, culprit=7)
+    assert stats["posts"] == 2 * nodes and stats["failures"] == [], stats["failures"][:3]
+    for url in fleet.am.urls:
+        wait_for(lambda: len(AmCluster.alerts(url, job)) == nodes * ranks, timeout=180, interval=2,
+                 what="every alert in the peer")
+    titles = fleet.wait_messages(1, 0, timeout=180)
+    assert titles[0].startswith(f"[CRITICAL] {job}: first failure log_oom on node-0007 ") and "rank=56" in titles[0]
+    again = push_incident(fleet.am.urls, job, nodes, ranks, first, culprit=7)  # the refresh round
+    assert again["failures"] == []
+    wait_for(lambda: f"{nodes * ranks} alert(s) on {nodes} node(s), 1 root" in fleet.relay.log(), timeout=120,
+             what="a webhook carrying the whole incident")
+    done = push_incident(fleet.am.urls, job, nodes, ranks, first, resolved=True, culprit=7)
+    assert done["failures"] == []
+    fleet.wait_messages(1, 1, timeout=180)
+    fleet.settle(job=job)
 
 
 def test_c_one_alertmanager_peer_killed_mid_incident(fleet):

@@ -45,7 +45,7 @@ class Relay:
         self.outbox.stop()
         self.store.close()
 
-    def handle(self, doc: Any, now: Optional[float] = None) -> str:
+    def handle(self, doc: Any, now: Optional[float] = None, size: int = 0) -> str:
         """One webhook payload; returns what was done (for the log and the HTTP answer)."""
         inc = parse_payload(doc)
         now = time.time() if now is None else now
@@ -59,8 +59,8 @@ class Relay:
             self.outbox.wake([channel for channel, *_ in items])
         c = inc.counts()
         what = f"{kind} message to {len(items)} channel(s)" if kind else "no message (" + why_quiet(inc, seen) + ")"
-        log.info("job %s incident %s (%s): %d alert(s) on %d node(s), %d root: %s", inc.job, key, inc.status,
-                 len(inc.alerts), c["nodes"], c["roots"], what, extra={"event": "relay_payload"})
+        log.info("job %s incident %s (%s): %d alert(s) on %d node(s), %d root, %d bytes: %s", inc.job, key,
+                 inc.status, len(inc.alerts), c["nodes"], c["roots"], size, what, extra={"event": "relay_payload"})
         return what
 
     def _route(self, body: Dict[str, Any]) -> List[tuple]:
@@ -150,7 +150,7 @@ def make_server(relay: Relay) -> ThreadingHTTPServer:
             if len(data) < length:
                 return self._send(400, {"error": "body ended early"})
             try:
-                what = relay.handle(json.loads(data.decode("utf-8")))
+                what = relay.handle(json.loads(data.decode("utf-8")), size=len(data))
             except (ValueError, PayloadError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
                 log.warning("relay: rejected a payload: %s", str(exc)[:300], extra={"event": "relay_rejected"})
                 return self._send(400, {"error": str(exc)[:300]})
