@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -255,7 +256,7 @@ def node_alerts(job: str, node: int, ranks: int, first_seen: float, ttl: float, 
         root = node == culprit and r == 0
         line = ("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB" if root else
                 f"[Rank {r}] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=158046, OpType=ALLREDUCE)")
-        seen = first_seen + (0 if root else 1800) + node * 0.001
+        seen = first_seen + (0 if root else 30) + node * 0.001  # the peers time out after the OOM
         out.append({
             "labels": {"alertname": "log_oom" if root else "log_hccl", "severity": "critical", "host": host,
                        "training_job": job, "rank": str(node * ranks + r),
@@ -264,7 +265,7 @@ def node_alerts(job: str, node: int, ranks: int, first_seen: float, ttl: float, 
             "annotations": {"summary": f"{'NPU out of memory' if root else 'HCCL timeout'} (rank {node * ranks + r})",
                             "hint": "find the first rank that failed", "first_seen": rfc3339(seen),
                             "log_lines": line},
-            "startsAt": rfc3339(seen),
+            "startsAt": rfc3339(seen if resolved else now),  # as AlertmanagerChannel in fleet mode
             "endsAt": rfc3339(now if resolved else now + ttl),
         })
     return out
@@ -287,6 +288,8 @@ def push_incident(urls: List[str], job: str, nodes: int, ranks: int, first_seen:
         try:
             with urllib.request.urlopen(req, timeout=60) as r:
                 r.read()
+        except urllib.error.HTTPError as exc:
+            failures.append(f"HTTP {exc.code}: {exc.read()[:200]!r}")
         except Exception as exc:  # counted, not raised: the caller decides what is acceptable
             failures.append(f"{type(exc).__name__}: {exc}")
 

@@ -136,7 +136,10 @@ class AlertmanagerChannel(_Authed):
             item = {
                 "labels": am_labels(a, self.alerting),
                 "annotations": annotations(a, self.alerting.max_log_lines),
-                "startsAt": rfc3339((first_seen(a) if fleet else a.get("starts_at") or a.get("since")) or now),
+                # Fleet mode: a firing alert starts when pushed (Alertmanager keeps the earliest of its
+                # pushes). A startsAt older than `group_wait` makes Alertmanager flush a new group at
+                # once, and the first node would page alone before the others' alerts join it.
+                "startsAt": rfc3339(now if fleet and not resolved else (a.get("starts_at") or a.get("since") or now)),
                 # Firing: valid until the next push is overdue; resolved: ended now.
                 "endsAt": rfc3339(a.get("ends_at") or now) if resolved else rfc3339(now + self.cfg.alert_ttl),
             }
