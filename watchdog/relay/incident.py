@@ -164,3 +164,12 @@ def message_body(inc: Incident, kind: str, now: float, started: float) -> Dict[s
         "alerts": [alert_body(a, status) for a in shown],
         "incident": dict(inc.counts(), culprit_root=c.role == "root", symptom_rules=rules),
     }
+
+
+def resolved_body(paged: Dict[str, Any], now: float) -> Dict[str, Any]:
+    """The resolved message repeats what was paged (the culprit and the counts at the time), not
+    Alertmanager's last view: it lists only the alerts that resolved last, and the root cause
+    usually resolved first."""
+    ikey = hashlib.sha256(f"{paged['ikey']}|resolved".encode()).hexdigest()[:20]
+    alerts = [dict(a, status="resolved", ends_at=a.get("ends_at") or now) for a in paged["alerts"]]
+    return dict(paged, kind="resolved", status="resolved", ikey=ikey, created=now, alerts=alerts)

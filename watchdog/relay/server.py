@@ -20,7 +20,8 @@ from watchdog.alerting.render import Message
 from watchdog.config.types import secret_value
 from watchdog.findings import SEVERITY_RANK
 from watchdog.relay.config import RelayConfig
-from watchdog.relay.incident import Incident, PayloadError, incident_key, message_body, parse_payload
+from watchdog.relay.incident import (Incident, PayloadError, incident_key, message_body, parse_payload,
+                                     resolved_body)
 from watchdog.relay.store import RelayStore
 
 log = logging.getLogger("watchdog.relay")
@@ -53,7 +54,14 @@ class Relay:
         with self._lock:
             seen = self.store.incident(key)
             kind, state = decide(inc, seen, now, self.config.resolved_grace)
-            items = self._route(message_body(inc, kind, now, state["started"])) if kind and state else []
+            items: List[tuple] = []
+            if kind and state is not None:
+                if kind == "resolved" and state.get("paged"):
+                    body = resolved_body(state["paged"], now)
+                else:
+                    body = message_body(inc, kind, now, state["started"])
+                    state = dict(state, paged=body)
+                items = self._route(body)
             if state is not None and state != seen:
                 self.store.commit(key, state, items, now - self.config.resolved_grace)
             self.outbox.wake([channel for channel, *_ in items])
