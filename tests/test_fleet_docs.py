@@ -21,7 +21,7 @@ def fleet_yaml_blocks() -> list:
 
 def test_section_has_the_two_examples():
     blocks = fleet_yaml_blocks()
-    assert len(blocks) == 2
+    assert len(blocks) == 2  # the fleet-mode snippets are ```text: validated below
     assert "scrape_configs:" in blocks[0] and "job_name: npu-watchdog" in blocks[0]
     assert "honor_labels: false" in blocks[0]
     assert "receivers:" in blocks[1]
@@ -48,3 +48,26 @@ def test_alertmanager_example_is_valid(tmp_path):
     r = subprocess.run(["amtool", "check-config", str(tmp_path / "alertmanager.yml")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def text_blocks() -> list:
+    return re.findall(r"```text\n(.*?)```", (REPO / "docs" / "fleet.md").read_text(), re.S)
+
+
+def test_fleet_mode_examples_are_valid_configs(tmp_path):
+    """The fleet-mode switch and the relay config of the guide load as they are."""
+    import yaml
+
+    from watchdog.config import load_config_text
+    from watchdog.relay.config import load_relay_config
+
+    node, relay = text_blocks()[:2]
+    cfg = load_config_text(node)
+    assert cfg.alerting.mode == "fleet" and [c.type for c in cfg.alerting.channels] == ["alertmanager"] * 2
+    for name in ("relay.token", "feishu.url", "feishu.secret"):
+        (tmp_path / name).write_text("https://open.feishu.cn/x\n" if name == "feishu.url" else "s3\n")
+    text = relay.replace("/etc/npu-watchdog/", f"{tmp_path}/")
+    (tmp_path / "relay.yaml").write_text(text)
+    rc = load_relay_config(str(tmp_path / "relay.yaml"))
+    assert rc.alerting.channels[0].type == "feishu" and rc.port == 9842
+    assert yaml.safe_load(text)["resolved_grace"] == "10m"

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "watchdog.commands.snapshot",
     "watchdog.commands.doctor",
     "watchdog.commands.demo",
+    "watchdog.commands.relay",
 )
 
 

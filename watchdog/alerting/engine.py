@@ -375,7 +375,9 @@ class AlertEngine:
             if note["status"] == "resolved" and not ch.send_resolved:
                 continue
             floor = SEVERITY_RANK[ch.cfg.min_severity]
+            direct = self.config.alerting.sends_direct
             keep = [a for a in note["alerts"] if SEVERITY_RANK.get(a["severity"], 0) >= floor
+                    and direct(ch.type, a["rule"])
                     and matches_all(ch.cfg.matchers, match_labels(a["labels"], a["rule"], a["severity"]))]
             if keep:
                 items.append((ch.name, note["ikey"], note["kind"], dict(note, alerts=keep)))

@@ -202,7 +202,11 @@ class Outbox:
         if not items:
             return
         self.store.enqueue(items)
-        for channel, *_ in items:
+        self.wake([channel for channel, *_ in items])
+
+    def wake(self, channels: List[str]) -> None:
+        """Rows for these channels were committed (by `enqueue` or a caller's own transaction)."""
+        for channel in channels:
             w = self._workers.get(channel)
             if w is not None:
                 w.wake.set()

@@ -106,6 +106,8 @@ class Message:
         self.group: Dict[str, str] = dict(body.get("group", {}))
         self.ikey: str = body.get("ikey", "")
         self.test: bool = self.kind == "test"
+        #: A fleet incident (from `npu-watchdog relay`): counts over every node of the job.
+        self.incident: Dict[str, Any] = dict(body.get("incident") or {})
 
     @property
     def severity(self) -> str:
@@ -127,6 +129,8 @@ class Message:
         prefix = {"resolved": "RESOLVED", "reminder": "STILL FIRING", "test": "TEST"}.get(self.kind, "")
         sev = self.severity.upper()
         head = f"[{sev}]" + (f" {prefix}" if prefix else "")
+        if self.incident and self.alerts:
+            return f"{head} {self._incident_line(esc)}"
         where = f"{self.host}/{self.job}"
         if len(self.alerts) == 1:
             what = esc(one_line(self.alerts[0].get("summary", ""), 160))
@@ -137,6 +141,22 @@ class Message:
             parts = [f"{r} x{n}" if n > 1 else r for r, n in sorted(counts.items(), key=lambda kv: -kv[1])]
             what = f"{len(self.alerts)} alerts: " + ", ".join(parts[:4]) + (", ..." if len(parts) > 4 else "")
         return f"{head} {where}: {what}"
+
+
+    def _incident_line(self, esc: Callable[[Any], str]) -> str:
+        """The culprit first (the earliest root alert: node, rank, NPU, rule), then the counts."""
+        inc = self.incident
+        first = self.alerts[0]
+        what = "first failure" if inc.get("culprit_root") else "no root cause reported; earliest"
+        labels = dict(first.get("labels", {}))
+        where = " ".join(x for x in (labels.pop("node", self.host), where_labels(labels)) if x)
+        line = f"{esc(self.job)}: {what} {esc(first.get('rule', '?'))} on {esc(where)}"
+
+        def n(key: str, word: str) -> str:
+            k = int(inc.get(key, 0))
+            return f"{k} {word}" + ("" if k == 1 else "s")
+
+        return f"{line} | {n('nodes', 'node')}, {n('ranks', 'rank')} affected, {n('symptoms', 'symptom alert')}"
 
 
 def when(ts: Optional[float], now: Optional[float] = None) -> str:

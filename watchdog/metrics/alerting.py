@@ -29,6 +29,9 @@ METRICS: List[MetricDef] = [
               "Silences in force now."),
     MetricDef("npu_watchdog_deadman_pings_total", "counter", ("result",),
               "Dead-man pings after complete probe rounds, by result (ok, failed)."),
+    MetricDef("npu_watchdog_alert_first_seen_timestamp_seconds", "gauge", ("rule", "role", "rank", "npu"),
+              "Per firing alert: when this node first saw the condition (Unix time); role is root or "
+              "symptom. The fleet rules take the earliest root per training job: the first failure."),
 ]
 
 
@@ -63,6 +66,24 @@ def samples(rt: Any) -> Iterator[MetricSample]:
     yield MetricSample("npu_watchdog_outbox_oldest_age_seconds", {}, oldest)
     yield MetricSample("npu_watchdog_silences_active", {},
                        engine.silences_active() if hasattr(engine, "silences_active") else 0)
+    yield from first_seen_samples(engine, states)
     dm = getattr(engine, "deadman", None)
     for result in ("ok", "failed"):
         yield MetricSample("npu_watchdog_deadman_pings_total", {"result": result}, dm.counts[result] if dm else 0)
+
+
+def first_seen_samples(engine: Any, states: List[Any]) -> Iterator[MetricSample]:
+    """One series per firing alert (none when all is well), labelled like the fleet's alerts."""
+    alerting = engine.config.alerting if hasattr(engine, "config") else None
+    earliest: Dict[Tuple[str, str, str, str], float] = {}
+    for a in states:
+        seen = (a.finding or {}).get("since") or a.firing_since
+        if a.state != "firing" or not seen:
+            continue
+        role = alerting.role(a.rule) if alerting is not None else "root"
+        # Alerts differing only in labels not exported here (a chip, a log file) share one series.
+        key = (a.rule, role, a.labels.get("rank", ""), a.labels.get("npu", ""))
+        earliest[key] = min(float(seen), earliest.get(key, float(seen)))
+    for (rule, role, rank, npu), seen in sorted(earliest.items()):
+        yield MetricSample("npu_watchdog_alert_first_seen_timestamp_seconds",
+                           {"rule": rule, "role": role, "rank": rank, "npu": npu}, seen)

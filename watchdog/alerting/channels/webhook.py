@@ -23,11 +23,23 @@ def rfc3339(ts: Optional[float]) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int((ts % 1) * 1000):03d}Z"
 
 
-def am_labels(a: Dict[str, Any]) -> Dict[str, str]:
+def am_labels(a: Dict[str, Any], alerting: Any = None) -> Dict[str, str]:
+    """Alertmanager labels of one alert. In fleet mode also `role` (root/symptom), which the
+    shipped templates and the relay use to name the culprit, and `delivery="node"` for the rules
+    the node still sends itself (the shipped route drops those)."""
     out = {"alertname": a.get("rule", ""), "severity": a.get("severity", "")}
     for k, v in upgrade_labels(a.get("labels") or {}).items():
         out[k] = escape_plain(v)
+    if alerting is not None and alerting.mode == "fleet":
+        out["role"] = alerting.role(a.get("rule", ""))
+        if a.get("rule", "") in alerting.fleet_local_rules:
+            out["delivery"] = "node"
     return out
+
+
+def first_seen(a: Dict[str, Any]) -> Optional[float]:
+    """When this node first saw the condition: its observed start, else when the alert fired."""
+    return a.get("since") or a.get("starts_at")
 
 
 def annotations(a: Dict[str, Any], max_lines: int) -> Dict[str, str]:
@@ -45,6 +57,9 @@ def annotations(a: Dict[str, Any], max_lines: int) -> Dict[str, str]:
         out["dashboard"] = a["dashboard"]
     if a.get("since"):
         out["since"] = rfc3339(a["since"])
+    if first_seen(a):
+        # Label-free (an annotation), so a later, earlier-looking observation never forks the alert.
+        out["first_seen"] = rfc3339(first_seen(a))
     return out
 
 
@@ -114,16 +129,24 @@ class AlertmanagerChannel(_Authed):
 
     def payload(self, msg: Message) -> List[Dict[str, Any]]:
         now = time.time()
+        fleet = self.alerting.mode == "fleet"
         out = []
         for a in msg.alerts:
             resolved = msg.status == "resolved"
             item = {
-                "labels": am_labels(a),
+                "labels": am_labels(a, self.alerting),
                 "annotations": annotations(a, self.alerting.max_log_lines),
-                "startsAt": rfc3339(a.get("starts_at") or a.get("since") or now),
+                # Fleet mode: a firing alert starts when pushed (Alertmanager keeps the earliest of its
+                # pushes). A startsAt older than `group_wait` makes Alertmanager flush a new group at
+                # once, and the first node would page alone before the others' alerts join it.
+                "startsAt": rfc3339(now if fleet and not resolved else (a.get("starts_at") or a.get("since") or now)),
                 # Firing: valid until the next push is overdue; resolved: ended now.
                 "endsAt": rfc3339(a.get("ends_at") or now) if resolved else rfc3339(now + self.cfg.alert_ttl),
             }
+            if fleet and a.get("starts_at"):
+                # When this alert (this instance: a recurrence is a new one) fired on the node: the
+                # relay tells a new incident from a lagging peer's view of the old one by it.
+                item["annotations"]["fired_at"] = rfc3339(a["starts_at"])
             link = safe_url(a.get("dashboard"))
             if link:
                 item["generatorURL"] = link

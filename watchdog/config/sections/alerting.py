@@ -258,6 +258,15 @@ class AlertingConfig(StrictModel):
     retry_max: Duration = Field(default="5m")
     #: Recent log lines (finding evidence) shown per alert; trimmed further to fit a channel's limit.
     max_log_lines: int = Field(default=10, ge=0, le=100)
+    #: `node`: every channel gets what routes to it (one node pages on its own). `fleet`: the node is
+    #: a sensor of a multi-node job; its `alertmanager` channel(s) get every alert, labelled with
+    #: `role` (root or symptom) and annotated with `first_seen`, so Alertmanager groups per
+    #: training job across nodes; every other channel only gets the rules of `fleet_local_rules`.
+    mode: Literal["node", "fleet"] = "node"
+    #: Fleet mode: rules still sent straight from the node by its other channels (faults of this
+    #: node alone, such as a dead card). Their Alertmanager copies carry `delivery="node"`, which
+    #: the shipped Alertmanager route drops, so nothing pages twice. Empty: chat is off on nodes.
+    fleet_local_rules: List[str] = Field(default_factory=list)
 
     model_config = dict(StrictModel.model_config, populate_by_name=True)
 
@@ -272,7 +281,20 @@ class AlertingConfig(StrictModel):
             raise ValueError("retry_max must be at least retry_initial")
         if self.deadman_url is not None and not re.match(r"^https?://", self.deadman_url.get_secret_value()):
             raise ValueError("deadman_url must be an http(s) URL")
+        if self.mode == "fleet" and not any(c.type == "alertmanager" for c in self.channels):
+            raise ValueError("mode fleet needs a channel of type alertmanager (the fleet's alerts go there)")
         return self
+
+    def sends_direct(self, channel_type: str, rule: str) -> bool:
+        """Whether a channel of `channel_type` takes alerts of `rule` from this node: always in
+        node mode; in fleet mode Alertmanager takes all, the others only the node-local rules."""
+        return self.mode == "node" or channel_type == "alertmanager" or rule in self.fleet_local_rules
+
+    def role(self, rule: str) -> str:
+        """`symptom` for a rule some inhibition treats as a consequence (stall, HCCL timeouts, a
+        silent heartbeat), `root` otherwise (an OOM, a lost card): derived from the inhibitions,
+        so the node's and the fleet's idea of cause and effect cannot drift apart."""
+        return "symptom" if any(rule in r.target for r in self.inhibitions) else "root"
 
     def for_rule(self, rule: str) -> float:
         if rule in self.for_:

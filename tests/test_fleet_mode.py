@@ -1,0 +1,89 @@
+"""Fleet mode on the node (`alerting.mode: fleet`): the daemon's Alertmanager channel gets every
+alert with `role` and `first_seen`; its chat channels only the node-local rules, whose
+Alertmanager copies say `delivery="node"`. Real daemon, real HTTP receivers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from tests.fakes.receivers import Receiver
+from tests.helpers import wait_for
+from watchdog.config import ConfigError, load_config_text
+from watchdog.relay.incident import parse_time
+
+
+def flag_check(flag, name="flag"):
+    return {"name": name, "argv": ["/bin/sh", "-c", f"test ! -e '{flag}'"], "interval": "1s", "timeout": "5s"}
+
+
+def fleet_alerting(am_url, hook_url, **extra):
+    al = {"mode": "fleet", "group_window": "300ms", "resolve_delay": "1500ms", "retry_initial": "300ms",
+          "retry_max": "1s", "channels": [
+              {"type": "alertmanager", "name": "am", "url": am_url, "resend_interval": "1s", "alert_ttl": "30s"},
+              {"type": "webhook", "name": "chat", "url": hook_url}]}
+    al.update(extra)
+    return al
+
+
+def am_alerts(rx):
+    return [a for r in rx.accepted() for a in r.json]
+
+
+def test_fleet_mode_needs_an_alertmanager_channel():
+    with pytest.raises(ConfigError, match="mode fleet needs a channel of type alertmanager"):
+        load_config_text(yaml.safe_dump({"alerting": {"mode": "fleet", "channels": [
+            {"type": "webhook", "name": "chat", "url": "http://127.0.0.1:1/x"}]}}))
+    with pytest.raises(ConfigError, match="mode"):
+        load_config_text(yaml.safe_dump({"alerting": {"mode": "cluster"}}))
+
+
+def test_roles_follow_the_inhibitions():
+    cfg = load_config_text("{}").alerting
+    assert [cfg.role(r) for r in ("log_oom", "npu_missing", "npu_unhealthy")] == ["root"] * 3
+    assert [cfg.role(r) for r in ("stall", "log_hccl", "heartbeat_stale", "rank_missing")] == ["symptom"] * 4
+    custom = load_config_text(yaml.safe_dump({"alerting": {"inhibitions": [
+        {"source": ["command_check"], "target": ["log_oom"]}]}})).alerting
+    assert custom.role("log_oom") == "symptom" and custom.role("stall") == "root"
+
+
+def test_fleet_daemon_pushes_role_and_first_seen_and_keeps_chat_quiet(tmp_path, make_daemon):
+    flag = tmp_path / "flag"
+    flag.touch()
+    with Receiver("alertmanager") as am, Receiver("webhook") as chat:
+        t0 = time.time()
+        d = make_daemon({"node": {"name": "node-09"}, "job": {"name": "llm"},
+                         "probes": {"commands": [flag_check(flag)]},
+                         "alerting": fleet_alerting(am.url, chat.url)})
+        am.wait_for(1, timeout=60)
+        a = am_alerts(am)[0]
+        assert a["labels"]["role"] == "root" and a["labels"]["host"] == "node-09"
+        assert a["labels"]["training_job"] == "llm" and "delivery" not in a["labels"]
+        seen = parse_time(a["annotations"]["first_seen"])
+        assert seen is not None and t0 - 1 <= seen <= time.time()
+        fired = parse_time(a["annotations"]["fired_at"])
+        assert seen <= fired <= time.time()
+        # startsAt is the push: an old one would make Alertmanager flush the job's group at once.
+        assert fired <= parse_time(a["startsAt"]) <= time.time()
+        m = d.metrics()
+        key = 'npu_watchdog_alert_first_seen_timestamp_seconds{npu="",rank="",role="root",rule="command_check"}'
+        assert m[key] == pytest.approx(seen, abs=0.002)
+        flag.unlink()
+        wait_for(lambda: any(parse_time(x["endsAt"]) and parse_time(x["endsAt"]) <= time.time()
+                             for x in am_alerts(am)), timeout=30, what="the resolve pushed")
+        assert chat.requests == [], "chat must stay quiet in fleet mode"
+        assert not [k for k in d.metrics() if k.startswith("npu_watchdog_alert_first_seen_timestamp_seconds")]
+
+
+def test_fleet_local_rules_go_to_chat_and_are_marked_for_alertmanager(tmp_path, make_daemon):
+    flag = tmp_path / "flag"
+    flag.touch()
+    with Receiver("alertmanager") as am, Receiver("webhook") as chat:
+        make_daemon({"probes": {"commands": [flag_check(flag)]},
+                     "alerting": fleet_alerting(am.url, chat.url, fleet_local_rules=["command_check"])})
+        chat.wait_for(1, timeout=60)
+        am.wait_for(1, timeout=60)
+        assert chat.accepted()[0].json["alerts"][0]["labels"]["alertname"] == "command_check"
+        assert am_alerts(am)[0]["labels"]["delivery"] == "node"

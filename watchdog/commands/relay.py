@@ -1,0 +1,61 @@
+"""`npu-watchdog relay`: Alertmanager webhook in, one Feishu card / Slack message per job incident out."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any
+
+from watchdog.relay.config import DEFAULT_RELAY_CONFIG
+
+
+def register(sub: "argparse._SubParsersAction") -> None:
+    p = sub.add_parser("relay", help="receive Alertmanager's webhook, send one message per training-job incident")
+    p.add_argument("-c", "--config", default=DEFAULT_RELAY_CONFIG,
+                   help=f"relay config file (default {DEFAULT_RELAY_CONFIG})")
+    p.add_argument("--check", action="store_true", help="validate the config and exit")
+    p.add_argument("--log-format", choices=("text", "json"), default="text")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from watchdog.config.load import ConfigError
+    from watchdog.logsetup import setup_logging
+    from watchdog.relay.config import load_relay_config
+
+    try:
+        config = load_relay_config(args.config)
+    except ConfigError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    if args.check:
+        print(f"{args.config}: ok ({len(config.alerting.channels)} channel(s), listening on {config.listen})")
+        return 0
+    setup_logging(args.log_level, args.log_format)
+    from watchdog.relay.server import Relay, make_server
+
+    try:
+        relay = Relay(config)
+        server = make_server(relay)
+    except OSError as exc:
+        print(f"npu-watchdog relay: cannot start: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    relay.start()
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    thread = threading.Thread(target=server.serve_forever, name="relay-http", daemon=True)
+    thread.start()
+    print(f"npu-watchdog relay listening on {config.listen}", file=sys.stderr, flush=True)
+    stop.wait()
+    server.shutdown()
+    server.server_close()
+    relay.stop()
+    return 0

@@ -1,0 +1,83 @@
+"""The relay's config file: where it listens, where it keeps its state, and the channels (the
+same `channels` entries, retries and limits as a node's `alerting` section)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import List, Optional
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from watchdog.config.load import ConfigError, _substitute_env, format_validation_error, parse_yaml
+from watchdog.config.sections.alerting import AlertingConfig
+from watchdog.config.types import Duration, Secret, StrictModel
+
+DEFAULT_RELAY_CONFIG = "/etc/npu-watchdog/relay.yaml"
+#: Channel types that would send the relay's messages back into Alertmanager (a loop).
+_LOOPING = ("alertmanager",)
+
+
+class RelayConfig(StrictModel):
+    """`npu-watchdog relay -c relay.yaml`."""
+
+    #: host:port of the webhook Alertmanager posts to (`webhook_configs[].url`: http://HOST:PORT/alertmanager).
+    listen: str = "127.0.0.1:9842"
+    #: The outbox and the open incidents (SQLite); created 0700.
+    state_dir: str = "/var/lib/npu-watchdog-relay"
+    #: If set, Alertmanager must send `Authorization: Bearer <token>` (`http_config.authorization`).
+    bearer_token: Optional[Secret] = None
+    #: Largest webhook body accepted (a 1,000-node incident with evidence is about 2 MB).
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    #: A resolved incident is remembered this long: a firing notification of the same alerts from
+    #: the other Alertmanager peer (whose view lags) is not a new incident. Alerts first seen after
+    #: the resolve always open a new one.
+    resolved_grace: Duration = Field(default="10m")
+    #: Channels (feishu, slack, dingtalk, wecom, webhook) and delivery timings, as on a node.
+    alerting: AlertingConfig = Field(default_factory=AlertingConfig)
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        if not re.match(r"^[^\s:]*:\d{1,5}$", v) or not 0 < int(v.rsplit(":", 1)[1]) < 65536:
+            raise ValueError("expected host:port, e.g. 127.0.0.1:9842")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "RelayConfig":
+        if not self.alerting.channels:
+            raise ValueError("alerting.channels: the relay needs at least one channel to send to")
+        for c in self.alerting.channels:
+            if c.type in _LOOPING:
+                raise ValueError(f"alerting.channels: {c.name} is of type {c.type}, which would loop back into "
+                                 "Alertmanager")
+        return self
+
+    @property
+    def host(self) -> str:
+        return self.listen.rsplit(":", 1)[0] or "0.0.0.0"
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rsplit(":", 1)[1])
+
+
+def load_relay_config(path: str) -> RelayConfig:
+    """Read and validate; every problem is a ConfigError naming the key."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(path, [f"{path}: no such file (use -c to name the relay config)"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, [f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"]) from None
+    raw = parse_yaml(text, path)
+    errors: List[str] = []
+    env_paths: List[str] = []
+    data = _substitute_env(raw, "", errors, env_paths)
+    try:
+        config = RelayConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(path, errors + format_validation_error(exc, data, env_paths)) from None
+    if errors:
+        raise ConfigError(path, errors)
+    return config
