@@ -77,6 +77,7 @@ def test_daemon_raises_npu_smi_failing_and_recovers(make_daemon, tmp_path):
     write_scenario(scen, {"behavior": "fail", "exit_code": 1})
     d = make_daemon(npu_config(), env={"FAKE_NPU_SMI_SCENARIO": str(scen)})
     wait_for(lambda: "npu_smi_failing" in rules(d), timeout=30, what="npu_smi_failing")
+    assert "probe_down" not in rules(d)
     m = d.metrics()
     assert m['npu_watchdog_npu_smi_failures_total{reason="unavailable"}'] >= 1
     assert "npu_watchdog_npus_seen" not in m  # blind is not "zero NPUs"
@@ -91,9 +92,11 @@ def test_daemon_raises_npu_smi_hung(make_daemon, tmp_path):
     d = make_daemon(npu_config(command_timeout="500ms"), env={"FAKE_NPU_SMI_SCENARIO": str(scen)})
     wait_for(lambda: "npu_smi_hung" in rules(d), timeout=30, what="npu_smi_hung")
     f = [f for f in d.status()["findings"] if f["rule"] == "npu_smi_hung"][0]
-    assert f["severity"] == "critical" and f["labels"] == {"host": "node-t", "training_job": "job-t"}
+    assert f["severity"] == "critical" and f["labels"] == {"host": "node-t", "training_job": "job-t", "probe": "npu"}
     wait_for(lambda: d.metrics()['npu_watchdog_npu_smi_failures_total{reason="timeout"}'] >= 1, timeout=10,
              what="timeout counted")
+    # One fault, one rule: the generic probe_down never doubles npu-smi's own finding.
+    assert "probe_down" not in rules(d)
 
 
 def test_daemon_raises_npu_smi_missing(make_daemon, tmp_path):

@@ -23,14 +23,14 @@ def _names(items: Set[str]) -> str:
 
 
 def render_rule_table() -> str:
-    from watchdog.alerting.engine import KNOWN_RULES
+    from watchdog.rulecatalog import names as rule_names
     from watchdog.config.sections.alerting import AlertingConfig
     from watchdog.config.types import format_duration
 
     alerting = AlertingConfig()
     rel = _inhibitions()
     rows: List[str] = ["| rule | default `for` | inhibits | inhibited by | runbook |", "|---|---|---|---|---|"]
-    for rule in KNOWN_RULES:
+    for rule in rule_names():
         r = rel.get(rule, {"inhibits": set(), "by": set()})
         rows.append(f"| `{rule}` | {format_duration(alerting.for_rule(rule))} | {_names(r['inhibits'])} | "
                     f"{_names(r['by'])} | [{rule}](runbook.md#{rule}) |")

@@ -34,16 +34,6 @@ from watchdog.findings import JOB_LABEL, SEVERITY_RANK, Finding
 
 log = logging.getLogger("watchdog.alerts")
 
-#: Rule names of the cross-feature contract: their series start at zero in the metrics.
-KNOWN_RULES = (
-    "process_not_started", "rank_missing", "job_gone", "rank_zombie", "rank_stopped", "rank_disk_sleep",
-    "heartbeat_stale", "heartbeat_no_progress", "heartbeat_clock_skew", "loss_nan", "loss_scale_collapse",
-    "throughput_drop", "rank_straggler", "npu_smi_hung", "npu_smi_failing", "npu_smi_missing", "npu_idle",
-    "npu_busy_hang", "npu_low_util", "hbm_growth", "npu_unhealthy", "npu_missing", "npu_temperature", "stall",
-    "log_nan", "log_oom", "log_hccl", "log_device", "log_crash", "log_traceback", "log_custom", "log_unreadable",
-    "log_offsets_unsaved", "probe_down", "command_check", "path_unmatched",
-    "state_damaged",
-)
 GROUP_LABELS = ("host", JOB_LABEL)
 
 

@@ -35,6 +35,17 @@ def load_detectors() -> List[Tuple[str, Detector]]:
     return [(m.rsplit(".", 1)[1], importlib.import_module(m).detect) for m in detector_modules()]
 
 
+def triggers() -> Dict[str, Tuple[str, ...]]:
+    """Detector name -> the probes whose new observation can change its answer, as each module
+    declares them (`TRIGGERS`; empty or absent: run after every round)."""
+    out: Dict[str, Tuple[str, ...]] = {}
+    for m in detector_modules():
+        deps = tuple(getattr(importlib.import_module(m), "TRIGGERS", ()))
+        if deps:
+            out[m.rsplit(".", 1)[1]] = deps
+    return out
+
+
 def run_detectors(detectors: List[Tuple[str, Detector]], view: StateView, config: Config) -> Tuple[List[Finding], List[str]]:
     """Run every detector; one that raises is reported (as an error string), never fatal."""
     findings: List[Finding] = []
@@ -48,19 +59,11 @@ def run_detectors(detectors: List[Tuple[str, Detector]], view: StateView, config
     return findings, errors
 
 
-#: Probes whose new observation can change a detector's answer. After a round of one probe only
-#: the detectors it feeds run again; the others' last answer is reused until the next full pass
-#: (the daemon runs one every few seconds, so time-based conditions stay current). A detector not
-#: listed here runs after every round. Without this, the 3 s log rounds would re-run the NPU trend
-#: and stall detectors over an hour of history many times per NPU observation.
-TRIGGERS: Dict[str, Tuple[str, ...]] = {
-    "liveness": ("process", "heartbeat"),
-    "npu_smi": ("npu",),
-    "npu": ("npu",),
-    "stall": ("npu", "process", "heartbeat"),
-    "logs": ("logs",),
-    "log_health": ("logs",),
-}
+#: Probes whose new observation can change a detector's answer (declared per module, see
+#: `triggers`). After a round of one probe only the detectors it feeds run again; the others' last
+#: answer is reused until the next full pass (the daemon runs one every few seconds, so time-based
+#: conditions stay current). Without this, the 3 s log rounds would re-run the NPU trend and stall
+#: detectors over an hour of history many times per NPU observation.
 
 
 class IncrementalDetectors:
@@ -68,13 +71,14 @@ class IncrementalDetectors:
 
     def __init__(self, detectors: List[Tuple[str, Detector]]):
         self.detectors = detectors
+        self._triggers = triggers()
         self._last: Dict[str, List[Finding]] = {}
 
     def run(self, view: StateView, config: Config, trigger: Optional[str] = None) -> Tuple[List[Finding], List[str]]:
         findings: List[Finding] = []
         errors: List[str] = []
         for name, fn in self.detectors:
-            deps = TRIGGERS.get(name)
+            deps = self._triggers.get(name)
             if trigger is None or deps is None or trigger in deps or name not in self._last:
                 got, err = run_detectors([(name, fn)], view, config)
                 self._last[name] = got

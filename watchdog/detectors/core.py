@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import List
 
 from watchdog.config.schema import Config
+from watchdog.detectors import npu_smi
 from watchdog.findings import Finding
+from watchdog.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.observations import CommandResult
 from watchdog.state import StateView
 
@@ -25,6 +27,8 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     for status in view.statuses.values():
         if status.up or status.runs_total == 0:
             continue
+        if status.name == "npu" and npu_smi.explains(status):
+            continue  # npu_smi_hung / _failing / _missing name this fault (see detectors.npu_smi)
         since = status.last_success or view.started_at
         out.append(Finding(
             rule="probe_down",
@@ -55,3 +59,18 @@ def detect(view: StateView, config: Config) -> List[Finding]:
             evidence=tuple(res.output_tail.splitlines()[-10:]),
         ))
     return out
+
+#: Probes whose rounds feed this module (empty: run after every round).
+TRIGGERS: tuple = ()
+
+RULES = (
+    Rule("probe_down", "critical", "A probe cannot observe (its command fails, hangs or its input is unreadable): "
+         "this part of the node is unwatched. Critical for the NPU probe or a hung probe, else warning.",
+         "The daemon log (`journalctl -u npu-watchdog`) for the probe's error, then `npu-watchdog status`.",
+         default_for=30.0,
+         warmup=lambda c, f: probe_wait(c, "process", "heartbeat", "npu", "logs") + 30.0),
+    Rule("command_check", "critical", "A configured command check exited non-zero or timed out "
+         "(severity as configured).",
+         "Run the check by hand (its argv is in the alert hint) and read its output tail in the alert.",
+         warmup=lambda c, f: 2 * max([float(x.interval) + float(x.timeout) for x in c.probes.commands] or [0.0])),
+)

@@ -21,6 +21,7 @@ from watchdog.config.schema import Config
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.config.types import format_duration
 from watchdog.findings import Finding
+from watchdog.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_wait
 from watchdog.observations import HeartbeatObservation, HeartbeatReading, ProcessInfo, ProcessObservation
 from watchdog.state import StateView
 
@@ -404,3 +405,71 @@ def _stragglers(view: StateView, config: Config, fresh: List[Tuple[str, Heartbea
 def detect(view: StateView, config: Config) -> List[Finding]:
     done, all_done = _done_ranks(view)
     return _process_findings(view, config, done, all_done) + _heartbeat_findings(view, config, done)
+
+TRIGGERS = ("process", "heartbeat")
+
+
+def _process_warmup(c: Config, f: dict) -> float:
+    """A rank that died before a restart is only seen again as "fewer ranks than expected", which
+    the rule calls after `start_grace`: that long, a restored alert is held."""
+    return float(c.probes.process.start_grace) + probe_wait(c, "process")
+
+
+_HB = lambda c, f: probe_wait(c, "heartbeat")  # noqa: E731
+_RANK_SYMPTOMS = Inhibits(("heartbeat_stale", "heartbeat_no_progress", "rank_straggler", "throughput_drop"),
+                          JOB_LABELS + ("rank",))
+#: A dead, zombie or stopped rank leaves its peers waiting in a collective: their stall, HCCL
+#: timeouts, tracebacks and idle devices are its symptoms.
+_JOB_SYMPTOMS = Inhibits(("stall", "log_hccl", "log_traceback", "npu_idle", "npu_low_util", "npu_busy_hang",
+                          "heartbeat_stale", "heartbeat_no_progress", "throughput_drop", "rank_straggler"))
+
+RULES = (
+    Rule("process_not_started", "warning", "No training process (or heartbeat file) appeared within "
+         "`start_grace` of the watchdog starting.",
+         "Is the job scheduled on this node? Check the selectors with `npu-watchdog probe`.",
+         inhibits=(_JOB_SYMPTOMS,),
+         warmup=lambda c, f: max(float(c.probes.process.start_grace), float(c.probes.heartbeat.start_grace))),
+    Rule("job_gone", "critical", "Every training process of the job is gone while no rank declared `done`.",
+         "The last lines of the rank logs and `dmesg` (OOM killer, driver errors).",
+         inhibits=(_JOB_SYMPTOMS, Inhibits(("rank_missing", "rank_zombie"))), warmup=_process_warmup),
+    Rule("rank_missing", "critical", "A rank process exited (or never appeared) while the others run.",
+         "That rank's log and `dmesg`; then restart the job from the last checkpoint.",
+         inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS), warmup=_process_warmup),
+    Rule("rank_zombie", "critical", "A rank exited but its launcher has not reaped it for `zombie_after`.",
+         "The launcher process and the rank's last log lines.",
+         inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS),
+         warmup=lambda c, f: float(c.probes.process.zombie_after) + probe_wait(c, "process")),
+    Rule("rank_stopped", "critical", "A rank is stopped (SIGSTOP or a debugger) for `stopped_after`.",
+         "`ps -o pid,stat,cmd -p <pid>`; resume it with `kill -CONT <pid>` if that was not intended.",
+         inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS),
+         warmup=lambda c, f: float(c.probes.process.stopped_after) + probe_wait(c, "process")),
+    Rule("rank_disk_sleep", "warning", "A rank is in uninterruptible sleep (D) for `disk_sleep_after`.",
+         "`cat /proc/<pid>/stack`, `dmesg`, the NPU driver and shared filesystems.",
+         inhibits=(_RANK_SYMPTOMS,),
+         warmup=lambda c, f: float(c.probes.process.disk_sleep_after) + probe_wait(c, "process")),
+    Rule("heartbeat_stale", "critical", "A rank's heartbeat is older than the threshold of the job's most "
+         "lenient phase (a checkpoint on rank 0 covers its peers waiting in a barrier).",
+         "The rank's log tail and `py-spy dump --pid <pid>`; all ranks quiet: suspect a hung collective.",
+         warmup=lambda c, f: detail(f, "threshold_seconds", float(c.probes.heartbeat.stale_after.train)) + _HB(c, f)),
+    Rule("heartbeat_no_progress", "critical", "The heartbeat is written but its step does not advance.",
+         "Dump the stacks with `py-spy dump --pid <pid>` (data loader, retry loop, collective).",
+         warmup=lambda c, f: detail(f, "limit_seconds", float(c.probes.heartbeat.stale_after.train)) + _HB(c, f)),
+    Rule("heartbeat_unreadable", "warning", "A heartbeat file stays empty or half-written for `unreadable_after`.",
+         "Write the file atomically (temp file + rename), e.g. with the contrib heartbeat helper.",
+         warmup=lambda c, f: float(c.probes.heartbeat.unreadable_after) + _HB(c, f)),
+    Rule("heartbeat_clock_skew", "warning", "A heartbeat time lies in the future: the clocks disagree.",
+         "NTP/chrony on this node and on the storage server of the heartbeat files.",
+         default_for=300.0, warmup=_HB),
+    Rule("loss_nan", "critical", "The loss or grad norm in a rank's heartbeat is NaN or infinite.",
+         "Stop, resume from the last good checkpoint with a lower learning rate or bf16; check the data.",
+         same_event=("log_nan",), inhibits=(Inhibits(("loss_scale_collapse", "throughput_drop")),), warmup=_HB),
+    Rule("loss_scale_collapse", "warning", "The dynamic loss scale keeps falling: gradients overflow every step.",
+         "A bad batch or a too-high learning rate; consider bf16.",
+         warmup=lambda c, f: float(c.probes.heartbeat.loss_scale.window)),
+    Rule("throughput_drop", "warning", "A rank's throughput stays below a ratio of its recent median.",
+         "NPU temperature and throttling, the data loader and storage, other jobs on the node.",
+         default_for=300.0, warmup=lambda c, f: float(c.probes.heartbeat.throughput.min_baseline) + _HB(c, f)),
+    Rule("rank_straggler", "warning", "One rank is steps or minutes behind the others.",
+         "That rank's NPU (temperature, health), host CPU and memory pressure, and its data shard.",
+         default_for=300.0, warmup=lambda c, f: float(c.probes.heartbeat.straggler.age) + _HB(c, f)),
+)

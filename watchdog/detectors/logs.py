@@ -17,6 +17,7 @@ from typing import Dict, List, Optional
 
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
+from watchdog.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.state import StateView
 
 
@@ -117,3 +118,44 @@ def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Opti
         },
         evidence=tuple(evidence[-(5 + 3):]),
     )
+
+
+TRIGGERS = ("logs",)
+
+#: Active matches are persisted with the offsets, so after a restart the rule is back within two
+#: rounds of the log probe.
+_LOGS = lambda c, f: probe_wait(c, "logs")  # noqa: E731
+#: An OOM or a device fault kills its rank; the peers then time out in HCCL, print tracebacks,
+#: go idle and silent, and the job dies: all its symptoms, folded while it is in force.
+_ROOT_SYMPTOMS = Inhibits(("stall", "log_hccl", "log_traceback", "npu_idle", "npu_low_util", "npu_busy_hang",
+                           "heartbeat_stale", "heartbeat_no_progress", "throughput_drop", "rank_straggler",
+                           "rank_missing", "job_gone", "rank_zombie"))
+
+#: One rule per log category (`log_<category>`).
+RULES = (
+    Rule("log_nan", "critical", "A log line reports a NaN/inf loss or gradient norm (the same event as "
+         "`loss_nan`: whichever is seen first pages).",
+         "Stop, resume from the last good checkpoint with a lower learning rate or bf16; check the data.",
+         same_event=("loss_nan",), inhibits=(Inhibits(("loss_scale_collapse", "throughput_drop")),), warmup=_LOGS),
+    Rule("log_oom", "critical", "A rank ran out of NPU memory; its peers' HCCL timeouts and the job's death "
+         "that follow are folded into it.",
+         "The allocator numbers in the evidence; lower the micro-batch or enable recomputation.",
+         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS),
+    Rule("log_device", "critical", "The CANN runtime or driver reports a device fault (AI Core error, ECC, "
+         "task exception).",
+         "The plog and device log of that NPU, `npu-smi info -t health -i <npu>`.",
+         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS),
+    Rule("log_crash", "critical", "A rank crashed natively (fatal signal, faulthandler or crash-handler dump, "
+         "`Segmentation fault`): its peers' HCCL timeouts and the job's death that follow are folded into it.",
+         "The signal and the native stack in the evidence; `dmesg -T` for the kernel's view; the core dump.",
+         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS),
+    Rule("log_hccl", "critical", "HCCL reports a timeout or a communication error in a collective.",
+         "`grep -r 'Entry-' ~/ascend/log/debug/plog/` on every node to find the rank that never arrived.",
+         inhibits=(Inhibits(("log_traceback",)),), warmup=_LOGS),
+    Rule("log_traceback", "warning", "A Python traceback or C++ terminate appeared in a training log.",
+         "The exception at the bottom of the traceback in the alert evidence.",
+         warmup=_LOGS),
+    Rule("log_custom", "critical", "A line matched one of your own log rules (severity as configured).",
+         "The rule's hint in the alert; the rule is in `probes.logs.rules`.",
+         warmup=_LOGS),
+)

@@ -34,6 +34,7 @@ from watchdog.detectors.series import (
     window_points,
 )
 from watchdog.findings import Finding
+from watchdog.rulecatalog import JOB_LABELS, Inhibits, Rule, probe_wait
 from watchdog.observations import NpuChip, NpuObservation
 from watchdog.state import StateView
 
@@ -385,3 +386,37 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     out += _missing(view, config, history)
     out += _temperature(view, config, history, series)
     return out
+
+TRIGGERS = ("npu",)
+
+_NPU = lambda c, f: probe_wait(c, "npu")  # noqa: E731
+#: A lost or unhealthy card explains a stalled, idle, silent job and the rank it killed.
+_CARD_SYMPTOMS = (
+    Inhibits(("stall", "log_hccl", "log_traceback", "npu_idle", "npu_low_util", "npu_busy_hang", "heartbeat_stale",
+              "heartbeat_no_progress", "throughput_drop", "rank_straggler", "rank_missing", "job_gone",
+              "rank_zombie")),
+)
+
+RULES = (
+    Rule("npu_idle", "warning", "A job NPU's AI Core stays idle for `trends.idle_for` while the job runs.",
+         "Is the rank on that NPU alive and in a phase that computes? Compare with the other NPUs.",
+         warmup=lambda c, f: float(c.trends.idle_for) + _NPU(c, f)),
+    Rule("npu_busy_hang", "critical", "A job NPU is pegged near 100 % with unchanged memory for `trends.busy_for`.",
+         "The plog for AI Core timeouts (507014, 507015, EZ codes); `py-spy dump` of the rank.",
+         warmup=lambda c, f: float(c.trends.busy_for) + _NPU(c, f)),
+    Rule("npu_low_util", "warning", "A job NPU's utilisation stays low for `trends.low_util_for`.",
+         "The data loader, host CPU, and whether the job is input-bound.",
+         default_for=300.0, warmup=lambda c, f: float(c.trends.low_util_for) + _NPU(c, f)),
+    Rule("hbm_growth", "critical", "HBM use grows steadily and will run out (warning, critical when close).",
+         "A memory leak in the training loop (growing caches, kept graphs); compare steps.",
+         default_for=300.0, warmup=lambda c, f: float(c.trends.hbm_window)),
+    Rule("npu_unhealthy", "critical", "npu-smi reports a health other than OK for an NPU.",
+         "`npu-smi info -t health -i <npu>` and the device log of that NPU.",
+         inhibits=_CARD_SYMPTOMS, warmup=lambda c, f: float(c.probes.npu.health_interval) + _NPU(c, f)),
+    Rule("npu_missing", "critical", "An NPU seen before (or expected) is missing from npu-smi.",
+         "`npu-smi info`, `lspci | grep -i d80`, `dmesg` for PCIe/driver errors.",
+         inhibits=_CARD_SYMPTOMS, warmup=_NPU),
+    Rule("npu_temperature", "critical", "An NPU runs hot for `trends.temperature_for` (warning, critical).",
+         "Cooling, fans and airflow; `npu-smi info -t temp -i <npu>`.",
+         default_for=120.0, warmup=lambda c, f: float(c.trends.temperature_for) + _NPU(c, f)),
+)

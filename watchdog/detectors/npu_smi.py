@@ -13,8 +13,9 @@ from typing import List
 
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
+from watchdog.rulecatalog import JOB_LABELS, Inhibits, Rule, probe_wait
 from watchdog.npusmi.run import reason_of
-from watchdog.state import StateView
+from watchdog.state import ProbeStatus, StateView
 
 HUNG_HINT = (
     "npu-smi did not answer within probes.npu.command_timeout and was killed. A hanging npu-smi "
@@ -38,12 +39,22 @@ def _detail(message: str) -> str:
     return message.split(":", 1)[1].strip() if ":" in message else message
 
 
+#: Failure reasons this module reports itself; the generic `probe_down` leaves them alone.
+EXPLAINED = ("timeout", "missing", "exit", "unavailable", "parse")
+
+
+def explains(status: ProbeStatus) -> bool:
+    """Whether a down NPU probe is npu-smi's own failure (reported here, not as `probe_down`):
+    one fault, one rule, whatever the order in which the detectors see it."""
+    return bool(status.hung) or reason_of(status.last_error) in EXPLAINED
+
+
 def detect(view: StateView, config: Config) -> List[Finding]:
     cfg = config.probes.npu
     st = view.status("npu")
     if not cfg.enabled or st is None or st.up or st.runs_total == 0:
         return []
-    base = dict(config.base_labels)
+    base = {**config.base_labels, "probe": "npu"}
     since = st.last_success or view.started_at
     reason = "timeout" if st.hung else reason_of(st.last_error)
     details = {"reason": reason, "errors_total": st.errors_total, "timeouts_total": st.timeouts_total,
@@ -64,3 +75,28 @@ def detect(view: StateView, config: Config) -> List[Finding]:
             summary=f"npu-smi failing ({reason}): {_detail(st.last_error)}", labels=base,
             hint=FAILING_HINT, value=st.last_error, since=since, details=details)]
     return []
+
+TRIGGERS = ("npu",)
+
+#: A broken npu-smi is the root cause of the NPU probe being down and of the job-level symptoms
+#: it blinds or explains: one page for one fault.
+_NPU_SMI_SYMPTOMS = (
+    Inhibits(("probe_down",), JOB_LABELS + ("probe",)),
+    Inhibits(("stall", "npu_idle", "npu_busy_hang", "npu_low_util", "npu_missing")),
+)
+
+RULES = (
+    Rule("npu_smi_hung", "critical", "npu-smi did not answer within `probes.npu.command_timeout` and was "
+         "killed; usually the driver or a device is wedged.",
+         "`dmesg | tail`, the device logs, and whether `npu-smi info` answers by hand.",
+         inhibits=_NPU_SMI_SYMPTOMS,
+         warmup=lambda c, f: probe_wait(c, "npu") + float(c.probes.npu.command_timeout)),
+    Rule("npu_smi_failing", "critical", "npu-smi keeps failing (non-zero exit, `dcmi ... ret is -80xx`, "
+         "unreadable output) for `probes.npu.failing_after`: the NPUs cannot be seen.",
+         "Run `npu-smi info` by hand as the daemon's user; in a container check the device and driver mounts.",
+         inhibits=_NPU_SMI_SYMPTOMS,
+         warmup=lambda c, f: probe_wait(c, "npu") + float(c.probes.npu.failing_after)),
+    Rule("npu_smi_missing", "critical", "npu-smi is not installed where `probes.npu.npu_smi` says.",
+         "Install the Ascend driver or set the absolute path; on a node without NPUs disable `probes.npu`.",
+         inhibits=_NPU_SMI_SYMPTOMS, warmup=lambda c, f: probe_wait(c, "npu")),
+)

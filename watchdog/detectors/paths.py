@@ -7,6 +7,7 @@ from typing import List
 
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
+from watchdog.rulecatalog import Rule, probe_wait
 from watchdog.state import StateView
 
 HINT = ("The watchdog follows nothing here, so failures in these files go unnoticed. Compare the "
@@ -55,3 +56,14 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     if waited < config.probes.process.start_grace:
         return []
     return _log_sources(view, config, waited) + _heartbeats(view, config)
+
+
+TRIGGERS: tuple = ()
+
+RULES = (
+    Rule("path_unmatched", "warning", "A configured log source or heartbeat glob matches no file after the "
+         "start grace while the job runs: those files are not watched.",
+         "Compare the configured paths with where the job writes (`ls`), fix the glob, reload; "
+         "`npu-watchdog check-config` lists every path that matches nothing.",
+         warmup=lambda c, f: float(c.probes.process.start_grace) + probe_wait(c, "logs", "heartbeat")),
+)

@@ -11,6 +11,7 @@ from typing import List
 
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
+from watchdog.rulecatalog import Rule
 from watchdog.state import StateView
 
 #: How long the finding stays in force after the damaged file was set aside.
@@ -35,3 +36,13 @@ def detect(view: StateView, config: Config) -> List[Finding]:
             details={"path": ev.path, "kept_as": ev.kept_as, "reason": ev.reason},
         ))
     return out
+
+
+TRIGGERS: tuple = ()
+
+RULES = (
+    Rule("state_damaged", "warning", "One of the daemon's own state files was damaged; it was set aside and the "
+         "daemon started fresh (alert history and silences, or log read positions, were lost).",
+         "Keep the renamed file for a bug report; check the disk and what else writes to the state folder.",
+         warmup=lambda c, f: 0.0),
+)

@@ -42,6 +42,7 @@ from watchdog.detectors.series import (
     trailing_since,
 )
 from watchdog.findings import Finding
+from watchdog.rulecatalog import Inhibits, Rule, detail, probe_wait
 from watchdog.observations import NpuChip
 from watchdog.state import StateView
 
@@ -321,3 +322,21 @@ def detect(view: StateView, config: Config) -> List[Finding]:
             "ranks": [r.to_dict() for r in a.ranks],
         },
     )]
+
+TRIGGERS = ("npu", "process", "heartbeat")
+
+
+def _stall_warmup(c: Config, f: dict) -> float:
+    """The device and CPU evidence start afresh after a start: the threshold the stall fired with
+    (its phase's duration) must pass again before the rule can call it."""
+    return detail(f, "threshold_seconds", float(c.stall.duration)) + probe_wait(c, "npu", "process", "heartbeat")
+
+
+RULES = (
+    Rule("stall", "critical", "The job stopped moving: no progress (heartbeat step or progress log line) AND no "
+         "device activity AND quiet rank CPUs, for the duration of the job's most lenient phase.",
+         "The classification in the alert; for a collective hang grep the plog for `Entry-` on every node.",
+         inhibits=(Inhibits(("npu_idle", "npu_busy_hang", "npu_low_util", "log_hccl", "log_traceback",
+                             "heartbeat_stale", "heartbeat_no_progress", "throughput_drop", "rank_straggler")),),
+         warmup=_stall_warmup),
+)

@@ -145,6 +145,11 @@ class Tailer:
         self._polled = False
         self._rank_res = {s.name: re.compile(s.rank_pattern, re.IGNORECASE) if s.rank_pattern else None
                           for s in self.sources}
+        #: Extra state saved in the same atomic write as the offsets (the log probe's active
+        #: matches: a match whose line lies before a persisted offset is never read again, so it
+        #: must survive a restart with the offset). Set by the owner; restored into `saved_extra`.
+        self.extra_state: Optional[Callable[[], dict]] = None
+        self.saved_extra: dict = {}
         self._saved: Dict[str, dict] = self._load_state()
 
     # -- configuration ------------------------------------------------------------------------
@@ -170,6 +175,8 @@ class Tailer:
             if not isinstance(doc, dict) or (doc.get("version") == STATE_VERSION and not _valid_files(doc.get("files"))):
                 raise ValueError("not an offsets document")
             files = doc.get("files", {}) if doc.get("version") == STATE_VERSION else {}
+            extra = doc.get("extra") if doc.get("version") == STATE_VERSION else None
+            self.saved_extra = extra if isinstance(extra, dict) else {}
             return {p: v for p, v in files.items() if isinstance(v, dict)}
         except FileNotFoundError:
             return {}
@@ -192,7 +199,10 @@ class Tailer:
         try:
             try:
                 os.fchmod(fd, 0o600)
-                os.write(fd, json.dumps({"version": STATE_VERSION, "files": files}).encode("utf-8"))
+                doc = {"version": STATE_VERSION, "files": files}
+                if self.extra_state is not None:
+                    doc["extra"] = self.extra_state()
+                os.write(fd, json.dumps(doc).encode("utf-8"))
                 os.fsync(fd)
             finally:
                 os.close(fd)

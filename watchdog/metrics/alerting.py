@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Tuple
 
-from watchdog.alerting.engine import KNOWN_RULES
 from watchdog.findings import SEVERITIES
 from watchdog.metrics.catalog import MetricDef, MetricSample
+from watchdog.rulecatalog import names as rule_names
 
 RESULTS = ("sent", "retried", "failed", "expired")
 MUTE_REASONS = ("silenced", "inhibited")
@@ -38,7 +38,7 @@ METRICS: List[MetricDef] = [
 def samples(rt: Any) -> Iterator[MetricSample]:
     engine = rt.engine
     firing: Dict[Tuple[str, str], int] = {}
-    for rule in KNOWN_RULES:
+    for rule in rule_names():
         for sev in SEVERITIES:
             firing[(rule, sev)] = 0
     pending = 0

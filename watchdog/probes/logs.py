@@ -86,6 +86,8 @@ class LogsProbe(Probe):
         self.tailer = Tailer(source_specs(cfg), os.path.join(state_dir, OFFSETS_FILE),
                              slice_bytes=cfg.slice_size, round_bytes=cfg.max_bytes_per_round)
         self.active: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
+        self.tailer.extra_state = self._active_state
+        self._restore_active(self.tailer.saved_extra.get("active"), time.time())
 
     def _build_rules(self, cfg: LogsProbeConfig) -> None:
         old = getattr(self, "extractor", None)
@@ -172,6 +174,45 @@ class LogsProbe(Probe):
         return LogEvent(source=f.source, path=f.path, line_no=raw.line_no, rule=r.id, category=r.category,
                         severity=r.severity, role=r.role, text=raw.text, time=now, lines=raw.lines,
                         device=raw.device)
+
+    # -- active matches across restarts ---------------------------------------------------------
+    def _active_state(self) -> Dict[str, Any]:
+        """The active matches as JSON, saved atomically with the offsets they belong to."""
+        rows = []
+        for a in self.active.values():
+            rows.append({"rule": a["rule"].id, "rank": a["rank"], "source": a["source"], "path": a["path"],
+                         "first_at": a["first_at"], "last_at": a["last_at"], "count": a["count"],
+                         "summary": a.get("summary", ""), "evidence": list(a["evidence"]),
+                         "device": a.get("device")})
+        return {"active": rows}
+
+    def _restore_active(self, rows: Any, now: float) -> None:
+        """Take back the matches saved before a restart (their lines lie before the saved offsets
+        and are never read again): a log alert then holds for its full `hold`, not until the
+        engine's resolve delay. Rows of rules that no longer exist, expired or malformed are dropped."""
+        if not isinstance(rows, list):
+            return
+        by_id = {r.id: r for r in self.rules}
+        horizon = max(self.cfg.hold, self.cfg.cascade_window)
+        for row in rows:
+            try:
+                rule = by_id.get(row["rule"])
+                last_at = float(row["last_at"])
+                if rule is None or now - last_at > horizon:
+                    continue
+                rank = row.get("rank")
+                device = row.get("device")
+                device = int(device) if isinstance(device, int) else None
+                key = (rule.id, "" if rank is None else str(rank), "" if device is None else str(device))
+                self.active[key] = {
+                    "rule": rule, "rank": None if rank is None else str(rank), "source": str(row["source"]),
+                    "path": str(row["path"]), "first_at": float(row["first_at"]), "last_at": last_at,
+                    "count": int(row["count"]), "summary": str(row.get("summary", "")), "device": device,
+                    "evidence": deque((str(x) for x in row.get("evidence", [])), maxlen=EVIDENCE_LINES)}
+            except (KeyError, TypeError, ValueError):
+                log.warning("dropped an unreadable saved log match: %.200r", row)
+        if self.active:
+            log.info("restored %d active log match(es) from the saved offsets", len(self.active))
 
     def _active_records(self) -> List[ActiveMatch]:
         out = []

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from watchdog.config.types import Duration, Secret, StrictModel
 from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL
+from watchdog.rulecatalog import JOB_LABELS
 
 log = logging.getLogger("watchdog.config")
 
@@ -23,17 +24,6 @@ _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _MATCHER = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(.*)$")
 
-#: Default `for` per rule: how long a finding must hold before it fires. Root causes and hard
-#: facts fire at once; conditions that can be transient get a short confirmation delay.
-DEFAULT_FOR: Dict[str, str] = {
-    "npu_temperature": "2m",
-    "npu_low_util": "5m",
-    "throughput_drop": "5m",
-    "rank_straggler": "5m",
-    "hbm_growth": "5m",
-    "heartbeat_clock_skew": "5m",
-    "probe_down": "30s",
-}
 
 
 def channel_classes() -> dict:
@@ -195,7 +185,7 @@ class InhibitRule(StrictModel):
 
     source: List[str] = Field(min_length=1)
     target: List[str] = Field(min_length=1)
-    equal: List[str] = Field(default_factory=lambda: ["host", JOB_LABEL])
+    equal: List[str] = Field(default_factory=lambda: list(JOB_LABELS))
 
     @field_validator("equal")
     @classmethod
@@ -204,26 +194,10 @@ class InhibitRule(StrictModel):
 
 
 def _default_inhibitions() -> List[InhibitRule]:
-    symptoms = ["stall", "log_hccl", "npu_idle", "npu_low_util", "npu_busy_hang", "heartbeat_stale",
-                "heartbeat_no_progress", "throughput_drop", "rank_straggler"]
-    return [
-        # A lost card, an OOM, a device error or a dead job explains a stalled, idle, silent job.
-        InhibitRule(source=["npu_missing", "npu_unhealthy", "log_oom", "log_device", "log_crash", "job_gone",
-                            "process_not_started", "npu_smi_hung"], target=symptoms),
-        # An OOM, a device fault or a native crash is why ranks die: their deaths are its symptoms.
-        InhibitRule(source=["log_oom", "log_device", "log_crash"],
-                    target=["rank_missing", "job_gone", "rank_zombie"]),
-        # A dead rank explains its own stale heartbeat.
-        InhibitRule(source=["rank_missing", "rank_zombie", "rank_stopped"],
-                    target=["heartbeat_stale", "heartbeat_no_progress"], equal=["host", JOB_LABEL, "rank"]),
-        # A dead or frozen rank leaves its peers waiting in a collective: that stall is its symptom.
-        InhibitRule(source=["rank_missing", "rank_zombie", "rank_stopped"], target=["stall", "log_hccl"]),
-        # A fused stall verdict explains the individual idle/hang, silent-heartbeat and HCCL symptoms
-        # it is built from (one page for a hung job, not one per rank and device).
-        InhibitRule(source=["stall"], target=["npu_idle", "npu_busy_hang", "npu_low_util", "log_hccl",
-                                              "heartbeat_stale", "heartbeat_no_progress", "throughput_drop",
-                                              "rank_straggler"]),
-    ]
+    """The inhibitions each rule declares in the rule catalog (watchdog.rulecatalog)."""
+    from watchdog.rulecatalog import default_inhibitions
+
+    return [InhibitRule(**r) for r in default_inhibitions()]
 
 
 class AlertingConfig(StrictModel):
@@ -240,7 +214,7 @@ class AlertingConfig(StrictModel):
     send_resolved: bool = True
     #: How long a finding must hold before it fires, per rule; rules not listed use `default_for`.
     default_for: Duration = Field(default="0s")
-    #: (Merged over the built-in defaults, e.g. `npu_temperature: 2m`, `probe_down: 30s`.)
+    #: (Merged over each rule's declared default, e.g. `npu_temperature: 2m`, `probe_down: 30s`.)
     for_: Dict[str, Duration] = Field(default_factory=dict, alias="for")
     #: Root-cause rules that suppress their symptoms (replaces the defaults when given).
     inhibitions: List[InhibitRule] = Field(default_factory=_default_inhibitions)
@@ -297,10 +271,9 @@ class AlertingConfig(StrictModel):
         return "symptom" if any(rule in r.target for r in self.inhibitions) else "root"
 
     def for_rule(self, rule: str) -> float:
+        """The configured `for`, else the rule's declared default, else `default_for`."""
         if rule in self.for_:
             return self.for_[rule]
-        if rule in DEFAULT_FOR:
-            from watchdog.config.types import parse_duration
+        from watchdog.rulecatalog import default_for
 
-            return parse_duration(DEFAULT_FOR[rule])
-        return self.default_for
+        return default_for(rule) or self.default_for

@@ -1,0 +1,160 @@
+"""The rule catalog: every alert rule the daemon can raise, declared where it is produced.
+
+Each detector module declares a `RULES` tuple of `Rule` next to the code that builds its findings:
+severity, default `for`, which symptoms it inhibits, how long its detector needs fresh evidence
+after a (re)start, and its runbook anchor. This module only gathers those declarations; it is the
+one list the engine (default `for`, default inhibitions, restart warm-up), the metrics (series that
+start at zero) and the docs (`render_markdown`) read. A test checks that every rule a detector can
+emit is declared and that every declared rule has a runbook section, so the lists cannot drift.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from watchdog.findings import JOB_LABEL
+
+#: Labels that identify one training job on one node: the default `equal` of an inhibition and
+#: the grouping key of messages.
+JOB_LABELS: Tuple[str, ...] = ("host", JOB_LABEL)
+
+#: Where each rule's runbook section lives (anchors are the rule names).
+RUNBOOK = "docs/runbook.md"
+
+
+
+@dataclass(frozen=True)
+class Inhibits:
+    """While the declaring rule fires, `targets` with equal values for every `equal` label are
+    not sent: they are its symptoms."""
+
+    targets: Tuple[str, ...]
+    equal: Tuple[str, ...] = JOB_LABELS
+
+
+def _no_warmup(_config: Any, _finding: Dict[str, Any]) -> float:
+    return 0.0
+
+
+def probe_wait(config: Any, *probes: str) -> float:
+    """Two rounds of the slowest of `probes` plus the start jitter: fresh evidence after a start."""
+    intervals = [float(getattr(config.probes, p).interval) for p in probes] or [0.0]
+    return 2 * max(intervals) + float(config.probes.jitter)
+
+
+def detail(finding: Dict[str, Any], key: str, default: float = 0.0) -> float:
+    """A number from a restored finding's details (its threshold when it fired), else `default`."""
+    v = (finding.get("details") or {}).get(key)
+    return float(v) if isinstance(v, (int, float)) else default
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One alert rule, as on-call sees it."""
+
+    name: str
+    #: The highest severity the rule raises (some rules also raise a lower one).
+    severity: str
+    #: What the alert means, one sentence (runbook and docs).
+    meaning: str
+    #: What to check first.
+    first_check: str = ""
+    #: How long the finding must hold before it fires, seconds (config `alerting.for` overrides).
+    default_for: float = 0.0
+    inhibits: Tuple[Inhibits, ...] = ()
+    #: Rules that report the same event through another probe (NaN seen in the heartbeat and in a
+    #: log line): whichever fires first pages; the others are folded into it.
+    same_event: Tuple[str, ...] = ()
+    #: Seconds of fresh evidence the detector needs after a start before its silence means "gone"
+    #: (an alert restored from disk is held that long). Called with the config and the restored
+    #: finding (its details carry the threshold it fired with).
+    warmup: Callable[[Any, Dict[str, Any]], float] = field(default=_no_warmup, compare=False)
+    #: Declaring module (filled in by the catalog).
+    module: str = ""
+
+    @property
+    def anchor(self) -> str:
+        return f"{RUNBOOK}#{self.name}"
+
+
+@lru_cache(maxsize=1)
+def catalog() -> Dict[str, Rule]:
+    """name -> Rule, gathered from the producing modules in declaration order."""
+    from watchdog.detectors import detector_modules  # the modules that produce findings
+
+    out: Dict[str, Rule] = {}
+    for mod in detector_modules():
+        for r in importlib.import_module(mod).RULES:
+            if r.name in out:
+                raise ValueError(f"rule {r.name} declared twice ({out[r.name].module} and {mod})")
+            out[r.name] = Rule(**{**r.__dict__, "module": mod})
+    return out
+
+
+def rule(name: str) -> Optional[Rule]:
+    return catalog().get(name)
+
+
+def names() -> Tuple[str, ...]:
+    return tuple(catalog())
+
+
+def default_for(name: str) -> float:
+    r = catalog().get(name)
+    return r.default_for if r is not None else 0.0
+
+
+def inhibited_by(name: str) -> Tuple[str, ...]:
+    """Rules whose firing mutes `name` (the inverse of the `inhibits` declarations)."""
+    return tuple(r.name for r in catalog().values() for i in r.inhibits if name in i.targets)
+
+
+def default_inhibitions() -> List[Dict[str, List[str]]]:
+    """The declared inhibitions as config-shaped rules (source, target, equal), one per declaration."""
+    out = []
+    for r in catalog().values():
+        for i in r.inhibits:
+            out.append({"source": [r.name], "target": list(i.targets), "equal": list(i.equal)})
+        if r.same_event:
+            out.append({"source": [r.name], "target": list(r.same_event), "equal": list(JOB_LABELS)})
+    return out
+
+
+def same_event(a: str, b: str) -> bool:
+    ra, rb = catalog().get(a), catalog().get(b)
+    return bool(ra and b in ra.same_event) or bool(rb and a in rb.same_event)
+
+
+def warmup(name: str, config: Any, finding: Optional[Dict[str, Any]] = None) -> float:
+    r = catalog().get(name)
+    try:
+        return float(r.warmup(config, finding or {})) if r is not None else 0.0
+    except Exception:  # a warm-up must never break the engine: fall back to none
+        return 0.0
+
+
+def _dur(seconds: float) -> str:
+    if seconds <= 0:
+        return "0s"
+    s = int(seconds)
+    return f"{s // 60}m" if s % 60 == 0 and s >= 60 else f"{s}s"
+
+
+def render_markdown() -> str:
+    """The catalog as a Markdown table (the detection reference is generated from it)."""
+    rows = ["| rule | severity | default `for` | inhibits | inhibited by | runbook |",
+            "|---|---|---|---|---|---|"]
+    for r in catalog().values():
+        inh = sorted({t for i in r.inhibits for t in i.targets} | set(r.same_event))
+        by = sorted(set(inhibited_by(r.name)))
+        cell = lambda xs: ", ".join(f"`{x}`" for x in xs) or "-"  # noqa: E731
+        rows.append(f"| `{r.name}` | {r.severity} | {_dur(r.default_for)} | {cell(inh)} | {cell(by)} | "
+                    f"[{r.name}](runbook.md#{r.name}) |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m watchdog.rulecatalog`
+    print(render_markdown(), end="")
