@@ -33,7 +33,7 @@ def test_defaults_and_redaction():
     cfg = load({"for": {"stall": "10s"}, "deadman_url": "http://h/dead-123",
                 "channels": [{"type": "feishu", "name": "f", "url": "http://h/hook-123", "secret": "s-123"}]})
     al = cfg.alerting
-    assert al.group_window == 30 and al.reminder == 4 * 3600 and al.send_resolved is True
+    assert al.group_window == 2 and al.reminder == 4 * 3600 and al.send_resolved is True
     assert al.for_rule("stall") == 10 and al.for_rule("npu_temperature") == 120 and al.for_rule("x") == 0
     assert al.channels[0].limits() == [(5, 1.0), (100, 60.0)]
     assert any("npu_missing" in r.source and "stall" in r.target for r in al.inhibitions)

@@ -1,4 +1,10 @@
-"""The alert engine in-process against a real local webhook receiver, with short durations."""
+"""The alert engine in-process against a real local webhook receiver, on a fake clock.
+
+The engine takes its time from an injected clock and runs no timer thread here: the driver
+advances the clock and calls `process`/`tick` like detector passes and the timer would, so no
+test sleeps. Delivery is real (the outbox's threads post to a local HTTP receiver); `settle` waits
+until the outbox is empty before a test counts messages.
+"""
 
 from __future__ import annotations
 
@@ -29,17 +35,35 @@ def f(rule: str, sev: str = "warning", **labels) -> Finding:
                    hint="check it", value="1", since=time.time() - 60, evidence=("line one", "line two"))
 
 
+class Clock:
+    """A fake wall clock, shared by the engine and the driver."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class Driver:
-    """Feeds the engine the same findings repeatedly, like detector passes every 0.2s."""
+    """Feeds the engine the same findings repeatedly, like detector passes every 0.2 s (fake time)."""
 
     def __init__(self, engine: AlertEngine):
         self.engine = engine
 
-    def hold(self, findings: List[Finding], seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self.engine.process(findings, time.time())
-            time.sleep(0.2)
+    def hold(self, findings: List[Finding], seconds: float, step: float = 0.2) -> None:
+        for _ in range(max(1, round(seconds / step))):
+            self.engine.process(findings)
+            self.engine.tick()
+            self.engine.clock.now += step
+
+
+def settle(e: AlertEngine, timeout: float = 10.0) -> None:
+    """Wait (real time, bounded) until every committed notification has been delivered."""
+    deadline = time.monotonic() + timeout
+    while e.outbox.stats()[0] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert e.outbox.stats()[0] == 0, "outbox did not drain"
 
 
 @pytest.fixture
@@ -59,8 +83,8 @@ def engines():
             pass
 
 
-def new_engine(engines, cfg):
-    e = AlertEngine(cfg)
+def new_engine(engines, cfg, runtime=None, clock=None):
+    e = AlertEngine(cfg, runtime, clock=clock or Clock(), timer=False)
     engines.append(e)
     return e
 
@@ -87,10 +111,10 @@ def test_flapping_finding_gives_one_alert(tmp_path, rx, engines):
     e = new_engine(engines, make_config(tmp_path, rx.url, resolve_delay="1500ms"))
     x = f("heartbeat_stale", rank="0")
     for _ in range(8):  # present, absent, present... every 0.25s, for 4s
-        e.process([x], time.time())
-        time.sleep(0.25)
-        e.process([], time.time())
-        time.sleep(0.25)
+        e.process([x])
+        e.clock.now += 0.25
+        e.process([])
+        e.clock.now += 0.25
     Driver(e).hold([], 1.8)  # now it is really gone
     msgs = rx.wait_for(2)
     assert [m.json["status"] for m in msgs] == ["firing", "resolved"]
@@ -113,10 +137,10 @@ def test_root_cause_inhibits_symptoms(tmp_path, rx, engines):
             f("rank_missing", "critical", rank="2"), f("heartbeat_stale", rank="2"), f("heartbeat_stale", rank="5")], 1.8)
     msgs = rx.wait_for(1)
     sent = sorted((a["labels"]["alertname"], a["labels"].get("rank", "")) for m in msgs for a in m.json["alerts"])
-    # heartbeat_stale of rank 5 is a symptom of npu_missing (same host+job) too.
-    assert sent == [("npu_missing", ""), ("rank_missing", "2")]
+    # A lost card explains the rank it killed and every job-level symptom (same host+job).
+    assert sent == [("npu_missing", "")]
     states = {a.rule + a.labels.get("rank", ""): a.muted for a in e.alert_states()}
-    assert states["stall"] == "inhibited:npu_missing"
+    assert states["stall"] in ("inhibited:npu_missing", "inhibited:rank_missing")
 
 
 def test_inhibited_symptom_is_sent_when_the_cause_clears(tmp_path, rx, engines):
@@ -134,7 +158,7 @@ def test_silence_mutes_and_its_end_sends_what_still_fires(tmp_path, rx, engines)
     cfg = make_config(tmp_path, rx.url)
     e = new_engine(engines, cfg)
     store = AlertStore(cfg.paths.state_dir)  # like `npu-watchdog silence add` from another process
-    now = time.time()
+    now = e.clock.now
     s = store.add_silence(["rule=stall", "training_job=job-a"], now, now + 2.5, "tester", "maintenance")
     d = Driver(e)
     d.hold([f("stall", "critical"), f("command_check", check="fs")], 1.6)
@@ -152,7 +176,7 @@ def test_silence_mutes_and_its_end_sends_what_still_fires(tmp_path, rx, engines)
 def test_reminders_repeat_while_firing(tmp_path, rx, engines):
     e = new_engine(engines, make_config(tmp_path, rx.url, reminder="1s"))
     d = Driver(e)
-    d.hold([f("loss_nan", "critical", rank="0")], 2.8)
+    d.hold([f("loss_nan", "critical", rank="0")], 3.4)
     msgs = rx.wait_for(3)
     assert msgs[0].json["kind"] == "firing" and {m.json["kind"] for m in msgs[1:]} == {"reminder"}
 
@@ -164,10 +188,39 @@ def test_restart_neither_repages_nor_forgets(tmp_path, rx, engines):
     Driver(e).hold([x], 1.5)
     rx.wait_for(1)
     e.close()
-    e2 = new_engine(engines, cfg)
+    e2 = new_engine(engines, cfg, clock=e.clock)
     assert [a.state for a in e2.alert_states()] == ["firing"]
     Driver(e2).hold([x], 1.5)
     Driver(e2).hold([], 1.5)
+    settle(e2)
+    assert len(rx.requests) == 1, "held after the restart: no resolve before the detector warmed up"
+    # job_gone's detector needs process.start_grace (and two rounds) of fresh evidence after a start.
+    from watchdog.rulecatalog import warmup
+    assert warmup("job_gone", cfg, x.to_dict()) >= cfg.probes.process.start_grace
+    Driver(e2).hold([], warmup("job_gone", cfg, x.to_dict()) + 3.0, step=1.0)
+    msgs = rx.wait_for(2)
+    assert [m.json["status"] for m in msgs] == ["firing", "resolved"]
+
+
+@pytest.mark.parametrize("rule,labels", [("stall", {}), ("log_nan", {"log_rule": "loss_nan", "rank": "0"})])
+def test_restart_while_firing_holds_until_the_detector_is_warm(tmp_path, rx, engines, rule, labels):
+    """A restored alert whose detector has not re-evidenced it yet is neither resolved nor re-paged;
+    when the detector reports it again within its warm-up, it simply stays firing."""
+    cfg = make_config(tmp_path, rx.url, resolve_delay="5s")
+    x = f(rule, "critical", **labels)
+    e = new_engine(engines, cfg)
+    Driver(e).hold([x], 1.5)
+    rx.wait_for(1)
+    e.close()
+    e2 = new_engine(engines, cfg, clock=e.clock)
+    from watchdog.rulecatalog import warmup
+    held = warmup(rule, cfg, x.to_dict())
+    assert held > cfg.alerting.resolve_delay, "the warm-up outlasts the resolve delay"
+    Driver(e2).hold([], held - 1.0, step=0.5)  # nothing seen yet: the detector is rebuilding its evidence
+    Driver(e2).hold([x], 30.0, step=1.0)  # seen again
+    settle(e2)
+    assert [m.json["status"] for m in rx.requests] == ["firing"], [m.json["status"] for m in rx.requests]
+    Driver(e2).hold([], 6.0)
     msgs = rx.wait_for(2)
     assert [m.json["status"] for m in msgs] == ["firing", "resolved"]
 
@@ -200,7 +253,7 @@ def test_symptom_that_cleared_with_its_cause_is_not_paged(tmp_path, rx, engines)
     d.hold([f("stall", "critical")], 0.6)
     d.hold([], 3.0)
     msgs = rx.wait_for(2)
-    time.sleep(1.0)
+    settle(e)
     kinds = [(m.json["status"], a["labels"]["alertname"]) for m in rx.requests[1:] for a in m.json["alerts"]]
     assert kinds == [("resolved", "log_oom")], kinds
     assert msgs
@@ -224,8 +277,7 @@ def test_snapshots_only_for_alerts_that_are_sent(tmp_path, rx, engines):
     from types import SimpleNamespace
 
     taker = RecordingTaker()
-    e = AlertEngine(make_config(tmp_path, rx.url), SimpleNamespace(services={"snapshots": taker}))
-    engines.append(e)
+    e = new_engine(engines, make_config(tmp_path, rx.url), SimpleNamespace(services={"snapshots": taker}))
     d = Driver(e)
     d.hold([f("log_oom", "critical", log_rule="npu_oom")], 0.3)
     d.hold([f("log_oom", "critical", log_rule="npu_oom"), f("stall", "critical")], 1.5)
@@ -250,7 +302,7 @@ def test_a_muted_alert_does_not_cut_the_group_window_short(tmp_path, rx, engines
     d.hold([root, muted, f("loss_nan", "critical", rank="0")], 0.4)
     d.hold([root, muted, f("loss_nan", "critical", rank="0"), f("loss_nan", "critical", rank="1")], 1.5)
     msgs = rx.wait_for(2)
-    time.sleep(0.5)
+    settle(e)
     assert len(rx.requests) == 2, [[a["labels"] for a in m.json["alerts"]] for m in rx.requests]
     assert sorted(a["labels"]["rank"] for a in msgs[1].json["alerts"]) == ["0", "1"]
 
@@ -259,10 +311,59 @@ def test_symptom_firing_in_the_same_pass_as_its_root_runs_no_capture(tmp_path, r
     from types import SimpleNamespace
 
     taker = RecordingTaker()
-    e = AlertEngine(make_config(tmp_path, rx.url), SimpleNamespace(services={"snapshots": taker}))
-    engines.append(e)
+    e = new_engine(engines, make_config(tmp_path, rx.url), SimpleNamespace(services={"snapshots": taker}))
     # rank_missing sorts before log_oom and fires in the same pass; the OOM explains it.
     Driver(e).hold([f("rank_missing", "critical", rank="3"), f("log_oom", "critical", log_rule="npu_oom")], 1.5)
     (msg,) = rx.wait_for(1)
     assert [a["labels"]["alertname"] for a in msg.json["alerts"]] == ["log_oom"]
     assert taker.asked == ["log_oom"]
+
+
+@pytest.mark.parametrize("order", ["heartbeat_first", "log_first", "same_pass"])
+def test_one_nan_seen_by_two_probes_pages_once(tmp_path, rx, engines, order):
+    """loss_nan (heartbeat) and log_nan (log line) are one event: whichever fires first pages, the
+    other is folded, in every arrival order; it resolves once."""
+    e = new_engine(engines, make_config(tmp_path, rx.url, group_window="2s"))
+    d = Driver(e)
+    hb = [f("loss_nan", "critical", rank=str(r)) for r in range(8)]
+    lg = [f("log_nan", "critical", rank=str(r), log_rule="loss_nan") for r in range(8)]
+    first, second = (hb, lg) if order == "heartbeat_first" else (lg, hb)
+    if order == "same_pass":
+        d.hold(hb + lg, 10.0)
+    else:
+        d.hold(first, 3.0)  # the first probe's alert has paged by now
+        d.hold(first + second, 10.0)
+    d.hold([], 3.0)
+    settle(e)
+    got = [(m.json["status"], sorted({a["labels"]["alertname"] for a in m.json["alerts"]})) for m in rx.requests]
+    assert [g[0] for g in got] == ["firing", "resolved"], got
+    assert len(got[0][1]) == 1 and got[0][1] == got[1][1], got
+    assert len(rx.requests[0].json["alerts"]) == 8
+
+
+def test_npu_smi_failure_and_probe_down_page_once(tmp_path, rx, engines):
+    """Even if both reach the engine, the generic probe_down of the NPU probe is npu-smi's symptom."""
+    e = new_engine(engines, make_config(tmp_path, rx.url, **{"for": {"probe_down": "0s"}}))
+    d = Driver(e)
+    d.hold([f("probe_down", "critical", probe="npu")], 0.4)
+    d.hold([f("probe_down", "critical", probe="npu"), f("npu_smi_failing", "critical", probe="npu"),
+            f("probe_down", "warning", probe="logs")], 3.0)
+    settle(e)
+    sent = sorted((a["labels"]["alertname"], a["labels"]["probe"]) for m in rx.requests for a in m.json["alerts"])
+    assert sent == [("npu_smi_failing", "npu"), ("probe_down", "logs")], sent
+
+
+def test_first_page_does_not_wait_for_a_long_window(tmp_path, rx, engines):
+    """At the shipped default the first message of an event leaves within a few seconds."""
+    from watchdog.config.sections.alerting import AlertingConfig
+
+    window = AlertingConfig().group_window
+    assert window <= 3.0
+    e = new_engine(engines, make_config(tmp_path, rx.url, group_window=f"{window}s"))
+    start = e.clock.now
+    d = Driver(e)
+    for _ in range(50):
+        d.hold([f("log_oom", "critical", log_rule="npu_oom", rank="3")], 0.2)
+        if e.outbox.stats()[0] or rx.requests:
+            break
+    assert e.clock.now - start <= window + 0.5

@@ -90,6 +90,9 @@ class AlertRow:
     snapshot: Optional[str] = None
     #: Why the last flush did not send it ("silenced:<id>", "inhibited:<rule>") or None.
     muted: Optional[str] = None
+    #: Restored after a restart: held (neither resolved nor re-paged) until this time, while its
+    #: detector warms up again. In memory only: every start computes it afresh.
+    held_until: Optional[float] = None
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import List
 from watchdog.config.schema import Config
 from watchdog.detectors import npu_smi
 from watchdog.findings import Finding
-from watchdog.rulecatalog import Inhibits, Rule, probe_wait
+from watchdog.rulecatalog import Rule, probe_wait
 from watchdog.observations import CommandResult
 from watchdog.state import StateView
 

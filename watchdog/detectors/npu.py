@@ -34,7 +34,7 @@ from watchdog.detectors.series import (
     window_points,
 )
 from watchdog.findings import Finding
-from watchdog.rulecatalog import JOB_LABELS, Inhibits, Rule, probe_wait
+from watchdog.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.observations import NpuChip, NpuObservation
 from watchdog.state import StateView
 

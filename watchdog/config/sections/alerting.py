@@ -205,8 +205,10 @@ class AlertingConfig(StrictModel):
     only logged (and still tracked, silenced and counted)."""
 
     channels: List[ChannelConfig] = Field(default_factory=list)
-    #: Alerts of one host and training job that start firing within this window go out as one message.
-    group_window: Duration = Field(default="30s")
+    #: The first alert of a host and training job waits this long for the rest of its event (the lines of one
+    #: NaN or OOM arrive within a round or two), then pages; alerts firing within the window share
+    #: its message. Cascades that follow minutes later are folded by inhibition, not by waiting.
+    group_window: Duration = Field(default="2s")
     #: A firing alert resolves only after its finding has been absent this long (hysteresis).
     resolve_delay: Duration = Field(default="1m")
     #: Re-notify an alert still firing after this long (0s: never).
@@ -268,7 +270,10 @@ class AlertingConfig(StrictModel):
         """`symptom` for a rule some inhibition treats as a consequence (stall, HCCL timeouts, a
         silent heartbeat), `root` otherwise (an OOM, a lost card): derived from the inhibitions,
         so the node's and the fleet's idea of cause and effect cannot drift apart."""
-        return "symptom" if any(rule in r.target for r in self.inhibitions) else "root"
+        def mutual(r: "InhibitRule") -> bool:  # one event seen by two probes: neither is the other's symptom
+            return any(rule in o.source and set(r.source) & set(o.target) for o in self.inhibitions)
+
+        return "symptom" if any(rule in r.target and not mutual(r) for r in self.inhibitions) else "root"
 
     def for_rule(self, rule: str) -> float:
         """The configured `for`, else the rule's declared default, else `default_for`."""

@@ -1,0 +1,40 @@
+"""Grouping: firing alerts of one host and job that start together go out as one message.
+
+The first alert of a group opens a short window (`alerting.group_window`, default 2 s): the
+lines of one event (a NaN on eight ranks, an OOM and its traceback) arrive within a round or two
+and share the message, while the page itself is not held back. Cascades that follow minutes
+later (peers timing out in HCCL, ranks dying) are folded by inhibition, not by waiting.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+from watchdog.alerting.store import AlertRow
+from watchdog.rulecatalog import JOB_LABELS
+
+
+def group_key(labels: Dict[str, str]) -> str:
+    return ",".join(f"{k}={labels.get(k, '')}" for k in JOB_LABELS)
+
+
+class Groups:
+    """Open groups: group key -> the time their message is due."""
+
+    def __init__(self) -> None:
+        self.deadlines: Dict[str, float] = {}
+
+    def add(self, a: AlertRow, now: float, window: float, at_once: bool = False) -> None:
+        """Schedule an alert's group: at once (a released alert), or `window` after it fired."""
+        g = group_key(a.labels)
+        if at_once:
+            self.deadlines[g] = now
+        elif g not in self.deadlines:
+            self.deadlines[g] = max(now, (a.firing_since or now) + window)
+
+    def due(self, now: float) -> List[str]:
+        """Groups whose message is due now (removed from the open set)."""
+        out = [g for g, t in self.deadlines.items() if t <= now]
+        for g in out:
+            del self.deadlines[g]
+        return out

@@ -1,0 +1,109 @@
+"""The alert state machine: pure, no I/O, no clock of its own (the caller passes `now`).
+
+Each finding fingerprint (`Finding.key`) moves through:
+
+    (absent) -> pending --[held for its `for`]--> firing --[absent for resolve_delay]--> resolved (deleted)
+
+The restart rule: an alert restored from disk carries `held_until` (the start time plus the
+warm-up its detector needs to see fresh evidence, see `Rule.warmup`). Until then its absence
+means "not seen yet", not "gone": it is neither resolved nor deleted, and, being already
+notified, it is not paged again when its detector reports it anew. After the hold, absence is
+counted from the end of the hold. A daemon restart therefore never sends a false RESOLVED.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Set
+
+from watchdog.alerting.store import AlertRow
+from watchdog.findings import SEVERITY_RANK, Finding
+
+log = logging.getLogger("watchdog.alerts")
+
+
+@dataclass
+class Transitions:
+    """What one evaluation changed."""
+
+    #: Alerts that moved pending -> firing in this pass.
+    fired: List[AlertRow] = field(default_factory=list)
+    #: Firing alerts that resolved in this pass and had been notified (a resolved message is due).
+    resolved: List[AlertRow] = field(default_factory=list)
+    #: Fingerprints whose row must be deleted from the store.
+    deleted: List[str] = field(default_factory=list)
+    #: Fingerprints whose row changed (saved at the end of the pass).
+    changed: Set[str] = field(default_factory=set)
+
+
+def restore(alerts: Mapping[str, AlertRow], started: float, warmup: Callable[[AlertRow], float]) -> None:
+    """Mark alerts loaded from disk as held until their detector has warmed up again."""
+    for a in alerts.values():
+        # The daemon being down is not the finding clearing: absence counts from this start.
+        a.last_seen = max(a.last_seen, started)
+        a.held_until = started + max(0.0, warmup(a))
+
+
+def observe(alerts: Dict[str, AlertRow], present: Mapping[str, Finding], now: float, tr: Transitions) -> None:
+    """Create rows for new findings and refresh the rows of findings seen again."""
+    for fp, f in present.items():
+        a = alerts.get(fp)
+        if a is None:
+            alerts[fp] = AlertRow(fp, f.rule, f.severity, dict(f.labels), f.to_dict(), "pending", now, None, now)
+            log.info("finding %s pending (%s): %s", f.rule, f.severity, f.summary,
+                     extra={"finding": f.to_dict(), "event": "finding_new"})
+        else:
+            a.last_seen = now
+            if a.state == "firing" and a.notified and SEVERITY_RANK[f.severity] > SEVERITY_RANK.get(a.severity, 0):
+                log.warning("alert %s escalated %s -> %s: %s", f.rule, a.severity, f.severity, f.summary,
+                            extra={"finding": f.to_dict(), "event": "finding_changed"})
+                a.notified = False  # an escalation pages again
+            a.severity = f.severity
+            a.finding = f.to_dict()
+        tr.changed.add(fp)
+
+
+def absent_for(a: AlertRow, here: bool, now: float) -> Optional[float]:
+    """How long the finding has really been absent; None while present or held after a restart."""
+    held = a.held_until or 0.0
+    if here or now < held:
+        return None
+    return now - max(a.last_seen, held)
+
+
+def advance(alerts: Dict[str, AlertRow], present: Mapping[str, Finding], now: float,
+            for_rule: Callable[[str], float], resolve_delay: float, tr: Transitions) -> None:
+    """Move every alert along the state machine."""
+    for fp, a in list(alerts.items()):
+        here = fp in present
+        absent = absent_for(a, here, now)
+        gone = absent is not None and absent >= resolve_delay
+        if a.state == "pending":
+            if gone:
+                del alerts[fp]
+                tr.deleted.append(fp)
+            elif here and now - a.pending_since >= for_rule(a.rule):
+                a.state, a.firing_since = "firing", now
+                log.warning("alert %s firing (%s): %s", a.rule, a.severity, a.finding.get("summary", ""),
+                            extra={"finding": a.finding, "event": "alert_firing"})
+                tr.fired.append(a)
+                tr.changed.add(fp)
+        elif a.state == "firing" and gone:
+            log.info("alert %s resolved after %.0fs absent: %s", a.rule, now - a.last_seen,
+                     a.finding.get("summary", ""), extra={"finding": a.finding, "event": "finding_resolved"})
+            if a.notified:
+                tr.resolved.append(a)
+            del alerts[fp]
+            tr.deleted.append(fp)
+        if a.held_until is not None and now >= a.held_until:
+            a.held_until = None  # warmed up: from now on the normal rules apply
+
+
+def step(alerts: Dict[str, AlertRow], present: Mapping[str, Finding], now: float,
+         for_rule: Callable[[str], float], resolve_delay: float) -> Transitions:
+    """One evaluation: record what is present, then advance every alert."""
+    tr = Transitions()
+    observe(alerts, present, now, tr)
+    advance(alerts, present, now, for_rule, resolve_delay, tr)
+    return tr

@@ -1,0 +1,109 @@
+"""Muting: silences and inhibitions, as data. Which firing alerts must not be sent, and why.
+
+Silences come from the store (added by `npu-watchdog silence add`, possibly from another
+process); inhibitions from the config (defaults: the rule catalog's declarations). A source rule
+inhibits a target while an alert of the source fires with the same values for the rule's `equal`
+labels. When two rules inhibit each other (the same event seen by two probes, e.g. `loss_nan` and
+`log_nan`), only the one that was sent first (or, failing that, fired first) mutes the other, so
+the event pages exactly once and never zero times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from watchdog.alerting.routing import match_labels, matches_all
+from watchdog.alerting.store import AlertRow, AlertStore, Silence
+from watchdog.config.sections.alerting import InhibitRule, Matcher, parse_matcher
+
+Key = Tuple[Tuple[str, str], ...]
+#: Precedence of a firing alert among same-event peers: sent first, then fired first, then name.
+Rank = Tuple[int, float, str]
+
+
+def _rank(a: AlertRow) -> Rank:
+    return (0 if a.notified else 1, a.firing_since or 0.0, a.rule)
+
+
+def _key(labels: Dict[str, str], equal: Sequence[str]) -> Key:
+    return tuple((k, labels.get(k, "")) for k in equal)
+
+
+@dataclass
+class FiringIndex:
+    """The firing alerts by (rule, equal-label values), keeping the highest-precedence one."""
+
+    best: Dict[Tuple[str, Key], Rank]
+
+    @classmethod
+    def build(cls, alerts: Iterable[AlertRow], rules: Sequence[InhibitRule]) -> "FiringIndex":
+        equals = {tuple(r.equal) for r in rules}
+        best: Dict[Tuple[str, Key], Rank] = {}
+        for a in alerts:
+            if a.state != "firing":
+                continue
+            for eq in equals:
+                k = (a.rule, _key(a.labels, eq))
+                if k not in best or _rank(a) < best[k]:
+                    best[k] = _rank(a)
+        return cls(best)
+
+
+class Muter:
+    """Silences loaded from the store (cached per id) plus the configured inhibitions."""
+
+    def __init__(self, store: AlertStore):
+        self.store = store
+        self.active: List[Tuple[Silence, List[Matcher]]] = []
+        self._cache: Dict[str, List[Matcher]] = {}
+        self._last_prune = 0.0
+
+    def load_silences(self, now: float) -> None:
+        active = []
+        for s in self.store.silences():
+            if not s.active(now):
+                continue
+            ms = self._cache.get(s.id)
+            if ms is None:
+                try:
+                    ms = [parse_matcher(m) for m in s.matchers]
+                except ValueError:
+                    ms = []
+                self._cache[s.id] = ms
+            if ms:
+                active.append((s, ms))
+        self.active = active
+        if now - self._last_prune > 3600:
+            self._last_prune = now
+            self.store.prune_silences(now - 7 * 86400)
+
+    def reason(self, a: AlertRow, index: FiringIndex, rules: Sequence[InhibitRule]) -> Optional[str]:
+        """"silenced:<id>", "inhibited:<rule>" or None (send it)."""
+        labels = match_labels(a.labels, a.rule, a.severity)
+        for s, ms in self.active:
+            if matches_all(ms, labels):
+                return f"silenced:{s.id}"
+        return inhibitor(a, index, rules)
+
+
+def _mutual(rules: Sequence[InhibitRule], src: str, dst: str) -> bool:
+    return any(dst in r.source and src in r.target for r in rules)
+
+
+def inhibitor(a: AlertRow, index: FiringIndex, rules: Sequence[InhibitRule]) -> Optional[str]:
+    """"inhibited:<source rule>" when a firing source mutes `a`, else None."""
+    for rule in rules:
+        if a.rule not in rule.target:
+            continue
+        key = _key(a.labels, rule.equal)
+        for src in rule.source:
+            if src == a.rule:
+                continue
+            got = index.best.get((src, key))
+            if got is None:
+                continue
+            if _mutual(rules, src, a.rule) and not got < _rank(a):
+                continue  # a same-event peer that came later does not mute the one that paged
+            return f"inhibited:{src}"
+    return None
