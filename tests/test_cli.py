@@ -63,3 +63,16 @@ def test_status_talks_to_the_daemon(make_daemon):
     d.stop()
     res = run_cli("status", "--url", d.url)
     assert res.returncode == 1 and "cannot reach the daemon" in res.stderr
+
+
+def test_state_dir_override_keeps_an_explicit_snapshot_dir(tmp_path):
+    from watchdog.commands.run import override_state_dir
+    from watchdog.config.load import load_config_text
+
+    explicit = load_config_text(f"paths: {{state_dir: {tmp_path / 'a'}, snapshot_dir: {tmp_path / 'snaps'}}}")
+    override_state_dir(explicit, str(tmp_path / "b"))
+    assert explicit.paths.state_dir == str(tmp_path / "b")
+    assert explicit.paths.snapshot_dir == str(tmp_path / "snaps")
+    derived = load_config_text(f"paths: {{state_dir: {tmp_path / 'a'}}}")
+    override_state_dir(derived, str(tmp_path / "b"))
+    assert derived.paths.snapshot_dir == str(tmp_path / "b" / "snapshots")

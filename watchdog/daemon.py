@@ -233,6 +233,9 @@ class Daemon:
         """The new config and its probes, or the exception that rejects them."""
         try:
             new = load_config(self.config_path)
+            if new.paths.state_dir != self.config.paths.state_dir:
+                log.warning("paths.state_dir changed: takes effect at the next restart")
+            new.paths = self.config.paths  # the running state (and a --state-dir override) stays
             return new, self._build_probes(new)
         except Exception as exc:  # reported by _apply_reload; the running config stays
             return exc
@@ -253,8 +256,6 @@ class Daemon:
         if new.http.listen != old.http.listen:
             log.warning("http.listen changed (%s -> %s): takes effect at the next restart",
                         old.http.listen, new.http.listen)
-        if new.paths.state_dir != old.paths.state_dir:
-            log.warning("paths.state_dir changed: takes effect at the next restart")
         set_level(new.logging.level)
         self.state.set_history(new.probes.history)
         self.runtime.config = new

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from watchdog.commands import add_config_arg, load_config_or_report
 
@@ -17,6 +18,19 @@ def register(sub: "argparse._SubParsersAction") -> None:
     p.set_defaults(func=main)
 
 
+def override_state_dir(config: Any, state_dir: str) -> None:
+    """`--state-dir`: move the state; the snapshots follow it only when the config did not name
+    their folder itself (an explicit `paths.snapshot_dir` is kept)."""
+    import os
+
+    explicit = config.paths.snapshot_dir != os.path.join(config.paths.state_dir, "snapshots")
+    data = config.paths.model_dump()
+    data["state_dir"] = state_dir
+    if not explicit:
+        data.pop("snapshot_dir", None)
+    config.paths = type(config.paths).model_validate(data)
+
+
 def main(args: argparse.Namespace) -> int:
     from watchdog.daemon import Daemon
     from watchdog.logsetup import setup_logging
@@ -26,9 +40,7 @@ def main(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     if args.state_dir:
-        config.paths.state_dir = args.state_dir
-        config.paths.snapshot_dir = None
-        config.paths = type(config.paths).model_validate(config.paths.model_dump())
+        override_state_dir(config, args.state_dir)
     setup_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
     try:
         daemon = Daemon(config, args.config)
