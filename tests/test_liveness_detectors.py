@@ -85,9 +85,21 @@ def test_straggler_by_steps_and_by_age():
 def test_nan_loss_and_phase_thresholds():
     cfg = config(stale_after={"train": "5m", "eval": "30m"})
     now = T0 + 5000
-    rs = [reading(0, now - 400, phase="eval"), reading(1, now - 400), reading(2, now - 1, loss=math.inf)]
+    rs = [reading(0, now - 400, phase="eval"), reading(1, now - 2000), reading(2, now - 1, loss=math.inf)]
     out = detect(view(now, [(now, rs)]), cfg)
+    # The job's most lenient phase (eval, 30m) covers rank 0 and rank 1 alike: only rank 1, past it, is stale.
     assert rules(out) == [("heartbeat_stale", "1"), ("loss_nan", "2")]
+
+
+def test_one_rank_in_checkpoint_covers_its_peers_waiting_in_a_barrier():
+    """Rank 0 writes a checkpoint; ranks 1-7 wait in a barrier still reporting `train` and write
+    no heartbeat: none of them is stale before the checkpoint threshold."""
+    cfg = config(stale_after={"train": "5m", "checkpoint": "30m"})
+    now = T0 + 5000
+    rs = [reading(0, now - 900, phase="checkpoint")] + [reading(r, now - 900) for r in range(1, 8)]
+    assert rules(detect(view(now, [(now, rs)]), cfg)) == []
+    later = now + 1000  # past the checkpoint threshold: the whole job is stale
+    assert len(rules(detect(view(later, [(later, rs)]), cfg))) == 8
 
 
 def test_disk_sleep_longer_than_threshold_with_pid_label():

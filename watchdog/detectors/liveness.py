@@ -75,6 +75,19 @@ def stale_threshold(r: HeartbeatReading, cfg: HeartbeatProbeConfig, now: float) 
     return cfg.stale_after.for_phase(r.phase), False
 
 
+def job_leniency(readings: List[HeartbeatReading], cfg: HeartbeatProbeConfig,
+                 now: float) -> Tuple[Optional[str], float]:
+    """The job's most lenient phase and its stale threshold, over every rank not done: the one
+    job-level phase notion the liveness rules share with the stall rule (`series.job_phase`)."""
+    best_phase: Optional[str] = None
+    best = 0.0
+    for r in readings:
+        t, _ = stale_threshold(r, cfg, now)
+        if t > best:
+            best_phase, best = r.phase, t
+    return best_phase, best
+
+
 def _state_since(history: Iterable, info: ProcessInfo) -> float:
     """Earliest observation time from which this very process (pid + start time) held its current state."""
     since = None
@@ -285,6 +298,7 @@ def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List
         return out
 
     fresh: List[Tuple[str, HeartbeatReading, float]] = []
+    job_phase, job_threshold = job_leniency([r for r in started if _rank_label(r) not in done], cfg, now)
     for r in started:
         label = _rank_label(r)
         if label in done:
@@ -312,15 +326,18 @@ def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List
                 details={**common, "ahead_seconds": ahead},
             ))
             continue
-        threshold, learned = stale_threshold(r, cfg, now)
+        own, learned = stale_threshold(r, cfg, now)
+        # Phase leniency is one job-level notion: rank 0 writing a checkpoint covers its peers
+        # waiting for it in a barrier while they still report `train`.
+        threshold = max(own, job_threshold)
         age = now - (r.beat_time or now)
         detail = {**common, "age_seconds": age, "threshold_seconds": threshold, "learned": learned,
-                  "file_exists": r.exists}
+                  "job_phase": job_phase, "file_exists": r.exists}
         if age > threshold:
             gone = "" if r.exists else " (file deleted)"
             out.append(Finding(
                 rule="heartbeat_stale", severity="critical",
-                summary=f"rank {label} heartbeat is {_fmt(age)} old in phase {r.phase or 'unknown'} "
+                summary=f"rank {label} heartbeat is {_fmt(age)} old in phase {job_phase or r.phase or 'unknown'} "
                         f"(threshold {_fmt(threshold)}{', learned' if learned else ''}){gone}",
                 labels=labels, value=_fmt(age), since=r.beat_time, hint=STALE_HINT, details=detail,
             ))
@@ -328,6 +345,8 @@ def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List
             fresh.append((label, r, age))
             if r.step is not None and r.phase in (None, "train") and r.step_changed_at is not None:
                 limit = cfg.no_progress_after if cfg.no_progress_after is not None else threshold
+                if job_phase not in (None, "train"):
+                    limit = max(limit, job_threshold)  # peers wait in a barrier for the lenient phase
                 stuck = now - r.step_changed_at
                 if stuck > limit:
                     out.append(Finding(
