@@ -76,8 +76,11 @@ def beats(steps: Sequence[Optional[int]], t: float, phases: Optional[Sequence[Op
         for r, (s, p) in enumerate(zip(steps, phases))))
 
 
-def logs(last_line_at: Dict[str, float], lines: Optional[Dict[str, int]] = None) -> LogObservation:
-    return LogObservation(events=(), last_line_at=dict(last_line_at), lines_read=dict(lines or {}))
+def logs(last_line_at: Dict[str, float], lines: Optional[Dict[str, int]] = None,
+         progress_at: Optional[Dict[str, float]] = None) -> LogObservation:
+    """A log observation whose newest lines are progress lines (unless `progress_at` says otherwise)."""
+    return LogObservation(events=(), last_line_at=dict(last_line_at), lines_read=dict(lines or {}),
+                          progress_at=dict(last_line_at if progress_at is None else progress_at))
 
 
 class Synth:
@@ -208,9 +211,11 @@ def test_log_progress_counts_only_chosen_sources():
     s = Synth(probes=("logs",))
     s.put("logs", logs({}), T0)
     assert log_progress(s.view(T0 + 5), None) == T0  # nothing read yet: counts from the start
-    s.put("logs", logs({"train": T0 + 8, "plog": T0 + 19}, {"train": 3, "plog": 1}), T0 + 20)
+    s.put("logs", logs({"train": T0 + 20, "plog": T0 + 19}, {"train": 3, "plog": 1}), T0 + 20)
     assert log_progress(s.view(T0 + 25), None) == T0 + 20
-    assert log_progress(s.view(T0 + 25), ["train"]) == T0 + 20  # lines_read this round
-    s.put("logs", logs({"train": T0 + 8, "plog": T0 + 29}, {"plog": 2}), T0 + 30)
+    assert log_progress(s.view(T0 + 25), ["plog"]) == T0 + 19
+    # New lines, but none of them a progress line (an error, a NaN report): no progress.
+    s.put("logs", logs({"train": T0 + 30, "plog": T0 + 29}, {"train": 1, "plog": 2},
+                       progress_at={"train": T0 + 20, "plog": T0 + 19}), T0 + 30)
     assert log_progress(s.view(T0 + 35), ["train"]) == T0 + 20
-    assert log_progress(s.view(T0 + 35), None) == T0 + 30
+    assert log_progress(s.view(T0 + 35), None) == T0 + 20

@@ -168,6 +168,9 @@ class LogObservation:
     last_line_at: Dict[str, float] = field(default_factory=dict)
     #: Per configured source: complete lines read this round.
     lines_read: Dict[str, int] = field(default_factory=dict)
+    #: Per configured source: epoch time of the newest progress line (an iteration/step report no
+    #: failure rule matches; see watchdog.logrules.progress), kept across restarts.
+    progress_at: Dict[str, float] = field(default_factory=dict)
 
 
 # --- command checks ------------------------------------------------------------------------

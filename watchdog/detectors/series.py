@@ -255,20 +255,16 @@ def job_phase(ranks: Dict[RankKey, RankProgress], phase_durations: Dict[str, flo
 # --- log progress --------------------------------------------------------------------------
 
 def log_progress(view: StateView, sources: Optional[Sequence[str]]) -> Optional[float]:
-    """Newest time a counted log source produced a complete line; before any line is seen, the
-    time the log probe started watching (so a silent log counts from then). None without data."""
-    hist = [s for s in view.history("logs") if isinstance(s.value, LogObservation)]
-    if not hist:
+    """Newest time a counted log source produced a progress line (an iteration/step report no
+    failure rule matches: a NaN or error line written while hung is not progress); before any,
+    the time the log probe started watching (so a silent log counts from then). None without data."""
+    hist = view.history("logs")
+    if not hist or not isinstance(hist[-1].value, LogObservation):
         return None
     wanted = set(sources) if sources is not None else None
     best: Optional[float] = None
-    for s in hist:
-        obs: LogObservation = s.value
-        for src, n in obs.lines_read.items():
-            if n > 0 and (wanted is None or src in wanted):
-                best = s.time if best is None else max(best, s.time)
     last = hist[-1]
-    for src, at in last.value.last_line_at.items():
+    for src, at in getattr(last.value, "progress_at", {}).items():
         if wanted is None or src in wanted:
             at = min(at, last.time)
             best = at if best is None else max(best, at)

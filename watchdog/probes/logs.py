@@ -18,6 +18,7 @@ from typing import Any, Deque, Dict, List, Optional, Tuple
 from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.logrules.extract import Extractor, RawEvent
 from watchdog.logrules.matcher import Matcher
+from watchdog.logrules.progress import ProgressMatcher
 from watchdog.logrules.tail import Followed, SourceSpec, SourceStats, Tailer
 from watchdog.observations import LogEvent, LogObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext
@@ -86,14 +87,18 @@ class LogsProbe(Probe):
         self.tailer = Tailer(source_specs(cfg), os.path.join(state_dir, OFFSETS_FILE),
                              slice_bytes=cfg.slice_size, round_bytes=cfg.max_bytes_per_round)
         self.active: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
+        #: Per source: newest progress line time (the stall rule's log progress), persisted.
+        self.progress_at: Dict[str, float] = {}
         self.tailer.extra_state = self._active_state
         self._restore_active(self.tailer.saved_extra.get("active"), time.time())
+        self._restore_progress(self.tailer.saved_extra.get("progress_at"))
 
     def _build_rules(self, cfg: LogsProbeConfig) -> None:
         old = getattr(self, "extractor", None)
         self.rules = cfg.ruleset()
         self.matcher = Matcher(self.rules, engine=cfg.engine, max_line_bytes=cfg.max_line_bytes)
         self.extractor = Extractor(self.matcher)
+        self.progress = ProgressMatcher(cfg.progress_patterns)
         if old is not None:  # counters survive a reload
             for rid, n in old.matched.items():
                 if rid in self.extractor.matched:
@@ -123,6 +128,8 @@ class LogsProbe(Probe):
         def consume(f: Followed, block: bytes) -> None:
             for raw in self.extractor.feed(f.stream, block, now):
                 events.append(self._event(f, raw, now))
+            if self.progress.found(block, lambda text: bool(self.matcher.match_text(text))):
+                self.progress_at[f.source] = now
 
         self.tailer.poll(consume, now)
         horizon = max(self.cfg.hold, self.cfg.cascade_window)
@@ -142,6 +149,7 @@ class LogsProbe(Probe):
             events=tuple(events),
             last_line_at={n: s.last_line_at for n, s in stats.items() if s.last_line_at is not None},
             lines_read={n: s.lines_round for n, s in stats.items()},
+            progress_at=dict(self.progress_at),
             active=tuple(self._active_records()),
             sources={n: replace(s) for n, s in stats.items()},
             matches_total=dict(self.extractor.matched),
@@ -184,7 +192,15 @@ class LogsProbe(Probe):
                          "first_at": a["first_at"], "last_at": a["last_at"], "count": a["count"],
                          "summary": a.get("summary", ""), "evidence": list(a["evidence"]),
                          "device": a.get("device")})
-        return {"active": rows}
+        return {"active": rows, "progress_at": dict(self.progress_at)}
+
+    def _restore_progress(self, saved: Any) -> None:
+        """The last progress line per source from before a restart: its line lies before the saved
+        offset, and without it a hung job would look like it had just made progress."""
+        if isinstance(saved, dict):
+            for src, at in saved.items():
+                if isinstance(src, str) and isinstance(at, (int, float)):
+                    self.progress_at[src] = float(at)
 
     def _restore_active(self, rows: Any, now: float) -> None:
         """Take back the matches saved before a restart (their lines lie before the saved offsets

@@ -112,6 +112,10 @@ class LogsProbeConfig(ProbeSchedule):
     #: An HCCL timeout / traceback / heartbeat-lost line this soon after an OOM, a device fault or
     #: a native crash is folded into that root finding as its symptom.
     cascade_window: Duration = Field(default="10m")
+    #: Log lines that count as training progress for the stall rule (regexes, case-insensitive):
+    #: unset = the shipped iteration/step patterns of Megatron/MindSpeed, HF Trainer, DeepSpeed and
+    #: MindSpore; `[]` = no log line counts. A line any failure rule matches never counts.
+    progress_patterns: Optional[List[str]] = None
     #: Categories whose findings absorb cascades.
     cascade_roots: List[Category] = Field(default_factory=lambda: ["oom", "device", "crash"])
     #: A first match this soon after the ranks started counts as "early" (OOM/NaN hints differ).
@@ -140,6 +144,11 @@ class LogsProbeConfig(ProbeSchedule):
             build_ruleset(self.packs, self.disable, [r.as_rule_data() for r in self.rules])
         except RuleError as exc:
             raise ValueError(str(exc)) from None
+        for i, pat in enumerate(self.progress_patterns or ()):
+            try:
+                re.compile(pat)
+            except re.error as exc:
+                raise ValueError(f"progress_patterns[{i}]: bad regular expression {pat!r}: {exc}") from None
         if self.engine == "re2":
             from watchdog.logrules.matcher import re2_available
             if not re2_available():

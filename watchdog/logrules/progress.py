@@ -1,0 +1,53 @@
+"""Progress lines: which training-log lines say "the job completed a step".
+
+The stall rule counts a log line as progress only when it is an iteration/step report of a known
+trainer (or matches a configured pattern) and no failure rule matches it: a NaN line, an error or
+a traceback written while the job is hung is not progress (it would resolve a stall and re-page).
+Patterns are anchored on plain tokens with bounded repeats, so Python `re` runs them in linear
+time; the block is pre-filtered with `bytes.find` on lower-case literals before any regex runs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Optional, Sequence, Tuple
+
+#: The shipped patterns, one per trainer family (case-insensitive, matched per line).
+DEFAULT_PATTERNS: Tuple[str, ...] = (
+    # Megatron-LM / MindSpeed: ` iteration      120/  100000 | consumed samples: ...`
+    r"\biteration\s{0,20}\d{1,12}\s{0,4}/\s{0,20}\d{1,12}\s{0,4}\|",
+    # HF Trainer log dict: {'loss': 1.23, 'grad_norm': ..., 'learning_rate': ..., 'epoch': 0.5}
+    r"\{'loss': [0-9.e+-]{1,24}, .{0,200}'epoch': [0-9.]{1,12}\}",
+    # DeepSpeed: `[Rank 0] step=120, skipped=0, lr=[...]` and `steps: 120 loss: 1.23`
+    r"\bstep=\d{1,12}, skipped=\d{1,12}",
+    r"\bsteps: \d{1,12} loss: [0-9.]{1,24}",
+    # MindSpore: `epoch: 1 step: 120, loss is 1.23`
+    r"\bepoch: \d{1,9},? step: \d{1,12}, loss is [0-9.]{1,24}",
+)
+
+#: Lower-case substrings one of which every shipped pattern's line contains (fast pre-filter).
+_LITERALS = (b"iteration", b"'loss'", b"step=", b"steps:", b"step:")
+
+
+class ProgressMatcher:
+    """Finds whether a block of complete lines holds a progress line that is not a failure."""
+
+    def __init__(self, patterns: Optional[Sequence[str]] = None):
+        self.patterns = tuple(DEFAULT_PATTERNS if patterns is None else patterns)
+        self.regex = re.compile("|".join(f"(?:{p})" for p in self.patterns), re.IGNORECASE | re.ASCII) \
+            if self.patterns else None
+        self.literals = _LITERALS if patterns is None else ()
+
+    def found(self, block: bytes, is_failure: Callable[[str], bool]) -> bool:
+        """True when some line of `block` is a progress line no failure rule matches."""
+        if self.regex is None:
+            return False
+        if self.literals:
+            low = block.lower()
+            if not any(lit in low for lit in self.literals):
+                return False
+        text = block.decode("utf-8", "replace")
+        for line in reversed(text.splitlines()):
+            if self.regex.search(line) and not is_failure(line):
+                return True
+        return False
