@@ -28,6 +28,9 @@ class ProcessInfo:
     threads: int
     cmdline: Tuple[str, ...] = ()
     name: str = ""
+    #: The rank's HCCL settings as (name, value) pairs (`watchdog.hccl.ENV_KEYS` only) when its
+    #: environment is visible; the cascade windows follow them (see watchdog.hccl).
+    hccl_env: Tuple[Tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

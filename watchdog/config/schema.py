@@ -58,6 +58,10 @@ class JobConfig(StrictModel):
     user: Optional[str] = None
     #: Optional launcher (e.g. torchrun) whose children are the ranks.
     launcher: Optional[str] = None
+    #: The job's HCCL_EXEC_TIMEOUT / HCCL_CONNECT_TIMEOUT when the ranks' environment is not
+    #: visible (unset: the CANN defaults 1836 s / 120 s). The cascade windows follow them.
+    hccl_exec_timeout: Optional[Duration] = None
+    hccl_connect_timeout: Optional[Duration] = None
 
 
 class PathsConfig(StrictModel):

@@ -17,6 +17,7 @@ from typing import Dict, List, Optional
 
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
+from watchdog.hccl import job_timeouts
 from watchdog.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.state import StateView
 
@@ -53,6 +54,27 @@ def _hint(a, job_start: Optional[float], early_window: float) -> str:
     return a.hint
 
 
+def cascade_window(view: StateView, config: Config) -> float:
+    """How long after a root its peers' symptoms may still arrive: HCCL's exec timeout of this
+    job (they report only when it expires) plus the configured `cascade_window` as margin."""
+    return job_timeouts(view, config).exec_timeout + config.probes.logs.cascade_window
+
+
+def _job_broken_since(view: StateView) -> Optional[float]:
+    """The start of the current ranks' generation when the job is broken now (fewer ranks alive
+    than expected, or none), else None. A root older than that generation's start is from a
+    previous run and no longer in force."""
+    sample = view.latest("process")
+    obs = sample.value if sample is not None else None
+    procs = [p for p in getattr(obs, "processes", ()) if p.state != "zombie"]
+    expected = getattr(obs, "expected", None)
+    gone = getattr(obs, "gone", ())
+    if obs is None or (procs and not gone and (not expected or len(procs) >= expected)):
+        return None
+    starts = [p.create_time for p in procs if getattr(p, "create_time", None)]
+    return max(starts) if starts else 0.0
+
+
 def detect(view: StateView, config: Config) -> List[Finding]:
     cfg = config.probes.logs
     if not cfg.enabled:
@@ -62,8 +84,19 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     if not active:
         return []
     now = view.now
-    live = [a for a in active if now - a.last_at <= cfg.hold]
-    roots = [a for a in live if a.role == "root" and a.category in cfg.cascade_roots]
+    window = cascade_window(view, config)
+    broken = _job_broken_since(view)
+
+    def is_root(a) -> bool:
+        return a.role == "root" and a.category in cfg.cascade_roots
+
+    def in_force(a) -> bool:
+        # A root stays in force while the job it broke is still broken (its killed ranks gone,
+        # no restart since): its symptoms keep arriving until HCCL's own timeout and beyond.
+        return now - a.last_at <= cfg.hold or (is_root(a) and broken is not None and broken <= a.last_at)
+
+    live = [a for a in active if in_force(a)]
+    roots = [a for a in live if is_root(a)]
     folded: Dict[int, list] = {}
     standalone = []
     for a in live:
@@ -72,7 +105,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
             continue
         owner = None
         for i, r in enumerate(roots):
-            if r.first_at <= a.first_at <= r.last_at + cfg.cascade_window:
+            if r.first_at <= a.first_at <= r.last_at + window:
                 if owner is None or r.first_at < roots[owner].first_at:
                     owner = i
         if owner is None:

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 OFFSETS_FILE = "log-offsets.json"
 EVIDENCE_LINES = 5
+#: Root-cause matches are kept this long at most (see `_horizon`).
+ROOT_RETENTION = 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -132,8 +134,7 @@ class LogsProbe(Probe):
                 self.progress_at[f.source] = now
 
         self.tailer.poll(consume, now)
-        horizon = max(self.cfg.hold, self.cfg.cascade_window)
-        for key in [k for k, a in self.active.items() if now - a["last_at"] > horizon]:
+        for key in [k for k, a in self.active.items() if now - a["last_at"] > self._horizon(a["rule"])]:
             del self.active[key]
         stats = self.tailer.stats
         t = self.tailer
@@ -183,6 +184,12 @@ class LogsProbe(Probe):
                         severity=r.severity, role=r.role, text=raw.text, time=now, lines=raw.lines,
                         device=raw.device)
 
+    def _horizon(self, rule: Any) -> float:
+        """How long a match is kept after its last line: a root cause much longer than its `hold`,
+        since the detector keeps it in force while the job it broke stays broken."""
+        base = max(self.cfg.hold, self.cfg.cascade_window)
+        return max(base, ROOT_RETENTION) if rule.role == "root" else base
+
     # -- active matches across restarts ---------------------------------------------------------
     def _active_state(self) -> Dict[str, Any]:
         """The active matches as JSON, saved atomically with the offsets they belong to."""
@@ -209,12 +216,11 @@ class LogsProbe(Probe):
         if not isinstance(rows, list):
             return
         by_id = {r.id: r for r in self.rules}
-        horizon = max(self.cfg.hold, self.cfg.cascade_window)
         for row in rows:
             try:
                 rule = by_id.get(row["rule"])
                 last_at = float(row["last_at"])
-                if rule is None or now - last_at > horizon:
+                if rule is None or now - last_at > self._horizon(rule):
                     continue
                 rank = row.get("rank")
                 device = row.get("device")
