@@ -156,5 +156,39 @@ def render_markdown() -> str:
     return "\n".join(rows) + "\n"
 
 
-if __name__ == "__main__":  # pragma: no cover - `python -m watchdog.rulecatalog`
-    print(render_markdown(), end="")
+RUNBOOK_INTRO = """# Runbook
+
+One section per alert rule (the anchor is the rule name, as linked from every message). Generated
+from the rule catalog (`python -m watchdog.rulecatalog runbook`); edit the declarations in the
+detector modules, not this file. How alerts fire, group, inhibit and resolve:
+[alerting.md](alerting.md).
+
+"""
+
+
+def render_runbook() -> str:
+    """The runbook page: per rule what it means, what to check first, how it relates to other
+    rules, and how to silence it from the node."""
+    out = [RUNBOOK_INTRO]
+    for r in catalog().values():
+        inh = sorted({t for i in r.inhibits for t in i.targets})
+        by = sorted(set(inhibited_by(r.name)))
+        out.append(f"## {r.name}\n\n{r.meaning}\n\n")
+        out.append(f"- Severity: {r.severity}; fires after `for` {_dur(r.default_for)} (`alerting.for.{r.name}`).\n")
+        if r.first_check:
+            out.append(f"- Check first: {r.first_check}\n")
+        if r.same_event:
+            out.append(f"- Same event as: {', '.join(f'`{x}`' for x in r.same_event)} (the first to fire pages).\n")
+        if inh:
+            out.append(f"- While firing, mutes its symptoms: {', '.join(f'`{x}`' for x in inh)}.\n")
+        if by:
+            out.append(f"- Muted while one of these fires: {', '.join(f'`{x}`' for x in by)}.\n")
+        out.append(f"- Silence it on the node: `npu-watchdog silence add -m rule={r.name} --for 2h "
+                   f"--comment \"why\"` (add `-m rank=N` or `-m npu=N` to narrow it).\n\n")
+    return "".join(out).rstrip("\n") + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m watchdog.rulecatalog [table|runbook]`
+    import sys
+
+    print(render_runbook() if sys.argv[1:] == ["runbook"] else render_markdown(), end="")
