@@ -93,20 +93,35 @@ def demo_config(node: SimulatedNode, out: Path, receiver_url: str, port: int, sp
 
 @dataclass
 class StepResult:
+    """One step and what it sent. A fault expects exactly one firing message per channel (and,
+    when the step waits for recovery, exactly one resolved message); a benign step expects none."""
+
     name: str
     expect: Optional[str]
     injected_at: float
     detected_at: Optional[float] = None
     delivered_at: Optional[float] = None
     alerts: List[Dict[str, Any]] = field(default_factory=list)
+    #: Firing messages on the webhook copy (the timeline channel).
     messages: int = 0
     note: str = ""
+    expect_messages: int = 1
+    #: Resolved messages expected after recovery (None: not checked, the step does not recover).
+    expect_resolved: Optional[int] = None
+    resolved: int = 0
+    #: channel -> {"firing": n, "resolved": m}, counted until the next step starts.
+    channels: Dict[str, Dict[str, int]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        if self.expect is None:
-            return self.messages == 0
-        return self.delivered_at is not None
+        want_firing = 0 if self.expect is None else self.expect_messages
+        if self.expect is not None and self.delivered_at is None:
+            return False
+        if self.messages != want_firing:
+            return False
+        if self.expect_resolved is not None and self.resolved != self.expect_resolved:
+            return False
+        return all(c.get("firing", 0) == want_firing for c in self.channels.values())
 
 
 class DemoRun:
@@ -210,20 +225,37 @@ class DemoRun:
         return out
 
     def messages_since(self, t: float, status: str = "firing") -> List[Dict[str, Any]]:
-        return [r.body | {"_received_at": r.at} for r in self.receiver.hooks()
+        return [dict(r.body, _received_at=r.at) for r in self.receiver.hooks()
                 if r.at >= t and r.body.get("status") == status]
+
+    def channel_counts(self, since: float, until: Optional[float] = None) -> Dict[str, Dict[str, int]]:
+        """Messages per channel and status received in [since, until): the on-call view of a step."""
+        out: Dict[str, Dict[str, int]] = {"timeline": {"firing": 0, "resolved": 0},
+                                          "oncall-slack": {"firing": 0, "resolved": 0}}
+        for r in list(self.receiver.received):
+            if r.at < since or (until is not None and r.at >= until):
+                continue
+            if r.path.startswith("/hook"):
+                status = r.body.get("status", "firing")
+                if r.body.get("kind", r.body.get("status")) in ("reminder", "refresh"):
+                    continue
+                out["timeline"]["resolved" if status == "resolved" else "firing"] += 1
+            elif r.path.startswith("/slack"):
+                first = (plain_lines(r.body) or [""])[0]
+                out["oncall-slack"]["resolved" if "RESOLVED" in first else "firing"] += 1
+        return out
 
     def say(self, text: str) -> None:
         self.stream.write(f"[{time.time() - self.t0:6.1f}s] {text}\n")
         self.stream.flush()
 
     # -- steps ------------------------------------------------------------------------------
-    def wait_for_alert(self, res: StepResult, rule: str, timeout: float) -> None:
+    def wait_for_alert(self, res: StepResult, rules: tuple, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if res.detected_at is None and any(f["rule"] == rule for f in self.findings()):
+            if res.detected_at is None and any(f["rule"] in rules for f in self.findings()):
                 res.detected_at = time.time()
-            alerts = [a for a in self.firing_alerts_since(res.injected_at) if a["labels"].get("alertname") == rule]
+            alerts = [a for a in self.firing_alerts_since(res.injected_at) if a["labels"].get("alertname") in rules]
             if alerts:
                 res.delivered_at = min(a["_received_at"] for a in alerts)
                 if res.detected_at is None:
@@ -236,16 +268,20 @@ class DemoRun:
         time.sleep(seconds)
         msgs = self.messages_since(res.injected_at)
         res.messages = len(msgs)
+        res.channels = self.channel_counts(res.injected_at)
         res.alerts = [a for m in msgs for a in m.get("alerts", []) if a.get("status") == "firing"]
 
     def run_step(self, name: str, expect: Optional[str], inject: Callable[[], None], budget: float,
-                 settle: float, recover: Optional[Callable[[], None]] = None, note: str = "") -> StepResult:
+                 settle: float, recover: Optional[Callable[[], None]] = None, note: str = "",
+                 accept: Optional[tuple] = None) -> StepResult:
+        """`expect` is the rule that should page (None: nothing should); `accept` the rules that may
+        carry the page instead (one event seen by two probes)."""
         s = self.speed
         self.say(f"--- {name}")
         res = StepResult(name, expect, time.time(), note=note)
         inject()
         if expect:
-            self.wait_for_alert(res, expect, budget * s)
+            self.wait_for_alert(res, accept or (expect,), budget * s)
             self.settle(res, settle * s)
             if res.delivered_at:
                 self.say(f"    detected after {res.detected_at - res.injected_at:.1f}s, "
@@ -268,14 +304,24 @@ class DemoRun:
         if self.echo and got:
             self.receiver.print_slack(got[0].body, got[0].at, max_lines=max_lines)
 
-    def wait_resolved(self, timeout: float) -> bool:
-        """Wait until the daemon reports nothing in force (findings cleared)."""
+    def wait_resolved(self, timeout: float, step: Optional[StepResult] = None) -> bool:
+        """Wait until the daemon reports nothing in force (findings cleared); with `step`, also
+        for its resolved message, then record the step's message counts per channel."""
         deadline = time.monotonic() + timeout * self.speed
+        cleared = False
         while time.monotonic() < deadline:
             if not self.findings():
-                return True
+                cleared = True
+                if step is None or self.messages_since(step.injected_at, "resolved"):
+                    break
             time.sleep(0.3)
-        return False
+        if step is not None:
+            time.sleep(max(2.0, 2 * self.speed))  # a second (wrong) message would arrive by now
+            step.resolved = len(self.messages_since(step.injected_at, "resolved"))
+            step.expect_resolved = 1
+            step.channels = self.channel_counts(step.injected_at)
+            self.say(f"    {step.resolved} resolved message(s); per channel {step.channels}")
+        return cleared
 
     def restart_job(self) -> None:
         self.node.stop_job()
@@ -305,23 +351,28 @@ class DemoRun:
         got = self.messages_since(rec.injected_at, "resolved")
         rec.delivered_at = got[0]["_received_at"] if got else None
         rec.detected_at = rec.delivered_at
-        rec.messages = len(got)
+        time.sleep(max(2.0, 2 * s))  # a second (wrong) message would arrive by now
+        rec.expect_messages, rec.expect_resolved = 0, 1
+        rec.messages = len(self.messages_since(rec.injected_at))
+        rec.resolved = len(self.messages_since(rec.injected_at, "resolved"))
+        rec.channels = self.channel_counts(rec.injected_at)
         self.say(f"    resolved message {'after %.1fs' % (rec.delivered_at - rec.injected_at) if got else 'NOT received'}")
         if got:
             self.show_first_message(rec.injected_at, max_lines=6, resolved=True)
         self.results.append(rec)
-        self.run_step("NaN loss on every rank", "loss_nan", lambda: node.set_mode("nan"), budget=30, settle=4,
-                      recover=lambda: node.set_mode("train"))
-        self.wait_resolved(40)
+        nan = self.run_step("NaN loss on every rank", "loss_nan", lambda: node.set_mode("nan"), budget=30, settle=4,
+                            recover=lambda: node.set_mode("train"), accept=("loss_nan", "log_nan"))
+        self.wait_resolved(40, nan)
         oom_rank, lost_card, crash_rank = 3 % node.npus, min(5, node.npus - 2), min(6, node.npus - 1)
-        self.run_step(f"NPU out of memory on rank {oom_rank} (peers then time out in HCCL)", "log_oom",
-                      lambda: node.set_mode("peer_failed", {oom_rank: "oom"}, failed_rank=oom_rank,
-                                            hccl_timeout_seconds=3 * s),
-                      budget=30, settle=8, recover=self.restart_job)
-        self.wait_resolved(60)
-        self.run_step(f"card lost: NPU {lost_card} disappears from npu-smi", "npu_missing",
-                      lambda: node.set_device(lost_card, gone=True), budget=30, settle=4, recover=self.restart_job)
-        self.wait_resolved(60)
+        oom = self.run_step(f"NPU out of memory on rank {oom_rank} (peers then time out in HCCL)", "log_oom",
+                            lambda: node.set_mode("peer_failed", {oom_rank: "oom"}, failed_rank=oom_rank,
+                                                  hccl_timeout_seconds=3 * s),
+                            budget=30, settle=8, recover=self.restart_job)
+        self.wait_resolved(60, oom)
+        card = self.run_step(f"card lost: NPU {lost_card} disappears from npu-smi", "npu_missing",
+                             lambda: node.set_device(lost_card, gone=True), budget=30, settle=4,
+                             recover=self.restart_job)
+        self.wait_resolved(60, card)
         self.run_step(f"rank crash: rank {crash_rank} is killed", "rank_missing", lambda: node.kill_rank(crash_rank),
                       budget=30, settle=4)
         return self.results
@@ -335,11 +386,14 @@ class DemoRun:
 
 
 def summary_table(results: List[StepResult]) -> str:
-    rows = [("step", "expected", "detected", "delivered", "messages", "result")]
+    rows = [("step", "expected", "detected", "delivered", "firing/resolved", "result")]
     for r in results:
         det = f"+{r.detected_at - r.injected_at:.1f}s" if r.detected_at else "-"
         dlv = f"+{r.delivered_at - r.injected_at:.1f}s" if r.delivered_at else "-"
-        rows.append((r.name[:48], r.expect or "no alert", det, dlv, str(r.messages), "ok" if r.ok else "MISSED"))
+        want = 0 if r.expect is None else r.expect_messages
+        counts = f"{r.messages}/{r.resolved}" + ("" if r.expect_resolved is None else f" (want {want}/{r.expect_resolved})")
+        verdict = "ok" if r.ok else ("MISSED" if r.expect and r.delivered_at is None else "WRONG COUNT")
+        rows.append((r.name[:48], r.expect or "no alert", det, dlv, counts, verdict))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
