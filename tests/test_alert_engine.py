@@ -367,3 +367,24 @@ def test_first_page_does_not_wait_for_a_long_window(tmp_path, rx, engines):
         if e.outbox.stats()[0] or rx.requests:
             break
     assert e.clock.now - start <= window + 0.5
+
+
+def test_an_incident_resolves_once_when_its_last_alert_clears(tmp_path, rx, engines):
+    """Alerts sent in one message clear at different times (ranks resume one by one, log holds end
+    apart): one resolved message when the last has cleared, even across a restart meanwhile."""
+    cfg = make_config(tmp_path, rx.url)
+    e = new_engine(engines, cfg)
+    d = Driver(e)
+    nans = [f("loss_nan", "critical", rank=str(r)) for r in range(4)]
+    d.hold(nans, 2.0)
+    assert len(rx.wait_for(1)) == 1
+    d.hold(nans[2:], 3.0)  # ranks 0 and 1 are fine again: resolved, waiting for the others
+    d.hold(nans[3:], 3.0)
+    e.close()
+    e2 = new_engine(engines, cfg, clock=e.clock)
+    Driver(e2).hold(nans[3:], 1.0)
+    from watchdog.rulecatalog import warmup
+    Driver(e2).hold([], warmup("loss_nan", cfg, nans[3].to_dict()) + 3.0, step=0.5)
+    settle(e2)
+    got = [(m.json["status"], len(m.json["alerts"])) for m in rx.requests]
+    assert got == [("firing", 4), ("resolved", 4)], got

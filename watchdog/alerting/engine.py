@@ -147,10 +147,8 @@ class AlertEngine:
         self._schedule(mute, now, tr.changed)
         notes = self._flush(mute, now, tr.changed)
         notes += self._reminders(mute, now, tr.changed)
-        by_group: Dict[str, List[AlertRow]] = {}
-        for a in tr.resolved:
-            by_group.setdefault(group_key(a.labels), []).append(a)
-        notes += [self._notification("resolved", batch, now) for batch in by_group.values()]
+        notes += [self._notification("resolved", batch, now)
+                  for batch in lifecycle.incident_resolutions(self.alerts, tr)]
         notes += self._am_refresh(mute, now)
         # Commit state and notifications together, before any send.
         self.store.save_alerts([self.alerts[fp] for fp in tr.changed if fp in self.alerts], tr.deleted)
@@ -208,7 +206,10 @@ class AlertEngine:
                 batch.append(a)
                 changed.add(a.fp)
             if batch:
-                notes.append(self._notification("firing", batch, now))
+                note = self._notification("firing", batch, now)
+                for a in batch:
+                    a.incident = a.incident or note["ikey"]
+                notes.append(note)
         return notes
 
     def _reminders(self, mute: Dict[str, Optional[str]], now: float, changed: Set[str]) -> List[Dict[str, Any]]:

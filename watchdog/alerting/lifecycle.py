@@ -2,7 +2,11 @@
 
 Each finding fingerprint (`Finding.key`) moves through:
 
-    (absent) -> pending --[held for its `for`]--> firing --[absent for resolve_delay]--> resolved (deleted)
+    (absent) -> pending --[held for its `for`]--> firing --[absent for resolve_delay]--> resolved
+
+A resolved alert that was sent waits in `resolved` for the rest of its incident (the alerts sent
+in the same firing message): the incident resolves in one message when its last alert has
+(see `incident_resolutions`); a finding that comes back meanwhile returns to firing, unpaged.
 
 The restart rule: an alert restored from disk carries `held_until` (the start time plus the
 warm-up its detector needs to see fresh evidence, see `Rule.warmup`). Until then its absence
@@ -29,7 +33,7 @@ class Transitions:
 
     #: Alerts that moved pending -> firing in this pass.
     fired: List[AlertRow] = field(default_factory=list)
-    #: Firing alerts that resolved in this pass and had been notified (a resolved message is due).
+    #: Alerts whose incident resolved in this pass (a resolved message is due).
     resolved: List[AlertRow] = field(default_factory=list)
     #: Fingerprints whose row must be deleted from the store.
     deleted: List[str] = field(default_factory=list)
@@ -55,6 +59,8 @@ def observe(alerts: Dict[str, AlertRow], present: Mapping[str, Finding], now: fl
                      extra={"finding": f.to_dict(), "event": "finding_new"})
         else:
             a.last_seen = now
+            if a.state == "resolved":
+                a.state = "firing"  # back before its incident resolved: still the same page
             if a.state == "firing" and a.notified and SEVERITY_RANK[f.severity] > SEVERITY_RANK.get(a.severity, 0):
                 log.warning("alert %s escalated %s -> %s: %s", f.rule, a.severity, f.severity, f.summary,
                             extra={"finding": f.to_dict(), "event": "finding_changed"})
@@ -93,11 +99,29 @@ def advance(alerts: Dict[str, AlertRow], present: Mapping[str, Finding], now: fl
             log.info("alert %s resolved after %.0fs absent: %s", a.rule, now - a.last_seen,
                      a.finding.get("summary", ""), extra={"finding": a.finding, "event": "finding_resolved"})
             if a.notified:
-                tr.resolved.append(a)
-            del alerts[fp]
-            tr.deleted.append(fp)
+                a.state = "resolved"
+                tr.changed.add(fp)
+            else:
+                del alerts[fp]
+                tr.deleted.append(fp)
         if a.held_until is not None and now >= a.held_until:
             a.held_until = None  # warmed up: from now on the normal rules apply
+
+
+def incident_resolutions(alerts: Dict[str, AlertRow], tr: Transitions) -> List[List[AlertRow]]:
+    """Incidents whose every alert has resolved: each is one resolved message (the rows are
+    removed). Alerts sent without an incident (older state files) resolve on their own."""
+    firing = {a.incident for a in alerts.values() if a.state == "firing" and a.incident}
+    done: Dict[str, List[AlertRow]] = {}
+    for a in alerts.values():
+        if a.state == "resolved" and (a.incident is None or a.incident not in firing):
+            done.setdefault(a.incident or a.fp, []).append(a)
+    for batch in done.values():
+        for a in batch:
+            del alerts[a.fp]
+            tr.deleted.append(a.fp)
+            tr.resolved.append(a)
+    return list(done.values())
 
 
 def step(alerts: Dict[str, AlertRow], present: Mapping[str, Finding], now: float,
@@ -106,4 +130,5 @@ def step(alerts: Dict[str, AlertRow], present: Mapping[str, Finding], now: float
     tr = Transitions()
     observe(alerts, present, now, tr)
     advance(alerts, present, now, for_rule, resolve_delay, tr)
+    incident_resolutions(alerts, tr)
     return tr

@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS alerts (
     notified INTEGER NOT NULL DEFAULT 0,
     last_notified REAL,
     snapshot TEXT,
-    muted TEXT
+    muted TEXT,
+    incident TEXT
 );
 CREATE TABLE IF NOT EXISTS silences (
     id TEXT PRIMARY KEY,
@@ -81,7 +82,7 @@ class AlertRow:
     severity: str
     labels: Dict[str, str]
     finding: Dict[str, Any]
-    state: str  # "pending" | "firing"
+    state: str  # "pending" | "firing" | "resolved" (sent, waiting for the rest of its incident)
     pending_since: float
     firing_since: Optional[float] = None
     last_seen: float = 0.0
@@ -90,6 +91,9 @@ class AlertRow:
     snapshot: Optional[str] = None
     #: Why the last flush did not send it ("silenced:<id>", "inhibited:<rule>") or None.
     muted: Optional[str] = None
+    #: The firing message (its idempotency key) this alert was first sent in: the alerts of one
+    #: incident resolve together, in one message, when the last of them has resolved.
+    incident: Optional[str] = None
     #: Restored after a restart: held (neither resolved nor re-paged) until this time, while its
     #: detector warms up again. In memory only: every start computes it afresh.
     held_until: Optional[float] = None
@@ -171,6 +175,9 @@ class AlertStore:
                          " LIMIT 1").fetchall()
         self._db.execute("SELECT id, channel, created, ikey, kind, body, attempts, next_at, last_error FROM outbox"
                          " LIMIT 1").fetchall()
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(alerts)").fetchall()}
+        if "incident" not in cols:  # a state file from before incidents were tracked
+            self._db.execute("ALTER TABLE alerts ADD COLUMN incident TEXT")
         self._rename_job_label()
 
     def _rename_job_label(self) -> None:
@@ -215,12 +222,12 @@ class AlertStore:
         with self._lock:
             rows = self._db.execute(
                 "SELECT fp, rule, severity, labels, finding, state, pending_since, firing_since, last_seen,"
-                " notified, last_notified, snapshot, muted FROM alerts").fetchall()
+                " notified, last_notified, snapshot, muted, incident FROM alerts").fetchall()
         out = {}
         for r in rows:
             try:
                 out[r[0]] = AlertRow(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6], r[7], r[8],
-                                     bool(r[9]), r[10], r[11], r[12])
+                                     bool(r[9]), r[10], r[11], r[12], incident=r[13])
             except (ValueError, TypeError) as exc:
                 log.error("alert %s in %s is damaged (%s); it is dropped", r[0], self.path, exc)
         return out
@@ -231,10 +238,12 @@ class AlertStore:
         with self._tx() as db:
             for a in changed:
                 db.execute(
-                    "INSERT OR REPLACE INTO alerts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT OR REPLACE INTO alerts (fp, rule, severity, labels, finding, state, pending_since,"
+                    " firing_since, last_seen, notified, last_notified, snapshot, muted, incident)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (a.fp, a.rule, a.severity, json.dumps(a.labels), json.dumps(a.finding, default=str), a.state,
                      a.pending_since, a.firing_since, a.last_seen, int(a.notified), a.last_notified,
-                     a.snapshot, a.muted))
+                     a.snapshot, a.muted, a.incident))
             for fp in deleted:
                 db.execute("DELETE FROM alerts WHERE fp=?", (fp,))
 

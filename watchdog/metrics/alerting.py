@@ -50,7 +50,7 @@ def samples(rt: Any) -> Iterator[MetricSample]:
             if a.muted:
                 reason = a.muted.split(":", 1)[0]
                 muted[reason] = muted.get(reason, 0) + 1
-        else:
+        elif a.state == "pending":
             pending += 1
     for (rule, sev), n in sorted(firing.items()):
         yield MetricSample("npu_watchdog_alerts_firing", {"rule": rule, "severity": sev}, n)
