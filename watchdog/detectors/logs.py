@@ -13,7 +13,7 @@ A log line is a point in time, not a state, so a finding needs an end: it resolv
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
@@ -75,6 +75,27 @@ def _job_broken_since(view: StateView) -> Optional[float]:
     return max(starts) if starts else 0.0
 
 
+def _fold(live: list, roots: list, window: float) -> Tuple[list, Dict[int, list]]:
+    """Split the live matches into standalone ones and cascades folded into a root (by the
+    root's index; the earliest root whose window covers the cascade's start owns it)."""
+    folded: Dict[int, list] = {}
+    standalone = []
+    for a in live:
+        if a.role != "cascade":
+            standalone.append(a)
+            continue
+        owner = None
+        for i, r in enumerate(roots):
+            if r.first_at <= a.first_at <= r.last_at + window:
+                if owner is None or r.first_at < roots[owner].first_at:
+                    owner = i
+        if owner is None:
+            standalone.append(a)
+        else:
+            folded.setdefault(owner, []).append(a)
+    return standalone, folded
+
+
 def detect(view: StateView, config: Config) -> List[Finding]:
     cfg = config.probes.logs
     if not cfg.enabled:
@@ -96,22 +117,10 @@ def detect(view: StateView, config: Config) -> List[Finding]:
         return now - a.last_at <= cfg.hold or (is_root(a) and broken is not None and broken <= a.last_at)
 
     live = [a for a in active if in_force(a)]
-    roots = [a for a in live if is_root(a)]
-    folded: Dict[int, list] = {}
-    standalone = []
-    for a in live:
-        if a.role != "cascade":
-            standalone.append(a)
-            continue
-        owner = None
-        for i, r in enumerate(roots):
-            if r.first_at <= a.first_at <= r.last_at + window:
-                if owner is None or r.first_at < roots[owner].first_at:
-                    owner = i
-        if owner is None:
-            standalone.append(a)
-        else:
-            folded.setdefault(owner, []).append(a)
+    # Every root still remembered folds its cascades, in force or not: a peer's HCCL timeout
+    # arriving after the OOM resolved (the job was restarted) is still that OOM's symptom.
+    roots = [a for a in active if is_root(a)]
+    standalone, folded = _fold(live, roots, window)
     job_start = _job_start(view)
     root_index = {id(r): i for i, r in enumerate(roots)}
     return [_finding(a, folded.get(root_index.get(id(a), -1), []), view, config, job_start) for a in standalone]
