@@ -388,3 +388,20 @@ def test_an_incident_resolves_once_when_its_last_alert_clears(tmp_path, rx, engi
     settle(e2)
     got = [(m.json["status"], len(m.json["alerts"])) for m in rx.requests]
     assert got == [("firing", 4), ("resolved", 4)], got
+
+
+def test_interleaved_nan_ranks_and_the_longer_log_hold_page_and_resolve_once(tmp_path, rx, engines):
+    """As seen in the demo: six ranks' loss_nan, then every rank's log_nan, then two late ranks'
+    loss_nan; the heartbeat clears first while the log lines hold longer. One page, one resolve."""
+    e = new_engine(engines, make_config(tmp_path, rx.url, group_window="3s", resolve_delay="2s"))
+    d = Driver(e)
+    hb = [f("loss_nan", "critical", rank=str(r)) for r in range(8)]
+    lg = [f("log_nan", "critical", rank=str(r), log_rule="loss_nan") for r in range(8)]
+    d.hold(hb[:6], 0.2)
+    d.hold(hb[:6] + lg, 0.6)
+    d.hold(hb + lg, 5.0)
+    d.hold(lg, 8.0)  # the heartbeat is fine again; the log match holds on
+    d.hold([], 4.0)
+    settle(e)
+    got = [(m.json["status"], sorted({a["labels"]["alertname"] for a in m.json["alerts"]})) for m in rx.requests]
+    assert got == [("firing", ["loss_nan"]), ("resolved", ["loss_nan"])], got

@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Optional, Set
 
 from watchdog.alerting import lifecycle
 from watchdog.alerting.grouping import Groups, group_key
-from watchdog.alerting.muting import FiringIndex, Muter
+from watchdog.alerting.muting import FiringIndex, Muter, mutual, source_alert
 from watchdog.alerting.outbox import DeadMan, Outbox
 from watchdog.alerting.render import dashboard_link
 from watchdog.alerting.routing import route
@@ -147,8 +147,9 @@ class AlertEngine:
         self._schedule(mute, now, tr.changed)
         notes = self._flush(mute, now, tr.changed)
         notes += self._reminders(mute, now, tr.changed)
-        notes += [self._notification("resolved", batch, now)
-                  for batch in lifecycle.incident_resolutions(self.alerts, tr)]
+        for batch in lifecycle.incident_resolutions(self.alerts, tr):
+            # Alerts folded into the page without being shown (same event) are not listed either.
+            notes.append(self._notification("resolved", [a for a in batch if a.last_notified] or batch, now))
         notes += self._am_refresh(mute, now)
         # Commit state and notifications together, before any send.
         self.store.save_alerts([self.alerts[fp] for fp in tr.changed if fp in self.alerts], tr.deleted)
@@ -170,7 +171,27 @@ class AlertEngine:
             if a.state == "firing" and a.notified and a.muted != mute[a.fp]:
                 a.muted = mute[a.fp]
                 tr.changed.add(a.fp)
+        self._fold_same_event(mute, index, tr.changed)
         return mute
+
+    def _fold_same_event(self, mute: Dict[str, Optional[str]], index: FiringIndex, changed: Set[str]) -> None:
+        """An alert muted by a same-event peer that has paged joins that page's incident: it is
+        never paged on its own (not even when the peer resolves first) and the incident resolves
+        only when it has cleared too."""
+        rules = self.config.alerting.inhibitions
+        for a in self.alerts.values():
+            reason = mute.get(a.fp) or ""
+            if a.state != "firing" or a.notified or not reason.startswith("inhibited:"):
+                continue
+            src = reason.split(":", 1)[1]
+            if not mutual(rules, src, a.rule):
+                continue
+            peer = self.alerts.get(source_alert(a, src, index, rules) or "")
+            if peer is not None and peer.notified and peer.incident:
+                a.notified, a.incident, a.muted = True, peer.incident, reason
+                log.info("alert %s folded into the page of %s (same event)", a.rule, peer.rule,
+                         extra={"event": "alert_folded"})
+                changed.add(a.fp)
 
     def _schedule(self, mute: Dict[str, Optional[str]], now: float, changed: Set[str]) -> None:
         """Open the group of every firing alert not yet sent; record why a muted one waits."""

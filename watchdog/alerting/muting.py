@@ -34,19 +34,19 @@ def _key(labels: Dict[str, str], equal: Sequence[str]) -> Key:
 class FiringIndex:
     """The firing alerts by (rule, equal-label values), keeping the highest-precedence one."""
 
-    best: Dict[Tuple[str, Key], Rank]
+    best: Dict[Tuple[str, Key], Tuple[Rank, str]]
 
     @classmethod
     def build(cls, alerts: Iterable[AlertRow], rules: Sequence[InhibitRule]) -> "FiringIndex":
         equals = {tuple(r.equal) for r in rules}
-        best: Dict[Tuple[str, Key], Rank] = {}
+        best: Dict[Tuple[str, Key], Tuple[Rank, str]] = {}
         for a in alerts:
             if a.state != "firing":
                 continue
             for eq in equals:
                 k = (a.rule, _key(a.labels, eq))
-                if k not in best or _rank(a) < best[k]:
-                    best[k] = _rank(a)
+                if k not in best or _rank(a) < best[k][0]:
+                    best[k] = (_rank(a), a.fp)
         return cls(best)
 
 
@@ -87,8 +87,19 @@ class Muter:
         return inhibitor(a, index, rules)
 
 
-def _mutual(rules: Sequence[InhibitRule], src: str, dst: str) -> bool:
+def mutual(rules: Sequence[InhibitRule], src: str, dst: str) -> bool:
+    """Whether `src` and `dst` inhibit each other (one event seen by two probes)."""
     return any(dst in r.source and src in r.target for r in rules)
+
+
+def source_alert(a: AlertRow, src: str, index: FiringIndex, rules: Sequence[InhibitRule]) -> Optional[str]:
+    """The fingerprint of the `src` alert that mutes `a` (its highest-precedence one)."""
+    for rule in rules:
+        if a.rule in rule.target and src in rule.source:
+            got = index.best.get((src, _key(a.labels, rule.equal)))
+            if got is not None:
+                return got[1]
+    return None
 
 
 def inhibitor(a: AlertRow, index: FiringIndex, rules: Sequence[InhibitRule]) -> Optional[str]:
@@ -103,7 +114,11 @@ def inhibitor(a: AlertRow, index: FiringIndex, rules: Sequence[InhibitRule]) -> 
             got = index.best.get((src, key))
             if got is None:
                 continue
-            if _mutual(rules, src, a.rule) and not got < _rank(a):
-                continue  # a same-event peer that came later does not mute the one that paged
+            if mutual(rules, src, a.rule):
+                # Same event: the rule that paged (or fired) first carries it; its own alerts are
+                # never muted by the peer rule, whatever order their ranks came in.
+                mine = index.best.get((a.rule, key))
+                if mine is not None and not got[0] < mine[0]:
+                    continue
             return f"inhibited:{src}"
     return None
