@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -57,8 +58,10 @@ def demo_config(node: SimulatedNode, out: Path, receiver_url: str, port: int, sp
         "probes": {
             "jitter": "0s",
             "history": "30m",
-            "process": {"enabled": True, "interval": _d(1 * s), "cmdline": r"watchdog\.demo\.rank",
-                        "parent": r"watchdog\.demo\.launcher", "expected": node.npus,
+            # Scoped to this node's folder: other simulated nodes on the machine are not our ranks.
+            "process": {"enabled": True, "interval": _d(1 * s),
+                        "cmdline": r"watchdog\.demo\.rank " + re.escape(r) + r"( |$)",
+                        "parent": r"watchdog\.demo\.launcher " + re.escape(r) + r"( |$)", "expected": node.npus,
                         "start_grace": _d(60 * s), "zombie_after": _d(5 * s)},
             "heartbeat": {"enabled": True, "interval": _d(1 * s), "paths": [f"{r}/hb/rank*.json"],
                           "stale_after": {"init": _d(60 * s), "train": _d(20 * s), "eval": _d(60 * s),
@@ -89,6 +92,15 @@ def demo_config(node: SimulatedNode, out: Path, receiver_url: str, port: int, sp
         },
         "snapshots": {"enabled": True, "budget": "10s", "min_interval": _d(30 * s)},
     }
+
+
+def _merge(base: Dict[str, Any], over: Dict[str, Any]) -> None:
+    """Deep-merge `over` into `base` (dicts merge key by key; anything else replaces)."""
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            _merge(base[k], v)
+        else:
+            base[k] = v
 
 
 @dataclass
@@ -139,8 +151,7 @@ class DemoRun:
         self.receiver = Receiver(out=stream, echo=echo and verbose)
         self.port = free_port()
         self.config = demo_config(self.node, out, self.receiver.url, self.port, self.speed)
-        for section, values in (overrides or {}).items():
-            self.config.setdefault(section, {}).update(values)
+        _merge(self.config, overrides or {})
         self.config_path = out / "config.yaml"
         self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
         self.daemon: Optional[subprocess.Popen] = None
@@ -318,6 +329,7 @@ class DemoRun:
         if step is not None:
             time.sleep(max(2.0, 2 * self.speed))  # a second (wrong) message would arrive by now
             step.resolved = len(self.messages_since(step.injected_at, "resolved"))
+            step.messages = len(self.messages_since(step.injected_at))
             step.expect_resolved = 1
             step.channels = self.channel_counts(step.injected_at)
             self.say(f"    {step.resolved} resolved message(s); per channel {step.channels}")
