@@ -2,7 +2,7 @@
 
 Run by hand (`make bench`, or `python bench/bench_detection.py [--quick] [--repeat N] [--keep DIR]`).
 Nothing here is shortened: the daemon runs with its shipped defaults for every threshold, probe
-interval (10 s, 1 s jitter), `for` delay and the 30 s alert group window. The config sets only
+interval (10 s, 1 s jitter), `for` delay and the 2 s alert group window. The config sets only
 what a deployment must: paths (state dir, heartbeat files, log sources of kind training and
 plog), how to recognise the ranks (command line `watchdog.demo.rank`, launcher
 `watchdog.demo.launcher`), the npu probe's npu-smi (the fake one of tests/fakes, on a private
@@ -24,7 +24,7 @@ the fault lands anywhere in the probes' 10 s cycle), then injects:
 Measured per scenario: detected (the finding first shows in /api/status, polled every 0.25 s)
 and delivered (the webhook copy reaches the receiver), both from the fault (or last progress).
 Targets (issue spec): stall delivered < 3 min after the last progress; a NaN/OOM/HCCL log line
-< 5 s + group window; a dead rank < 15 s + group window. Anchors: Huawei MindCluster's hang
+delivered < 10 s after it was written; a dead rank < 15 s after the kill. Anchors: Huawei MindCluster's hang
 rule ~5 min, DLRover 5-10 min, HCCL's own timeout ~30 min.
 
 `--quick` runs only the three log scenarios (about 3 minutes); the full run takes about 8.
@@ -57,7 +57,7 @@ from watchdog.config.schema import Config  # noqa: E402
 from watchdog.demo.node import SimulatedNode  # noqa: E402
 from watchdog.demo.receiver import Receiver  # noqa: E402
 
-GROUP_WINDOW = 30.0  # the shipped default of alerting.group_window (checked against the schema below)
+GROUP_WINDOW = 2.0  # the shipped default of alerting.group_window (checked against the schema below)
 ANCHORS = "MindCluster hang rule ~5 min, DLRover 5-10 min, HCCL's own timeout ~30 min (HCCL_EXEC_TIMEOUT 1800 s)"
 
 
@@ -100,7 +100,9 @@ def default_config(node: SimulatedNode, state: Path, receiver_url: str) -> Dict[
         "job": {"name": "bench-job"},
         "paths": {"state_dir": str(state)},
         "probes": {
-            "process": {"enabled": True, "cmdline": r"watchdog\.demo\.rank", "parent": r"watchdog\.demo\.launcher"},
+            # Scoped to this node's folder: simulated nodes of other runs on the machine are not ours.
+            "process": {"enabled": True, "cmdline": r"watchdog\.demo\.rank " + re.escape(str(r)) + r"( |$)",
+                        "parent": r"watchdog\.demo\.launcher " + re.escape(str(r)) + r"( |$)"},
             "heartbeat": {"enabled": True, "paths": [f"{r}/hb/rank*.json"]},
             "npu": {"enabled": True, "npu_smi": node.npu_smi},
             "logs": {"enabled": True, "sources": [
@@ -192,13 +194,14 @@ def inject_stall(b: "Bench") -> float:
 
 
 SCENARIOS = [
-    Scenario("nan", "log_nan", "NaN loss line in rank 0's training log", 5 + GROUP_WINDOW, "< 5 s + 30 s",
+    # Targets: a log-visible failure pages within 10 s of the line, a dead rank within 15 s.
+    Scenario("nan", "log_nan", "NaN loss line in rank 0's training log", 10, "< 10 s",
              inject_nan, budget=120),
-    Scenario("oom", "log_oom", "NPU OOM traceback in rank 3's training log", 5 + GROUP_WINDOW, "< 5 s + 30 s",
+    Scenario("oom", "log_oom", "NPU OOM traceback in rank 3's training log", 10, "< 10 s",
              inject_oom, budget=120),
-    Scenario("hccl", "log_hccl", "HCCL EI0002 notify-wait timeout in rank 2's plog", 5 + GROUP_WINDOW,
-             "< 5 s + 30 s", inject_hccl, budget=120),
-    Scenario("dead_rank", "rank_missing", "rank 6 SIGKILLed", 15 + GROUP_WINDOW, "< 15 s + 30 s",
+    Scenario("hccl", "log_hccl", "HCCL EI0002 notify-wait timeout in rank 2's plog", 10,
+             "< 10 s", inject_hccl, budget=120),
+    Scenario("dead_rank", "rank_missing", "rank 6 SIGKILLed", 15, "< 15 s",
              inject_dead_rank, budget=120, restart_job_after=True),
     Scenario("stall", "stall", "every rank hangs (collective hang)", 180, "< 3 min", inject_stall, budget=420,
              restart_job_after=True),
