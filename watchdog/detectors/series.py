@@ -341,7 +341,7 @@ class Progress:
 
 
 def job_progress(view: StateView, config: Config) -> Progress:
-    """"No progress" means no heartbeat step advance AND no new training log line: the job's
+    """"No progress" means no heartbeat step advance AND no progress line in the log: the job's
     progress time is the newest over the configured sources. A configured source whose probe is
     down makes the answer unknown (at=None): a blind watcher cannot claim "no progress"."""
     times: List[float] = []

@@ -4,7 +4,8 @@ A heartbeat-silence-only rule is wrong most of the time (checkpoints, eval, idle
 HCCL's own timeout reports a hung collective only after ~30 minutes. So a stall is called only
 when independent signals agree for a phase-dependent duration of wall time:
 
-    no progress      no heartbeat step/phase change and no new training log line
+    no progress      no heartbeat step/phase change and no progress line in the training log
+                     (an iteration/step report no failure rule matches)
     AND no device activity   every job chip idle (AI Core < 5 %) or pegged, with HBM unchanged
     AND quiet CPU    every rank process below a CPU-seconds-per-second rate
 

@@ -22,8 +22,9 @@ METRICS: List[MetricDef] = [
               "1 while the fused stall rule holds for the job (no progress, no device activity, quiet "
               "rank CPU for the phase's duration), else 0."),
     MetricDef("npu_watchdog_job_progress_age_seconds", "gauge", (JOB_LABEL,),
-              "Seconds since the last observed progress (heartbeat step or phase change, new training "
-              "log line); absent when no progress source is configured or its probe is down."),
+              "Seconds since the last observed progress (heartbeat step or phase change, or a progress "
+              "line in a training log that no failure rule matches); absent when no progress source is "
+              "configured or its probe is down."),
 ]
 
 
