@@ -225,6 +225,9 @@ def heartbeat_progress(view: StateView) -> Dict[RankKey, RankProgress]:
                     break
                 first_t, first_r = t, r
             progress_at = _reading_time(first_t, first_r)
+            if last.step_changed_at is not None and last.step is not None:
+                # The probe's own record (kept across daemon restarts) may know an older change.
+                progress_at = min(progress_at, last.step_changed_at)
         out[key] = RankProgress(key, last.step, last.phase, progress_at, last.beat_time)
     return out
 

@@ -19,18 +19,24 @@ import re
 import stat
 import time
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from watchdog import flight_recorder as fr
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.heartbeat_format import HeartbeatFormatError, ParsedBeat, parse_heartbeat
 from watchdog.observations import HeartbeatObservation, HeartbeatReading
 from watchdog.probes.base import Collected, Probe, ProbeContext
+from watchdog.statefile import read_json, write_json
 
 log = logging.getLogger(__name__)
 
 #: JSON-lines files grow; only their tail is read.
+log = logging.getLogger(__name__)
+
 TAIL_BYTES = 64 * 1024
+#: Each rank's last step and when it changed, kept next to the log offsets (see statefile).
+PROGRESS_FILE = "heartbeat-progress.json"
+PROGRESS_VERSION = 1
 RETRY_DELAY = 0.05
 #: Flight recorder records carried on each reading (shown in /api/status).
 FLIGHT_TAIL = 5
@@ -114,11 +120,45 @@ def read_ring_tail(path: str, n: int = FLIGHT_TAIL) -> Tuple[Tuple[dict, ...], O
 class HeartbeatProbe(Probe):
     name = "heartbeat"
 
-    def __init__(self, cfg: HeartbeatProbeConfig):
+    def __init__(self, cfg: HeartbeatProbeConfig, state_dir: Optional[str] = None):
         self.cfg = cfg
         self.interval = cfg.interval
         self.timeout = cfg.timeout
         self._files: Dict[str, _FileState] = {}
+        self._state_path = os.path.join(state_dir, PROGRESS_FILE) if state_dir else None
+        self._saved: Dict[str, Any] = {}
+        self._restore_progress()
+
+    # -- last progress across restarts ----------------------------------------------------------
+    def _progress_doc(self) -> Dict[str, Any]:
+        return {p: {"step": st.last_step, "phase": st.last_phase, "at": st.step_changed_at}
+                for p, st in self._files.items() if st.last_step is not None and st.step_changed_at is not None}
+
+    def _restore_progress(self) -> None:
+        """Each rank's last step and when it last changed, from before a restart: a rank still at
+        that step has not progressed since then (not since the daemon came back)."""
+        if self._state_path is None:
+            return
+        for path, row in read_json(self._state_path, PROGRESS_VERSION).items():
+            try:
+                st = _FileState(last_step=int(row["step"]), step_changed_at=float(row["at"]),
+                                last_phase=row.get("phase") if isinstance(row.get("phase"), str) else None)
+            except (KeyError, TypeError, ValueError):
+                continue
+            self._files[str(path)] = st
+        self._saved = self._progress_doc()
+
+    def _save_progress(self) -> None:
+        if self._state_path is None:
+            return
+        doc = self._progress_doc()
+        if doc == self._saved:
+            return
+        try:
+            write_json(self._state_path, {"version": PROGRESS_VERSION, "data": doc})
+            self._saved = doc
+        except OSError as exc:
+            log.warning("cannot save heartbeat progress to %s: %s", self._state_path, exc.strerror or exc)
 
     def _paths(self) -> List[str]:
         found: List[str] = []
@@ -253,6 +293,7 @@ class HeartbeatProbe(Probe):
         now = time.time()
         paths = self._paths()
         readings = [self._read_one(p, i, now) for i, p in enumerate(paths)]
+        self._save_progress()
         # A glob matching nothing yet is "not started": an empty observation, not an error.
         present = sum(1 for r in readings if r.exists)
         errors = sum(1 for r in readings if r.error)
@@ -279,4 +320,4 @@ def build(ctx: ProbeContext) -> List[Probe]:
     cfg = ctx.config.probes.heartbeat
     if not cfg.enabled:
         return []
-    return [HeartbeatProbe(cfg)]
+    return [HeartbeatProbe(cfg, ctx.state_dir)]
