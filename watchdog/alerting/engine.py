@@ -255,7 +255,8 @@ class AlertEngine:
             last = self._am_last.setdefault(ch.name, now)
             if now - last >= ch.cfg.resend_interval:
                 self._am_last[ch.name] = now
-                live = [a for a in self.alerts.values() if a.state == "firing" and a.notified and not mute.get(a.fp)]
+                live = [a for a in self.alerts.values() if a.state == "firing" and a.last_notified is not None
+                        and not mute.get(a.fp)]
                 if live:
                     notes.append(dict(self._notification("refresh", live, now), only=ch.name))
         return notes

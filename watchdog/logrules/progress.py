@@ -25,6 +25,8 @@ DEFAULT_PATTERNS: Tuple[str, ...] = (
     r"\bepoch: \d{1,9},? step: \d{1,12}, loss is [0-9.]{1,24}",
 )
 
+#: How much of a block's end is examined (see `ProgressMatcher.found`).
+TAIL_BYTES = 256 * 1024
 #: Lower-case substrings one of which every shipped pattern's line contains (fast pre-filter).
 _LITERALS = (b"iteration", b"'loss'", b"step=", b"steps:", b"step:")
 
@@ -39,9 +41,16 @@ class ProgressMatcher:
         self.literals = _LITERALS if patterns is None else ()
 
     def found(self, block: bytes, is_failure: Callable[[str], bool]) -> bool:
-        """True when some line of `block` is a progress line no failure rule matches."""
+        """True when some line of the block's tail is a progress line no failure rule matches.
+
+        Only the last TAIL_BYTES are examined: the round's lines all carry the round's time, so
+        the newest progress line is what counts, and a multi-megabyte catch-up slice costs no
+        more than a small one."""
         if self.regex is None:
             return False
+        if len(block) > TAIL_BYTES:
+            block = block[-TAIL_BYTES:]
+            block = block[block.find(b"\n") + 1:]
         if self.literals:
             low = block.lower()
             if not any(lit in low for lit in self.literals):
