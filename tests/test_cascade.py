@@ -71,3 +71,19 @@ def test_hccl_timeouts_env_then_config_then_cann_defaults():
     assert resolve([{"HCCL_EXEC_TIMEOUT": "x"}], 60.0).source == "config"
     assert resolve([], None).exec_timeout == CANN_EXEC_TIMEOUT and resolve([], None).connect_timeout == 120
     assert resolve([{"HCCL_CONNECT_TIMEOUT": "600"}]).exec_timeout == CANN_EXEC_TIMEOUT
+
+
+def test_a_later_failure_of_a_restarted_job_does_not_bring_an_old_root_back():
+    """The OOM's job was restarted; later the new ranks all die (a card is lost): the old OOM,
+    still remembered, must not come back in force and page again."""
+    s = synth()
+    oom = match("oom_torch_npu", "oom", "root", "3", T0)
+    now = T0 + s.config.probes.logs.hold + 300
+    s.put("logs", LogProbeObservation(events=(), active=(oom,)), now)
+    s.put("process", ProcessObservation(processes=(), expected=8, first_seen_at=T0 - 3600,
+                                        gone=tuple(proc(r, created=T0 + 600) for r in range(8))), now)
+    assert logs_det.detect(s.view(now), s.config) == []
+    # Whereas the ranks that ran at the OOM's time being gone keeps it in force.
+    s.put("process", ProcessObservation(processes=(), expected=8, first_seen_at=T0 - 3600,
+                                        gone=tuple(proc(r) for r in range(8))), now + 1)
+    assert [f.rule for f in logs_det.detect(s.view(now + 1), s.config)] == ["log_oom"]

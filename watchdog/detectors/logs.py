@@ -60,19 +60,23 @@ def cascade_window(view: StateView, config: Config) -> float:
     return job_timeouts(view, config).exec_timeout + config.probes.logs.cascade_window
 
 
-def _job_broken_since(view: StateView) -> Optional[float]:
-    """The start of the current ranks' generation when the job is broken now (fewer ranks alive
-    than expected, or none), else None. A root older than that generation's start is from a
-    previous run and no longer in force."""
+def _still_broken(view: StateView, root_last_at: float) -> bool:
+    """Whether the job a root broke is still broken: a rank that ran at the root's time is gone
+    (or a zombie), or fewer ranks than expected run, and no rank was started after the root (a
+    restarted job, even one broken again later by something else, releases the old root)."""
     sample = view.latest("process")
     obs = sample.value if sample is not None else None
-    procs = [p for p in getattr(obs, "processes", ()) if p.state != "zombie"]
+    if obs is None:
+        return False
+    procs = getattr(obs, "processes", ())
+    alive = [p for p in procs if p.state != "zombie"]
+    if any(p.create_time > root_last_at for p in alive):
+        return False
+    dead = list(getattr(obs, "gone", ())) + [p for p in procs if p.state == "zombie"]
+    if any(g.create_time <= root_last_at for g in dead):
+        return True
     expected = getattr(obs, "expected", None)
-    gone = getattr(obs, "gone", ())
-    if obs is None or (procs and not gone and (not expected or len(procs) >= expected)):
-        return None
-    starts = [p.create_time for p in procs if getattr(p, "create_time", None)]
-    return max(starts) if starts else 0.0
+    return bool(alive) and bool(expected) and len(alive) < expected
 
 
 def _fold(live: list, roots: list, window: float) -> Tuple[list, Dict[int, list]]:
@@ -106,7 +110,6 @@ def detect(view: StateView, config: Config) -> List[Finding]:
         return []
     now = view.now
     window = cascade_window(view, config)
-    broken = _job_broken_since(view)
 
     def is_root(a) -> bool:
         return a.role == "root" and a.category in cfg.cascade_roots
@@ -114,7 +117,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     def in_force(a) -> bool:
         # A root stays in force while the job it broke is still broken (its killed ranks gone,
         # no restart since): its symptoms keep arriving until HCCL's own timeout and beyond.
-        return now - a.last_at <= cfg.hold or (is_root(a) and broken is not None and broken <= a.last_at)
+        return now - a.last_at <= cfg.hold or (is_root(a) and _still_broken(view, a.last_at))
 
     live = [a for a in active if in_force(a)]
     # Every root still remembered folds its cascades, in force or not: a peer's HCCL timeout
