@@ -1,4 +1,4 @@
-"""`npu-watchdog demo`: the whole product on a simulated 8-NPU node, in about 80 seconds."""
+"""`npu-watchdog demo`: the whole product on a simulated 8-NPU node, in about 100 seconds (each fault step also waits for its one resolve)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 
 def register(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser(
-        "demo", help="run the daemon against a simulated 8-NPU node and play a fault sequence (about 80 s)",
+        "demo", help="run the daemon against a simulated 8-NPU node and play a fault sequence (about 100 s)",
         description="Starts a simulated node (8 rank processes under a torchrun-like launcher, heartbeats, "
                     "training logs, CANN-style plogs, a fake npu-smi), a local webhook receiver and the real "
                     "daemon, then plays: healthy training, a long checkpoint (no page), an HCCL hang, recovery, "
                     "a NaN loss, an NPU OOM with an HCCL cascade, a lost card and a killed rank. Prints a "
                     "timeline of each fault (injected, detected, delivered) and the first message of each; "
-                    "exits 1 if any step sends more or fewer messages than expected. About 80 s at --speed 1. "
+                    "exits 1 if any step sends more or fewer messages than expected. About 100 s at --speed 1. "
                     "Needs no NPU.")
     p.add_argument("--out", default=None, help="folder for snapshots, metrics scrape, logs (default: ./demo-output-<time>)")
     p.add_argument("--speed", type=float, default=1.0,
