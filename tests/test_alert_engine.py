@@ -189,6 +189,7 @@ def test_restart_neither_repages_nor_forgets(tmp_path, rx, engines):
     rx.wait_for(1)
     e.close()
     e2 = new_engine(engines, cfg, clock=e.clock)
+    e2.round_complete()  # every probe has run once: the detectors' warm-up starts
     assert [a.state for a in e2.alert_states()] == ["firing"]
     Driver(e2).hold([x], 1.5)
     Driver(e2).hold([], 1.5)
@@ -216,6 +217,10 @@ def test_restart_while_firing_holds_until_the_detector_is_warm(tmp_path, rx, eng
     from watchdog.rulecatalog import warmup
     held = warmup(rule, cfg, x.to_dict())
     assert held > cfg.alerting.resolve_delay, "the warm-up outlasts the resolve delay"
+    # The probes take their time before their first complete round (a loaded machine): the warm-up
+    # counts from there, so a long first round never turns into a false resolve.
+    Driver(e2).hold([], held + cfg.alerting.resolve_delay + 1.0, step=0.5)
+    e2.round_complete()
     Driver(e2).hold([], held - 1.0, step=0.5)  # nothing seen yet: the detector is rebuilding its evidence
     Driver(e2).hold([x], 30.0, step=1.0)  # seen again
     settle(e2)
@@ -382,6 +387,7 @@ def test_an_incident_resolves_once_when_its_last_alert_clears(tmp_path, rx, engi
     d.hold(nans[3:], 3.0)
     e.close()
     e2 = new_engine(engines, cfg, clock=e.clock)
+    e2.round_complete()  # every probe has run once: the detectors' warm-up starts
     Driver(e2).hold(nans[3:], 1.0)
     from watchdog.rulecatalog import warmup
     Driver(e2).hold([], warmup("loss_nan", cfg, nans[3].to_dict()) + 3.0, step=0.5)

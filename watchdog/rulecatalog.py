@@ -40,9 +40,10 @@ def _no_warmup(_config: Any, _finding: Dict[str, Any]) -> float:
 
 
 def probe_wait(config: Any, *probes: str) -> float:
-    """Two rounds of the slowest of `probes` plus the start jitter: fresh evidence after a start."""
+    """Three rounds of the slowest of `probes` plus the jitter: fresh evidence after a start (the
+    warm-up counts from the first complete round of every probe)."""
     intervals = [float(getattr(config.probes, p).interval) for p in probes] or [0.0]
-    return 2 * max(intervals) + float(config.probes.jitter)
+    return 3 * max(intervals) + float(config.probes.jitter)
 
 
 def detail(finding: Dict[str, Any], key: str, default: float = 0.0) -> float:

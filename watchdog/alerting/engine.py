@@ -66,6 +66,7 @@ class AlertEngine:
         self._present: Dict[str, Finding] = {}
         self._have_findings = False
         self._am_last: Dict[str, float] = {}
+        self._first_round = False
         self._stop = threading.Event()
         self._timer: Optional[threading.Thread] = None
         if timer:
@@ -106,7 +107,12 @@ class AlertEngine:
             self.deadman.configure(config.alerting)
 
     def round_complete(self) -> None:
-        """Every probe finished a round: tell the external dead-man checker we are alive."""
+        """Every probe finished a round: restored alerts start their warm-up (the first time), and
+        the external dead-man checker hears that we are alive."""
+        if not self._first_round:
+            self._first_round = True
+            with self._lock:
+                lifecycle.first_round_done(self.alerts, self.clock())
         self.deadman.ping()
 
     def close(self) -> None:

@@ -41,12 +41,27 @@ class Transitions:
     changed: Set[str] = field(default_factory=set)
 
 
+#: How long restored alerts wait for the first complete round of every probe before their warm-up
+#: starts anyway (a probe that never completes must not hold them forever).
+FIRST_ROUND_GRACE = 600.0
+
+
 def restore(alerts: Mapping[str, AlertRow], started: float, warmup: Callable[[AlertRow], float]) -> None:
-    """Mark alerts loaded from disk as held until their detector has warmed up again."""
+    """Mark alerts loaded from disk as held until their detector has warmed up again. The warm-up
+    counts from the first complete round of every probe (`warmed_up`), since a loaded machine may
+    take a while to produce fresh evidence; until then it counts from the grace's end."""
     for a in alerts.values():
         # The daemon being down is not the finding clearing: absence counts from this start.
         a.last_seen = max(a.last_seen, started)
-        a.held_until = started + max(0.0, warmup(a))
+        a.warmup = max(0.0, warmup(a))
+        a.held_until = started + FIRST_ROUND_GRACE + a.warmup
+
+
+def first_round_done(alerts: Mapping[str, AlertRow], now: float) -> None:
+    """Every probe has delivered fresh evidence once: each held alert's warm-up starts now."""
+    for a in alerts.values():
+        if a.held_until is not None:
+            a.held_until = min(a.held_until, now + a.warmup)
 
 
 def observe(alerts: Dict[str, AlertRow], present: Mapping[str, Finding], now: float, tr: Transitions) -> None:

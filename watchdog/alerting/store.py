@@ -97,6 +97,8 @@ class AlertRow:
     #: Restored after a restart: held (neither resolved nor re-paged) until this time, while its
     #: detector warms up again. In memory only: every start computes it afresh.
     held_until: Optional[float] = None
+    #: Seconds of fresh evidence its detector needs after a restart (in memory only).
+    warmup: float = 0.0
 
 
 @dataclass
