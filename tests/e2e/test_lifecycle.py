@@ -44,6 +44,10 @@ def wait_resolve(run, t0, what, timeout=60):
 
 
 def restart_daemon(run, sig):
+    # Let the page's delivery be recorded first: a SIGKILL between a send and its bookkeeping
+    # redelivers it (at-least-once, same id), which is the outbox's business, not this test's.
+    wait_for(lambda: all(c["firing"] for c in run.channel_counts(0).values()), timeout=20, what="page delivered")
+    time.sleep(1.0)
     run.stop_daemon(sig)
     run.start_daemon()
 

@@ -94,6 +94,10 @@ def demo_config(node: SimulatedNode, out: Path, receiver_url: str, port: int, sp
     }
 
 
+#: The notification id every rendered message ends with (`... · firing · id <20 hex>`).
+_MESSAGE_ID = re.compile(r"\bid ([0-9a-f]{20})\b")
+
+
 def _merge(base: Dict[str, Any], over: Dict[str, Any]) -> None:
     """Deep-merge `over` into `base` (dicts merge key by key; anything else replaces)."""
     for k, v in over.items():
@@ -240,20 +244,31 @@ class DemoRun:
                 if r.at >= t and r.body.get("status") == status]
 
     def channel_counts(self, since: float, until: Optional[float] = None) -> Dict[str, Dict[str, int]]:
-        """Messages per channel and status received in [since, until): the on-call view of a step."""
+        """Messages per channel and status received in [since, until): the on-call view of a step.
+        A redelivery of the same notification (same id: delivery is at-least-once, e.g. after a
+        SIGKILL between the send and its bookkeeping) is the same message and counted once."""
         out: Dict[str, Dict[str, int]] = {"timeline": {"firing": 0, "resolved": 0},
                                           "oncall-slack": {"firing": 0, "resolved": 0}}
+        seen: set = set()
         for r in list(self.receiver.received):
             if r.at < since or (until is not None and r.at >= until):
                 continue
             if r.path.startswith("/hook"):
-                status = r.body.get("status", "firing")
                 if r.body.get("kind", r.body.get("status")) in ("reminder", "refresh"):
                     continue
-                out["timeline"]["resolved" if status == "resolved" else "firing"] += 1
+                channel, status = "timeline", r.body.get("status", "firing")
+                ident = r.body.get("idempotencyKey")
             elif r.path.startswith("/slack"):
-                first = (plain_lines(r.body) or [""])[0]
-                out["oncall-slack"]["resolved" if "RESOLVED" in first else "firing"] += 1
+                channel = "oncall-slack"
+                status = "resolved" if "RESOLVED" in (plain_lines(r.body) or [""])[0] else "firing"
+                found = _MESSAGE_ID.search(json.dumps(r.body))
+                ident = found.group(1) if found else None
+            else:
+                continue
+            if ident is not None and (channel, ident) in seen:
+                continue
+            seen.add((channel, ident))
+            out[channel]["resolved" if status == "resolved" else "firing"] += 1
         return out
 
     def say(self, text: str) -> None:
