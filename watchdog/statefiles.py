@@ -9,12 +9,13 @@ that alert history or log offsets were lost, and where the old file is.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 log = logging.getLogger("watchdog.state")
 
@@ -63,3 +64,39 @@ def events() -> Tuple[StateDamage, ...]:
     """Every damaged state file this process found (a handful at most: once per file per start)."""
     with _lock:
         return tuple(_events)
+
+
+# -- small JSON state files -----------------------------------------------------------------------
+
+def write_json(path: str, doc: Dict[str, Any]) -> None:
+    """Write atomically and privately: a temporary file (0600), fsynced and renamed over the old
+    one, so a crash at any moment leaves the old or the new content, never a torn file."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, json.dumps(doc).encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def read_json(path: str, version: int) -> Dict[str, Any]:
+    """The `data` of a `{"version": version, "data": {...}}` file; {} when it is missing. A damaged
+    file is set aside and reported like any other (`quarantine`); an unreadable one is logged."""
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        return {}
+    except ValueError as exc:
+        quarantine(path, f"unreadable JSON: {str(exc)[:200]}")
+        return {}
+    except OSError as exc:
+        log.warning("state file %s unreadable (%s); starting without it", path, exc)
+        return {}
+    if not isinstance(doc, dict) or doc.get("version") != version or not isinstance(doc.get("data"), dict):
+        quarantine(path, "not the expected document")
+        return {}
+    return doc["data"]

@@ -7,6 +7,7 @@ after the event and then resolves.
 
 from __future__ import annotations
 
+import time
 from typing import List
 
 from watchdog.config.schema import Config
@@ -44,5 +45,6 @@ RULES = (
     Rule("state_damaged", "warning", "One of the daemon's own state files was damaged; it was set aside and the "
          "daemon started fresh (alert history and silences, or log read positions, were lost).",
          "Keep the renamed file for a bug report; check the disk and what else writes to the state folder.",
-         warmup=lambda c, f: 0.0),
+         # The damage event is not seen again after a restart: the alert keeps its hour.
+         warmup=lambda c, f: max(0.0, float(f.get("since") or 0.0) + DAMAGE_HOLD_SECONDS - time.time())),
 )

@@ -26,7 +26,7 @@ from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.heartbeat_format import HeartbeatFormatError, ParsedBeat, parse_heartbeat
 from watchdog.observations import HeartbeatObservation, HeartbeatReading
 from watchdog.probes.base import Collected, Probe, ProbeContext
-from watchdog.statefile import read_json, write_json
+from watchdog.statefiles import read_json, write_json
 
 log = logging.getLogger(__name__)
 
