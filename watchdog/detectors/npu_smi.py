@@ -82,7 +82,7 @@ TRIGGERS = ("npu",)
 #: it blinds or explains: one page for one fault.
 _NPU_SMI_SYMPTOMS = (
     Inhibits(("probe_down",), JOB_LABELS + ("probe",)),
-    Inhibits(("stall", "npu_idle", "npu_busy_hang", "npu_low_util", "npu_missing")),
+    Inhibits(("stall", "npu_idle", "npu_busy_hang", "npu_low_util")),
 )
 
 RULES = (
