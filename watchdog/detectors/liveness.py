@@ -20,6 +20,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 from watchdog.config.schema import Config
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.config.types import format_duration
+from watchdog.detectors.jobs import per_job
 from watchdog.findings import Finding
 from watchdog.observations import HeartbeatObservation, HeartbeatReading, ProcessInfo, ProcessObservation
 from watchdog.state import StateView
@@ -152,9 +153,11 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
     base = config.base_labels
     obs: ProcessObservation = sample.value
     out: List[Finding] = []
+    if obs.clean_end:
+        return out  # every rank exited after an end-of-training line: not a crash
     if obs.first_seen_at is None:
         waited = view.now - view.started_at
-        if waited >= pcfg.start_grace:
+        if waited >= pcfg.start_grace and not obs.discovered:
             out.append(Finding(
                 rule="process_not_started", severity="warning",
                 summary=f"no training process found {_fmt(waited)} after the watchdog started",
@@ -401,6 +404,10 @@ def _stragglers(view: StateView, config: Config, fresh: List[Tuple[str, Heartbea
     return out
 
 
-def detect(view: StateView, config: Config) -> List[Finding]:
+def _detect_job(view: StateView, config: Config) -> List[Finding]:
     done, all_done = _done_ranks(view)
     return _process_findings(view, config, done, all_done) + _heartbeat_findings(view, config, done)
+
+
+#: Discovered jobs each get their own pass (and job label); see detectors/jobs.py.
+detect = per_job(_detect_job)

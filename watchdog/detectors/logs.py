@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from watchdog.config.schema import Config
+from watchdog.detectors.jobs import per_job
 from watchdog.findings import Finding
 from watchdog.state import StateView
 
@@ -52,7 +53,7 @@ def _hint(a, job_start: Optional[float], early_window: float) -> str:
     return a.hint
 
 
-def detect(view: StateView, config: Config) -> List[Finding]:
+def _detect_job(view: StateView, config: Config) -> List[Finding]:
     cfg = config.probes.logs
     if not cfg.enabled:
         return []
@@ -117,3 +118,7 @@ def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Opti
         },
         evidence=tuple(evidence[-(5 + 3):]),
     )
+
+
+#: Discovered jobs each get their own pass (and job label); see detectors/jobs.py.
+detect = per_job(_detect_job)

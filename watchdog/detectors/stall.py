@@ -41,6 +41,7 @@ from watchdog.detectors.series import (
     probe_configured,
     trailing_since,
 )
+from watchdog.detectors.jobs import per_job
 from watchdog.findings import Finding
 from watchdog.observations import NpuChip
 from watchdog.state import StateView
@@ -287,7 +288,7 @@ def assess(view: StateView, config: Config) -> StallAssessment:
                            classification, suspects, tuple(devices), tuple(ranks))
 
 
-def detect(view: StateView, config: Config) -> List[Finding]:
+def _detect_job(view: StateView, config: Config) -> List[Finding]:
     a = assess(view, config)
     if not a.stalled or a.since is None or a.threshold is None:
         return []
@@ -321,3 +322,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
             "ranks": [r.to_dict() for r in a.ranks],
         },
     )]
+
+
+#: Discovered jobs each get their own pass (and job label); see detectors/jobs.py.
+detect = per_job(_detect_job)

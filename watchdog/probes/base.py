@@ -19,6 +19,16 @@ class ProbeContext:
 
     config: Config
     state_dir: str
+    #: The daemon's shared discovery result (a private one is made when absent, e.g. `probe`).
+    feed: Any = None
+
+    def discovery_feed(self) -> Any:
+        if self.feed is None:
+            from watchdog.discovery.feed import DiscoveryFeed, own_pids
+            from watchdog.discovery.scan import ScanOptions
+
+            self.feed = DiscoveryFeed(ScanOptions(name_env=tuple(self.config.discovery.name_env), ignore=own_pids()))
+        return self.feed
 
 
 @dataclass(frozen=True)

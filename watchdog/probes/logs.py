@@ -50,6 +50,8 @@ class ActiveMatch:
     hint_late: str = ""
     #: Device (chip logic id) the matching lines name, if any; one record per device.
     device: Optional[int] = None
+    #: The discovered job whose rank wrote the line (None for configured sources).
+    job: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ class LogsProbe(Probe):
             for raw in self.extractor.feed(f.stream, block, now):
                 events.append(self._event(f, raw, now))
 
+        self._refresh_sources(now)
         self.tailer.poll(consume, now)
         horizon = max(self.cfg.hold, self.cfg.cascade_window)
         for key in [k for k, a in self.active.items() if now - a["last_at"] > horizon]:
@@ -154,12 +157,15 @@ class LogsProbe(Probe):
             summary += "; offsets NOT saved"
         return Collected(obs, summary)
 
+    def _refresh_sources(self, now: float) -> None:
+        """Configured sources never change between reloads; discovered ones do (see below)."""
+
     def _event(self, f: Followed, raw: RawEvent, now: float) -> LogEvent:
         r = raw.rule
-        key = (r.id, f.rank if f.rank is not None else "", "" if raw.device is None else str(raw.device))
+        key = (r.id, f.job or "", f.rank if f.rank is not None else "", "" if raw.device is None else str(raw.device))
         a = self.active.get(key)
         if a is None:
-            a = {"rule": r, "rank": f.rank, "source": f.source, "path": f.path, "first_at": now,
+            a = {"rule": r, "rank": f.rank, "job": f.job, "source": f.source, "path": f.path, "first_at": now,
                  "count": 0, "evidence": deque(maxlen=EVIDENCE_LINES), "device": raw.device}
             self.active[key] = a
         a["last_at"] = now
@@ -181,7 +187,7 @@ class LogsProbe(Probe):
                 rule=r.id, category=r.category, severity=r.severity, role=r.role, title=r.title, rank=a["rank"],
                 source=a["source"], path=a["path"], first_at=a["first_at"], last_at=a["last_at"], count=a["count"],
                 summary=a["summary"], evidence=tuple(a["evidence"]), hint=r.hint, hint_early=r.hint_early,
-                hint_late=r.hint_late, device=a["device"]))
+                hint_late=r.hint_late, device=a["device"], job=a.get("job")))
         return out
 
 
@@ -191,6 +197,12 @@ ORDER = 40
 
 def build(ctx: ProbeContext) -> List[Probe]:
     cfg = ctx.config.probes.logs
-    if not cfg.enabled or not cfg.sources:
+    if not cfg.enabled:
+        return []
+    if ctx.config.fed_by_discovery("logs"):
+        from watchdog.probes.discovered_logs import DiscoveredLogsProbe
+
+        return [DiscoveredLogsProbe(cfg, ctx.state_dir, ctx.config.discovery, ctx.discovery_feed())]
+    if not cfg.sources:
         return []
     return [LogsProbe(cfg, ctx.state_dir)]

@@ -272,4 +272,8 @@ def build(ctx: ProbeContext) -> List[Probe]:
     cfg = ctx.config.probes.process
     if not cfg.enabled:
         return []
+    if ctx.config.fed_by_discovery("process"):
+        from watchdog.probes.discovered import DiscoveredProcessProbe
+
+        return [DiscoveredProcessProbe(ctx.config, ctx.discovery_feed())]
     return [ProcessProbe(cfg, ctx.config.job.user, ctx.config.job.launcher)]
