@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from typing import Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 from watchdog.discovery.model import Discovered
 from watchdog.discovery.scan import ScanOptions, discover
@@ -35,6 +35,16 @@ def own_pids() -> tuple:
         except (OSError, ValueError, IndexError):
             break
     return tuple(out)
+
+
+def scan_options(config: Any) -> ScanOptions:
+    """Scan options from the config: job-name keys, an explicit job name, and who we are."""
+    return ScanOptions(name_env=tuple(config.discovery.name_env), ignore=own_pids(),
+                       first_job_name=config.job.name if config.job_name_explicit else None)
+
+
+def feed_for(config: Any) -> "DiscoveryFeed":
+    return DiscoveryFeed(scan_options(config))
 
 
 class DiscoveryFeed:

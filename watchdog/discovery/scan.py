@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from watchdog.discovery import procfs
+from watchdog.discovery.cmdline import redact_argv
 from watchdog.discovery.environ import (DEVICE_KEYS, HEARTBEAT_ENV, LOCAL_RANK_KEYS, LOCAL_WORLD_SIZE_KEYS,
                                         WORLD_SIZE_KEYS, first_int, wanted_keys)
 from watchdog.discovery.group import RawJob, group_jobs
@@ -33,6 +34,8 @@ class ScanOptions:
     #: Pids never taken for ranks (the daemon and its ancestors).
     ignore: Tuple[int, ...] = ()
     proc: str = procfs.PROC
+    #: An explicit `job.name`: it labels the oldest job discovered.
+    first_job_name: Optional[str] = None
     #: Home folder of a uid (the plog default lives there); replaceable in tests.
     home_of: Callable[[int], Optional[str]] = field(default=lambda uid: _home(uid))
 
@@ -136,7 +139,7 @@ def describe_job(raw: RawJob, records: Dict[int, ProcRecord], logs: Mapping[int,
     started_at = boot + first.start_ticks / procfs.CLOCK_TICKS
     launcher = None
     if raw.launcher in records:
-        launcher = LauncherInfo(pid=raw.launcher, cmdline=" ".join(records[raw.launcher].cmdline)[:1000])
+        launcher = LauncherInfo(pid=raw.launcher, cmdline=redact_argv(records[raw.launcher].cmdline))
     return JobInfo(name=job_name(raw, records, opts.name_env, started_at), launcher=launcher,
                    world_size=next((v for v in (first_int(e, WORLD_SIZE_KEYS) for e in envs) if v is not None), None),
                    local_world_size=next((v for v in (first_int(e, LOCAL_WORLD_SIZE_KEYS) for e in envs)
@@ -167,6 +170,10 @@ def discover(opts: ScanOptions, npu_by_pid: Optional[Mapping[int, int]] = None) 
     logs = {pid: procfs.rank_logs(pid, opts.proc) for j in raw_jobs for _, pid in j.ranks}
     boot = procfs.boot_time(opts.proc)
     jobs = [describe_job(j, records, logs, npu_by_pid or {}, opts, boot) for j in raw_jobs]
+    if opts.first_job_name and jobs:
+        from dataclasses import replace
+
+        jobs = [replace(jobs[0], name=opts.first_job_name)] + [j for j in jobs[1:] if j.name != opts.first_job_name]
     unreadable = sum(1 for r in records.values() if r.env is None)
     return Discovered(jobs=tuple(_unique_names(jobs)), at=time.time(), duration_seconds=time.monotonic() - started,
                       processes_scanned=len(records), unreadable=unreadable)

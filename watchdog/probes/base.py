@@ -24,10 +24,9 @@ class ProbeContext:
 
     def discovery_feed(self) -> Any:
         if self.feed is None:
-            from watchdog.discovery.feed import DiscoveryFeed, own_pids
-            from watchdog.discovery.scan import ScanOptions
+            from watchdog.discovery.feed import feed_for
 
-            self.feed = DiscoveryFeed(ScanOptions(name_env=tuple(self.config.discovery.name_env), ignore=own_pids()))
+            self.feed = feed_for(self.config)
         return self.feed
 
 

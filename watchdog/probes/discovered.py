@@ -72,13 +72,12 @@ class DiscoveredProcessProbe(Probe):
         self.dcfg = config.discovery
         self.interval, self.timeout = self.cfg.interval, self.cfg.timeout
         self._end_res = [re.compile(p) for p in self.dcfg.end_patterns]
-        self._explicit_job = config.job.name if config.job_name_explicit else None
 
     def reconfigure(self, new: Probe) -> bool:
         if not isinstance(new, DiscoveredProcessProbe):
             return False
         self.cfg, self.dcfg, self.interval, self.timeout = new.cfg, new.dcfg, new.interval, new.timeout
-        self._end_res, self._explicit_job = new._end_res, new._explicit_job
+        self._end_res = new._end_res
         return True
 
     # -- the round ------------------------------------------------------------------------------
@@ -88,7 +87,6 @@ class DiscoveredProcessProbe(Probe):
             found = self.feed.refresh()
         except Exception as exc:
             raise ProbeError(f"discovery failed: {type(exc).__name__}: {exc}") from None
-        found = self._rename(found)
         live = self._follow_known()
         for job in found.jobs:
             self._track_job(job, now)
@@ -106,14 +104,6 @@ class DiscoveredProcessProbe(Probe):
         if infos and self._first_seen_at is None:
             self._first_seen_at = now
         return Collected(self._observation(infos), self._summary(infos, found))
-
-    def _rename(self, found: Discovered) -> Discovered:
-        """An explicit `job.name` labels the oldest discovered job."""
-        if self._explicit_job is None or not found.jobs:
-            return found
-        first = replace(found.jobs[0], name=self._explicit_job)
-        rest = tuple(j for j in found.jobs[1:] if j.name != self._explicit_job)
-        return replace(found, jobs=(first,) + rest)
 
     def _follow_known(self) -> Dict[Identity, Tuple[psutil.Process, str, int]]:
         out: Dict[Identity, Tuple[psutil.Process, str, int]] = {}
