@@ -39,7 +39,7 @@ def own_pids() -> tuple:
 
 def scan_options(config: Any) -> ScanOptions:
     """Scan options from the config: job-name keys, an explicit job name, and who we are."""
-    return ScanOptions(name_env=tuple(config.discovery.name_env), ignore=own_pids(),
+    return ScanOptions(name_env=tuple(config.discovery.name_env), ignore=own_pids(), only=config.discovery.only_pairs,
                        first_job_name=config.job.name if config.job_name_explicit else None)
 
 

@@ -89,8 +89,10 @@ def _launchers_by_children(marked: Dict[int, int], records: Dict[int, ProcRecord
     return out
 
 
-def classify(records: Dict[int, ProcRecord], ignore: Iterable[int] = ()) -> Tuple[Dict[int, int], Set[int]]:
-    """(rank pid -> rank number, launcher pids). Helpers and wrappers are in neither."""
+def classify(records: Dict[int, ProcRecord], ignore: Iterable[int] = (),
+             only: Tuple[Tuple[str, str], ...] = ()) -> Tuple[Dict[int, int], Set[int]]:
+    """(rank pid -> rank number, launcher pids). Helpers and wrappers are in neither; with `only`,
+    ranks lacking one of its (key, value) pairs are left out too."""
     ignored = set(ignore)
     launchers = {pid for pid, r in records.items() if is_launcher_cmd(r)}
     marked: Dict[int, int] = {}
@@ -104,15 +106,19 @@ def classify(records: Dict[int, ProcRecord], ignore: Iterable[int] = ()) -> Tupl
     candidates = {pid: rank for pid, rank in marked.items()
                   if pid not in launchers and not is_wrapper(records[pid])}
     ranks = {pid: rank for pid, rank in candidates.items()
-             if not any(a in candidates for a in ancestors(pid, records))}
+             if not any(a in candidates for a in ancestors(pid, records))
+             and all((records[pid].env or {}).get(k) == v for k, v in only)}
     return ranks, launchers
 
 
-def _job_key(pid: int, records: Dict[int, ProcRecord], launchers: Set[int]) -> Tuple[str, Optional[int]]:
+def _job_key(pid: int, records: Dict[int, ProcRecord], launchers: Set[int],
+             spawners: Set[int]) -> Tuple[str, Optional[int]]:
     rec = records[pid]
     for a in ancestors(pid, records):
         if a in launchers:
             return f"launcher:{a}", a
+    if rec.ppid in spawners:
+        return f"launcher:{rec.ppid}", rec.ppid
     env = rec.env or {}
     addr, port = env.get("MASTER_ADDR", ""), env.get("MASTER_PORT", "")
     if addr and port:
@@ -131,12 +137,18 @@ def _wrapper_parent(rec: ProcRecord, records: Dict[int, ProcRecord]) -> Optional
     return None
 
 
-def group_jobs(records: Dict[int, ProcRecord], ignore: Iterable[int] = ()) -> List[RawJob]:
+def group_jobs(records: Dict[int, ProcRecord], ignore: Iterable[int] = (),
+               only: Tuple[Tuple[str, str], ...] = ()) -> List[RawJob]:
     """The jobs on the node: ranks grouped by launcher (else rendezvous, else parent)."""
-    ranks, launchers = classify(records, ignore)
+    ranks, launchers = classify(records, ignore, only)
+    per_parent: Dict[int, int] = {}
+    for pid in ranks:
+        per_parent[records[pid].ppid] = per_parent.get(records[pid].ppid, 0) + 1
+    #: An unrecognised parent of several ranks (a custom launcher) is their launcher too.
+    spawners = {ppid for ppid, n in per_parent.items() if n >= 2 and ppid > 1 and ppid in records}
     groups: Dict[str, Tuple[Optional[int], Dict[int, int]]] = {}
     for pid in sorted(ranks, key=lambda p: (records[p].start_ticks, p)):
-        key, launcher = _job_key(pid, records, launchers)
+        key, launcher = _job_key(pid, records, launchers, spawners)
         entry = groups.setdefault(key, (launcher, {}))
         entry[1].setdefault(ranks[pid], pid)  # a rank number already held: the later one is a helper
     jobs = [RawJob(key=k, launcher=l, ranks=tuple(sorted(rs.items()))) for k, (l, rs) in groups.items()]

@@ -34,6 +34,8 @@ class ScanOptions:
     #: Pids never taken for ranks (the daemon and its ancestors).
     ignore: Tuple[int, ...] = ()
     proc: str = procfs.PROC
+    #: Only ranks whose environment carries all these (key, value) pairs.
+    only: Tuple[Tuple[str, str], ...] = ()
     #: An explicit `job.name`: it labels the oldest job discovered.
     first_job_name: Optional[str] = None
     #: Home folder of a uid (the plog default lives there); replaceable in tests.
@@ -165,8 +167,8 @@ def _unique_names(jobs: List[JobInfo]) -> List[JobInfo]:
 def discover(opts: ScanOptions, npu_by_pid: Optional[Mapping[int, int]] = None) -> Discovered:
     """One scan of the node."""
     started = time.monotonic()
-    records = procfs.read_all(wanted_keys(opts.name_env), opts.proc)
-    raw_jobs = group_jobs(records, opts.ignore)
+    records = procfs.read_all(wanted_keys(tuple(opts.name_env) + tuple(k for k, _ in opts.only)), opts.proc)
+    raw_jobs = group_jobs(records, opts.ignore, opts.only)
     logs = {pid: procfs.rank_logs(pid, opts.proc) for j in raw_jobs for _, pid in j.ranks}
     boot = procfs.boot_time(opts.proc)
     jobs = [describe_job(j, records, logs, npu_by_pid or {}, opts, boot) for j in raw_jobs]

@@ -21,6 +21,9 @@ def heartbeat(path, rank, step, phase):
     if not path:
         return
     path = path.replace("{rank}", str(rank))
+    if path.endswith("/"):
+        os.makedirs(path, exist_ok=True)
+        path = os.path.join(path, f"rank{rank}.json")
     tmp = f"{path}.tmp"
     with open(tmp, "w") as fh:
         json.dump({"rank": rank, "step": step, "phase": phase, "time": time.time(), "loss": 2.0}, fh)

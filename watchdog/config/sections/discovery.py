@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import List, Literal
+from typing import List, Literal, Tuple
 
 from pydantic import Field, field_validator
 
@@ -28,6 +28,9 @@ class DiscoveryConfig(StrictModel):
     #: job name); else `<launcher script>-<start time>`. Only these and the documented keys are
     #: ever read from a process environment.
     name_env: List[str] = Field(default_factory=lambda: ["NPU_WATCHDOG_JOB", "SLURM_JOB_NAME", "JOB_NAME"])
+    #: Watch only jobs whose ranks carry these environment values, "KEY=value" separated by
+    #: commas (e.g. a team tag on a shared machine); empty: every job on the node.
+    only_env: str = ""
     #: A job that ended (cleanly or not) keeps its series this long, then they are removed.
     forget_after: Duration = Field(default="10m")
     #: Read the ranks' CANN plog folders too.
@@ -47,6 +50,20 @@ class DiscoveryConfig(StrictModel):
             if not _ENV_NAME.match(name):
                 raise ValueError(f"{name!r} is not an environment variable name")
         return v
+
+    @field_validator("only_env")
+    @classmethod
+    def _only(cls, v: str) -> str:
+        for item in filter(None, (x.strip() for x in v.split(","))):
+            key, sep, _ = item.partition("=")
+            if not sep or not _ENV_NAME.match(key):
+                raise ValueError(f"{item!r}: expected KEY=value (comma-separated)")
+        return v
+
+    @property
+    def only_pairs(self) -> Tuple[Tuple[str, str], ...]:
+        items = filter(None, (x.strip() for x in self.only_env.split(",")))
+        return tuple((k, v) for k, _, v in (i.partition("=") for i in items))
 
     @field_validator("end_patterns")
     @classmethod
