@@ -120,12 +120,12 @@ class DiscoveredProcessProbe(Probe):
     def _track_job(self, job, now: float) -> None:
         t = self._jobs.get(job.name)
         if t is None or t.ended_at is not None:
-            t = _Job(name=job.name, first_seen_at=now, expected=job.local_world_size or self.cfg.expected,
+            t = _Job(name=job.name, first_seen_at=now, expected=job.local_world_size,
                      launcher_pid=job.launcher.pid if job.launcher else None)
             self._jobs[job.name] = t
-        t.hccl_exec_timeout_s = job.hccl.exec_timeout_s
             for key in [k for k in self._gone if k[0] == job.name]:
                 del self._gone[key]  # a new run of the same job name starts afresh
+        t.hccl_exec_timeout_s = job.hccl.exec_timeout_s
         for r in job.ranks:
             t.logs.update(r.logs)
 
