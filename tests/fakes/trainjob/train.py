@@ -4,17 +4,14 @@ and obeys control files in $FAKE_TRAIN_CONTROL:
 - `nan-<rank>`: print one NaN loss line;   - `exit-<rank>`: exit 1 now;
 - `finish`: phase `done` in the heartbeat, rank 0 prints "Training completed.", all exit 0.
 
-Its rank comes from RANK, else RANK_ID. `--workers N` starts N data-loader-like children (they
-inherit the environment, RANK included, and exit with their parent).
+Its rank comes from RANK, else RANK_ID. `--workers N` forks N data-loader-like children (same command
+line and environment, RANK included; they exit with their parent).
 """
 
 import json
 import os
-import subprocess
 import sys
 import time
-
-WORKER = "import os, time\nppid = os.getppid()\nwhile os.getppid() == ppid:\n    time.sleep(0.2)\n"
 
 
 def heartbeat(path, rank, step, phase):
@@ -35,8 +32,12 @@ def main() -> int:
     ctl = os.environ.get("FAKE_TRAIN_CONTROL", "")
     hb = os.environ.get("NPU_WATCHDOG_HEARTBEAT", "")
     workers = int(sys.argv[sys.argv.index("--workers") + 1]) if "--workers" in sys.argv else 0
-    for _ in range(workers):
-        subprocess.Popen([sys.executable, "-c", WORKER])
+    for _ in range(workers):  # forked, like torch's DataLoader workers: same command line and RANK
+        if os.fork() == 0:
+            ppid = os.getppid()
+            while os.getppid() == ppid:
+                time.sleep(0.2)
+            os._exit(0)
     step, said_nan = 0, False
     while True:
         step += 1
