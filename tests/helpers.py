@@ -73,8 +73,6 @@ class Daemon:
         cfg.setdefault("node", {"name": "node-t"})
         cfg.setdefault("job", {"name": "job-t"})
         cfg.setdefault("paths", {"state_dir": str(self.tmp / "state")})
-        # Other tests' training processes may run beside this one: discovery only where asked.
-        cfg.setdefault("discovery", {"enabled": False})
         cfg["http"] = {"listen": f"127.0.0.1:{self.port}"}
         self.config = cfg
         self.config_path = self.tmp / "config.yaml"

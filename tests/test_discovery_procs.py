@@ -89,7 +89,7 @@ def run_discover(*args, env=None):
 def test_discover_cli_json_schema_and_exit_codes(tmp_path):
     cfg = tmp_path / "c.yaml"
     with TrainJob(tmp_path, ranks=2) as job:
-        cfg.write_text(f"discovery:\n  only_env: '{job.only_env}'\n")
+        cfg.write_text(f"discovery:\n  enabled: true\n  only_env: '{job.only_env}'\n")
         out = run_discover("--json", "-c", str(cfg))
         assert out.returncode == 0, out.stderr
         doc = json.loads(out.stdout)
@@ -107,3 +107,15 @@ def test_discover_cli_json_schema_and_exit_codes(tmp_path):
     assert none.returncode == 1 and json.loads(none.stdout) == {"jobs": []}
     cfg.write_text("discovery: {only_env: 'not a pair'}\n")
     assert run_discover("-c", str(cfg)).returncode == 2
+
+
+def test_doctor_reports_what_discovery_sees(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    with TrainJob(tmp_path, ranks=2, env={"NPU_WATCHDOG_JOB": "doc-job"}) as job:
+        cfg.write_text(f"discovery:\n  enabled: true\n  only_env: '{job.only_env}'\n")
+        out = subprocess.run([sys.executable, "-m", "watchdog", "doctor", "--json", "-c", str(cfg)],
+                             capture_output=True, text=True, cwd=str(REPO), timeout=120)
+        doc = json.loads(out.stdout)
+        (check,) = [c for c in doc["checks"] if c["group"] == "daemon" and c["name"] == "discovery"]
+        assert check["status"] == "pass" and "doc-job: 2 ranks" in check["reason"]
+        assert check["details"]["feeds"]["process"] == "discovery"

@@ -105,10 +105,11 @@ def test_launcher_command_line_is_redacted():
 
 
 def test_explicit_probe_settings_win_over_discovery():
-    cfg = load_config_text("probes:\n  process: {enabled: true, cmdline: 'train'}\n")
+    assert set(load_config_text("{}").feeds.values()) == {"off"}  # a config without the section
+    cfg = load_config_text("discovery: {enabled: true}\nprobes:\n  process: {enabled: true, cmdline: 'train'}\n")
     assert cfg.feeds["process"] == "config" and cfg.feeds["logs"] == "discovery"
     assert cfg.feeds["npu"].startswith("off")  # no npu-smi on this machine's PATH
     off = load_config_text("discovery: {enabled: false}\n")
     assert set(off.feeds.values()) == {"off"} and not off.probes.logs.enabled
-    some = load_config_text("discovery: {feed: [process]}\n")
+    some = load_config_text("discovery: {enabled: true, feed: [process]}\n")
     assert some.feeds["process"] == "discovery" and some.feeds["heartbeat"] == "off"

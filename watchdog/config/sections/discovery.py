@@ -15,14 +15,16 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 class DiscoveryConfig(StrictModel):
-    """On by default: install, start, and whatever training job runs on the node is watched.
+    """On in the shipped example config (and so in `make install`'s): install, start, and
+    whatever training job runs on the node is watched. Off when a config leaves the section out,
+    so an existing config keeps exactly the probes it configures.
 
     Each probe named in `feed` that is not enabled explicitly under `probes:` is switched on and
     pointed at what discovery finds; a probe enabled explicitly keeps its own settings (its
     explicit config wins; `check-config` says which applies).
     """
 
-    enabled: bool = True
+    enabled: bool = False
     feed: List[FeedName] = Field(default_factory=lambda: ["process", "logs", "heartbeat", "npu"])
     #: Environment keys of the ranks holding the job's name, first set wins (e.g. a scheduler's
     #: job name); else `<launcher script>-<start time>`. Only these and the documented keys are
