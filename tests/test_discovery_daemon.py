@@ -109,3 +109,24 @@ def test_two_jobs_at_once_are_two_labels(tmp_path, make_daemon):
             wait_for(lambda: fired(rx), timeout=20, what="page")
             time.sleep(2)
             assert [(p["alertname"], p["job"], p.get("rank")) for p in fired(rx)] == [("rank_missing", "beta", "1")]
+
+
+def test_heartbeats_named_by_the_ranks_and_a_done_phase_is_a_clean_end(tmp_path, make_daemon):
+    hb = tmp_path / "hb"
+    job = TrainJob(tmp_path / "a", ranks=2, env={"NPU_WATCHDOG_JOB": "hbjob", "FAKE_TRAIN_QUIET_END": "1",
+                                                 "NPU_WATCHDOG_HEARTBEAT": f"{hb}/"})
+    with Receiver("webhook") as rx:
+        d = make_daemon(config(job, rx.url))
+        with job:
+            wait_for(lambda: d.metrics().get('npu_watchdog_heartbeat_step{job="hbjob",rank="1"}', 0) > 0,
+                     timeout=20, what="heartbeat of rank 1 read")
+            assert d.status()["discovery"]["jobs"][0]["heartbeats"] == [str(hb / "rank0.json"), str(hb / "rank1.json")]
+            info = [k for k in d.metrics() if k.startswith("npu_watchdog_rank_info{")]
+            assert len(info) == 2 and all(f'path="{hb}/rank' in k and 'job="hbjob"' in k for k in info)
+            assert_unique_series(d.metrics_text())
+            job.finish()
+            assert job.wait() == 0
+            wait_for(lambda: d.metrics().get('npu_watchdog_job_ranks_alive{job="hbjob"}', 1) == 0, timeout=20,
+                     what="ranks gone")
+            time.sleep(3)
+        assert fired(rx) == []  # the heartbeats said done: no page, though no end line was printed

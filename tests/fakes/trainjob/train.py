@@ -2,7 +2,8 @@
 and obeys control files in $FAKE_TRAIN_CONTROL:
 
 - `nan-<rank>`: print one NaN loss line;   - `exit-<rank>`: exit 1 now;
-- `finish`: phase `done` in the heartbeat, rank 0 prints "Training completed.", all exit 0.
+- `finish`: phase `done` in the heartbeat, rank 0 prints "Training completed." (unless
+  $FAKE_TRAIN_QUIET_END is set), all exit 0.
 
 Its rank comes from RANK, else RANK_ID. `--workers N` forks N data-loader-like children (same command
 line and environment, RANK included; they exit with their parent).
@@ -50,7 +51,7 @@ def main() -> int:
             return 1
         if ctl and os.path.exists(os.path.join(ctl, "finish")):
             heartbeat(hb, rank, step, "done")
-            if rank == 0:
+            if rank == 0 and not os.environ.get("FAKE_TRAIN_QUIET_END"):
                 print("Training completed. Do not forget to share your model!", flush=True)
             return 0
         time.sleep(0.2)
