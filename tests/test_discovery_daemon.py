@@ -24,7 +24,7 @@ def assert_unique_series(text: str) -> None:
 def config(job: TrainJob, hook: str, **discovery) -> dict:
     return {
         "job": {},
-        "discovery": {"enabled": True, "only_env": job.only_env, "forget_after": "4s", **discovery},
+        "discovery": {"enabled": True, "only_env": job.only_env, "forget_after": "4s", "interval": "1s", **discovery},
         "probes": {"process": {"interval": "1s"}, "logs": {"interval": "1s"}, "heartbeat": {"interval": "1s"}},
         "alerting": {"group_window": "300ms", "resolve_delay": "1s", "retry_initial": "300ms", "retry_max": "1s",
                      "channels": [{"type": "webhook", "name": "hook", "url": hook}]},
@@ -77,7 +77,10 @@ def test_clean_end_does_not_page_and_series_go_then_a_second_job_is_a_second_lab
             wait_for(lambda: ranks_metric(d, "job-one") == 2, timeout=15, what="job one discovered")
             first.finish()
             assert first.wait() == 0
-            wait_for(lambda: 'npu_watchdog_rank_process_up{job="job-one",rank="0"}' not in d.metrics(),
+            ended = 'npu_watchdog_rank_process_up{job="job-one",rank="0"}'
+            wait_for(lambda: d.metrics().get(ended) == 0, timeout=20, what="rank 0 of job one down")
+            assert d.metrics()['npu_watchdog_job_ranks_alive{job="job-one"}'] == 0  # kept for the grace
+            wait_for(lambda: not any('job="job-one"' in k for k in d.metrics()),
                      timeout=20, what="job one's series removed after forget_after")
         assert fired(rx) == []  # a clean end (end-of-training line) is no page
         with second:

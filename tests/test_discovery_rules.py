@@ -113,3 +113,30 @@ def test_explicit_probe_settings_win_over_discovery():
     assert set(off.feeds.values()) == {"off"} and not off.probes.logs.enabled
     some = load_config_text("discovery: {enabled: true, feed: [process]}\n")
     assert some.feeds["process"] == "discovery" and some.feeds["heartbeat"] == "off"
+
+
+def _view(obs, now=1000.0):
+    from watchdog.state import Sample, StateView
+
+    return StateView(now=now, started_at=0.0, samples={"process": (Sample(now - 1, obs),)}, statuses={})
+
+
+def _info(job, rank, pid):
+    from watchdog.observations import ProcessInfo
+
+    return ProcessInfo(pid=pid, rank=rank, state="sleeping", create_time=1.0, cpu_seconds=1.0, cpu_delta=0.1,
+                       rss_bytes=1, threads=1, job=job)
+
+
+def test_liveness_runs_per_discovered_job():
+    from watchdog.detectors.liveness import detect
+    from watchdog.observations import JobState, ProcessObservation
+
+    cfg = load_config_text("discovery: {enabled: true}\n")
+    jobs = (JobState("a", 1.0), JobState("b", 1.0), JobState("c", 1.0, ended_at=900.0, clean_end=True))
+    obs = ProcessObservation(processes=(_info("a", 0, 10), _info("b", 0, 20)), first_seen_at=1.0, discovered=True,
+                             gone=(_info("a", 1, 11), _info("b", 1, 21), _info("c", 0, 30)), jobs=jobs)
+    got = sorted((f.rule, f.labels["job"], f.labels.get("rank")) for f in detect(_view(obs), cfg))
+    assert got == [("rank_missing", "a", "1"), ("rank_missing", "b", "1")]  # c ended cleanly
+    empty = ProcessObservation(processes=(), first_seen_at=1.0, discovered=True)
+    assert detect(_view(empty, now=10_000.0), cfg) == []  # no job (any more) on the node: nothing

@@ -153,8 +153,8 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
     base = config.base_labels
     obs: ProcessObservation = sample.value
     out: List[Finding] = []
-    if obs.clean_end:
-        return out  # every rank exited after an end-of-training line: not a crash
+    if obs.clean_end or (obs.discovered and not obs.jobs):
+        return out  # a clean end (end-of-training line), or no discovered job (none yet, or forgotten)
     if obs.first_seen_at is None:
         waited = view.now - view.started_at
         if waited >= pcfg.start_grace and not obs.discovered:

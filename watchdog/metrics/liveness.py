@@ -112,7 +112,8 @@ def _process_samples(pobs: ProcessObservation, default_job: str,
         seen[j].add(rank)
         yield MetricSample("npu_watchdog_rank_process_up", {JOB_LABEL: j, "rank": rank}, 0)
     expected_of = {js.name: js.expected for js in pobs.jobs}
-    jobs = list(seen) if pobs.discovered else [default_job]
+    # Discovered jobs stay (alive 0 once ended) until the probe forgets them after forget_after.
+    jobs = sorted(set(seen) | set(expected_of)) if pobs.discovered else [default_job]
     for j in jobs:
         expected = (expected_of.get(j) if pobs.discovered else pobs.expected) or len(seen.get(j, ()))
         yield MetricSample("npu_watchdog_job_ranks_expected", {JOB_LABEL: j}, expected)

@@ -3,8 +3,8 @@
 Like the selector-based probe, a rank is identified by (pid, start time) and followed by identity
 once seen (zombies and stopped ranks stay visible). On top of that it follows each discovered job:
 a job whose ranks all exited is kept (as ended, cleanly or not) for `discovery.forget_after`, so
-its findings can resolve and its series stay readable, then forgotten. A rank that exits after an
-end-of-training line in its job's logs is a clean exit, not a missing rank.
+its findings can resolve and its series stay readable (ranks at up 0), then forgotten. Ranks that
+exit after an end-of-training line in their job's logs end the job cleanly: no missing rank.
 """
 
 from __future__ import annotations
@@ -154,8 +154,7 @@ class DiscoveredProcessProbe(Probe):
                 continue
             if not job.clean:
                 job.clean = ended_cleanly([log_tail(p) for p in sorted(job.logs)], self._end_res)
-            if not job.clean:
-                self._gone[key] = old
+            self._gone[key] = old  # shown (up 0) until forgotten; a clean end mutes its findings
         for key in [k for k in self._gone if k in alive]:
             del self._gone[key]  # restarted
 

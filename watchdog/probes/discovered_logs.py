@@ -66,7 +66,7 @@ class DiscoveredLogsProbe(LogsProbe):
 
     def _refresh_sources(self, now: float) -> None:
         try:
-            found = self.feed.current(max_age=self.interval)
+            found = self.feed.current(max_age=self.dcfg.interval)
         except Exception as exc:
             raise ProbeError(f"discovery failed: {type(exc).__name__}: {exc}") from None
         hccl = max((j.hccl.exec_timeout_s or 0 for j in found.jobs), default=0)

@@ -280,7 +280,8 @@ def build(ctx: ProbeContext) -> List[Probe]:
     if not cfg.enabled:
         return []
     if ctx.config.fed_by_discovery("heartbeat"):
-        return [DiscoveredHeartbeatProbe(cfg, ctx.config.discovery.forget_after, ctx.discovery_feed())]
+        d = ctx.config.discovery
+        return [DiscoveredHeartbeatProbe(cfg, d.forget_after, ctx.discovery_feed(), d.interval)]
     return [HeartbeatProbe(cfg)]
 
 
@@ -291,15 +292,15 @@ class DiscoveredHeartbeatProbe(HeartbeatProbe):
     deleted heartbeat of a running job is not a healthy one), then it is forgotten.
     """
 
-    def __init__(self, cfg: HeartbeatProbeConfig, forget_after: float, feed: Any):
+    def __init__(self, cfg: HeartbeatProbeConfig, forget_after: float, feed: Any, max_age: float = 10.0):
         super().__init__(cfg)
-        self.forget_after, self.feed = forget_after, feed
+        self.forget_after, self.feed, self.max_age = forget_after, feed, max_age
         self._owners: Dict[str, Tuple[str, int, float]] = {}
 
     def _paths(self) -> List[str]:
         now = time.time()
         try:
-            found = self.feed.current(max_age=self.interval)
+            found = self.feed.current(max_age=self.max_age)
         except Exception as exc:
             raise ProbeError(f"discovery failed: {type(exc).__name__}: {exc}") from None
         for job in found.jobs:
@@ -321,4 +322,5 @@ class DiscoveredHeartbeatProbe(HeartbeatProbe):
         if not isinstance(new, DiscoveredHeartbeatProbe):
             return False
         self.cfg, self.interval, self.timeout, self.forget_after = new.cfg, new.interval, new.timeout, new.forget_after
+        self.max_age = new.max_age
         return True
