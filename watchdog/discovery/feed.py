@@ -57,6 +57,7 @@ class DiscoveryFeed:
         self.scans_total = 0
         self.errors_total = 0
         self._said_none = False
+        self._names: Dict[str, int] = {}
 
     def set_npu_processes(self, mapping: Mapping[int, int]) -> None:
         with self._lock:
@@ -91,8 +92,18 @@ class DiscoveryFeed:
             return self._latest
 
     def _log_change(self, found: Discovered) -> None:
+        """Say once that there is no job, and each time a job appears or goes (not every scan)."""
+        names = {j.name: len(j.ranks) for j in found.jobs}
+        for job in found.jobs:
+            if self._names.get(job.name) != len(job.ranks):
+                launcher = f", launcher pid {job.launcher.pid}" if job.launcher else ""
+                log.info("discovery: job %s: %d ranks (pids %s)%s", job.name, len(job.ranks),
+                         ",".join(str(r.pid) for r in job.ranks), launcher)
+        for name in set(self._names) - set(names):
+            log.info("discovery: job %s: no rank left", name)
+        self._names = names
         if not found.jobs and not self._said_none:
             log.info("discovery: no training job on this node yet; watching the NPUs and the daemon itself")
             self._said_none = True
-        elif found.jobs and self._said_none:
+        elif found.jobs:
             self._said_none = False
