@@ -140,3 +140,17 @@ def test_liveness_runs_per_discovered_job():
     assert got == [("rank_missing", "a", "1"), ("rank_missing", "b", "1")]  # c ended cleanly
     empty = ProcessObservation(processes=(), first_seen_at=1.0, discovered=True)
     assert detect(_view(empty, now=10_000.0), cfg) == []  # no job (any more) on the node: nothing
+
+
+def test_log_files_of_a_job_by_source_and_rank():
+    from watchdog.discovery.model import Discovered, JobInfo, RankInfo
+    from watchdog.probes.discovered_logs import plan_files
+
+    ranks = (RankInfo(0, 0, 100, None, ("/j/rank0.log", "/j/all.out", "/j/plog/plog-100_1.log")),
+             RankInfo(1, 1, 101, None, ("/j/rank1.log", "/j/all.out")))
+    job = JobInfo(name="j", launcher=None, world_size=2, local_world_size=2, ranks=ranks, plog_dirs=("/p",))
+    listing = {"/p": ["plog-101_2.log", "plog-999_3.log", "other.log"]}
+    got = plan_files(Discovered(jobs=(job,)), listdir=lambda d: listing[d])
+    assert got == {"/j/rank0.log": ("train", "j", "0"), "/j/rank1.log": ("train", "j", "1"),
+                   "/j/all.out": ("train", "j", None), "/j/plog/plog-100_1.log": ("plog", "j", "0"),
+                   "/p/plog-101_2.log": ("plog", "j", "1")}

@@ -29,13 +29,21 @@ Labels = Tuple[str, Optional[str], Optional[str]]  # source, job, rank
 
 
 def plan_files(found: Discovered, listdir=os.listdir) -> Dict[str, Labels]:
-    """path -> (source, job, rank) for every file discovery attributes to a rank."""
+    """path -> (source, job, rank) for every file discovery attributes to a rank.
+
+    A file several ranks write (a shared stdout) has no rank; a file named like a CANN plog
+    (`plog-<pid>_*.log`) is a plog wherever it lives.
+    """
     out: Dict[str, Labels] = {}
     for job in found.jobs:
         by_pid = {r.pid: str(r.rank) for r in job.ranks}
+        writers: Dict[str, set] = {}
         for r in job.ranks:
             for path in r.logs:
-                out.setdefault(path, (TRAIN, job.name, str(r.rank)))
+                writers.setdefault(path, set()).add(str(r.rank))
+        for path, ranks in writers.items():
+            source = PLOG if _PLOG_NAME.match(os.path.basename(path)) else TRAIN
+            out.setdefault(path, (source, job.name, next(iter(ranks)) if len(ranks) == 1 else None))
         for d in job.plog_dirs:
             try:
                 names = sorted(listdir(d))[-MAX_PLOG_FILES:]
