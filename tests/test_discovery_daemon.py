@@ -3,22 +3,15 @@ about: start, a killed rank, a clean end, two jobs in sequence; metrics unique a
 
 from __future__ import annotations
 
-import collections
-import re
 import time
 
 from tests.fakes.receivers import Receiver
-from tests.helpers import wait_for
+from tests.helpers import duplicate_series, wait_for
 from tests.jobkit import TrainJob
-
-SERIES = re.compile(r"^([a-z_:]+)(\{[^}]*\})? ")
-
 
 def assert_unique_series(text: str) -> None:
     """/metrics never carries two series with one label set (Prometheus would drop one)."""
-    keys = [m.group(1) + (m.group(2) or "") for m in map(SERIES.match, text.splitlines()) if m]
-    dupes = [k for k, n in collections.Counter(keys).items() if n > 1]
-    assert not dupes, dupes
+    assert not duplicate_series(text)
 
 
 def config(job: TrainJob, hook: str, **discovery) -> dict:

@@ -58,6 +58,7 @@ class DiscoveryFeed:
         self.errors_total = 0
         self._said_none = False
         self._names: Dict[str, int] = {}
+        self._log_lock = threading.Lock()
 
     def set_npu_processes(self, mapping: Mapping[int, int]) -> None:
         with self._lock:
@@ -76,7 +77,8 @@ class DiscoveryFeed:
         with self._lock:
             self._latest, self._mono = found, time.monotonic()
             self.scans_total += 1
-        self._log_change(found)
+        with self._log_lock:
+            self._log_change(found)
         return found
 
     def current(self, max_age: float) -> Discovered:
