@@ -154,3 +154,14 @@ def test_log_files_of_a_job_by_source_and_rank():
     assert got == {"/j/rank0.log": ("train", "j", "0"), "/j/rank1.log": ("train", "j", "1"),
                    "/j/all.out": ("train", "j", None), "/j/plog/plog-100_1.log": ("plog", "j", "0"),
                    "/p/plog-101_2.log": ("plog", "j", "1")}
+
+
+def test_configured_paths_of_discovery_fed_probes_are_not_reported_unmatched():
+    from watchdog.config.pathcheck import unmatched_paths
+
+    text = ("probes:\n  heartbeat: {paths: ['/nonexistent/hb/*.json']}\n"
+            "  logs: {sources: [{name: train, paths: ['/nonexistent/*.log']}]}\n")
+    fed = load_config_text("discovery: {enabled: true}\n" + text)
+    assert not [line for line in unmatched_paths(fed) if "nonexistent" in line]
+    explicit = load_config_text("probes:\n  heartbeat: {enabled: true, paths: ['/nonexistent/hb/*.json']}\n")
+    assert [line for line in unmatched_paths(explicit) if "nonexistent" in line]

@@ -156,7 +156,7 @@ class Config(StrictModel):
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
     snapshots: SnapshotsConfig = Field(default_factory=SnapshotsConfig)
     doctor: DoctorConfig = Field(default_factory=DoctorConfig)
-    #: Zero-config discovery of the training jobs on the node (on by default).
+    #: Zero-config discovery of the training jobs on the node (on in the shipped example config).
     discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
     #: Per fed probe: "config" (explicit settings win), "discovery" or "off" (set at validation).
     _feeds: dict = PrivateAttr(default_factory=dict)

@@ -24,10 +24,12 @@ class DiscoveryConfig(StrictModel):
     explicit config wins; `check-config` says which applies).
     """
 
+    #: On in the shipped example config; off when a config leaves the section out.
     enabled: bool = False
     #: The process table is scanned on every round of the process probe; the logs and heartbeat
     #: probes reuse a scan up to this old (one scan costs ~0.1 s on a node of 1,000 processes).
     interval: Duration = Field(default="10s", gt=0)
+    #: Probes discovery switches on and points at the jobs, unless enabled explicitly under `probes:`.
     feed: List[FeedName] = Field(default_factory=lambda: ["process", "logs", "heartbeat", "npu"])
     #: Environment keys of the ranks holding the job's name, first set wins (e.g. a scheduler's
     #: job name); else `<launcher script>-<start time>`. Only these and the documented keys are
