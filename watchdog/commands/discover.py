@@ -24,11 +24,11 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 def _npu_table(config) -> Dict[int, int]:
     """pid -> NPU from npu-smi's process table, when npu-smi is there (else {}: env is used)."""
-    from watchdog.discovery.plan import _npu_smi_present
+    from watchdog.discovery.plan import npu_smi_present
     from watchdog.npusmi.run import NpuSmiRunError, query_info
 
     program = config.probes.npu.npu_smi
-    if not _npu_smi_present(program):
+    if not npu_smi_present(program):
         return {}
     try:
         obs = query_info(program, config.probes.npu.command_timeout)

@@ -14,7 +14,7 @@ from typing import Any, Dict
 FEEDS = ("process", "logs", "heartbeat", "npu")
 
 
-def _npu_smi_present(program: str) -> bool:
+def npu_smi_present(program: str) -> bool:
     if os.sep in program:
         return os.access(program, os.X_OK)
     return shutil.which(program) is not None
@@ -30,7 +30,7 @@ def resolve(config: Any) -> Dict[str, str]:
             out[name] = "config"
         elif not d.enabled or name not in d.feed:
             out[name] = "off"
-        elif name == "npu" and not _npu_smi_present(section.npu_smi):
+        elif name == "npu" and not npu_smi_present(section.npu_smi):
             out[name] = f"off: {section.npu_smi} not found"
         else:
             out[name] = "discovery"
