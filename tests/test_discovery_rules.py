@@ -165,3 +165,28 @@ def test_configured_paths_of_discovery_fed_probes_are_not_reported_unmatched():
     assert not [line for line in unmatched_paths(fed) if "nonexistent" in line]
     explicit = load_config_text("probes:\n  heartbeat: {enabled: true, paths: ['/nonexistent/hb/*.json']}\n")
     assert [line for line in unmatched_paths(explicit) if "nonexistent" in line]
+
+
+def test_heartbeat_named_by_a_rank_must_belong_to_its_user(tmp_path):
+    import os
+
+    from watchdog.discovery.scan import owned_by
+
+    mine = tmp_path / "hb.json"
+    mine.write_text("{}")
+    uid = os.stat(mine).st_uid
+    assert owned_by(str(mine), uid) and owned_by(str(tmp_path / "later.json"), uid)
+    assert not owned_by(str(mine), uid + 12345) or uid + 12345 == 0
+    assert owned_by("/etc/passwd", 0) and not owned_by("/etc/passwd", 4242)
+
+
+def test_proc_stat_with_odd_command_names():
+    from watchdog.discovery.procfs import parse_stat
+
+    line = "4242 (python (rank) 0) S 4000 4242 4242 0 -1 4194560 " + " ".join(["0"] * 12) + " 987654 0 0"
+    comm, ppid, start = parse_stat(line)
+    assert (comm, ppid, start) == ("python (rank) 0", 4000, 987654)
+    import pytest
+
+    with pytest.raises((ValueError, IndexError)):
+        parse_stat("garbage without parentheses")

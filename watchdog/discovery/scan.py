@@ -40,6 +40,19 @@ class ScanOptions:
     first_job_name: Optional[str] = None
     #: Home folder of a uid (the plog default lives there); replaceable in tests.
     home_of: Callable[[int], Optional[str]] = field(default=lambda uid: _home(uid))
+    #: Whether a path named in a rank's environment may be read for that rank's user.
+    owner_ok: Callable[[str, int], bool] = field(default=lambda path, uid: owned_by(path, uid))
+
+
+def owned_by(path: str, uid: int) -> bool:
+    """A file named by a rank's environment is read only when that rank's user owns it (or the
+    folder it will appear in): a rank cannot point the root daemon at someone else's file."""
+    for candidate in (path, os.path.dirname(path)):
+        try:
+            return uid == 0 or os.stat(candidate).st_uid == uid
+        except OSError:
+            continue
+    return False
 
 
 def _home(uid: int) -> Optional[str]:
@@ -130,6 +143,8 @@ def describe_job(raw: RawJob, records: Dict[int, ProcRecord], logs: Mapping[int,
         local = first_int(env, LOCAL_RANK_KEYS)
         npu = npu_by_pid.get(pid, npu_of(env, local))
         hb = heartbeat_path(env, rank, local)
+        if hb is not None and not opts.owner_ok(hb, rec.uid):
+            hb = None
         ranks.append(RankInfo(rank=rank, local_rank=local, pid=pid, npu=npu, logs=logs.get(pid, ()), heartbeat=hb))
         for d in plog_dirs_of(env, opts.home_of(rec.uid)):
             if d not in plogs:
