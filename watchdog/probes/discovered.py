@@ -26,6 +26,8 @@ from watchdog.probes.process import ProcessProbe
 Identity = Tuple[int, float]
 #: Bytes read from the end of each rank log when looking for an end-of-training line.
 TAIL_BYTES = 8192
+#: Second look after a rank exits while its peers live (a whole-job kill takes milliseconds).
+SETTLE_SECONDS = 0.5
 
 
 @dataclass
@@ -88,6 +90,12 @@ class DiscoveredProcessProbe(Probe):
         except Exception as exc:
             raise ProbeError(f"discovery failed: {type(exc).__name__}: {exc}") from None
         live = self._follow_known()
+        if self._partly_gone(live):
+            # A rank went while peers live: look again shortly. A job killed as a whole (its
+            # process group, the scheduler) is then seen as gone at once, not as a missing rank
+            # followed by a gone job a round later.
+            time.sleep(SETTLE_SECONDS)
+            live = self._follow_known()
         for job in found.jobs:
             self._track_job(job, now)
             for r in job.ranks:
@@ -104,6 +112,10 @@ class DiscoveredProcessProbe(Probe):
         if infos and self._first_seen_at is None:
             self._first_seen_at = now
         return Collected(self._observation(infos), self._summary(infos, found))
+
+    def _partly_gone(self, live: Dict[Identity, Tuple[psutil.Process, str, int]]) -> bool:
+        gone_jobs = {p.job for i, p in self._known.items() if i not in live}
+        return any(job in gone_jobs for _, job, _ in live.values())
 
     def _follow_known(self) -> Dict[Identity, Tuple[psutil.Process, str, int]]:
         out: Dict[Identity, Tuple[psutil.Process, str, int]] = {}
