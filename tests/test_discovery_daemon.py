@@ -31,9 +31,9 @@ def fired(rx, status="firing"):
 def ranks_metric(d, job: str) -> float:
     """Discovered ranks, once the process probe follows them too (the logs probe may scan first)."""
     m = d.metrics()
-    if m.get(f'npu_watchdog_job_ranks_alive{{job="{job}"}}', 0) != m.get(f'npu_watchdog_discovered_ranks{{job="{job}"}}'):
+    if m.get(f'npu_watchdog_job_ranks_alive{{training_job="{job}"}}', 0) != m.get(f'npu_watchdog_discovered_ranks{{training_job="{job}"}}'):
         return -1
-    return m.get(f'npu_watchdog_discovered_ranks{{job="{job}"}}', 0)
+    return m.get(f'npu_watchdog_discovered_ranks{{training_job="{job}"}}', 0)
 
 
 def test_job_started_after_the_daemon_a_killed_rank_pages_once(tmp_path, make_daemon):
@@ -49,14 +49,14 @@ def test_job_started_after_the_daemon_a_killed_rank_pages_once(tmp_path, make_da
             assert st["jobs"][0]["launcher"]["pid"] == job.proc.pid
             assert st["feeds"]["process"] == "discovery"
             m = d.metrics()
-            assert m['npu_watchdog_job_ranks_alive{job="llama-a"}'] == 4
-            assert m['npu_watchdog_job_ranks_expected{job="llama-a"}'] == 4
+            assert m['npu_watchdog_job_ranks_alive{training_job="llama-a"}'] == 4
+            assert m['npu_watchdog_job_ranks_expected{training_job="llama-a"}'] == 4
             assert_unique_series(d.metrics_text())
             job.exit_rank(2)
             wait_for(lambda: fired(rx), timeout=20, what="a page for the dead rank")
             time.sleep(3)  # nothing else may follow while the other ranks live
             pages = fired(rx)
-            assert [(p["alertname"], p["job"], p.get("rank")) for p in pages] == [("rank_missing", "llama-a", "2")]
+            assert [(p["alertname"], p["training_job"], p.get("rank")) for p in pages] == [("rank_missing", "llama-a", "2")]
             assert_unique_series(d.metrics_text())
         assert "secret" not in d.log().lower() or "redacted" in d.log().lower()
 
@@ -70,23 +70,23 @@ def test_clean_end_does_not_page_and_series_go_then_a_second_job_is_a_second_lab
             wait_for(lambda: ranks_metric(d, "job-one") == 2, timeout=15, what="job one discovered")
             first.finish()
             assert first.wait() == 0
-            ended = 'npu_watchdog_rank_process_up{job="job-one",rank="0"}'
+            ended = 'npu_watchdog_rank_process_up{training_job="job-one",rank="0"}'
             wait_for(lambda: d.metrics().get(ended) == 0, timeout=20, what="rank 0 of job one down")
-            assert d.metrics()['npu_watchdog_job_ranks_alive{job="job-one"}'] == 0  # kept for the grace
-            wait_for(lambda: not any('job="job-one"' in k for k in d.metrics()),
+            assert d.metrics()['npu_watchdog_job_ranks_alive{training_job="job-one"}'] == 0  # kept for the grace
+            wait_for(lambda: not any('training_job="job-one"' in k for k in d.metrics()),
                      timeout=20, what="job one's series removed after forget_after")
         assert fired(rx) == []  # a clean end (end-of-training line) is no page
         with second:
             wait_for(lambda: ranks_metric(d, "job-two") == 3, timeout=15, what="job two discovered")
             m = d.metrics()
-            assert m['npu_watchdog_job_ranks_alive{job="job-two"}'] == 3
-            assert not any('job="job-one"' in k for k in m)
+            assert m['npu_watchdog_job_ranks_alive{training_job="job-two"}'] == 3
+            assert not any('training_job="job-one"' in k for k in m)
             assert_unique_series(d.metrics_text())
             second.stop()  # killed: all ranks gone at once, no end line -> the job is gone
             wait_for(lambda: fired(rx), timeout=20, what="job_gone page")
             time.sleep(2)
             assert sorted({p["alertname"] for p in fired(rx)}) == ["job_gone"] and len(fired(rx)) == 1
-            assert fired(rx)[0]["job"] == "job-two"
+            assert fired(rx)[0]["training_job"] == "job-two"
 
 
 def test_two_jobs_at_once_are_two_labels(tmp_path, make_daemon):
@@ -99,12 +99,12 @@ def test_two_jobs_at_once_are_two_labels(tmp_path, make_daemon):
                      what="both jobs")
             for name in ("alpha", "beta"):
                 for r in (0, 1):
-                    assert d.metrics()[f'npu_watchdog_rank_process_up{{job="{name}",rank="{r}"}}'] == 1
+                    assert d.metrics()[f'npu_watchdog_rank_process_up{{training_job="{name}",rank="{r}"}}'] == 1
             assert_unique_series(d.metrics_text())
             b.exit_rank(1)
             wait_for(lambda: fired(rx), timeout=20, what="page")
             time.sleep(2)
-            assert [(p["alertname"], p["job"], p.get("rank")) for p in fired(rx)] == [("rank_missing", "beta", "1")]
+            assert [(p["alertname"], p["training_job"], p.get("rank")) for p in fired(rx)] == [("rank_missing", "beta", "1")]
 
 
 def test_heartbeats_named_by_the_ranks_and_a_done_phase_is_a_clean_end(tmp_path, make_daemon):
@@ -114,15 +114,15 @@ def test_heartbeats_named_by_the_ranks_and_a_done_phase_is_a_clean_end(tmp_path,
     with Receiver("webhook") as rx:
         d = make_daemon(config(job, rx.url))
         with job:
-            wait_for(lambda: d.metrics().get('npu_watchdog_heartbeat_step{job="hbjob",rank="1"}', 0) > 0,
+            wait_for(lambda: d.metrics().get('npu_watchdog_heartbeat_step{training_job="hbjob",rank="1"}', 0) > 0,
                      timeout=20, what="heartbeat of rank 1 read")
             assert d.status()["discovery"]["jobs"][0]["heartbeats"] == [str(hb / "rank0.json"), str(hb / "rank1.json")]
             info = [k for k in d.metrics() if k.startswith("npu_watchdog_rank_info{")]
-            assert len(info) == 2 and all(f'path="{hb}/rank' in k and 'job="hbjob"' in k for k in info)
+            assert len(info) == 2 and all(f'path="{hb}/rank' in k and 'training_job="hbjob"' in k for k in info)
             assert_unique_series(d.metrics_text())
             job.finish()
             assert job.wait() == 0
-            wait_for(lambda: d.metrics().get('npu_watchdog_job_ranks_alive{job="hbjob"}', 1) == 0, timeout=20,
+            wait_for(lambda: d.metrics().get('npu_watchdog_job_ranks_alive{training_job="hbjob"}', 1) == 0, timeout=20,
                      what="ranks gone")
             time.sleep(3)
         assert fired(rx) == []  # the heartbeats said done: no page, though no end line was printed

@@ -136,7 +136,7 @@ def test_liveness_runs_per_discovered_job():
     jobs = (JobState("a", 1.0), JobState("b", 1.0), JobState("c", 1.0, ended_at=900.0, clean_end=True))
     obs = ProcessObservation(processes=(_info("a", 0, 10), _info("b", 0, 20)), first_seen_at=1.0, discovered=True,
                              gone=(_info("a", 1, 11), _info("b", 1, 21), _info("c", 0, 30)), jobs=jobs)
-    got = sorted((f.rule, f.labels["job"], f.labels.get("rank")) for f in detect(_view(obs), cfg))
+    got = sorted((f.rule, f.labels["training_job"], f.labels.get("rank")) for f in detect(_view(obs), cfg))
     assert got == [("rank_missing", "a", "1"), ("rank_missing", "b", "1")]  # c ended cleanly
     empty = ProcessObservation(processes=(), first_seen_at=1.0, discovered=True)
     assert detect(_view(empty, now=10_000.0), cfg) == []  # no job (any more) on the node: nothing

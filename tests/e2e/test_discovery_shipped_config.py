@@ -86,7 +86,7 @@ def test_shipped_config_watches_a_torchrun_job_and_a_nan_pages_once(tmp_path):
             page = http_get(url + "/")[1]
             assert "4 ranks" in page and j["name"] in page
             metrics = http_get(url + "/metrics")[1]
-            assert f'npu_watchdog_discovered_ranks{{job="{j["name"]}"}} 4.0' in metrics
+            assert f'npu_watchdog_discovered_ranks{{training_job="{j["name"]}"}} 4.0' in metrics
 
             out = subprocess.run([sys.executable, "-m", "watchdog", "discover", "--json", "-c", str(SHIPPED)],
                                  env=env, capture_output=True, text=True, cwd=str(REPO), timeout=60)
@@ -103,7 +103,7 @@ def test_shipped_config_watches_a_torchrun_job_and_a_nan_pages_once(tmp_path):
             assert len(firing(fs)) == 1 and len(firing(hook)) == 1
             (msg,) = firing(hook)
             assert msg["status"] == "firing"
-            assert [(a["labels"]["alertname"], a["labels"]["job"], a["labels"].get("rank")) for a in msg["alerts"]] \
+            assert [(a["labels"]["alertname"], a["labels"]["training_job"], a["labels"].get("rank")) for a in msg["alerts"]] \
                 == [("log_nan", j["name"], "2")]
         finally:
             daemon.send_signal(signal.SIGTERM)
