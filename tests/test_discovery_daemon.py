@@ -70,7 +70,7 @@ def test_clean_end_does_not_page_and_series_go_then_a_second_job_is_a_second_lab
             wait_for(lambda: ranks_metric(d, "job-one") == 2, timeout=15, what="job one discovered")
             first.finish()
             assert first.wait() == 0
-            ended = 'npu_watchdog_rank_process_up{training_job="job-one",rank="0"}'
+            ended = 'npu_watchdog_rank_process_up{rank="0",training_job="job-one"}'
             wait_for(lambda: d.metrics().get(ended) == 0, timeout=20, what="rank 0 of job one down")
             assert d.metrics()['npu_watchdog_job_ranks_alive{training_job="job-one"}'] == 0  # kept for the grace
             wait_for(lambda: not any('training_job="job-one"' in k for k in d.metrics()),
@@ -99,7 +99,7 @@ def test_two_jobs_at_once_are_two_labels(tmp_path, make_daemon):
                      what="both jobs")
             for name in ("alpha", "beta"):
                 for r in (0, 1):
-                    assert d.metrics()[f'npu_watchdog_rank_process_up{{training_job="{name}",rank="{r}"}}'] == 1
+                    assert d.metrics()[f'npu_watchdog_rank_process_up{{rank="{r}",training_job="{name}"}}'] == 1
             assert_unique_series(d.metrics_text())
             b.exit_rank(1)
             wait_for(lambda: fired(rx), timeout=20, what="page")
@@ -114,7 +114,7 @@ def test_heartbeats_named_by_the_ranks_and_a_done_phase_is_a_clean_end(tmp_path,
     with Receiver("webhook") as rx:
         d = make_daemon(config(job, rx.url))
         with job:
-            wait_for(lambda: d.metrics().get('npu_watchdog_heartbeat_step{training_job="hbjob",rank="1"}', 0) > 0,
+            wait_for(lambda: d.metrics().get('npu_watchdog_heartbeat_step{rank="1",training_job="hbjob"}', 0) > 0,
                      timeout=20, what="heartbeat of rank 1 read")
             assert d.status()["discovery"]["jobs"][0]["heartbeats"] == [str(hb / "rank0.json"), str(hb / "rank1.json")]
             info = [k for k in d.metrics() if k.startswith("npu_watchdog_rank_info{")]
