@@ -19,8 +19,10 @@ import psutil
 from watchdog.config.schema import Config
 from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.discovery.model import Discovered
+from watchdog.heartbeat_format import HeartbeatFormatError, parse_heartbeat
 from watchdog.observations import JobState, ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeError
+from watchdog.probes.heartbeat import read_file
 from watchdog.probes.process import ProcessProbe
 
 Identity = Tuple[int, float]
@@ -37,6 +39,8 @@ class _Job:
     expected: Optional[int]
     launcher_pid: Optional[int]
     logs: Set[str] = field(default_factory=set)
+    #: rank -> heartbeat file named by its environment.
+    heartbeats: Dict[int, str] = field(default_factory=dict)
     ended_at: Optional[float] = None
     clean: bool = False
     hccl_exec_timeout_s: Optional[int] = None
@@ -56,6 +60,16 @@ def log_tail(path: str, size: int = TAIL_BYTES) -> str:
 def ended_cleanly(tails: List[str], patterns: List["re.Pattern[str]"]) -> bool:
     """Pure: does any log tail carry an end-of-training line?"""
     return any(p.search(t) for t in tails for p in patterns)
+
+
+def says_done(path: str) -> bool:
+    """The heartbeat file declares phase `done` (read here, at the exit, because the heartbeat
+    probe may not have read the last beat before the process probe sees the rank gone)."""
+    try:
+        data, _, _ = read_file(path)
+        return parse_heartbeat(data).phase == "done"
+    except (OSError, HeartbeatFormatError):
+        return False
 
 
 class DiscoveredProcessProbe(Probe):
@@ -140,6 +154,8 @@ class DiscoveredProcessProbe(Probe):
         t.hccl_exec_timeout_s = job.hccl.exec_timeout_s
         for r in job.ranks:
             t.logs.update(r.logs)
+            if r.heartbeat:
+                t.heartbeats[r.rank] = r.heartbeat
 
     def _describe_all(self, live: Dict[Identity, Tuple[psutil.Process, str, int]]) -> Dict[Identity, ProcessInfo]:
         """One ProcessInfo per (job, rank): a running process wins over a zombie, then the newest."""
@@ -165,10 +181,18 @@ class DiscoveredProcessProbe(Probe):
             if key in alive or job is None:
                 continue
             if not job.clean:
-                job.clean = ended_cleanly([log_tail(p) for p in sorted(job.logs)], self._end_res)
+                job.clean = self._clean_exit(job, old.rank)
             self._gone[key] = old  # shown (up 0) until forgotten; a clean end mutes its findings
         for key in [k for k in self._gone if k in alive]:
             del self._gone[key]  # restarted
+
+    def _clean_exit(self, job: _Job, rank: Optional[int]) -> bool:
+        """A rank exiting after its heartbeat said `done`, or after an end-of-training line in its
+        job's logs: the job is ending, not crashing."""
+        hb = job.heartbeats.get(rank) if rank is not None else None
+        if hb is not None and says_done(hb):
+            return True
+        return ended_cleanly([log_tail(p) for p in sorted(job.logs)], self._end_res)
 
     def _end_jobs(self, infos: Dict[Identity, ProcessInfo], now: float) -> None:
         running = {i.job for i in infos.values() if i.state != "zombie"}
@@ -178,8 +202,8 @@ class DiscoveredProcessProbe(Probe):
                 continue
             if t.ended_at is None:
                 t.ended_at = now
-                if not t.clean:
-                    t.clean = ended_cleanly([log_tail(p) for p in sorted(t.logs)], self._end_res)
+                if not t.clean:  # ranks left as zombies never went through _update_gone
+                    t.clean = any(self._clean_exit(t, r) for r in (list(t.heartbeats) or [None]))
             elif now - t.ended_at >= self.dcfg.forget_after:
                 del self._jobs[name]
                 for key in [k for k in self._gone if k[0] == name]:
