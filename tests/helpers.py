@@ -51,6 +51,15 @@ def wait_for(pred: Callable[[], Any], timeout: float = 20.0, interval: float = 0
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+def duplicate_series(text: str) -> list:
+    """Series that appear more than once with one label set in a /metrics text (Prometheus
+    silently keeps one of them): must always be empty."""
+    import collections
+
+    keys = [line.rpartition(" ")[0] for line in text.splitlines() if line and not line.startswith("#")]
+    return [k for k, n in collections.Counter(keys).items() if n > 1]
+
+
 def parse_metrics(text: str) -> Dict[str, float]:
     """`name{labels}` -> value, from the Prometheus text format (labels sorted as served)."""
     out: Dict[str, float] = {}

@@ -105,6 +105,9 @@ def test_config_example_and_permissions(installed):
     r = subprocess.run([str(venv_bin(installed) / "npu-watchdog"), "check-config", "-c", str(etc / "config.yaml")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+    # Zero-config: the installed config discovers the training jobs (process, logs, heartbeats).
+    assert "#   probes.process: fed by discovery" in r.stdout
+    assert "#   probes.logs: fed by discovery" in r.stdout
 
 
 def test_unit_points_at_the_venv(installed):

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "watchdog.commands.alerts",
     "watchdog.commands.snapshot",
     "watchdog.commands.doctor",
+    "watchdog.commands.discover",
     "watchdog.commands.demo",
     "watchdog.commands.relay",
 )

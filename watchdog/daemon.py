@@ -20,6 +20,8 @@ from watchdog.config import Config, ConfigError, load_config
 from watchdog.config.pathcheck import unmatched_paths
 from watchdog.detectors import IncrementalDetectors, load_detectors
 from watchdog.findings import JOB_LABEL
+from watchdog.discovery.feed import feed_for, scan_options
+from watchdog.discovery.status import discovery_status
 from watchdog.httpserver import HttpEndpoint
 from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
 from watchdog.logsetup import set_level
@@ -66,6 +68,9 @@ class Daemon:
         if snapshots is not None:
             self.runtime.services["snapshots"] = snapshots
         self.engine = build_engine(config, self.runtime)
+        # One discovery result shared by the probes it feeds (kept across reloads).
+        self.feed = feed_for(config)
+        self.runtime.services["discovery"] = self.feed
         self.runtime.engine = self.engine
         self.detectors = IncrementalDetectors(load_detectors())
         self._eval_lock = threading.Lock()
@@ -139,6 +144,7 @@ class Daemon:
             "findings": [f.to_dict() for f in self.engine.current()],
             "detector_errors": list(self.runtime.detector_errors),
             "flight_recorder": self._flight_recorder_tails(),
+            "discovery": discovery_status(self.config, self.feed),
         }
 
     def _flight_recorder_tails(self) -> List[Dict[str, Any]]:
@@ -170,7 +176,8 @@ class Daemon:
 
     # -- lifecycle -------------------------------------------------------------------------
     def _build_probes(self, config: Config) -> List[Any]:
-        return build_probes(ProbeContext(config=config, state_dir=config.paths.state_dir))
+        self.feed.opts = scan_options(config)
+        return build_probes(ProbeContext(config=config, state_dir=config.paths.state_dir, feed=self.feed))
 
     def _install_signal_handlers(self) -> None:
         def enqueue(signum: int, _frame: Any) -> None:

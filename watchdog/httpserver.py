@@ -28,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from watchdog import __version__
 from watchdog.findings import JOB_LABEL
+from watchdog.discovery.status import summary_lines
 
 log = logging.getLogger(__name__)
 
@@ -216,12 +217,14 @@ class HttpEndpoint:
         findings = "".join(
             f"<li>[{html.escape(f['severity'])}] {html.escape(f['summary'])}</li>" for f in st.get("findings", [])
         ) or "<li>none</li>"
+        jobs = "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(st.get("discovery")))
         page = (
             "<!doctype html><html><head><meta charset='utf-8'><title>npu-watchdog</title></head><body>"
             f"<h1>npu-watchdog {html.escape(__version__)}</h1>"
             f"<p>host {html.escape(st['host'])}, job {html.escape(st[JOB_LABEL])}</p>"
             "<p><a href='/metrics'>/metrics</a> &middot; <a href='/healthz'>/healthz</a> &middot; "
             "<a href='/api/status'>/api/status</a></p>"
+            f"<h2>Discovered training jobs</h2><ul>{jobs}</ul>"
             f"<h2>Probes</h2><table border='1'><tr><th>probe</th><th>state</th><th>last</th></tr>{rows}</table>"
             f"<h2>Findings in force</h2><ul>{findings}</ul></body></html>"
         )

@@ -31,6 +31,23 @@ class ProcessInfo:
     #: The rank's HCCL settings as (name, value) pairs (`watchdog.hccl.ENV_KEYS` only) when its
     #: environment is visible; the cascade windows follow them (see watchdog.hccl).
     hccl_env: Tuple[Tuple[str, str], ...] = ()
+    #: The discovered job this rank belongs to (None: the process probe's explicit selectors).
+    job: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A discovered job as the process probe follows it over its life."""
+
+    name: str
+    first_seen_at: float
+    #: Ranks expected on this node (LOCAL_WORLD_SIZE, else `probes.process.expected`, else None).
+    expected: Optional[int] = None
+    #: When its last rank exited (None while any runs), and whether that was a clean end (an
+    #: end-of-training line in its logs; a `done` heartbeat is judged by the detector).
+    ended_at: Optional[float] = None
+    clean_end: bool = False
+    launcher_pid: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +58,12 @@ class ProcessObservation:
     gone: Tuple[ProcessInfo, ...] = ()
     #: When the probe first saw any rank process (None: the job has not started yet).
     first_seen_at: Optional[float] = None
+    #: Discovered jobs (empty when ranks are selected by explicit settings).
+    jobs: Tuple[JobState, ...] = ()
+    #: The job ended cleanly: its ranks exiting is not a crash (set on per-job views).
+    clean_end: bool = False
+    #: Ranks come from discovery (no "not started" finding: a node without a job is normal).
+    discovered: bool = False
 
 
 # --- heartbeat probe -----------------------------------------------------------------------
@@ -86,6 +109,8 @@ class HeartbeatReading:
     #: one; `flight_error` says why it could not be read (a damaged or foreign file).
     flight_tail: Tuple[Dict[str, Any], ...] = ()
     flight_error: Optional[str] = None
+    #: The discovered job of the rank writing this file (None: explicit `probes.heartbeat.paths`).
+    job: Optional[str] = None
 
 
 @dataclass(frozen=True)

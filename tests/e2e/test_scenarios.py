@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, wait_for
+from tests.helpers import REPO, duplicate_series, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -29,6 +29,7 @@ def test_every_fault_pages_exactly_once(demo):
     run = demo()
     results = {r.name.split(":")[0].split(" (")[0]: r for r in run.play()}
     assert all(r.ok for r in results.values()), [(r.name, r.messages, r.delivered_at) for r in results.values()]
+    assert not duplicate_series(run.metrics_text())  # a launcher, wrapper or worker never doubles a rank
     for benign in ("healthy training", "long checkpoint", "training resumes after the checkpoint"):
         assert results[benign].messages == 0, benign
 

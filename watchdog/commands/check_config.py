@@ -31,10 +31,16 @@ def main(args: argparse.Namespace) -> int:
         print(f"warning: {line}", file=sys.stderr)
     if args.quiet:
         return 0
+    from watchdog.discovery.plan import describe
+
     data = redacted_dump(config)
+    which = describe(config.feeds)
     if args.json:
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print(json.dumps({**data, "discovery_feeds": which}, indent=2, ensure_ascii=False))
     else:
         print(f"# {args.config}: valid. Effective config (durations in seconds, sizes in bytes):")
         print(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), end="")
+        print("# Which settings apply to each probe discovery can feed:")
+        for probe, text in which.items():
+            print(f"#   probes.{probe}: {text}")
     return 0

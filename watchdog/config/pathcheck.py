@@ -44,14 +44,15 @@ def unmatched_paths(config: Config) -> List[str]:
     """One readable line per configured path or glob of an enabled probe that matches nothing now."""
     out: List[str] = []
     probes = config.probes
-    if probes.heartbeat.enabled:
+    if probes.heartbeat.enabled and not config.fed_by_discovery("heartbeat"):
         out += [_describe(f"probes.heartbeat.paths[{i}]", p) for i, p in enumerate(probes.heartbeat.paths)
                 if not _matches(p)]
-    if probes.logs.enabled:
+    if probes.logs.enabled and not config.fed_by_discovery("logs"):
         for s_i, source in enumerate(probes.logs.sources):
             out += [_describe(f"probes.logs.sources[{s_i}].paths[{i}] ({source.name})", p)
                     for i, p in enumerate(source.paths) if not _matches(p)]
-    if probes.process.enabled and probes.process.pid_file and not _matches(probes.process.pid_file):
+    if (probes.process.enabled and not config.fed_by_discovery("process") and probes.process.pid_file
+            and not _matches(probes.process.pid_file)):
         out.append(_describe("probes.process.pid_file", probes.process.pid_file))
     state = os.path.abspath(config.paths.state_dir)
     for key, path in (("paths.state_dir", config.paths.state_dir), ("paths.snapshot_dir", config.paths.snapshot_dir)):

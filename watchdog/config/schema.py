@@ -7,10 +7,11 @@ import re
 import socket
 from typing import Annotated, List, Literal, Optional
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.config.sections.commands import CommandCheck
+from watchdog.config.sections.discovery import DiscoveryConfig
 from watchdog.config.sections.doctor import DoctorConfig
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.config.sections.logs import LogsProbeConfig
@@ -51,7 +52,11 @@ class NodeConfig(StrictModel):
 
 
 class JobConfig(StrictModel):
-    """Which training job is watched: the `training_job` label on every finding, alert and metric."""
+    """Which training job is watched: the `training_job` label on every finding, alert and metric.
+
+    With discovery on, each discovered job is labelled with its own discovered name; a `name`
+    set here wins for the (oldest) job discovered on the node.
+    """
 
     name: LabelValue = "training"
     #: Optional owner of the job's processes (used by the process probe to narrow its search).
@@ -155,6 +160,28 @@ class Config(StrictModel):
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
     snapshots: SnapshotsConfig = Field(default_factory=SnapshotsConfig)
     doctor: DoctorConfig = Field(default_factory=DoctorConfig)
+    #: Zero-config discovery of the training jobs on the node (on in the shipped example config).
+    discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
+    #: Per fed probe: "config" (explicit settings win), "discovery" or "off" (set at validation).
+    _feeds: dict = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _resolve_discovery(self) -> "Config":
+        from watchdog.discovery.plan import resolve
+
+        self._feeds = resolve(self)
+        return self
+
+    def fed_by_discovery(self, probe: str) -> bool:
+        return self._feeds.get(probe) == "discovery"
+
+    @property
+    def feeds(self) -> dict:
+        return dict(self._feeds)
+
+    @property
+    def job_name_explicit(self) -> bool:
+        return "name" in self.job.model_fields_set
 
     @property
     def base_labels(self) -> dict:

@@ -19,8 +19,10 @@ def main() -> int:
     root, helper_dir, world = sys.argv[1], sys.argv[2], int(sys.argv[3])
     procs: List[subprocess.Popen] = []
     for r in range(world):
-        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(world),
-                   ASCEND_RT_VISIBLE_DEVICES=",".join(str(i) for i in range(world)))
+        # What torchrun and a job script set: discovery reads it (ranks, NPUs, heartbeat files).
+        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                   ASCEND_RT_VISIBLE_DEVICES=",".join(str(i) for i in range(world)),
+                   NPU_WATCHDOG_HEARTBEAT=os.path.join(root, "hb", "rank{rank}.json"))
         procs.append(subprocess.Popen([sys.executable, "-m", "watchdog.demo.rank", root, helper_dir], env=env))
 
     def forward(signum: int, _frame: object) -> None:

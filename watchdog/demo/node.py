@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import uuid
 import sys
 import time
 from pathlib import Path
@@ -22,6 +23,11 @@ REPO = Path(__file__).resolve().parents[2]
 #: the demo runs from an installed venv too; tests reach it as tests/fakes/npu-smi.
 FAKE_NPU_SMI = Path(__file__).resolve().with_name("fake_npu_smi.py")
 HEARTBEAT_HELPER_DIR = REPO / "contrib" / "heartbeat"
+#: The job's name, in its ranks' environment (discovery's `name_env`).
+JOB_NAME = "llama-demo"
+#: A tag in the ranks' environment: the demo's daemon discovers this node's job only, even when
+#: other training processes run on the machine (`discovery.only_env`).
+DEMO_TAG = "NPU_WATCHDOG_DEMO_RUN"
 
 HBM_TOTAL_MB = 65536
 HBM_TRAIN_MB = 52000
@@ -51,6 +57,7 @@ class SimulatedNode:
                                  "(`make install` puts it into the daemon's venv; a source checkout has it in contrib/heartbeat)")
         self.root = root
         self.npus = npus
+        self.tag = uuid.uuid4().hex[:16]
         for d in ("hb", "logs", "plog", "bin"):
             (root / d).mkdir(parents=True, exist_ok=True)
         # A private PATH entry named npu-smi, as on a real node.
@@ -151,7 +158,7 @@ class SimulatedNode:
         self.launcher = subprocess.Popen(
             [sys.executable, "-m", "watchdog.demo.launcher", str(self.root), str(HEARTBEAT_HELPER_DIR), str(self.npus)],
             cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=open(self.root / "logs" / "launcher.err", "ab"),
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env={**os.environ, "PYTHONPATH": str(REPO), "NPU_WATCHDOG_JOB": JOB_NAME, DEMO_TAG: self.tag},
         )
         deadline = time.monotonic() + 30
         while len(self.rank_pids()) < self.npus and time.monotonic() < deadline:

@@ -35,7 +35,8 @@ class Rank:
         self.pid = os.getpid()
         self.step = 0
         self.loss = 7.5 + random.random()
-        self.hb = heartbeat_cls(str(root / "hb" / f"rank{rank}.json"), min_interval=0.5)
+        hb = os.environ.get("NPU_WATCHDOG_HEARTBEAT", str(root / "hb" / "rank{rank}.json"))
+        self.hb = heartbeat_cls(hb.replace("{rank}", str(rank)), min_interval=0.5)
         self.log: TextIO = open(root / "logs" / f"rank{rank}.log", "a", buffering=1, encoding="utf-8")
         plog_dir = root / "plog"
         plog_dir.mkdir(exist_ok=True)

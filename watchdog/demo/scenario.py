@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, TextIO
 
 import yaml
 
-from watchdog.demo.node import REPO, SimulatedNode
+from watchdog.demo.node import DEMO_TAG, REPO, SimulatedNode
 from watchdog.demo.receiver import Receiver, plain_lines
 
 
@@ -48,33 +48,27 @@ TIME_BASE = 0.5
 def demo_config(node: SimulatedNode, out: Path, receiver_url: str, port: int, speed: float = 1.0) -> Dict[str, Any]:
     """The daemon config of the simulated node: every probe on, time constants scaled by `speed`."""
     s = max(speed, 0.05)
-    r = str(node.root)
     return {
         "node": {"name": "demo-node-01"},
+        # No process selector, heartbeat path or log glob: discovery finds them. The job's ranks
+        # carry NPU_WATCHDOG_JOB=llama-demo; the name here also labels the node-level (NPU) alerts.
         "job": {"name": "llama-demo"},
+        "discovery": {"enabled": True, "interval": _d(1 * s), "only_env": f"{DEMO_TAG}={node.tag}",
+                      "forget_after": _d(120 * s)},
         "paths": {"state_dir": str(out / "state"), "snapshot_dir": str(out / "snapshots")},
         "http": {"listen": f"127.0.0.1:{port}"},
         "logging": {"level": "info", "format": "text"},
         "probes": {
             "jitter": "0s",
             "history": "30m",
-            # Scoped to this node's folder: other simulated nodes on the machine are not our ranks.
-            "process": {"enabled": True, "interval": _d(1 * s),
-                        "cmdline": r"watchdog\.demo\.rank " + re.escape(r) + r"( |$)",
-                        "parent": r"watchdog\.demo\.launcher " + re.escape(r) + r"( |$)", "expected": node.npus,
-                        "start_grace": _d(60 * s), "zombie_after": _d(5 * s)},
-            "heartbeat": {"enabled": True, "interval": _d(1 * s), "paths": [f"{r}/hb/rank*.json"],
+            "process": {"interval": _d(1 * s), "start_grace": _d(60 * s), "zombie_after": _d(5 * s)},
+            "heartbeat": {"interval": _d(1 * s),
                           "stale_after": {"init": _d(60 * s), "train": _d(20 * s), "eval": _d(60 * s),
                                           "checkpoint": _d(90 * s), "default": _d(20 * s)},
                           "no_progress_after": _d(20 * s), "start_grace": _d(60 * s)},
             "npu": {"enabled": True, "interval": _d(1 * s), "npu_smi": node.npu_smi, "command_timeout": "3s",
                     "failing_after": _d(5 * s)},
-            "logs": {"enabled": True, "interval": _d(0.5 * s),
-                     "sources": [
-                         {"name": "train", "paths": [f"{r}/logs/rank*.log"], "kind": "training"},
-                         {"name": "plog", "paths": [f"{r}/plog/plog-*.log"], "kind": "plog"},
-                     ],
-                     "hold": _d(15 * s), "cascade_window": _d(60 * s)},
+            "logs": {"interval": _d(0.5 * s), "hold": _d(15 * s), "cascade_window": _d(60 * s)},
         },
         "trends": {"idle_for": _d(60 * s), "busy_for": _d(60 * s), "low_util_for": _d(120 * s),
                    "temperature_for": _d(20 * s)},

@@ -20,6 +20,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 from watchdog.config.schema import Config
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.config.types import format_duration
+from watchdog.detectors.jobs import per_job
 from watchdog.findings import Finding
 from watchdog.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_wait
 from watchdog.observations import HeartbeatObservation, HeartbeatReading, ProcessInfo, ProcessObservation
@@ -166,9 +167,11 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
     base = config.base_labels
     obs: ProcessObservation = sample.value
     out: List[Finding] = []
+    if obs.clean_end or (obs.discovered and not obs.jobs):
+        return out  # a clean end (end-of-training line), or no discovered job (none yet, or forgotten)
     if obs.first_seen_at is None:
         waited = view.now - view.started_at
-        if waited >= pcfg.start_grace:
+        if waited >= pcfg.start_grace and not obs.discovered:
             out.append(Finding(
                 rule="process_not_started", severity="warning",
                 summary=f"no training process found {_fmt(waited)} after the watchdog started",
@@ -421,7 +424,7 @@ def _stragglers(view: StateView, config: Config, fresh: List[Tuple[str, Heartbea
     return out
 
 
-def detect(view: StateView, config: Config) -> List[Finding]:
+def _detect_job(view: StateView, config: Config) -> List[Finding]:
     done, all_done = _done_ranks(view)
     return _process_findings(view, config, done, all_done) + _heartbeat_findings(view, config, done)
 
@@ -492,3 +495,7 @@ RULES = (
          "That rank's NPU (temperature, health), host CPU and memory pressure, and its data shard.",
          default_for=300.0, warmup=lambda c, f: float(c.probes.heartbeat.straggler.age) + _HB(c, f)),
 )
+
+
+#: Discovered jobs each get their own pass (and job label); see detectors/jobs.py.
+detect = per_job(_detect_job)

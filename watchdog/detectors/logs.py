@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from watchdog.config.schema import Config
+from watchdog.detectors.jobs import per_job
 from watchdog.findings import Finding
 from watchdog.hccl import job_timeouts
 from watchdog.rulecatalog import Inhibits, Rule, probe_wait
@@ -100,7 +101,7 @@ def _fold(live: list, roots: list, window: float) -> Tuple[list, Dict[int, list]
     return standalone, folded
 
 
-def detect(view: StateView, config: Config) -> List[Finding]:
+def _detect_job(view: StateView, config: Config) -> List[Finding]:
     cfg = config.probes.logs
     if not cfg.enabled:
         return []
@@ -204,3 +205,6 @@ RULES = (
          "The rule's hint in the alert; the rule is in `probes.logs.rules`.",
          warmup=_LOGS),
 )
+
+#: Discovered jobs each get their own pass (and job label); see detectors/jobs.py.
+detect = per_job(_detect_job)

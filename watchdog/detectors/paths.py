@@ -17,8 +17,8 @@ HINT = ("The watchdog follows nothing here, so failures in these files go unnoti
 
 def _log_sources(view: StateView, config: Config, waited: float) -> List[Finding]:
     sample = view.latest("logs")
-    if sample is None or not config.probes.logs.enabled:
-        return []
+    if sample is None or not config.probes.logs.enabled or config.fed_by_discovery("logs"):
+        return []  # discovered files are the ranks' own: nothing configured to mistype
     out = []
     for source in config.probes.logs.sources:
         stats = getattr(sample.value, "sources", {}).get(source.name)
@@ -40,6 +40,8 @@ def _heartbeats(view: StateView, config: Config) -> List[Finding]:
     sample, procs = view.latest("heartbeat"), view.latest("process")
     if not cfg.enabled or sample is None or procs is None or not config.probes.process.enabled:
         return []
+    if config.fed_by_discovery("heartbeat"):
+        return []  # a job that names no heartbeat file (NPU_WATCHDOG_HEARTBEAT) simply has none
     ranks_alive = [p for p in procs.value.processes if p.state != "zombie"]
     if not ranks_alive or any(r.exists for r in sample.value.readings):
         return []

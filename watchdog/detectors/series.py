@@ -41,9 +41,9 @@ def probe_configured(config: Config, probe: str) -> bool:
     if probe == "process":
         return bool(p.process.enabled)
     if probe == "heartbeat":
-        return bool(p.heartbeat.enabled and p.heartbeat.paths)
+        return bool(p.heartbeat.enabled and (p.heartbeat.paths or config.fed_by_discovery("heartbeat")))
     if probe == "logs":
-        return bool(p.logs.enabled and p.logs.sources)
+        return bool(p.logs.enabled and (p.logs.sources or config.fed_by_discovery("logs")))
     return False
 
 

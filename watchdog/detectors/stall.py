@@ -42,6 +42,7 @@ from watchdog.detectors.series import (
     probe_configured,
     trailing_since,
 )
+from watchdog.detectors.jobs import per_job
 from watchdog.findings import Finding
 from watchdog.rulecatalog import Inhibits, Rule, detail, probe_wait
 from watchdog.observations import NpuChip
@@ -289,7 +290,7 @@ def assess(view: StateView, config: Config) -> StallAssessment:
                            classification, suspects, tuple(devices), tuple(ranks))
 
 
-def detect(view: StateView, config: Config) -> List[Finding]:
+def _detect_job(view: StateView, config: Config) -> List[Finding]:
     a = assess(view, config)
     if not a.stalled or a.since is None or a.threshold is None:
         return []
@@ -343,3 +344,7 @@ RULES = (
                              "heartbeat_stale", "heartbeat_no_progress", "throughput_drop", "rank_straggler")),),
          warmup=_stall_warmup),
 )
+
+
+#: Discovered jobs each get their own pass (and job label); see detectors/jobs.py.
+detect = per_job(_detect_job)

@@ -335,6 +335,8 @@ def daemon_checks(opts: DoctorOptions, npu: NpuSmiResult) -> List[CheckResult]:
 # --- everything together -------------------------------------------------------------------
 
 def run_doctor(opts: DoctorOptions) -> Report:
+    from watchdog.doctor.discovery import check_discovery
+
     config = opts.config
     d = config.doctor
     report = Report(host=config.node.name, timestamp=time.time())
@@ -342,6 +344,7 @@ def run_doctor(opts: DoctorOptions) -> Report:
 
     npu = query_npu_smi(config)
     report.add(daemon_checks(opts, npu))
+    report.add(check_discovery(config, npu.obs))
 
     facts = versions.VersionFacts()
     read_versions_from_files(config, facts)

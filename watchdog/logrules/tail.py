@@ -52,6 +52,8 @@ class SourceSpec:
     rank_pattern: Optional[str] = None
     #: Where a file first seen at daemon start is read from: "end" or "beginning".
     start: str = "end"
+    #: Exact (path, job, rank) of discovered files: the rank comes from discovery, not the name.
+    path_labels: Tuple[Tuple[str, Optional[str], Optional[str]], ...] = ()
 
 
 @dataclass
@@ -70,6 +72,8 @@ class Followed:
     behind_since: Optional[float] = None
     #: When the file was rotated away (set while it is in `Tailer.draining`).
     drain_since: Optional[float] = None
+    #: The discovered job writing this file (None for configured sources).
+    job: Optional[str] = None
 
 
 @dataclass
@@ -353,14 +357,18 @@ class Tailer:
 
     def _new(self, p: str, src: SourceSpec, st: os.stat_result, offset: int, line: Optional[int]) -> Followed:
         rank = None
+        job = None
         rre = self._rank_res.get(src.name)
-        if rre is not None:
+        labelled = {lp: (lj, lr) for lp, lj, lr in src.path_labels}.get(p) if src.path_labels else None
+        if labelled is not None:
+            job, rank = labelled
+        elif rre is not None:
             found = rre.findall(p)
             if found:
                 last = found[-1]
                 rank = (last if isinstance(last, str) else next((g for g in last if g), None)) or None
         f = Followed(source=src.name, path=p, rank=rank, dev=st.st_dev, ino=st.st_ino, offset=offset,
-                     stream=StreamState(line_no=line), last_change=0.0)
+                     stream=StreamState(line_no=line), last_change=0.0, job=job)
         return f
 
     def _open(self, f: Followed) -> os.stat_result:

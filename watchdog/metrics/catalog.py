@@ -23,6 +23,7 @@ METRIC_MODULES = (
     "watchdog.metrics.alerting",
     "watchdog.metrics.snapshots",
     "watchdog.metrics.http",
+    "watchdog.metrics.discovery",
 )
 
 _NAME = re.compile(r"^npu_watchdog_[a-z0-9_]+$")

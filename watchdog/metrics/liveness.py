@@ -7,7 +7,7 @@ observations: a scrape never reads a file or a process.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Tuple
 
 from watchdog.findings import JOB_LABEL
 from watchdog.heartbeat_format import PHASES
@@ -48,58 +48,73 @@ def samples(rt: Any) -> Iterator[MetricSample]:
     cfg = rt.config
     job = cfg.job.name
     view = rt.state.view()
-    info: Dict[str, Dict[str, str]] = {}
+    #: (job, rank) -> pid and heartbeat path, for rank_info.
+    info: Dict[Tuple[str, str], Dict[str, str]] = {}
 
     hb = view.latest("heartbeat")
     if cfg.probes.heartbeat.enabled and hb is not None:
         obs: HeartbeatObservation = hb.value
         for r in obs.readings:
             rank = str(r.rank) if r.rank is not None else r.path
-            labels = {JOB_LABEL: job, "rank": rank}
-            info.setdefault(rank, {"pid": "", "path": ""})["path"] = r.path
+            labels = {JOB_LABEL: r.job or job, "rank": rank}
+            key = (labels[JOB_LABEL], rank)
+            info.setdefault(key, {"pid": "", "path": ""})["path"] = r.path
             if r.pid is not None:
-                info[rank]["pid"] = str(r.pid)
-            yield MetricSample("npu_watchdog_heartbeat_read_errors_total", labels, r.read_errors_total)
-            if r.beat_time is None:
-                continue  # not started yet: no age to report
-            yield MetricSample("npu_watchdog_heartbeat_age_seconds", labels, max(0.0, view.now - r.beat_time))
-            for name, value in (("step", r.step), ("loss", r.loss), ("grad_norm", r.grad_norm),
-                                ("loss_scale", r.loss_scale), ("throughput", r.throughput)):
-                if value is not None:
-                    yield MetricSample(f"npu_watchdog_heartbeat_{name}", labels, float(value))
-            if r.step_changed_at is not None:
-                yield MetricSample("npu_watchdog_heartbeat_last_progress_age_seconds", labels,
-                                   max(0.0, view.now - r.step_changed_at))
-            if r.phase is not None:
-                for ph in PHASES:
-                    yield MetricSample("npu_watchdog_heartbeat_phase", {**labels, "phase": ph},
-                                       1 if r.phase == ph else 0)
+                info[key]["pid"] = str(r.pid)
+            yield from _heartbeat_samples(r, labels, view.now)
 
     pr = view.latest("process")
     if cfg.probes.process.enabled and pr is not None:
-        pobs: ProcessObservation = pr.value
-        alive = 0
-        seen = set()
-        for p in pobs.processes:
-            rank = str(p.rank)
-            seen.add(rank)
-            labels = {JOB_LABEL: job, "rank": rank}
-            up = p.state != "zombie"
-            alive += 1 if up else 0
-            info.setdefault(rank, {"pid": "", "path": ""})["pid"] = str(p.pid)
-            yield MetricSample("npu_watchdog_rank_process_up", labels, 1 if up else 0)
-            yield MetricSample("npu_watchdog_rank_cpu_seconds_total", labels, p.cpu_seconds)
-            yield MetricSample("npu_watchdog_rank_resident_memory_bytes", labels, p.rss_bytes)
-        for g in pobs.gone:
-            rank = str(g.rank)
-            if rank in seen:
-                continue
-            seen.add(rank)
-            yield MetricSample("npu_watchdog_rank_process_up", {JOB_LABEL: job, "rank": rank}, 0)
-        expected = pobs.expected if pobs.expected else len(seen)
-        yield MetricSample("npu_watchdog_job_ranks_expected", {JOB_LABEL: job}, expected)
-        yield MetricSample("npu_watchdog_job_ranks_alive", {JOB_LABEL: job}, alive)
+        yield from _process_samples(pr.value, job, info)
 
-    for rank, extra in sorted(info.items()):
-        yield MetricSample("npu_watchdog_rank_info", {JOB_LABEL: job, "rank": rank, **extra}, 1)
+    for (j, rank), extra in sorted(info.items()):
+        yield MetricSample("npu_watchdog_rank_info", {JOB_LABEL: j, "rank": rank, **extra}, 1)
 
+
+def _heartbeat_samples(r: Any, labels: Dict[str, str], now: float) -> Iterator[MetricSample]:
+    yield MetricSample("npu_watchdog_heartbeat_read_errors_total", labels, r.read_errors_total)
+    if r.beat_time is None:
+        return  # not started yet: no age to report
+    yield MetricSample("npu_watchdog_heartbeat_age_seconds", labels, max(0.0, now - r.beat_time))
+    for name, value in (("step", r.step), ("loss", r.loss), ("grad_norm", r.grad_norm),
+                        ("loss_scale", r.loss_scale), ("throughput", r.throughput)):
+        if value is not None:
+            yield MetricSample(f"npu_watchdog_heartbeat_{name}", labels, float(value))
+    if r.step_changed_at is not None:
+        yield MetricSample("npu_watchdog_heartbeat_last_progress_age_seconds", labels,
+                           max(0.0, now - r.step_changed_at))
+    if r.phase is not None:
+        for ph in PHASES:
+            yield MetricSample("npu_watchdog_heartbeat_phase", {**labels, "phase": ph}, 1 if r.phase == ph else 0)
+
+
+def _process_samples(pobs: ProcessObservation, default_job: str,
+                     info: Dict[Tuple[str, str], Dict[str, str]]) -> Iterator[MetricSample]:
+    """Per-rank series, one per (job, rank): the probes guarantee that, and this keeps it so."""
+    alive: Dict[str, int] = {}
+    seen: Dict[str, set] = {}
+    for p in pobs.processes:
+        j, rank = p.job or default_job, str(p.rank)
+        if rank in seen.setdefault(j, set()):
+            continue
+        seen[j].add(rank)
+        labels = {JOB_LABEL: j, "rank": rank}
+        up = p.state != "zombie"
+        alive[j] = alive.get(j, 0) + (1 if up else 0)
+        info.setdefault((j, rank), {"pid": "", "path": ""})["pid"] = str(p.pid)
+        yield MetricSample("npu_watchdog_rank_process_up", labels, 1 if up else 0)
+        yield MetricSample("npu_watchdog_rank_cpu_seconds_total", labels, p.cpu_seconds)
+        yield MetricSample("npu_watchdog_rank_resident_memory_bytes", labels, p.rss_bytes)
+    for g in pobs.gone:
+        j, rank = g.job or default_job, str(g.rank)
+        if rank in seen.setdefault(j, set()):
+            continue
+        seen[j].add(rank)
+        yield MetricSample("npu_watchdog_rank_process_up", {JOB_LABEL: j, "rank": rank}, 0)
+    expected_of = {js.name: js.expected for js in pobs.jobs}
+    # Discovered jobs stay (alive 0 once ended) until the probe forgets them after forget_after.
+    jobs = sorted(set(seen) | set(expected_of)) if pobs.discovered else [default_job]
+    for j in jobs:
+        expected = (expected_of.get(j) if pobs.discovered else pobs.expected) or len(seen.get(j, ()))
+        yield MetricSample("npu_watchdog_job_ranks_expected", {JOB_LABEL: j}, expected)
+        yield MetricSample("npu_watchdog_job_ranks_alive", {JOB_LABEL: j}, alive.get(j, 0))

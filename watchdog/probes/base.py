@@ -19,6 +19,15 @@ class ProbeContext:
 
     config: Config
     state_dir: str
+    #: The daemon's shared discovery result (a private one is made when absent, e.g. `probe`).
+    feed: Any = None
+
+    def discovery_feed(self) -> Any:
+        if self.feed is None:
+            from watchdog.discovery.feed import feed_for
+
+            self.feed = feed_for(self.config)
+        return self.feed
 
 
 @dataclass(frozen=True)

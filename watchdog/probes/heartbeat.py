@@ -25,7 +25,7 @@ from watchdog import flight_recorder as fr
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.heartbeat_format import HeartbeatFormatError, ParsedBeat, parse_heartbeat
 from watchdog.observations import HeartbeatObservation, HeartbeatReading
-from watchdog.probes.base import Collected, Probe, ProbeContext
+from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
 from watchdog.statefiles import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -320,4 +320,49 @@ def build(ctx: ProbeContext) -> List[Probe]:
     cfg = ctx.config.probes.heartbeat
     if not cfg.enabled:
         return []
+    if ctx.config.fed_by_discovery("heartbeat"):
+        d = ctx.config.discovery
+        return [DiscoveredHeartbeatProbe(cfg, d.forget_after, ctx.discovery_feed(), d.interval, ctx.state_dir)]
     return [HeartbeatProbe(cfg, ctx.state_dir)]
+
+
+class DiscoveredHeartbeatProbe(HeartbeatProbe):
+    """Heartbeat files named by the ranks' NPU_WATCHDOG_HEARTBEAT, labelled with job and rank.
+
+    A file stays watched while its job is discovered and `discovery.forget_after` beyond (a
+    deleted heartbeat of a running job is not a healthy one), then it is forgotten.
+    """
+
+    def __init__(self, cfg: HeartbeatProbeConfig, forget_after: float, feed: Any, max_age: float = 10.0,
+                 state_dir: Optional[str] = None):
+        super().__init__(cfg, state_dir)
+        self.forget_after, self.feed, self.max_age = forget_after, feed, max_age
+        self._owners: Dict[str, Tuple[str, int, float]] = {}
+
+    def _paths(self) -> List[str]:
+        now = time.time()
+        try:
+            found = self.feed.current(max_age=self.max_age)
+        except Exception as exc:
+            raise ProbeError(f"discovery failed: {type(exc).__name__}: {exc}") from None
+        for job in found.jobs:
+            for r in job.ranks:
+                if r.heartbeat:
+                    self._owners[r.heartbeat] = (job.name, r.rank, now)
+        for path in [p for p, (_, _, seen) in self._owners.items() if now - seen > self.forget_after]:
+            del self._owners[path]
+            self._files.pop(path, None)
+        return sorted(self._owners)
+
+    def collect(self) -> Collected:
+        got = super().collect()
+        readings = tuple(replace(r, job=self._owners[r.path][0], rank=self._owners[r.path][1])
+                         if r.path in self._owners else r for r in got.value.readings)
+        return Collected(HeartbeatObservation(readings=readings), got.summary)
+
+    def reconfigure(self, new: Probe) -> bool:
+        if not isinstance(new, DiscoveredHeartbeatProbe):
+            return False
+        self.cfg, self.interval, self.timeout, self.forget_after = new.cfg, new.interval, new.timeout, new.forget_after
+        self.max_age = new.max_age
+        return True

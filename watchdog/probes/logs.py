@@ -53,6 +53,8 @@ class ActiveMatch:
     hint_late: str = ""
     #: Device (chip logic id) the matching lines name, if any; one record per device.
     device: Optional[int] = None
+    #: The discovered job whose rank wrote the line (None for configured sources).
+    job: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,7 @@ class LogsProbe(Probe):
             if self.progress.found(block, lambda text: bool(self.matcher.match_text(text))):
                 self.progress_at[f.source] = now
 
+        self._refresh_sources(now)
         self.tailer.poll(consume, now)
         for key in [k for k, a in self.active.items() if now - a["last_at"] > self._horizon(a["rule"])]:
             del self.active[key]
@@ -165,12 +168,15 @@ class LogsProbe(Probe):
             summary += "; offsets NOT saved"
         return Collected(obs, summary)
 
+    def _refresh_sources(self, now: float) -> None:
+        """Configured sources never change between reloads; discovered ones do (see below)."""
+
     def _event(self, f: Followed, raw: RawEvent, now: float) -> LogEvent:
         r = raw.rule
-        key = (r.id, f.rank if f.rank is not None else "", "" if raw.device is None else str(raw.device))
+        key = (r.id, f.job or "", f.rank if f.rank is not None else "", "" if raw.device is None else str(raw.device))
         a = self.active.get(key)
         if a is None:
-            a = {"rule": r, "rank": f.rank, "source": f.source, "path": f.path, "first_at": now,
+            a = {"rule": r, "rank": f.rank, "job": f.job, "source": f.source, "path": f.path, "first_at": now,
                  "count": 0, "evidence": deque(maxlen=EVIDENCE_LINES), "device": raw.device}
             self.active[key] = a
         a["last_at"] = now
@@ -244,7 +250,7 @@ class LogsProbe(Probe):
                 rule=r.id, category=r.category, severity=r.severity, role=r.role, title=r.title, rank=a["rank"],
                 source=a["source"], path=a["path"], first_at=a["first_at"], last_at=a["last_at"], count=a["count"],
                 summary=a["summary"], evidence=tuple(a["evidence"]), hint=r.hint, hint_early=r.hint_early,
-                hint_late=r.hint_late, device=a["device"]))
+                hint_late=r.hint_late, device=a["device"], job=a.get("job")))
         return out
 
 
@@ -254,6 +260,12 @@ ORDER = 40
 
 def build(ctx: ProbeContext) -> List[Probe]:
     cfg = ctx.config.probes.logs
-    if not cfg.enabled or not cfg.sources:
+    if not cfg.enabled:
+        return []
+    if ctx.config.fed_by_discovery("logs"):
+        from watchdog.probes.discovered_logs import DiscoveredLogsProbe
+
+        return [DiscoveredLogsProbe(cfg, ctx.state_dir, ctx.config.discovery, ctx.discovery_feed())]
+    if not cfg.sources:
         return []
     return [LogsProbe(cfg, ctx.state_dir)]

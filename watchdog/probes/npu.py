@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from watchdog.config.sections.npu import NpuProbeConfig
 from watchdog.npusmi.run import NpuSmiRunError, query_chip_map, query_health, query_info
@@ -39,8 +39,10 @@ CHIP_MAP_RETRY = 60.0
 class NpuProbe(Probe):
     name = "npu"
 
-    def __init__(self, cfg: NpuProbeConfig):
+    def __init__(self, cfg: NpuProbeConfig, feed: Any = None):
         self._apply(cfg)
+        #: Discovery (when on) learns each rank's NPU from npu-smi's process table.
+        self.feed = feed
         #: Last reading of every chip seen since the daemon started.
         self.seen: Dict[Key, NpuChip] = {}
         #: Health details per chip: (monotonic time of the query, codes, information lines).
@@ -77,6 +79,8 @@ class NpuProbe(Probe):
         self._refresh_chip_map(set(current), started)
         obs = replace(obs, missing=missing, health_codes=codes, health_info=info,
                       chip_map=dict(self.chip_map), chip_map_error=self._map_error)
+        if self.feed is not None:
+            self.feed.set_npu_processes({p.pid: p.npu for p in obs.processes})
         return Collected(obs, self._summary(obs))
 
     def _refresh_chip_map(self, keys: set, started: float) -> None:
@@ -149,4 +153,4 @@ def build(ctx: ProbeContext) -> List[Probe]:
     cfg: Optional[NpuProbeConfig] = ctx.config.probes.npu
     if cfg is None or not cfg.enabled:
         return []
-    return [NpuProbe(cfg)]
+    return [NpuProbe(cfg, ctx.discovery_feed() if ctx.config.discovery.enabled else None)]

@@ -20,6 +20,10 @@ import psutil
 
 from watchdog.argv import redact_argv
 from watchdog.config.sections.process import ProcessProbeConfig
+from watchdog.discovery.environ import BASE_KEYS, rank_of
+from watchdog.discovery.group import is_launcher_cmd, is_wrapper
+from watchdog.discovery.model import ProcRecord
+from watchdog.discovery.procfs import read_record
 from watchdog.observations import ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
 
@@ -58,12 +62,64 @@ def read_pid_files(pattern: str) -> List[Tuple[int, float]]:
 
 
 def rank_from_environ(env: Dict[str, str]) -> Optional[int]:
-    """RANK (global) wins over LOCAL_RANK; either must be a plain non-negative integer."""
-    for key in ("RANK", "LOCAL_RANK"):
-        value = env.get(key, "").strip()
-        if value.isdigit():
-            return int(value)
-    return None
+    """RANK (global) always wins, then RANK_ID and the MPI ranks, then LOCAL_RANK."""
+    rank = rank_of(env)
+    if rank is not None:
+        return rank
+    value = env.get("LOCAL_RANK", "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def ranks_among(matched: Dict[Identity, psutil.Process], known: Set[Identity]) -> List[Identity]:
+    """The matched processes that are ranks (issue: the launcher was taken for a rank).
+
+    Never ranks: launchers (torchrun, `python -m torch.distributed.run`, msrun, deepspeed, mpirun),
+    shell wrappers (`bash -c ...`), a process whose matched children carry other RANKs (it launched
+    them), and a process below another matched rank (data-loader or compile workers). Processes
+    already followed as ranks stay.
+    """
+    records = {ident: r for ident, r in ((i, read_record(p.pid, BASE_KEYS)) for i, p in matched.items()) if r is not None}
+    by_pid = {r.pid: r for r in records.values()}
+    out: List[Identity] = []
+    kept = {r.pid for i, r in records.items() if i in known or not (is_launcher_cmd(r) or is_wrapper(r))}
+    for r in records.values():
+        mine = rank_of(r.env or {})
+        if any(c.ppid == r.pid and c.pid in kept and rank_of(c.env or {}) not in (None, mine) for c in records.values()):
+            kept.discard(r.pid)
+    for ident, r in records.items():
+        if ident in known or (r.pid in kept and not any(a in kept for a in _ancestor_pids(r, by_pid))):
+            out.append(ident)
+    return out
+
+
+def _ancestor_pids(rec: ProcRecord, by_pid: Dict[int, ProcRecord]) -> List[int]:
+    out: List[int] = []
+    pid = rec.ppid
+    for _ in range(64):
+        if pid <= 1 or pid in out:
+            break
+        out.append(pid)
+        parent = by_pid.get(pid)
+        if parent is not None:
+            pid = parent.ppid
+            continue
+        try:
+            pid = psutil.Process(pid).ppid()
+        except psutil.Error:
+            break
+    return out
+
+
+def one_per_rank(infos: Dict[Identity, ProcessInfo]) -> Dict[Identity, ProcessInfo]:
+    """At most one process per rank number (a running one before a zombie, then the newest), so
+    no metric or finding is ever emitted twice with one label set."""
+    best: Dict[object, Tuple[Identity, ProcessInfo]] = {}
+    for ident, info in infos.items():
+        key = info.rank if info.rank is not None else ("pid", ident[0])
+        old = best.get(key)
+        if old is None or (old[1].state == "zombie", old[1].create_time) < (info.state == "zombie", info.create_time):
+            best[key] = (ident, info)
+    return {ident: info for ident, info in best.values()}
 
 
 class ProcessProbe(Probe):
@@ -172,10 +228,10 @@ class ProcessProbe(Probe):
 
     @staticmethod
     def _env_rank(p: psutil.Process) -> Optional[int]:
-        try:
-            return rank_from_environ(p.environ())
-        except (psutil.Error, OSError):
-            return None  # another user's process: environ is not readable; fall back to order
+        # Whitelisted keys only (environments hold secrets); None for another user's process
+        # (environ not readable): the rank then falls back to start order.
+        rec = read_record(p.pid, BASE_KEYS)
+        return rank_from_environ(rec.env) if rec is not None and rec.env is not None else None
 
     def collect(self) -> Collected:
         now = time.time()
@@ -192,13 +248,16 @@ class ProcessProbe(Probe):
                     found[ident] = p
                 except psutil.NoSuchProcess:
                     continue
+            matched: Dict[Identity, psutil.Process] = {}
             for p in self._candidates():
                 if not self._matches(p, parents):
                     continue
                 try:
-                    found.setdefault((p.pid, p.create_time()), p)
+                    matched.setdefault((p.pid, p.create_time()), p)
                 except psutil.NoSuchProcess:
                     continue
+            for ident in ranks_among(matched, known=set(found)):
+                found.setdefault(ident, matched[ident])
         except psutil.Error as exc:
             raise ProbeError(f"cannot list processes: {exc}") from None
 
@@ -230,6 +289,7 @@ class ProcessProbe(Probe):
                 infos[ident] = self._describe(p, None, rank)
             except psutil.NoSuchProcess:
                 continue
+        infos = one_per_rank(infos)
 
         for ident, old in self._known.items():
             if ident not in infos and old.rank is not None:
@@ -272,4 +332,8 @@ def build(ctx: ProbeContext) -> List[Probe]:
     cfg = ctx.config.probes.process
     if not cfg.enabled:
         return []
+    if ctx.config.fed_by_discovery("process"):
+        from watchdog.probes.discovered import DiscoveredProcessProbe
+
+        return [DiscoveredProcessProbe(ctx.config, ctx.discovery_feed())]
     return [ProcessProbe(cfg, ctx.config.job.user, ctx.config.job.launcher)]

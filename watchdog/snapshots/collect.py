@@ -42,18 +42,31 @@ def tail_paths(ctx: CaptureContext, item: Item, patterns: List[str], prefix: str
             item.files.append(name)
 
 
+def _discovered(ctx: CaptureContext) -> Any:
+    """The daemon's latest discovery result, when discovery feeds the probes."""
+    feed = getattr(ctx.runtime, "services", {}).get("discovery") if ctx.runtime is not None else None
+    return feed.latest() if feed is not None else None
+
+
 def log_tasks(ctx: CaptureContext) -> List[tuple]:
-    """(item name, fn) per configured log source."""
+    """(item name, fn) per configured log source, or the discovered rank logs."""
     out = []
-    for src in ctx.config.probes.logs.sources:
-        def fn(item: Item, src: Any = src) -> None:
-            tail_paths(ctx, item, list(src.paths), f"logs/{_safe(src.name)}")
-        out.append((f"logs:{src.name}", fn))
+    sources = [(s.name, list(s.paths)) for s in ctx.config.probes.logs.sources]
+    found = _discovered(ctx) if ctx.config.fed_by_discovery("logs") else None
+    if found is not None:
+        sources = [(f"{j.name}", sorted({p for r in j.ranks for p in r.logs})) for j in found.jobs]
+    for name, paths in sources:
+        def fn(item: Item, paths: List[str] = paths, name: str = name) -> None:
+            tail_paths(ctx, item, paths, f"logs/{_safe(name)}")
+        out.append((f"logs:{name}", fn))
     return out
 
 
 def collect_heartbeats(ctx: CaptureContext, item: Item) -> None:
     paths = list(ctx.config.probes.heartbeat.paths)
+    found = _discovered(ctx) if ctx.config.fed_by_discovery("heartbeat") else None
+    if found is not None:
+        paths = [p for j in found.jobs for p in j.heartbeats]
     if not paths:
         item.note = "no heartbeat paths configured"
         return

@@ -1,0 +1,61 @@
+"""A training rank for tests (no project imports): prints iteration lines, writes a heartbeat,
+and obeys control files in $FAKE_TRAIN_CONTROL:
+
+- `nan-<rank>`: print one NaN loss line;   - `exit-<rank>`: exit 1 now;
+- `finish`: phase `done` in the heartbeat, rank 0 prints "Training completed." (unless
+  $FAKE_TRAIN_QUIET_END is set), all exit 0.
+
+Its rank comes from RANK, else RANK_ID. `--workers N` forks N data-loader-like children (same command
+line and environment, RANK included; they exit with their parent).
+"""
+
+import json
+import os
+import sys
+import time
+
+
+def heartbeat(path, rank, step, phase):
+    if not path:
+        return
+    path = path.replace("{rank}", str(rank))
+    if path.endswith("/"):
+        os.makedirs(path, exist_ok=True)
+        path = os.path.join(path, f"rank{rank}.json")
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump({"rank": rank, "step": step, "phase": phase, "time": time.time(), "loss": 2.0}, fh)
+    os.replace(tmp, path)
+
+
+def main() -> int:
+    rank = int(os.environ.get("RANK", os.environ.get("RANK_ID", "0")))
+    ctl = os.environ.get("FAKE_TRAIN_CONTROL", "")
+    hb = os.environ.get("NPU_WATCHDOG_HEARTBEAT", "")
+    workers = int(sys.argv[sys.argv.index("--workers") + 1]) if "--workers" in sys.argv else 0
+    for _ in range(workers):  # forked, like torch's DataLoader workers: same command line and RANK
+        if os.fork() == 0:
+            ppid = os.getppid()
+            while os.getppid() == ppid:
+                time.sleep(0.2)
+            os._exit(0)
+    step, said_nan = 0, False
+    while True:
+        step += 1
+        print(f" iteration {step:8d}/ 100000 | lm loss: {2.0 - step * 1e-4:.6E} | grad norm: 0.75 |", flush=True)
+        heartbeat(hb, rank, step, "train")
+        if ctl and os.path.exists(os.path.join(ctl, f"nan-{rank}")) and not said_nan:
+            print("{'loss': nan, 'learning_rate': 1e-05, 'epoch': 0.5}", flush=True)
+            said_nan = True
+        if ctl and os.path.exists(os.path.join(ctl, f"exit-{rank}")):
+            return 1
+        if ctl and os.path.exists(os.path.join(ctl, "finish")):
+            heartbeat(hb, rank, step, "done")
+            if rank == 0 and not os.environ.get("FAKE_TRAIN_QUIET_END"):
+                print("Training completed. Do not forget to share your model!", flush=True)
+            return 0
+        time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Real training-job process trees for discovery tests (no /proc mocks).
+
+`TrainJob` starts the torchrun-like launcher (tests/fakes/trainjob/torchrun), the same under a
+`bash -c` wrapper, or a MindSpore-style shell loop (RANK_ID/DEVICE_ID), with the ranks' stdout in
+per-rank files. Every job carries a unique `NPU_WATCHDOG_TEST_JOB` tag in its ranks' environment,
+so a daemon or `discover` restricted with `discovery.only_env` sees this test's job only, even
+when other tests run training processes on the same machine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from tests.helpers import REPO, wait_for
+
+FAKES = REPO / "tests" / "fakes" / "trainjob"
+TORCHRUN = FAKES / "torchrun"
+TRAIN = FAKES / "train.py"
+TAG = "NPU_WATCHDOG_TEST_JOB"
+
+
+class TrainJob:
+    def __init__(self, root: Path, ranks: int = 4, style: str = "torchrun", workers: int = 0,
+                 env: Optional[Dict[str, str]] = None, tag: Optional[str] = None, port: str = "29500"):
+        self.root = Path(root)
+        self.logs = self.root / "logs"
+        self.ctl = self.root / "ctl"
+        for d in (self.logs, self.ctl):
+            d.mkdir(parents=True, exist_ok=True)
+        self.ranks, self.style, self.workers, self.port = ranks, style, workers, port
+        self.tag = tag or f"t-{uuid.uuid4().hex[:12]}"
+        self.env = dict(os.environ, FAKE_TRAIN_CONTROL=str(self.ctl), **{TAG: self.tag}, **(env or {}))
+        self.env.pop("RANK", None)
+        self.proc: Optional[subprocess.Popen] = None
+
+    @property
+    def only_env(self) -> str:
+        return f"{TAG}={self.tag}"
+
+    def argv(self) -> List[str]:
+        work = ["--workers", str(self.workers)] if self.workers else []
+        launch = [sys.executable, str(TORCHRUN), "--nproc-per-node", str(self.ranks), "--log-dir", str(self.logs),
+                  "--master-port", self.port, str(TRAIN)] + work
+        if self.style == "torchrun":
+            return launch
+        if self.style == "bash":
+            return ["bash", "-c", " ".join(f"'{a}'" for a in launch) + "; exit $?"]
+        if self.style == "mindspore":
+            script = (f"for i in $(seq 0 {self.ranks - 1}); do RANK_ID=$i DEVICE_ID=$i RANK_SIZE={self.ranks} "
+                      f"'{sys.executable}' '{TRAIN}' {' '.join(work)} > '{self.logs}'/rank$i.log 2>&1 & done; wait")
+            return ["bash", "-c", script]
+        raise ValueError(self.style)
+
+    def start(self) -> "TrainJob":
+        self.proc = subprocess.Popen(self.argv(), env=self.env, start_new_session=True,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: all((self.logs / f"rank{r}.log").exists() and (self.logs / f"rank{r}.log").stat().st_size
+                             for r in range(self.ranks)), timeout=30, what="every rank logging")
+        return self
+
+    def nan(self, rank: int) -> None:
+        (self.ctl / f"nan-{rank}").touch()
+
+    def exit_rank(self, rank: int) -> None:
+        (self.ctl / f"exit-{rank}").touch()
+
+    def finish(self) -> None:
+        (self.ctl / "finish").touch()
+
+    def wait(self, timeout: float = 30) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        time.sleep(0.1)
+
+    def __enter__(self) -> "TrainJob":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

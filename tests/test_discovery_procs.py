@@ -1,0 +1,121 @@
+"""Discovery over real process trees: launchers, wrappers, MindSpore-style jobs, helper children."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import REPO
+from tests.jobkit import TrainJob
+from watchdog.discovery.feed import own_pids
+from watchdog.discovery.scan import ScanOptions, discover
+
+
+def scan(job: TrainJob):
+    return discover(ScanOptions(ignore=own_pids(), only=((job.only_env.split("=")[0], job.tag),)))
+
+
+def child_pids(pid: int):
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return sorted(int(x) for x in out.split())
+
+
+@pytest.mark.parametrize("style", ["torchrun", "bash"])
+def test_launcher_with_rank_in_its_env_is_never_a_rank(tmp_path, style):
+    # The launcher itself carries RANK=0 (as under a scheduler that sets it per node): env RANK of
+    # the children wins, the launcher (and a bash -c wrapper) is not a rank, no rank is doubled.
+    with TrainJob(tmp_path, ranks=4, style=style, env={"RANK": "0"}) as job:
+        found = scan(job)
+        assert len(found.jobs) == 1
+        j = found.jobs[0]
+        assert [r.rank for r in j.ranks] == [0, 1, 2, 3]
+        assert [r.local_rank for r in j.ranks] == [0, 1, 2, 3]
+        assert j.world_size == 4 and j.local_world_size == 4
+        assert j.launcher is not None and "torchrun" in j.launcher.cmdline
+        assert j.launcher.pid not in {r.pid for r in j.ranks}
+        for r in j.ranks:
+            assert r.logs == (str(job.logs / f"rank{r.rank}.log"),)
+        if style == "bash":
+            assert job.proc.pid not in {r.pid for r in j.ranks}
+            assert j.launcher.pid != job.proc.pid  # torchrun under the wrapper is the launcher
+        assert j.hccl.exec_timeout_s == 1836 and j.hccl.connect_timeout_s == 120
+
+
+def test_dataloader_workers_are_not_ranks(tmp_path):
+    with TrainJob(tmp_path, ranks=2, workers=3) as job:
+        j = scan(job).jobs[0]
+        assert [r.rank for r in j.ranks] == [0, 1]
+        for r in j.ranks:
+            assert len(child_pids(r.pid)) == 3  # the workers run, carrying RANK, and are left out
+
+
+def test_mindspore_style_job(tmp_path):
+    env = {"HCCL_EXEC_TIMEOUT": "900", "HCCL_CONNECT_TIMEOUT": "600", "ASCEND_PROCESS_LOG_PATH": str(tmp_path / "alog"),
+           "NPU_WATCHDOG_HEARTBEAT": str(tmp_path / "hb") + "/", "NPU_WATCHDOG_JOB": "ms-pretrain"}
+    with TrainJob(tmp_path, ranks=2, style="mindspore", env=env) as job:
+        j = scan(job).jobs[0]
+        assert j.name == "ms-pretrain"
+        assert [(r.rank, r.npu) for r in j.ranks] == [(0, 0), (1, 1)]  # DEVICE_ID
+        assert j.launcher is not None and j.launcher.pid == job.proc.pid  # the shell loop
+        assert j.plog_dirs == (str(tmp_path / "alog/debug/plog"), str(tmp_path / "alog/run/plog"))
+        assert j.heartbeats == (str(tmp_path / "hb/rank0.json"), str(tmp_path / "hb/rank1.json"))
+        assert (j.hccl.exec_timeout_s, j.hccl.connect_timeout_s, j.hccl.source) == (900, 600, "environment")
+
+
+def test_two_jobs_are_two_names(tmp_path):
+    with TrainJob(tmp_path / "a", ranks=2, port="29501") as a, \
+            TrainJob(tmp_path / "b", ranks=2, port="29502", tag=a.tag) as b:
+        found = scan(a)
+        assert len(found.jobs) == 2
+        assert len({j.name for j in found.jobs}) == 2
+        assert {j.launcher.pid for j in found.jobs} == {a.proc.pid, b.proc.pid}
+
+
+def test_secrets_in_environment_are_never_read(tmp_path):
+    with TrainJob(tmp_path, ranks=1, env={"HF_TOKEN": "hf_supersecret", "AWS_SECRET_ACCESS_KEY": "abc123xyz"}) as job:
+        found = scan(job)
+        text = repr(found)
+        assert "supersecret" not in text and "abc123xyz" not in text
+
+
+def run_discover(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "watchdog", "discover", *args], capture_output=True, text=True,
+                          cwd=str(REPO), env=env, timeout=60)
+
+
+def test_discover_cli_json_schema_and_exit_codes(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    with TrainJob(tmp_path, ranks=2) as job:
+        cfg.write_text(f"discovery:\n  enabled: true\n  only_env: '{job.only_env}'\n")
+        out = run_discover("--json", "-c", str(cfg))
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        assert list(doc) == ["jobs"] and len(doc["jobs"]) == 1
+        j = doc["jobs"][0]
+        assert list(j) == ["name", "launcher", "world_size", "ranks", "plog_dirs", "heartbeats", "hccl"]
+        assert list(j["launcher"]) == ["pid", "cmdline"] and isinstance(j["launcher"]["pid"], int)
+        assert list(j["hccl"]) == ["exec_timeout_s", "connect_timeout_s"]
+        for r in j["ranks"]:
+            assert list(r) == ["rank", "local_rank", "pid", "npu", "logs"]
+        text = run_discover("-c", str(cfg))
+        assert text.returncode == 0 and "2 ranks" in text.stdout
+    job.stop()
+    none = run_discover("--json", "-c", str(cfg))
+    assert none.returncode == 1 and json.loads(none.stdout) == {"jobs": []}
+    cfg.write_text("discovery: {only_env: 'not a pair'}\n")
+    assert run_discover("-c", str(cfg)).returncode == 2
+
+
+def test_doctor_reports_what_discovery_sees(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    with TrainJob(tmp_path, ranks=2, env={"NPU_WATCHDOG_JOB": "doc-job"}) as job:
+        cfg.write_text(f"discovery:\n  enabled: true\n  only_env: '{job.only_env}'\n")
+        out = subprocess.run([sys.executable, "-m", "watchdog", "doctor", "--json", "-c", str(cfg)],
+                             capture_output=True, text=True, cwd=str(REPO), timeout=120)
+        doc = json.loads(out.stdout)
+        (check,) = [c for c in doc["checks"] if c["group"] == "daemon" and c["name"] == "discovery"]
+        assert check["status"] == "pass" and "doc-job: 2 ranks" in check["reason"]
+        assert check["details"]["feeds"]["process"] == "discovery"

@@ -1,0 +1,83 @@
+"""Config of zero-config discovery: find the training jobs on the node and feed the probes."""
+
+from __future__ import annotations
+
+import re
+from typing import List, Literal, Tuple
+
+from pydantic import Field, field_validator
+
+from watchdog.config.types import Duration, StrictModel
+
+#: The probes discovery can feed; a probe enabled in `probes:` keeps its own explicit settings.
+FeedName = Literal["process", "logs", "heartbeat", "npu"]
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class DiscoveryConfig(StrictModel):
+    """On in the shipped example config (and so in `make install`'s): install, start, and
+    whatever training job runs on the node is watched. Off when a config leaves the section out,
+    so an existing config keeps exactly the probes it configures.
+
+    Each probe named in `feed` that is not enabled explicitly under `probes:` is switched on and
+    pointed at what discovery finds; a probe enabled explicitly keeps its own settings (its
+    explicit config wins; `check-config` says which applies).
+    """
+
+    #: On in the shipped example config; off when a config leaves the section out.
+    enabled: bool = False
+    #: The process table is scanned on every round of the process probe; the logs and heartbeat
+    #: probes reuse a scan up to this old (one scan costs ~0.1 s on a node of 1,000 processes).
+    interval: Duration = Field(default="10s", gt=0)
+    #: Probes discovery switches on and points at the jobs, unless enabled explicitly under `probes:`.
+    feed: List[FeedName] = Field(default_factory=lambda: ["process", "logs", "heartbeat", "npu"])
+    #: Environment keys of the ranks holding the job's name, first set wins (e.g. a scheduler's
+    #: job name); else `<launcher script>-<start time>`. Only these and the documented keys are
+    #: ever read from a process environment.
+    name_env: List[str] = Field(default_factory=lambda: ["NPU_WATCHDOG_JOB", "SLURM_JOB_NAME", "JOB_NAME"])
+    #: Watch only jobs whose ranks carry these environment values, "KEY=value" separated by
+    #: commas (e.g. a team tag on a shared machine); empty: every job on the node.
+    only_env: str = ""
+    #: A job that ended (cleanly or not) keeps its series this long, then they are removed.
+    forget_after: Duration = Field(default="10m")
+    #: Read the ranks' CANN plog folders too.
+    plogs: bool = True
+    #: Lines (regex, searched in the last lines of a rank's log) that mark the end of training:
+    #: ranks that all exit after one of them are a clean end, not a crash.
+    end_patterns: List[str] = Field(default_factory=lambda: [
+        r"(?i)\btraining (?:is )?(?:completed|finished|done)\b",
+        r"(?i)\bafter training is done\b",
+        r"(?i)\bend of training\b",
+    ])
+
+    @field_validator("name_env")
+    @classmethod
+    def _env_names(cls, v: List[str]) -> List[str]:
+        for name in v:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return v
+
+    @field_validator("only_env")
+    @classmethod
+    def _only(cls, v: str) -> str:
+        for item in filter(None, (x.strip() for x in v.split(","))):
+            key, sep, _ = item.partition("=")
+            if not sep or not _ENV_NAME.match(key):
+                raise ValueError(f"{item!r}: expected KEY=value (comma-separated)")
+        return v
+
+    @property
+    def only_pairs(self) -> Tuple[Tuple[str, str], ...]:
+        items = filter(None, (x.strip() for x in self.only_env.split(",")))
+        return tuple((k, v) for k, _, v in (i.partition("=") for i in items))
+
+    @field_validator("end_patterns")
+    @classmethod
+    def _patterns(cls, v: List[str]) -> List[str]:
+        for p in v:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise ValueError(f"{p!r} does not compile: {exc}") from None
+        return v

@@ -1,0 +1,111 @@
+"""The latest discovery result, shared by the probes it feeds.
+
+The process probe rescans every round (a job that starts is watched within one of its rounds); the
+logs and heartbeat probes reuse a result younger than their own interval and rescan otherwise, so
+each works even when another is configured explicitly. The npu probe hands in npu-smi's process
+table (pid -> NPU), which discovery prefers over the environment's device variables.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, Dict, Mapping, Optional
+
+from watchdog.discovery.model import Discovered
+from watchdog.discovery.scan import ScanOptions, discover
+
+log = logging.getLogger(__name__)
+
+
+def own_pids() -> tuple:
+    """This daemon and its ancestors: never ranks (a test harness may carry RANK itself)."""
+    out = [os.getpid()]
+    pid = os.getppid()
+    for _ in range(64):
+        if pid <= 1:
+            break
+        out.append(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                text = fh.read().decode("utf-8", "replace")
+            pid = int(text[text.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return tuple(out)
+
+
+def scan_options(config: Any) -> ScanOptions:
+    """Scan options from the config: job-name keys, an explicit job name, and who we are."""
+    return ScanOptions(name_env=tuple(config.discovery.name_env), ignore=own_pids(), only=config.discovery.only_pairs,
+                       first_job_name=config.job.name if config.job_name_explicit else None)
+
+
+def feed_for(config: Any) -> "DiscoveryFeed":
+    return DiscoveryFeed(scan_options(config))
+
+
+class DiscoveryFeed:
+    def __init__(self, opts: ScanOptions):
+        self.opts = opts
+        self._lock = threading.Lock()
+        self._latest: Optional[Discovered] = None
+        self._npu_by_pid: Dict[int, int] = {}
+        self._mono = 0.0
+        self.scans_total = 0
+        self.errors_total = 0
+        self._said_none = False
+        self._names: Dict[str, int] = {}
+        self._log_lock = threading.Lock()
+
+    def set_npu_processes(self, mapping: Mapping[int, int]) -> None:
+        with self._lock:
+            self._npu_by_pid = dict(mapping)
+
+    def refresh(self) -> Discovered:
+        """Scan now; a failure is counted and raised (the calling probe reports it)."""
+        with self._lock:
+            npu = dict(self._npu_by_pid)
+        try:
+            found = discover(self.opts, npu)
+        except Exception:
+            with self._lock:
+                self.errors_total += 1
+            raise
+        with self._lock:
+            self._latest, self._mono = found, time.monotonic()
+            self.scans_total += 1
+        with self._log_lock:
+            self._log_change(found)
+        return found
+
+    def current(self, max_age: float) -> Discovered:
+        """The latest result when younger than `max_age` seconds, else a fresh scan."""
+        with self._lock:
+            latest, age = self._latest, time.monotonic() - self._mono
+        if latest is not None and age < max_age:
+            return latest
+        return self.refresh()
+
+    def latest(self) -> Optional[Discovered]:
+        with self._lock:
+            return self._latest
+
+    def _log_change(self, found: Discovered) -> None:
+        """Say once that there is no job, and each time a job appears or goes (not every scan)."""
+        names = {j.name: len(j.ranks) for j in found.jobs}
+        for job in found.jobs:
+            if self._names.get(job.name) != len(job.ranks):
+                launcher = f", launcher pid {job.launcher.pid}" if job.launcher else ""
+                log.info("discovery: job %s: %d ranks (pids %s)%s", job.name, len(job.ranks),
+                         ",".join(str(r.pid) for r in job.ranks), launcher)
+        for name in set(self._names) - set(names):
+            log.info("discovery: job %s: no rank left", name)
+        self._names = names
+        if not found.jobs and not self._said_none:
+            log.info("discovery: no training job on this node yet; watching the NPUs and the daemon itself")
+            self._said_none = True
+        elif found.jobs:
+            self._said_none = False

@@ -1,0 +1,45 @@
+"""Which probes discovery feeds, decided once per loaded config (explicit settings win).
+
+A probe enabled under `probes:` keeps its explicit settings ("config"); a probe named in
+`discovery.feed` and not enabled is switched on and fed by discovery ("discovery"); the npu probe
+only where its npu-smi program exists, so a machine without NPUs does not report it down.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any, Dict
+
+FEEDS = ("process", "logs", "heartbeat", "npu")
+
+
+def npu_smi_present(program: str) -> bool:
+    if os.sep in program:
+        return os.access(program, os.X_OK)
+    return shutil.which(program) is not None
+
+
+def resolve(config: Any) -> Dict[str, str]:
+    """probe -> "config" | "discovery" | "off" | "off: <why>"; switches fed probes on."""
+    out: Dict[str, str] = {}
+    d = config.discovery
+    for name in FEEDS:
+        section = getattr(config.probes, name)
+        if section.enabled:
+            out[name] = "config"
+        elif not d.enabled or name not in d.feed:
+            out[name] = "off"
+        elif name == "npu" and not npu_smi_present(section.npu_smi):
+            out[name] = f"off: {section.npu_smi} not found"
+        else:
+            out[name] = "discovery"
+            section.enabled = True
+    return out
+
+
+def describe(feeds: Dict[str, str]) -> Dict[str, str]:
+    """The wording `check-config` prints per probe."""
+    words = {"config": "explicit settings under probes: win (discovery does not touch this probe)",
+             "discovery": "fed by discovery (no explicit settings)", "off": "off"}
+    return {k: words.get(v, v) for k, v in feeds.items()}

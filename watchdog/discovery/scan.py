@@ -1,0 +1,196 @@
+"""One discovery round: procfs -> jobs with their ranks, NPUs, logs, plog folders, heartbeats, HCCL.
+
+I/O lives in `procfs`; the decisions (`group`, `describe_job`) are pure functions of what was read.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from watchdog.discovery import procfs
+from watchdog.discovery.cmdline import redact_argv
+from watchdog.discovery.environ import (DEVICE_KEYS, HEARTBEAT_ENV, LOCAL_RANK_KEYS, LOCAL_WORLD_SIZE_KEYS,
+                                        WORLD_SIZE_KEYS, first_int, wanted_keys)
+from watchdog.discovery.group import RawJob, group_jobs
+from watchdog.discovery.model import (Discovered, HcclTimeouts, JobInfo, LauncherInfo, ProcRecord, RankInfo)
+
+#: CANN defaults (seconds) when the ranks' environment does not set them.
+HCCL_EXEC_TIMEOUT_DEFAULT = 1836
+HCCL_CONNECT_TIMEOUT_DEFAULT = 120
+#: Job-name keys read from the ranks' environment when the config does not name others.
+DEFAULT_NAME_ENV = ("NPU_WATCHDOG_JOB", "SLURM_JOB_NAME", "JOB_NAME")
+_LABEL_BAD = re.compile(r"[^A-Za-z0-9._:-]+")
+_SCRIPT = re.compile(r"\.(py|sh)$")
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    name_env: Tuple[str, ...] = DEFAULT_NAME_ENV
+    #: Pids never taken for ranks (the daemon and its ancestors).
+    ignore: Tuple[int, ...] = ()
+    proc: str = procfs.PROC
+    #: Only ranks whose environment carries all these (key, value) pairs.
+    only: Tuple[Tuple[str, str], ...] = ()
+    #: An explicit `job.name`: it labels the oldest job discovered.
+    first_job_name: Optional[str] = None
+    #: Home folder of a uid (the plog default lives there); replaceable in tests.
+    home_of: Callable[[int], Optional[str]] = field(default=lambda uid: _home(uid))
+    #: Whether a path named in a rank's environment may be read for that rank's user.
+    owner_ok: Callable[[str, int], bool] = field(default=lambda path, uid: owned_by(path, uid))
+
+
+def owned_by(path: str, uid: int) -> bool:
+    """A file named by a rank's environment is read only when that rank's user owns it (or the
+    folder it will appear in): a rank cannot point the root daemon at someone else's file."""
+    for candidate in (path, os.path.dirname(path)):
+        try:
+            return uid == 0 or os.stat(candidate).st_uid == uid
+        except OSError:
+            continue
+    return False
+
+
+def _home(uid: int) -> Optional[str]:
+    try:
+        return pwd.getpwuid(uid).pw_dir
+    except KeyError:
+        return None
+
+
+def label_safe(text: str, fallback: str = "job") -> str:
+    """A job name usable as a label value (letters, digits, . _ : -, max 128, alnum first)."""
+    cleaned = _LABEL_BAD.sub("-", text).strip("-._:")[:128]
+    return cleaned if cleaned and cleaned[0].isalnum() else fallback
+
+
+def npu_of(env: Mapping[str, str], local_rank: Optional[int]) -> Optional[int]:
+    """The NPU a rank uses from its environment: device id (or the local rank) through the
+    visible-devices list when one is set."""
+    logical = first_int(env, DEVICE_KEYS[1:])
+    visible = [v.strip() for v in env.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if visible:
+        index = logical if logical is not None else local_rank
+        if index is not None and index < len(visible) and visible[index].isdigit():
+            return int(visible[index])
+        return None
+    return logical
+
+
+def hccl_of(envs: Sequence[Mapping[str, str]]) -> HcclTimeouts:
+    """The largest value any rank sets (a collective waits for its most patient peer), else defaults."""
+    def pick(key: str) -> Optional[int]:
+        vals = [first_int(e, (key,)) for e in envs]
+        vals = [v for v in vals if v is not None]
+        return max(vals) if vals else None
+    exec_t, conn_t = pick("HCCL_EXEC_TIMEOUT"), pick("HCCL_CONNECT_TIMEOUT")
+    source = "environment" if exec_t is not None or conn_t is not None else "default"
+    return HcclTimeouts(exec_timeout_s=exec_t if exec_t is not None else HCCL_EXEC_TIMEOUT_DEFAULT,
+                        connect_timeout_s=conn_t if conn_t is not None else HCCL_CONNECT_TIMEOUT_DEFAULT,
+                        source=source)
+
+
+def heartbeat_path(env: Mapping[str, str], rank: int, local_rank: Optional[int]) -> Optional[str]:
+    """NPU_WATCHDOG_HEARTBEAT: a file path ({rank} and {local_rank} are filled in) or a folder
+    (then `rank<N>.json` inside it)."""
+    value = env.get(HEARTBEAT_ENV, "").strip()
+    if not value.startswith("/"):
+        return None
+    value = value.replace("{rank}", str(rank)).replace("{local_rank}", str(local_rank if local_rank is not None else rank))
+    if value.endswith("/") or os.path.isdir(value):
+        return os.path.join(value, f"rank{rank}.json")
+    return value
+
+
+def plog_dirs_of(env: Mapping[str, str], home: Optional[str]) -> Tuple[str, ...]:
+    root = env.get("ASCEND_PROCESS_LOG_PATH", "").strip()
+    if not root.startswith("/"):
+        if not home:
+            return ()
+        root = os.path.join(home, "ascend", "log")
+    return (os.path.join(root, "debug", "plog"), os.path.join(root, "run", "plog"))
+
+
+def job_name(raw: RawJob, records: Dict[int, ProcRecord], name_env: Iterable[str], started_at: float) -> str:
+    """From the ranks' environment (first configured key set), else `<script>-<start time>`."""
+    keys = tuple(name_env)
+    for _, pid in raw.ranks:
+        env = records[pid].env or {}
+        for key in keys:
+            if env.get(key, "").strip():
+                return label_safe(env[key].strip())
+    argv = records[raw.launcher].cmdline if raw.launcher in records else records[raw.ranks[0][1]].cmdline
+    script = next((os.path.basename(a) for a in argv[1:] if _SCRIPT.search(a)), os.path.basename(argv[0]))
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(started_at))
+    return label_safe(f"{_SCRIPT.sub('', script)}-{stamp}")
+
+
+def describe_job(raw: RawJob, records: Dict[int, ProcRecord], logs: Mapping[int, Tuple[str, ...]],
+                 npu_by_pid: Mapping[int, int], opts: ScanOptions, boot: float) -> JobInfo:
+    """Everything discovery knows about one grouped job (pure apart from `home_of`)."""
+    ranks: List[RankInfo] = []
+    envs = []
+    plogs: List[str] = []
+    beats: List[str] = []
+    for rank, pid in raw.ranks:
+        rec = records[pid]
+        env = rec.env or {}
+        envs.append(env)
+        local = first_int(env, LOCAL_RANK_KEYS)
+        npu = npu_by_pid.get(pid, npu_of(env, local))
+        hb = heartbeat_path(env, rank, local)
+        if hb is not None and not opts.owner_ok(hb, rec.uid):
+            hb = None
+        ranks.append(RankInfo(rank=rank, local_rank=local, pid=pid, npu=npu, logs=logs.get(pid, ()), heartbeat=hb))
+        for d in plog_dirs_of(env, opts.home_of(rec.uid)):
+            if d not in plogs:
+                plogs.append(d)
+        if hb and hb not in beats:
+            beats.append(hb)
+    first = records[raw.launcher] if raw.launcher in records else min(
+        (records[p] for _, p in raw.ranks), key=lambda r: r.start_ticks)
+    started_at = boot + first.start_ticks / procfs.CLOCK_TICKS
+    launcher = None
+    if raw.launcher in records:
+        launcher = LauncherInfo(pid=raw.launcher, cmdline=redact_argv(records[raw.launcher].cmdline))
+    return JobInfo(name=job_name(raw, records, opts.name_env, started_at), launcher=launcher,
+                   world_size=next((v for v in (first_int(e, WORLD_SIZE_KEYS) for e in envs) if v is not None), None),
+                   local_world_size=next((v for v in (first_int(e, LOCAL_WORLD_SIZE_KEYS) for e in envs)
+                                          if v is not None), None),
+                   ranks=tuple(ranks), plog_dirs=tuple(plogs), heartbeats=tuple(beats), hccl=hccl_of(envs),
+                   started_at=started_at)
+
+
+def _unique_names(jobs: List[JobInfo]) -> List[JobInfo]:
+    """Two jobs never share a name (a second job is a second label): later ones get `-<pid>`."""
+    from dataclasses import replace
+
+    seen: Dict[str, int] = {}
+    out = []
+    for j in jobs:
+        if j.name in seen:
+            j = replace(j, name=label_safe(f"{j.name[:110]}-{j.launcher.pid if j.launcher else j.ranks[0].pid}"))
+        seen[j.name] = 1
+        out.append(j)
+    return out
+
+
+def discover(opts: ScanOptions, npu_by_pid: Optional[Mapping[int, int]] = None) -> Discovered:
+    """One scan of the node."""
+    started = time.monotonic()
+    records = procfs.read_all(wanted_keys(tuple(opts.name_env) + tuple(k for k, _ in opts.only)), opts.proc)
+    raw_jobs = group_jobs(records, opts.ignore, opts.only)
+    logs = {pid: procfs.rank_logs(pid, opts.proc) for j in raw_jobs for _, pid in j.ranks}
+    boot = procfs.boot_time(opts.proc)
+    jobs = [describe_job(j, records, logs, npu_by_pid or {}, opts, boot) for j in raw_jobs]
+    if opts.first_job_name and jobs:
+        from dataclasses import replace
+
+        jobs = [replace(jobs[0], name=opts.first_job_name)] + [j for j in jobs[1:] if j.name != opts.first_job_name]
+    unreadable = sum(1 for r in records.values() if r.env is None)
+    return Discovered(jobs=tuple(_unique_names(jobs)), at=time.time(), duration_seconds=time.monotonic() - started,
+                      processes_scanned=len(records), unreadable=unreadable)

@@ -1,0 +1,32 @@
+"""Doctor's view of discovery: which jobs the daemon would watch on this node right now."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from watchdog.doctor.model import FAIL, PASS, SKIPPED, CheckResult
+
+
+def check_discovery(config: Any, npu_obs: Optional[Any]) -> CheckResult:
+    from watchdog.discovery.feed import scan_options
+    from watchdog.discovery.scan import discover
+    from watchdog.discovery.status import summary_lines
+
+    feeds = config.feeds
+    if not config.discovery.enabled:
+        return CheckResult("daemon", "discovery", SKIPPED, "discovery is off (probes use their explicit settings)",
+                           details={"feeds": feeds})
+    npu_by_pid = {p.pid: p.npu for p in npu_obs.processes} if npu_obs is not None else {}
+    try:
+        found = discover(scan_options(config), npu_by_pid)
+    except Exception as exc:
+        return CheckResult("daemon", "discovery", FAIL, f"discovery cannot scan the process table: {exc}",
+                           "the daemon needs to read /proc (run it as root or as the job's user)")
+    jobs = found.to_json()["jobs"]
+    lines = summary_lines({"enabled": True, "jobs": jobs})
+    reason = "; ".join(lines) + f" ({found.processes_scanned} processes scanned in {found.duration_seconds * 1000:.0f} ms)"
+    advice = ""
+    if found.unreadable:
+        advice = (f"{found.unreadable} processes' environments were unreadable (other users'): run the daemon "
+                  "as root to discover jobs of every user")
+    return CheckResult("daemon", "discovery", PASS, reason, advice, details={"jobs": jobs, "feeds": feeds})

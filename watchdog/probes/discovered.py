@@ -1,0 +1,236 @@
+"""The process probe fed by discovery: ranks of every job on the node, followed over their life.
+
+Like the selector-based probe, a rank is identified by (pid, start time) and followed by identity
+once seen (zombies and stopped ranks stay visible). On top of that it follows each discovered job:
+a job whose ranks all exited is kept (as ended, cleanly or not) for `discovery.forget_after`, so
+its findings can resolve and its series stay readable (ranks at up 0), then forgotten. Ranks that
+exit after an end-of-training line in their job's logs end the job cleanly: no missing rank.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field, replace
+from typing import Dict, List, Optional, Set, Tuple
+
+import psutil
+
+from watchdog.config.schema import Config
+from watchdog.discovery.feed import DiscoveryFeed
+from watchdog.discovery.model import Discovered
+from watchdog.heartbeat_format import HeartbeatFormatError, parse_heartbeat
+from watchdog.observations import JobState, ProcessInfo, ProcessObservation
+from watchdog.probes.base import Collected, Probe, ProbeError
+from watchdog.probes.heartbeat import read_file
+from watchdog.probes.process import ProcessProbe
+
+Identity = Tuple[int, float]
+#: Bytes read from the end of each rank log when looking for an end-of-training line.
+TAIL_BYTES = 8192
+#: Second look after a rank exits while its peers live (a whole-job kill takes milliseconds).
+SETTLE_SECONDS = 0.5
+
+
+@dataclass
+class _Job:
+    name: str
+    first_seen_at: float
+    expected: Optional[int]
+    launcher_pid: Optional[int]
+    logs: Set[str] = field(default_factory=set)
+    #: rank -> heartbeat file named by its environment.
+    heartbeats: Dict[int, str] = field(default_factory=dict)
+    ended_at: Optional[float] = None
+    clean: bool = False
+    #: The HCCL variables the ranks' environments set (watchdog.hccl reads them per job); empty
+    #: when none does, so the config or the CANN defaults apply.
+    hccl_env: Tuple[Tuple[str, str], ...] = ()
+
+
+def log_tail(path: str, size: int = TAIL_BYTES) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            end = fh.tell()
+            fh.seek(max(0, end - size))
+            return fh.read(size).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def ended_cleanly(tails: List[str], patterns: List["re.Pattern[str]"]) -> bool:
+    """Pure: does any log tail carry an end-of-training line?"""
+    return any(p.search(t) for t in tails for p in patterns)
+
+
+def says_done(path: str) -> bool:
+    """The heartbeat file declares phase `done` (read here, at the exit, because the heartbeat
+    probe may not have read the last beat before the process probe sees the rank gone)."""
+    try:
+        data, _, _ = read_file(path)
+        return parse_heartbeat(data).phase == "done"
+    except (OSError, HeartbeatFormatError):
+        return False
+
+
+class DiscoveredProcessProbe(Probe):
+    name = "process"
+
+    def __init__(self, config: Config, feed: DiscoveryFeed):
+        self.feed = feed
+        self._apply(config)
+        self._known: Dict[Identity, ProcessInfo] = {}
+        self._gone: Dict[Tuple[str, int], ProcessInfo] = {}
+        self._jobs: Dict[str, _Job] = {}
+        self._first_seen_at: Optional[float] = None
+
+    def _apply(self, config: Config) -> None:
+        self.cfg = config.probes.process
+        self.dcfg = config.discovery
+        self.interval, self.timeout = self.cfg.interval, self.cfg.timeout
+        self._end_res = [re.compile(p) for p in self.dcfg.end_patterns]
+
+    def reconfigure(self, new: Probe) -> bool:
+        if not isinstance(new, DiscoveredProcessProbe):
+            return False
+        self.cfg, self.dcfg, self.interval, self.timeout = new.cfg, new.dcfg, new.interval, new.timeout
+        self._end_res = new._end_res
+        return True
+
+    # -- the round ------------------------------------------------------------------------------
+    def collect(self) -> Collected:
+        now = time.time()
+        try:
+            found = self.feed.refresh()
+        except Exception as exc:
+            raise ProbeError(f"discovery failed: {type(exc).__name__}: {exc}") from None
+        live = self._follow_known()
+        if self._partly_gone(live):
+            # A rank went while peers live: look again shortly. A job killed as a whole (its
+            # process group, the scheduler) is then seen as gone at once, not as a missing rank
+            # followed by a gone job a round later.
+            time.sleep(SETTLE_SECONDS)
+            live = self._follow_known()
+        for job in found.jobs:
+            self._track_job(job, now)
+            for r in job.ranks:
+                try:
+                    p = psutil.Process(r.pid)
+                    ident = (r.pid, p.create_time())
+                except psutil.Error:
+                    continue
+                live.setdefault(ident, (p, job.name, r.rank))
+        infos = self._describe_all(live)
+        self._update_gone(infos, now)
+        self._end_jobs(infos, now)
+        self._known = infos
+        if infos and self._first_seen_at is None:
+            self._first_seen_at = now
+        return Collected(self._observation(infos), self._summary(infos, found))
+
+    def _partly_gone(self, live: Dict[Identity, Tuple[psutil.Process, str, int]]) -> bool:
+        gone_jobs = {p.job for i, p in self._known.items() if i not in live}
+        return any(job in gone_jobs for _, job, _ in live.values())
+
+    def _follow_known(self) -> Dict[Identity, Tuple[psutil.Process, str, int]]:
+        out: Dict[Identity, Tuple[psutil.Process, str, int]] = {}
+        for ident, prev in self._known.items():
+            try:
+                p = psutil.Process(ident[0])
+                if abs(p.create_time() - ident[1]) > 0.01:
+                    continue  # pid reused by another process
+            except psutil.Error:
+                continue
+            out[ident] = (p, prev.job or "", prev.rank if prev.rank is not None else -1)
+        return out
+
+    def _track_job(self, job, now: float) -> None:
+        t = self._jobs.get(job.name)
+        if t is None or t.ended_at is not None:
+            t = _Job(name=job.name, first_seen_at=now, expected=job.local_world_size,
+                     launcher_pid=job.launcher.pid if job.launcher else None)
+            self._jobs[job.name] = t
+            for key in [k for k in self._gone if k[0] == job.name]:
+                del self._gone[key]  # a new run of the same job name starts afresh
+        t.hccl_env = () if job.hccl.source != "environment" else tuple(
+            (k, str(v)) for k, v in (("HCCL_EXEC_TIMEOUT", job.hccl.exec_timeout_s),
+                                     ("HCCL_CONNECT_TIMEOUT", job.hccl.connect_timeout_s)) if v is not None)
+        for r in job.ranks:
+            t.logs.update(r.logs)
+            if r.heartbeat:
+                t.heartbeats[r.rank] = r.heartbeat
+
+    def _describe_all(self, live: Dict[Identity, Tuple[psutil.Process, str, int]]) -> Dict[Identity, ProcessInfo]:
+        """One ProcessInfo per (job, rank): a running process wins over a zombie, then the newest."""
+        by_key: Dict[Tuple[str, int], Tuple[Identity, ProcessInfo]] = {}
+        for ident, (p, job, rank) in live.items():
+            try:
+                tracked = self._jobs.get(job)
+                info = replace(ProcessProbe._describe(p, self._known.get(ident), rank), job=job,
+                               hccl_env=tracked.hccl_env if tracked is not None else ())
+            except psutil.Error:
+                continue
+            key = (job, rank)
+            old = by_key.get(key)
+            if old is None or (old[1].state == "zombie", old[1].create_time) < (info.state == "zombie", info.create_time):
+                by_key[key] = (ident, info)
+        return {ident: info for ident, info in by_key.values()}
+
+    def _update_gone(self, infos: Dict[Identity, ProcessInfo], now: float) -> None:
+        alive = {(i.job, i.rank) for i in infos.values()}
+        for ident, old in self._known.items():
+            if ident in infos or old.rank is None:
+                continue
+            key = (old.job or "", old.rank)
+            job = self._jobs.get(key[0])
+            if key in alive or job is None:
+                continue
+            if not job.clean:
+                job.clean = self._clean_exit(job, old.rank)
+            self._gone[key] = old  # shown (up 0) until forgotten; a clean end mutes its findings
+        for key in [k for k in self._gone if k in alive]:
+            del self._gone[key]  # restarted
+
+    def _clean_exit(self, job: _Job, rank: Optional[int]) -> bool:
+        """A rank exiting after its heartbeat said `done`, or after an end-of-training line in its
+        job's logs: the job is ending, not crashing."""
+        hb = job.heartbeats.get(rank) if rank is not None else None
+        if hb is not None and says_done(hb):
+            return True
+        return ended_cleanly([log_tail(p) for p in sorted(job.logs)], self._end_res)
+
+    def _end_jobs(self, infos: Dict[Identity, ProcessInfo], now: float) -> None:
+        running = {i.job for i in infos.values() if i.state != "zombie"}
+        for name, t in list(self._jobs.items()):
+            if name in running:
+                t.ended_at = None
+                continue
+            if t.ended_at is None:
+                t.ended_at = now
+                if not t.clean:  # ranks left as zombies never went through _update_gone
+                    t.clean = any(self._clean_exit(t, r) for r in (list(t.heartbeats) or [None]))
+            elif now - t.ended_at >= self.dcfg.forget_after:
+                del self._jobs[name]
+                for key in [k for k in self._gone if k[0] == name]:
+                    del self._gone[key]
+                for ident in [i for i, p in infos.items() if p.job == name]:
+                    del infos[ident]
+
+    def _observation(self, infos: Dict[Identity, ProcessInfo]) -> ProcessObservation:
+        procs = tuple(sorted(infos.values(), key=lambda i: (i.job or "", i.rank if i.rank is not None else 1 << 30)))
+        gone = tuple(self._gone[k] for k in sorted(self._gone))
+        jobs = tuple(JobState(name=t.name, first_seen_at=t.first_seen_at, expected=t.expected, ended_at=t.ended_at,
+                              clean_end=t.clean, launcher_pid=t.launcher_pid)
+                     for t in sorted(self._jobs.values(), key=lambda t: t.first_seen_at))
+        return ProcessObservation(processes=procs, expected=None, gone=gone, first_seen_at=self._first_seen_at,
+                                  jobs=jobs, discovered=True)
+
+    @staticmethod
+    def _summary(infos: Dict[Identity, ProcessInfo], found: Discovered) -> str:
+        if not found.jobs and not infos:
+            return f"no training job ({found.processes_scanned} processes scanned)"
+        parts = []
+        for job in found.jobs:
+            parts.append(f"{job.name}: {len(job.ranks)} ranks" + (f" (launcher {job.launcher.pid})" if job.launcher else ""))
+        return "; ".join(parts) or f"{len(infos)} ranks exiting"

@@ -1,0 +1,96 @@
+"""The logs probe fed by discovery: the ranks' stdout/stderr files, the log files they hold open
+for writing, and their CANN plog files (matched to a rank by the pid in `plog-<pid>_*.log`).
+
+Discovered files stay followed for `discovery.forget_after` after their job is gone from the
+process table, so the last lines of an ended job are read to the end and a file that a later run
+appends to is not read again from its beginning.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Dict, List, Optional, Tuple
+
+from watchdog.config.sections.discovery import DiscoveryConfig
+from watchdog.config.sections.logs import LogsProbeConfig
+from watchdog.discovery.feed import DiscoveryFeed
+from watchdog.discovery.model import Discovered
+from watchdog.logrules.tail import SourceSpec
+from watchdog.probes.base import Probe, ProbeError
+from watchdog.probes.logs import LogsProbe
+
+TRAIN, PLOG = "train", "plog"
+_PLOG_NAME = re.compile(r"^plog-(\d+)_[^/]*\.log$")
+#: Plog files listed per folder at most (a folder of a long-lived user can be large).
+MAX_PLOG_FILES = 2048
+
+Labels = Tuple[str, Optional[str], Optional[str]]  # source, job, rank
+
+
+def plan_files(found: Discovered, listdir=os.listdir) -> Dict[str, Labels]:
+    """path -> (source, job, rank) for every file discovery attributes to a rank.
+
+    A file several ranks write (a shared stdout) has no rank; a file named like a CANN plog
+    (`plog-<pid>_*.log`) is a plog wherever it lives.
+    """
+    out: Dict[str, Labels] = {}
+    for job in found.jobs:
+        by_pid = {r.pid: str(r.rank) for r in job.ranks}
+        writers: Dict[str, set] = {}
+        for r in job.ranks:
+            for path in r.logs:
+                writers.setdefault(path, set()).add(str(r.rank))
+        for path, ranks in writers.items():
+            source = PLOG if _PLOG_NAME.match(os.path.basename(path)) else TRAIN
+            out.setdefault(path, (source, job.name, next(iter(ranks)) if len(ranks) == 1 else None))
+        for d in job.plog_dirs:
+            try:
+                names = sorted(listdir(d))[-MAX_PLOG_FILES:]
+            except OSError:
+                continue  # not created yet: CANN makes it at the first plog line
+            for n in names:
+                m = _PLOG_NAME.match(n)
+                if m and int(m.group(1)) in by_pid:
+                    out.setdefault(os.path.join(d, n), (PLOG, job.name, by_pid[int(m.group(1))]))
+    return out
+
+
+class DiscoveredLogsProbe(LogsProbe):
+    def __init__(self, cfg: LogsProbeConfig, state_dir: str, dcfg: DiscoveryConfig, feed: DiscoveryFeed):
+        cfg = cfg.model_copy(update={"sources": []})
+        super().__init__(cfg, state_dir)
+        self.dcfg, self.feed = dcfg, feed
+        self._files: Dict[str, Tuple[Labels, float]] = {}
+
+    def reconfigure(self, new: Probe) -> bool:
+        if not isinstance(new, DiscoveredLogsProbe):
+            return False
+        self.cfg, self.interval, self.timeout, self.dcfg = new.cfg, new.interval, new.timeout, new.dcfg
+        self._build_rules(new.cfg)
+        self.tailer.slice_bytes, self.tailer.round_bytes = new.tailer.slice_bytes, new.tailer.round_bytes
+        new.close()
+        return True
+
+    def _refresh_sources(self, now: float) -> None:
+        try:
+            found = self.feed.current(max_age=self.dcfg.interval)
+        except Exception as exc:
+            raise ProbeError(f"discovery failed: {type(exc).__name__}: {exc}") from None
+        hccl = max((j.hccl.exec_timeout_s or 0 for j in found.jobs), default=0)
+        if hccl + 120 > self.cfg.cascade_window:  # keep roots active as long as detectors/jobs.py folds
+            self.cfg = self.cfg.model_copy(update={"cascade_window": float(hccl + 120)})
+        for path, labels in plan_files(found).items():
+            self._files[path] = (labels, now)
+        for path in [p for p, (_, seen) in self._files.items() if now - seen > self.dcfg.forget_after]:
+            del self._files[path]
+        specs: List[SourceSpec] = []
+        for source in (TRAIN, PLOG):
+            files = sorted((p, lab[1], lab[2]) for p, (lab, _) in self._files.items() if lab[0] == source)
+            if files or source in self.tailer.stats:
+                specs.append(SourceSpec(name=source, paths=tuple(p for p, _, _ in files),
+                                        path_labels=tuple(files), start="end"))
+        if [s.paths for s in specs] != [s.paths for s in self.tailer.sources]:
+            self.tailer.set_sources(specs)
+        else:
+            self.tailer.sources = specs
