@@ -122,6 +122,10 @@ def test_heartbeats_named_by_the_ranks_and_a_done_phase_is_a_clean_end(tmp_path,
             info = [k for k in d.metrics() if k.startswith("npu_watchdog_rank_info{")]
             assert len(info) == 2 and all(f'path="{hb}/rank' in k and 'training_job="hbjob"' in k for k in info)
             assert_unique_series(d.metrics_text())
+            # The process probe must have followed the ranks before they end: a job that comes and
+            # goes between two of its rounds was never seen alive, so it has no series to drop to 0.
+            wait_for(lambda: d.metrics().get('npu_watchdog_job_ranks_alive{training_job="hbjob"}') == 2, timeout=20,
+                     what="ranks followed by the process probe")
             job.finish()
             assert job.wait() == 0
             wait_for(lambda: d.metrics().get('npu_watchdog_job_ranks_alive{training_job="hbjob"}', 1) == 0, timeout=20,
