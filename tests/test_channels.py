@@ -107,7 +107,7 @@ def test_configured_mentions_do_reach_the_message():
 
 
 @pytest.mark.parametrize("kind", ["feishu", "slack", "dingtalk", "wecom"])
-def test_size_limits_trim_log_lines_never_the_title(kind):
+def test_alerts_of_one_rule_collapse_into_one_entry_and_the_title_stays(kind):
     lines = ["E" * 290 + f" {i}" for i in range(10)]
     msg = body(n_alerts=30, evidence=lines)
     with Receiver(kind) as rx:
@@ -115,8 +115,11 @@ def test_size_limits_trim_log_lines_never_the_title(kind):
         v = ch.deliver(msg)
         assert v.ok, v.line()
         [req] = rx.wait_for(1)
-        assert "[CRITICAL] node-a/job-a: 30 alerts: npu_missing x30" in req.text
-        assert "more alert(s)" in req.text or req.text.count("E" * 100) < 300
+        assert "[CRITICAL] node-a/job-a: NPU card lost on NPU 0-29" in req.text
+        assert "(30 alerts)" in req.text
+        # hint, log lines and snapshot once per rule (not 30 times)
+        assert req.text.count("npu-smi info") == 1 and req.text.count("s1.tar.gz") == 1
+        assert 0 < req.text.count("E" * 250) <= 10
 
 
 def test_feishu_bad_signature_is_a_permanent_failure():

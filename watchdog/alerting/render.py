@@ -2,19 +2,21 @@
 
 Why pure: the same functions serve the daemon, `test-alert` and the tests, and every untrusted
 string (log lines, summaries with file or process names) passes through exactly one `escape` per
-dialect before it reaches a payload. Size limits are met by dropping log lines first, then whole
-alerts (with an "and N more" line), never the title.
+dialect before it reaches a payload. A message's alerts are grouped by rule (watchdog.alerting.digest);
+size limits are met by showing less detail per rule first, then fewer rules (with an explicit
+"and N more" line), never by dropping the title.
 """
 
 from __future__ import annotations
 
 import re
-import time
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from watchdog.config.types import format_duration
+from watchdog.alerting.clock import Clock
+from watchdog.alerting.digest import (Detail, RuleGroup, Style, group_alerts, group_text, more_rules_line,
+                                      runbook_link, scope_counts, snapshot_line)
 from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL, SEVERITY_RANK
 
 ZWSP = "\u200b"
@@ -23,8 +25,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _MENTION_WORDS = re.compile(r"@(?=(all|here|channel|everyone|所有人)\b)", re.IGNORECASE)
 _AT_WORD = re.compile(r"@(?=[\w\u4e00-\u9fff])")
 MAX_LINE = 300
-MAX_HINT = 1000
-MAX_SUMMARY = 300
 
 
 def clean(text: Any) -> str:
@@ -65,15 +65,6 @@ def escape_slack(text: Any) -> str:
     return _MENTION_WORDS.sub("@" + ZWSP, s)
 
 
-@dataclass(frozen=True)
-class Dialect:
-    name: str
-    escape: Callable[[Any], str]
-    bold: Callable[[str], str]
-    link: Callable[[str, str], str]
-    code: Callable[[List[str]], str]
-
-
 def _md_code(lines: List[str]) -> str:
     return "\n".join("> " + ln if ln else ">" for ln in lines)
 
@@ -82,9 +73,16 @@ def _slack_code(lines: List[str]) -> str:
     return "```\n" + "\n".join(ln.replace("```", "'''") for ln in lines) + "\n```"
 
 
-MARKDOWN = Dialect("markdown", escape_md, lambda s: f"**{s}**", lambda t, u: f"[{t}]({u})", _md_code)
-SLACK = Dialect("slack", escape_slack, lambda s: f"*{s}*", lambda t, u: f"<{u}|{t}>", _slack_code)
-PLAIN = Dialect("plain", escape_plain, lambda s: s, lambda t, u: f"{t}: {u}", lambda ls: "\n".join("  " + x for x in ls))
+def _md_inline(text: str) -> str:
+    return "`" + text.replace("`", "'") + "`"
+
+
+#: A dialect: how escaped text is marked up (bold, links, code blocks, inline code).
+MARKDOWN = Style(escape_md, lambda s: f"**{s}**", lambda t, u: f"[{t}]({u})", _md_code, _md_inline)
+SLACK = Style(escape_slack, lambda s: f"*{s}*", lambda t, u: f"<{u}|{t}>", _slack_code, _md_inline)
+PLAIN = Style(escape_plain, lambda s: s, lambda t, u: f"{t}: {u}", lambda ls: "\n".join("  " + x for x in ls),
+              lambda s: s)
+Dialect = Style
 
 
 def safe_url(url: Optional[str]) -> Optional[str]:
@@ -123,25 +121,26 @@ class Message:
         # An outbox entry queued by an older version still says `job`.
         return self.group.get(JOB_LABEL, self.group.get(LEGACY_JOB_LABEL, ""))
 
+    def groups(self) -> List[RuleGroup]:
+        return group_alerts(self.alerts)
+
     def title(self, esc: Callable[[Any], str] = str) -> str:
-        """One line: what, where, how bad. Built from trusted parts (severity, host, job, rule
-        names) plus the capped summary, which alone passes through the dialect's `esc`."""
+        """One line in words: `[CRITICAL] node-01/llama: NaN loss at iteration 5426 on ranks 0-7
+        (+2 more rules)`. Built from trusted parts (severity, host, training job, the rule's
+        phrase, numbers); label values in the scope pass through the dialect's `esc`."""
         prefix = {"resolved": "RESOLVED", "reminder": "STILL FIRING", "test": "TEST"}.get(self.kind, "")
-        sev = self.severity.upper()
-        head = f"[{sev}]" + (f" {prefix}" if prefix else "")
+        head = f"[{self.severity.upper()}]" + (f" {prefix}" if prefix else "")
         if self.incident and self.alerts:
             return f"{head} {self._incident_line(esc)}"
-        where = f"{self.host}/{self.job}"
-        if len(self.alerts) == 1:
-            what = esc(one_line(self.alerts[0].get("summary", ""), 160))
-        else:
-            counts: Dict[str, int] = {}
-            for a in self.alerts:
-                counts[a.get("rule", "?")] = counts.get(a.get("rule", "?"), 0) + 1
-            parts = [f"{r} x{n}" if n > 1 else r for r, n in sorted(counts.items(), key=lambda kv: -kv[1])]
-            what = f"{len(self.alerts)} alerts: " + ", ".join(parts[:4]) + (", ..." if len(parts) > 4 else "")
-        return f"{head} {where}: {what}"
+        groups = self.groups()
+        what = esc(groups[0].headline()) if groups else "no alerts"
+        if len(groups) > 1:
+            what += f" (+{len(groups) - 1} more rule{'s' if len(groups) > 2 else ''})"
+        return f"{head} {esc(self.host)}/{esc(self.job)}: {what}"
 
+    def dashboard(self) -> Optional[str]:
+        """The first alert's dashboard link (one per message: it is filled per host and job)."""
+        return next((u for u in (safe_url(a.get("dashboard")) for a in self.alerts) if u), None)
 
     def _incident_line(self, esc: Callable[[Any], str]) -> str:
         """The culprit first (the earliest root alert: node, rank, NPU, rule), then the counts."""
@@ -157,14 +156,6 @@ class Message:
             return f"{k} {word}" + ("" if k == 1 else "s")
 
         return f"{line} | {n('nodes', 'node')}, {n('ranks', 'rank')} affected, {n('symptoms', 'symptom alert')}"
-
-
-def when(ts: Optional[float], now: Optional[float] = None) -> str:
-    if not ts:
-        return "unknown"
-    now = time.time() if now is None else now
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
-    return f"{stamp} ({format_duration(max(0.0, now - ts))} ago)"
 
 
 def where_labels(labels: Dict[str, str]) -> str:
@@ -192,72 +183,45 @@ def dashboard_link(template: Optional[str], labels: Dict[str, str], rule: str) -
         return None
 
 
-def alert_text(a: Dict[str, Any], d: Dialect, n_lines: int, now: Optional[float] = None,
-               resolved: bool = False) -> str:
-    """One alert as text in dialect `d`; `n_lines` caps the log excerpt."""
-    e = d.escape
-    out = []
-    ident = where_labels(a.get("labels", {}))
-    head = d.bold(f"{a.get('severity', '').upper()} {e(a.get('rule', ''))}") + (f" {e(ident)}" if ident else "")
-    if resolved or a.get("status") == "resolved":
-        head += " (resolved)"
-    out.append(head)
-    out.append(e(one_line(a.get("summary", ""), MAX_SUMMARY)))
-    line = f"{d.bold('Since')}: {when(a.get('since') or a.get('starts_at'), now)}"
-    if a.get("value") not in (None, ""):
-        line += f" | {d.bold('Value')}: {e(one_line(a.get('value'), 200))}"
-    out.append(line)
-    if a.get("status") == "resolved" and a.get("ends_at"):
-        out.append(f"{d.bold('Resolved')}: {when(a.get('ends_at'), now)}")
-    if a.get("hint") and not resolved:
-        out.append(f"{d.bold('Hint')}: {e(one_line(a['hint'], MAX_HINT))}")
-    ev = [one_line(x, MAX_LINE) for x in (a.get("evidence") or [])][-n_lines:] if n_lines > 0 else []
-    if ev and not resolved:
-        out.append(f"{d.bold('Recent log lines')}:")
-        out.append(d.code([e(x) for x in ev]))
-    if a.get("snapshot"):
-        out.append(f"{d.bold('Snapshot')}: {e(a['snapshot'])}")
-    link = safe_url(a.get("dashboard"))
-    if link:
-        out.append(d.link("Dashboard", link))
-    return "\n".join(out)
-
-
-def evidence_steps(max_lines: int) -> List[int]:
-    """Log-line budgets to try, largest first: N, N/2, ... 1, 0."""
-    steps = []
-    n = max_lines
-    while n > 0:
-        steps.append(n)
-        n //= 2
-    return steps + [0]
-
-
-def alert_counts(n: int) -> List[int]:
-    out = []
-    while n > 1:
-        out.append(n)
-        n = (n + 1) // 2 if n > 2 else 1
-    return out + [1]
-
-
-def fit(build: Callable[[int, int], Any], ok: Callable[[Any], bool], max_lines: int, n_alerts: int) -> Any:
-    """Try richer renderings first; the first that `ok` accepts wins (the smallest otherwise)."""
-    last = None
-    for shown in alert_counts(max(1, n_alerts)):
-        for lines in evidence_steps(max_lines):
-            last = build(lines, shown)
-            if ok(last):
-                return last
-    return last
-
-
-def more_line(total: int, shown: int) -> str:
-    return f"... and {total - shown} more alert(s) in this group (see npu-watchdog status)" if total > shown else ""
-
-
 def mentions_for(msg: Message, mentions: Dict[str, Sequence[str]]) -> List[str]:
     """Mentions only for firing messages, chosen by the most severe alert."""
     if msg.status != "firing" or msg.kind in ("refresh",):
         return []
     return list(mentions.get(msg.severity, []))
+
+
+# -- the parts every chat channel shows ------------------------------------------------------
+@dataclass(frozen=True)
+class Parts:
+    """A message rendered at one detail level: the rule texts and what follows them."""
+
+    groups: List[str]
+    more: str
+    snapshot: str
+    footer: str
+
+
+def clock_of(alerting: Any, now: Optional[float] = None) -> Clock:
+    return Clock.named(getattr(alerting, "display_timezone", "UTC"), now)
+
+
+def runbook_of(alerting: Any) -> Optional[str]:
+    return safe_url(getattr(alerting, "runbook_url", None))
+
+
+def compose(msg: Message, st: Style, shown: List[RuleGroup], d: Detail, names: bool, alerting: Any,
+            now: Optional[float] = None) -> Parts:
+    """The rule texts of `shown`, the "and N more" line for the rest, the snapshot once, a footer."""
+    groups = msg.groups()
+    clock = clock_of(alerting, now)
+    resolved = msg.status == "resolved"
+    texts = [group_text(g, st, d, clock, runbook_of(alerting), resolved) for g in shown]
+    more = more_rules_line(groups[len(shown):], st, names)
+    snap = "" if resolved else snapshot_line(groups, st)
+    footer = f"npu-watchdog · {msg.kind} · {scope_counts(groups)} · id {msg.ikey}"
+    return Parts(texts, more, snap, footer)
+
+
+def first_runbook(msg: Message, alerting: Any) -> Optional[str]:
+    groups = msg.groups()
+    return runbook_link(runbook_of(alerting), groups[0].rule) if groups else None

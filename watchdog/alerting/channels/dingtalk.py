@@ -12,7 +12,8 @@ import urllib.parse
 from typing import Any, Dict
 
 from watchdog.alerting.channels.base import Channel, Verdict, as_int, json_body, not_vendor_json
-from watchdog.alerting.render import MARKDOWN, Message, alert_text, escape_md, fit, mentions_for, more_line
+from watchdog.alerting.digest import fit_groups
+from watchdog.alerting.render import MARKDOWN, Message, compose, escape_md, first_runbook, mentions_for
 
 MAX_TEXT_BYTES = 4000
 THROTTLED = {130101, 410100}
@@ -26,20 +27,19 @@ def dingtalk_sign(secret: str, timestamp_ms: int) -> str:
     return urllib.parse.quote_plus(base64.b64encode(mac).decode("ascii"))
 
 
-def markdown_body(msg: Message, text_of_alert, max_bytes: int, max_lines: int, head: str, tail: str) -> str:
-    resolved = msg.status == "resolved"
+def markdown_body(msg: Message, alerting: Any, max_bytes: int, head: str, tail: str) -> str:
+    """The markdown of DingTalk and WeCom: the title, the rules, links, the tail; at most
+    `max_bytes` of UTF-8 (the rules give up detail, then places, never silently)."""
+    links = " · ".join(MARKDOWN.link(label, url) for label, url in (
+        ("Dashboard", msg.dashboard()), ("Runbook", first_runbook(msg, alerting))) if url)
 
-    def build(lines: int, shown: int) -> str:
-        parts = [head]
-        parts += [text_of_alert(a, lines, resolved) for a in msg.alerts[:shown]]
-        more = more_line(len(msg.alerts), shown)
-        if more:
-            parts.append(more)
-        parts.append(tail)
-        return "\n\n".join(p for p in parts if p)
+    def build(shown, detail, names) -> str:
+        parts = compose(msg, MARKDOWN, shown, detail, names, alerting)
+        body = [head] + parts.groups + [parts.more, parts.snapshot, links, tail, parts.footer]
+        return "\n\n".join(p for p in body if p)
 
-    text = fit(build, lambda t: len(t.encode("utf-8")) <= max_bytes, max_lines, len(msg.alerts))
-    if len(text.encode("utf-8")) > max_bytes:  # only a pathological single alert gets here
+    text = fit_groups(msg.groups(), build, lambda t: len(t.encode("utf-8")) <= max_bytes, alerting.max_log_lines)
+    if len(text.encode("utf-8")) > max_bytes:  # only a pathological title or tail gets here
         cut = text.encode("utf-8")[: max_bytes - len(tail.encode("utf-8")) - 8].decode("utf-8", "ignore")
         text = cut + "\n…\n\n" + tail
     return text
@@ -56,9 +56,8 @@ class DingTalkChannel(Channel):
         mobiles = [m for m in ments if m.isdigit()]
         users = [m for m in ments if m != "all" and not m.isdigit()]
         title = msg.title(escape_md)
-        tail = " ".join("@" + m for m in mobiles + users) + f"\n\nnpu-watchdog · {msg.kind} · id {msg.ikey}"
-        text = markdown_body(msg, lambda a, n, r: alert_text(a, MARKDOWN, n, resolved=r), MAX_TEXT_BYTES,
-                             self.alerting.max_log_lines, f"#### {title}", tail.strip())
+        tail = " ".join("@" + m for m in mobiles + users)
+        text = markdown_body(msg, self.alerting, MAX_TEXT_BYTES, f"#### {title}", tail.strip())
         return {"msgtype": "markdown", "markdown": {"title": title[:100], "text": text},
                 "at": {"atMobiles": mobiles, "atUserIds": users, "isAtAll": at_all}}
 

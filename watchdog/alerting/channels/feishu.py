@@ -10,7 +10,8 @@ import time
 from typing import Any, Dict, List
 
 from watchdog.alerting.channels.base import Channel, Verdict, json_body, not_vendor_json
-from watchdog.alerting.render import MARKDOWN, Message, alert_text, escape_plain, fit, mentions_for, more_line
+from watchdog.alerting.digest import fit_groups
+from watchdog.alerting.render import MARKDOWN, Message, compose, escape_plain, first_runbook, mentions_for
 
 COLOURS = {"critical": "red", "warning": "orange", "info": "blue"}
 #: Configuration or payload errors: retrying the same request cannot help.
@@ -29,6 +30,12 @@ def mention_md(ids: List[str]) -> str:
     return " ".join(f"<at id={'all' if i == 'all' else i}></at>" for i in ids)
 
 
+def button(label: str, url: str) -> Dict[str, Any]:
+    """A card 2.0 link button (custom bots may only open URLs, never call back)."""
+    return {"tag": "button", "text": {"tag": "plain_text", "content": label}, "type": "default",
+            "behaviors": [{"type": "open_url", "default_url": url}]}
+
+
 class FeishuChannel(Channel):
     type = "feishu"
     rate_limits = ((5, 1.0), (100, 60.0))
@@ -38,27 +45,30 @@ class FeishuChannel(Channel):
     def payload(self, msg: Message) -> Dict[str, Any]:
         colour = "green" if msg.status == "resolved" else ("grey" if msg.test else COLOURS.get(msg.severity, "blue"))
         ments = mentions_for(msg, self.cfg.mentions)
-        resolved = msg.status == "resolved"
+        buttons = [button(label, url) for label, url in (("Dashboard", msg.dashboard()),
+                                                         ("Runbook", first_runbook(msg, self.alerting))) if url]
 
-        def build(lines: int, shown: int) -> Dict[str, Any]:
+        def build(shown, detail, names) -> Dict[str, Any]:
+            parts = compose(msg, MARKDOWN, shown, detail, names, self.alerting)
             elements: List[Dict[str, Any]] = []
             if ments:
                 elements.append({"tag": "markdown", "content": mention_md(ments)})
-            for i, a in enumerate(msg.alerts[:shown]):
+            for i, text in enumerate(parts.groups):
                 if i:
                     elements.append({"tag": "hr"})
-                elements.append({"tag": "markdown", "content": alert_text(a, MARKDOWN, lines, resolved=resolved)})
-            more = more_line(len(msg.alerts), shown)
-            if more:
-                elements.append({"tag": "markdown", "content": more})
-            elements.append({"tag": "markdown", "content": f"npu-watchdog · {msg.kind} · id {msg.ikey}",
-                             "text_size": "notation"})
+                elements.append({"tag": "markdown", "content": text})
+            tail = "\n".join(x for x in (parts.more, parts.snapshot) if x)
+            if tail:
+                elements.append({"tag": "markdown", "content": tail})
+            elements.extend(buttons)
+            elements.append({"tag": "markdown", "content": parts.footer, "text_size": "notation"})
             return {"msg_type": "interactive", "card": {
                 "schema": "2.0", "config": {"update_multi": True},
                 "header": {"title": {"tag": "plain_text", "content": msg.title(escape_plain)}, "template": colour},
                 "body": {"elements": elements}}}
 
-        return fit(build, lambda p: self.body_size(p) <= self.max_body, self.alerting.max_log_lines, len(msg.alerts))
+        return fit_groups(msg.groups(), build, lambda p: self.body_size(p) <= self.max_body,
+                          self.alerting.max_log_lines)
 
     def request(self, msg: Message):
         import json

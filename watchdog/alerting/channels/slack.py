@@ -1,15 +1,18 @@
-"""Slack incoming webhook: header, one section per alert, context footer, plain-text fallback."""
+"""Slack incoming webhook: header, the rules of the message packed into sections, a context line
+(dashboard, runbook, counts), the title as plain-text fallback."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, List
 
 from watchdog.alerting.channels.base import Channel, Verdict, http_verdict
-from watchdog.alerting.render import SLACK, Message, alert_text, escape_plain, escape_slack, fit, mentions_for, more_line
+from watchdog.alerting.digest import fit_groups
+from watchdog.alerting.render import SLACK, Message, compose, escape_plain, escape_slack, first_runbook, mentions_for
 
 SECTION_MAX = 3000
 HEADER_MAX = 150
 MAX_BLOCKS = 50
+TEXT_MAX = 40000
 
 
 def slack_mention(m: str) -> str:
@@ -27,37 +30,49 @@ def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def section(text: str) -> Dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def pack(texts: List[str], limit: int) -> List[str]:
+    """Consecutive texts joined (blank line between) into as few sections as fit `limit` each."""
+    out: List[str] = []
+    for t in texts:
+        if out and len(out[-1]) + 2 + len(t) <= limit:
+            out[-1] += "\n\n" + t
+        else:
+            out.append(t)
+    return out
+
+
 class SlackChannel(Channel):
     type = "slack"
     rate_limits = ((1, 1.0),)
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = " ".join(filter(None, (slack_mention(m) for m in mentions_for(msg, self.cfg.mentions))))
-        resolved = msg.status == "resolved"
         fallback = (ments + " " if ments else "") + msg.title(escape_slack)
+        links = [SLACK.link(label, url) for label, url in (("Dashboard", msg.dashboard()),
+                                                           ("Runbook", first_runbook(msg, self.alerting))) if url]
 
-        def build(lines: int, shown: int) -> Dict[str, Any]:
+        def build(shown, detail, names) -> Dict[str, Any]:
+            parts = compose(msg, SLACK, shown, detail, names, self.alerting)
             blocks: List[Dict[str, Any]] = [
                 {"type": "header", "text": {"type": "plain_text", "text": _cut(msg.title(escape_plain), HEADER_MAX),
-                                            "emoji": True}},
-                {"type": "section", "text": {"type": "mrkdwn", "text": _cut(fallback, SECTION_MAX)}},
-            ]
-            for a in msg.alerts[: min(shown, MAX_BLOCKS - 5)]:
-                blocks.append({"type": "divider"})
-                blocks.append({"type": "section", "text": {"type": "mrkdwn",
-                                                           "text": alert_text(a, SLACK, lines, resolved=resolved)}})
-            more = more_line(len(msg.alerts), min(shown, MAX_BLOCKS - 5))
-            if more:
-                blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": more}})
-            blocks.append({"type": "context", "elements": [
-                {"type": "mrkdwn", "text": f"npu-watchdog · {msg.kind} · id {msg.ikey}"}]})
+                                            "emoji": True}}]
+            if ments:
+                blocks.append(section(ments))
+            texts = parts.groups + [x for x in (parts.more, parts.snapshot) if x]
+            blocks.extend(section(t) for t in pack(texts, SECTION_MAX))
+            context = links + [parts.footer]
+            blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": t} for t in context]})
             return {"text": fallback, "blocks": blocks}
 
         def ok(p: Dict[str, Any]) -> bool:
-            return len(p["blocks"]) <= MAX_BLOCKS and all(
+            return len(p["blocks"]) <= MAX_BLOCKS and len(p["text"]) <= TEXT_MAX and all(
                 len(b["text"]["text"]) <= SECTION_MAX for b in p["blocks"] if b["type"] == "section")
 
-        return fit(build, ok, self.alerting.max_log_lines, len(msg.alerts))
+        return fit_groups(msg.groups(), build, ok, self.alerting.max_log_lines)
 
     def verdict(self, status: int, headers: Dict[str, str], text: str) -> Verdict:
         v = http_verdict(status, headers, text)

@@ -10,7 +10,9 @@ import time
 from typing import Any, Dict, List, Optional
 
 from watchdog.alerting.channels.base import Channel
-from watchdog.alerting.render import Message, escape_plain, one_line, safe_url, MAX_LINE
+from watchdog.alerting.digest import runbook_link
+from watchdog.alerting.render import Message, escape_plain, one_line, runbook_of, safe_url, MAX_LINE
+from watchdog.alerting.wording import find_step, headline
 from watchdog.config.types import secret_value
 from watchdog.findings import JOB_LABEL, upgrade_labels
 
@@ -42,8 +44,15 @@ def first_seen(a: Dict[str, Any]) -> Optional[float]:
     return a.get("since") or a.get("starts_at")
 
 
-def annotations(a: Dict[str, Any], max_lines: int) -> Dict[str, str]:
+def annotations(a: Dict[str, Any], max_lines: int, runbook: Optional[str] = None) -> Dict[str, str]:
+    """Alertmanager's conventions (summary, description, runbook_url) plus our own fields."""
     out = {"summary": escape_plain(one_line(a.get("summary", ""), 500))}
+    desc = headline(str(a.get("rule", "")), [a.get("labels") or {}],
+                    find_step([a.get("summary", ""), a.get("value") or ""] + list(a.get("evidence") or [])))
+    out["description"] = escape_plain(one_line(desc, 300))
+    link = runbook_link(runbook, str(a.get("rule", "")))
+    if link:
+        out["runbook_url"] = link
     if a.get("hint"):
         out["hint"] = escape_plain(one_line(a["hint"], 1000))
     if a.get("value") not in (None, ""):
@@ -80,12 +89,14 @@ class WebhookChannel(_Authed):
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         max_lines = self.alerting.max_log_lines
+        keep = len(msg.alerts)
         while True:
             alerts = []
-            for a in msg.alerts:
+            for a in msg.alerts[:keep]:
                 status = "resolved" if msg.status == "resolved" else "firing"
                 alerts.append({
-                    "status": status, "labels": am_labels(a), "annotations": annotations(a, max_lines),
+                    "status": status, "labels": am_labels(a),
+                    "annotations": annotations(a, max_lines, runbook_of(self.alerting)),
                     "startsAt": rfc3339(a.get("starts_at") or a.get("since")),
                     "endsAt": rfc3339(a.get("ends_at")) if status == "resolved" else ZERO_TIME,
                     "generatorURL": safe_url(a.get("dashboard")) or "",
@@ -101,7 +112,8 @@ class WebhookChannel(_Authed):
             body = {
                 "version": "4",
                 "groupKey": "{}:{" + ", ".join(f'{k}="{v}"' for k, v in sorted(group.items())) + "}",
-                "truncatedAlerts": 0,
+                # Alertmanager's own field for alerts left out to respect a size limit.
+                "truncatedAlerts": len(msg.alerts) - keep,
                 "status": "resolved" if msg.status == "resolved" else "firing",
                 "receiver": self.name,
                 "groupLabels": group,
@@ -113,9 +125,12 @@ class WebhookChannel(_Authed):
                 "kind": msg.kind,
                 "idempotencyKey": msg.ikey,
             }
-            if self.body_size(body) <= self.max_body or max_lines == 0:
+            if self.body_size(body) <= self.max_body or keep <= 1:
                 return body
-            max_lines //= 2
+            if max_lines:
+                max_lines //= 2
+            else:
+                keep = max(1, keep * 3 // 4)
 
 
 class AlertmanagerChannel(_Authed):
@@ -135,7 +150,7 @@ class AlertmanagerChannel(_Authed):
             resolved = msg.status == "resolved"
             item = {
                 "labels": am_labels(a, self.alerting),
-                "annotations": annotations(a, self.alerting.max_log_lines),
+                "annotations": annotations(a, self.alerting.max_log_lines, runbook_of(self.alerting)),
                 # Fleet mode: a firing alert starts when pushed (Alertmanager keeps the earliest of its
                 # pushes). A startsAt older than `group_wait` makes Alertmanager flush a new group at
                 # once, and the first node would page alone before the others' alerts join it.

@@ -6,7 +6,7 @@ from typing import Any, Dict
 
 from watchdog.alerting.channels.base import Channel, Verdict
 from watchdog.alerting.channels.dingtalk import errcode_verdict, markdown_body
-from watchdog.alerting.render import MARKDOWN, Message, alert_text, escape_md, mentions_for
+from watchdog.alerting.render import Message, escape_md, mentions_for
 
 MAX_CONTENT_BYTES = 4096
 THROTTLED = {45009}
@@ -20,9 +20,7 @@ class WeComChannel(Channel):
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = " ".join(f"<@{m}>" for m in mentions_for(msg, self.cfg.mentions) if m.replace("_", "").replace("-", "").replace(".", "").isalnum())
-        tail = (ments + "\n" if ments else "") + f"npu-watchdog · {msg.kind} · id {msg.ikey}"
-        content = markdown_body(msg, lambda a, n, r: alert_text(a, MARKDOWN, n, resolved=r), MAX_CONTENT_BYTES,
-                                self.alerting.max_log_lines, f"### {msg.title(escape_md)}", tail)
+        content = markdown_body(msg, self.alerting, MAX_CONTENT_BYTES, f"### {msg.title(escape_md)}", ments)
         return {"msgtype": "markdown", "markdown": {"content": content}}
 
     def verdict(self, status: int, headers: Dict[str, str], text: str) -> Verdict:

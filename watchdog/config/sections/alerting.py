@@ -20,6 +20,9 @@ from watchdog.rulecatalog import JOB_LABELS
 
 log = logging.getLogger("watchdog.config")
 
+#: Where the runbook lives unless `alerting.runbook_url` says otherwise: the project's own docs.
+DEFAULT_RUNBOOK_URL = "https://github.com/npu-watchdog/npu-watchdog/blob/main/docs/runbook.md"
+
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _MATCHER = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(.*)$")
@@ -243,8 +246,29 @@ class AlertingConfig(StrictModel):
     #: node alone, such as a dead card). Their Alertmanager copies carry `delivery="node"`, which
     #: the shipped Alertmanager route drops, so nothing pages twice. Empty: chat is off on nodes.
     fleet_local_rules: List[str] = Field(default_factory=list)
+    #: Time zone of the times in messages (an IANA name such as `Asia/Shanghai`); the UTC offset
+    #: is always printed next to the time, so a reader elsewhere is never misled.
+    display_timezone: str = "UTC"
+    #: Base of the runbook links in messages: `<runbook_url>#<rule>`. Point it at a copy of
+    #: docs/runbook.md your on-call people can open (an internal Git server, a wiki export).
+    runbook_url: str = DEFAULT_RUNBOOK_URL
 
     model_config = dict(StrictModel.model_config, populate_by_name=True)
+
+    @field_validator("display_timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        from watchdog.alerting.clock import load_zone
+
+        load_zone(v)  # raises ValueError naming the zone
+        return v
+
+    @field_validator("runbook_url")
+    @classmethod
+    def _runbook(cls, v: str) -> str:
+        if not re.match(r"^https?://[^\s<>|\[\]()`\"'#]+$", v):
+            raise ValueError("runbook_url must be an http(s) URL without spaces, brackets, quotes or a #fragment")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> "AlertingConfig":
