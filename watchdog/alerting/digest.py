@@ -10,7 +10,7 @@ first and says "and N more" for what it cannot show.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.alerting.clock import Clock
 from watchdog.alerting.wording import compact, find_step, headline, phrase
@@ -23,47 +23,34 @@ MAX_SUMMARY = 300
 SILENCE_FOR = "2h"
 
 
-@dataclass(frozen=True)
 class RuleGroup:
-    """The alerts of one rule in one message."""
+    """The alerts of one rule in one message; what every rendering needs is computed once."""
 
-    rule: str
-    severity: str
-    alerts: Tuple[Dict[str, Any], ...]
+    def __init__(self, rule: str, severity: str, alerts: Sequence[Dict[str, Any]]):
+        self.rule = rule
+        self.severity = severity
+        self.alerts: Tuple[Dict[str, Any], ...] = tuple(alerts)
+        self.labels: List[Dict[str, str]] = [dict(a.get("labels") or {}) for a in self.alerts]
+        self.first = self.alerts[0]
+        self.step = self._step()
+        self.since = _earliest(a.get("since") or a.get("starts_at") for a in self.alerts)
+        ends = [a.get("ends_at") for a in self.alerts if isinstance(a.get("ends_at"), (int, float))]
+        self.ended: Optional[float] = max(ends) if ends else None
+        self.headline = headline(rule, self.labels, self.step)
+        self.hint = next((str(a["hint"]) for a in self.alerts if a.get("hint")), "")
+        self.evidence = self._evidence()
+        self.snapshots = [str(a["snapshot"]) for a in self.alerts if a.get("snapshot")]
 
-    @property
-    def labels(self) -> List[Dict[str, str]]:
-        return [dict(a.get("labels") or {}) for a in self.alerts]
-
-    @property
-    def first(self) -> Dict[str, Any]:
-        return self.alerts[0]
-
-    @property
-    def step(self) -> Optional[tuple]:
+    def _step(self) -> Optional[tuple]:
         """The earliest step/iteration any alert names (in its summary, value or log lines)."""
         found = []
         for a in self.alerts:
-            s = find_step([a.get("summary", ""), a.get("value") or ""] + list(a.get("evidence") or []))
+            s = find_step([a.get("summary", ""), a.get("value") or ""] + list(a.get("evidence") or [])[-3:])
             if s:
                 found.append(s)
         return min(found, key=lambda s: s[1]) if found else None
 
-    @property
-    def since(self) -> Optional[float]:
-        times = [a.get("since") or a.get("starts_at") for a in self.alerts]
-        times = [t for t in times if isinstance(t, (int, float)) and t > 0]
-        return min(times) if times else None
-
-    @property
-    def ended(self) -> Optional[float]:
-        times = [a.get("ends_at") for a in self.alerts if isinstance(a.get("ends_at"), (int, float))]
-        return max(times) if times else None
-
-    def headline(self) -> str:
-        return headline(self.rule, self.labels, self.step)
-
-    def evidence(self) -> Tuple[str, List[str]]:
+    def _evidence(self) -> Tuple[str, List[str]]:
         """(whose, lines): the log lines of the first alert that has any, said once."""
         for a in self.alerts:
             ev = [str(x) for x in (a.get("evidence") or [])]
@@ -73,11 +60,10 @@ class RuleGroup:
                 return whose, ev
         return "", []
 
-    def hint(self) -> str:
-        return next((str(a["hint"]) for a in self.alerts if a.get("hint")), "")
 
-    def snapshots(self) -> List[str]:
-        return [str(a["snapshot"]) for a in self.alerts if a.get("snapshot")]
+def _earliest(times: Iterable[Any]) -> Optional[float]:
+    ok = [t for t in times if isinstance(t, (int, float)) and t > 0]
+    return min(ok) if ok else None
 
 
 def group_alerts(alerts: Sequence[Dict[str, Any]]) -> List[RuleGroup]:
@@ -154,7 +140,7 @@ def group_text(g: RuleGroup, st: Style, d: Detail, clock: Clock, runbook: Option
     values in the headline) pass through the dialect's `escape` exactly once."""
     e = st.escape
     n = len(g.alerts)
-    head = st.bold(f"{g.severity.upper()} · {e(g.headline())}")
+    head = st.bold(f"{g.severity.upper()} · {e(g.headline)}")
     head += f" ({n} alerts)" if n > 1 else ""
     if resolved:
         head += f" · resolved {clock.since(g.ended)}" if g.ended else " · resolved"
@@ -165,9 +151,9 @@ def group_text(g: RuleGroup, st: Style, d: Detail, clock: Clock, runbook: Option
         out.append(e(_one_line(g.first.get("summary", ""), MAX_SUMMARY)))
         if g.first.get("value") not in (None, "") and n == 1:
             out[-1] += f" ({e(_one_line(g.first.get('value'), 120))})"
-    if d.hint and not resolved and g.hint():
-        out.append(f"{st.bold('Hint')}: {e(_one_line(g.hint(), MAX_HINT))}")
-    whose, ev = g.evidence()
+    if d.hint and not resolved and g.hint:
+        out.append(f"{st.bold('Hint')}: {e(_one_line(g.hint, MAX_HINT))}")
+    whose, ev = g.evidence
     if d.lines > 0 and ev and not resolved:
         out.append(st.bold("Log lines" + (f" ({e(whose)})" if whose else "")) + ":")
         out.append(st.code([e(_one_line(x, MAX_LINE)) for x in ev[-d.lines:]]))
@@ -197,7 +183,7 @@ def snapshot_line(groups: Sequence[RuleGroup], st: Style) -> str:
     """The snapshot once per message (the first one taken; the count of the others)."""
     snaps: List[str] = []
     for g in groups:
-        for s in g.snapshots():
+        for s in g.snapshots:
             if s not in snaps:
                 snaps.append(s)
     if not snaps:
@@ -216,13 +202,25 @@ def scope_counts(groups: Sequence[RuleGroup]) -> str:
 
 def fit_groups(groups: Sequence[RuleGroup], build: Callable[[List[RuleGroup], Detail, bool], Any],
                ok: Callable[[Any], bool], max_lines: int) -> Any:
-    """The richest rendering `ok` accepts: full detail for every group first; then less detail;
-    then fewer groups shown (the rest named in the "and N more" line, then only counted)."""
-    last = None
-    for shown in range(len(groups), 0, -1):
-        for d in detail_levels(max_lines):
-            for names in (True, False) if shown < len(groups) else (True,):
-                last = build(list(groups[:shown]), d, names)
-                if ok(last):
-                    return last
-    return last
+    """The richest rendering `ok` accepts: every rule at the most detail that fits; failing that,
+    the most rules that fit at the least detail (the rest named in the "and N more" line, and
+    only counted when even their names do not fit). About 20 renderings at most."""
+    groups = list(groups)
+    levels = detail_levels(max_lines)
+    for d in levels:
+        out = build(groups, d, True)
+        if ok(out):
+            return out
+    least = levels[-1]
+    for names in (True, False):
+        lo, hi, best = 1, len(groups) - 1, None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            out = build(groups[:mid], least, names)
+            if ok(out):
+                best, lo = out, mid + 1
+            else:
+                hi = mid - 1
+        if best is not None:
+            return best
+    return build(groups[:1], least, False)

@@ -106,6 +106,7 @@ class Message:
         self.test: bool = self.kind == "test"
         #: A fleet incident (from `npu-watchdog relay`): counts over every node of the job.
         self.incident: Dict[str, Any] = dict(body.get("incident") or {})
+        self._groups: Optional[List[RuleGroup]] = None
 
     @property
     def severity(self) -> str:
@@ -122,7 +123,10 @@ class Message:
         return self.group.get(JOB_LABEL, self.group.get(LEGACY_JOB_LABEL, ""))
 
     def groups(self) -> List[RuleGroup]:
-        return group_alerts(self.alerts)
+        """The alerts grouped by rule (computed once per message)."""
+        if self._groups is None:
+            self._groups = group_alerts(self.alerts)
+        return self._groups
 
     def title(self, esc: Callable[[Any], str] = str) -> str:
         """One line in words: `[CRITICAL] node-01/llama: NaN loss at iteration 5426 on ranks 0-7
@@ -133,7 +137,7 @@ class Message:
         if self.incident and self.alerts:
             return f"{head} {self._incident_line(esc)}"
         groups = self.groups()
-        what = esc(groups[0].headline()) if groups else "no alerts"
+        what = esc(groups[0].headline) if groups else "no alerts"
         if len(groups) > 1:
             what += f" (+{len(groups) - 1} more rule{'s' if len(groups) > 2 else ''})"
         return f"{head} {esc(self.host)}/{esc(self.job)}: {what}"

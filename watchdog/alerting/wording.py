@@ -129,6 +129,8 @@ def scope(labels_list: Sequence[Dict[str, str]]) -> str:
 def headline(rule: str, labels_list: Sequence[Dict[str, str]], step: Optional[tuple]) -> str:
     """`NaN loss at iteration 5426 on ranks 0-7`."""
     out = phrase(rule)
+    if rule != "log_custom":  # the log rule's own name only tells something for custom rules
+        labels_list = [{k: v for k, v in lb.items() if k != "log_rule"} for lb in labels_list]
     if step:
         out += f" at {step[0]} {step[1]}"
     where = scope(labels_list)

@@ -1,0 +1,217 @@
+"""Messages as people read them: alerts collapse by rule, titles in words, the largest realistic
+incident within every platform's documented limits (nothing dropped silently), times in the
+configured zone, and the actions (runbook, silence) in every message.
+
+Limits (see docs/alerting.md "Messages"): Feishu custom bot body 20 KB; Slack 50 blocks, 3000
+characters per section, 150 per header, 40,000 for the top-level text, 10 context elements;
+WeCom markdown 4096 bytes; DingTalk markdown 4000 bytes (no documented limit; a common client cap).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import yaml
+
+from tests.fakes.receivers import Receiver
+from watchdog.alerting.channels import build_channel
+from watchdog.alerting.clock import Clock, ago
+from watchdog.alerting.engine import KNOWN_RULES
+from watchdog.alerting.wording import RULE_PHRASES, compact, find_step, scope
+from watchdog.config.load import load_config_text
+
+ALL_KINDS = ["feishu", "slack", "dingtalk", "wecom", "webhook", "alertmanager"]
+CHAT_KINDS = ["feishu", "slack", "dingtalk", "wecom"]
+NPU_RULES = {"npu_idle", "npu_busy_hang", "npu_low_util", "hbm_growth", "npu_unhealthy", "npu_missing",
+             "npu_temperature"}
+RANK_PREFIXES = ("rank_", "heartbeat_", "loss_", "log_", "throughput_")
+MEGATRON_NAN = (" iteration     5426/  100000 | consumed samples:     694528 | elapsed time per iteration (ms): "
+                "3120.4 | learning rate: 2.9E-05 | lm loss: nan | loss scale: 1.0 | grad norm: nan |")
+
+
+def channel(kind, url, **alerting):
+    ch = {"type": kind, "name": f"c-{kind}", "url": url, "min_severity": "info"}
+    doc = {"alerting": {"channels": [ch], "max_log_lines": 10, **alerting}}
+    cfg = load_config_text(yaml.safe_dump(doc))
+    return build_channel(cfg.alerting.channels[0], cfg.alerting)
+
+
+def alert(rule, labels, now, evidence=(), summary=None, severity="critical", hint=None):
+    return {"fp": f"{rule}-{sorted(labels.items())}", "rule": rule, "severity": severity, "status": "firing",
+            "summary": summary or f"{rule} on {labels}", "labels": {"host": "node-01", "training_job": "llama",
+                                                                    **labels},
+            "hint": hint if hint is not None else f"Hint for {rule}: " + "check the node " * 40,
+            "value": "3 matching lines", "since": now - 180, "starts_at": now - 170, "ends_at": None,
+            "evidence": list(evidence), "snapshot": f"/var/lib/npu-watchdog/snapshots/{rule}.tar.gz",
+            "dashboard": "https://grafana.example/d/npu?var-host=node-01"}
+
+
+def note(alerts, kind="firing"):
+    return {"kind": kind, "status": "resolved" if kind == "resolved" else "firing", "ikey": "ikey-64",
+            "created": time.time(), "group": {"host": "node-01", "training_job": "llama"}, "alerts": alerts}
+
+
+def incident_64():
+    """64 ranks, 16 NPUs, every rule; long hostile-ish CJK log lines (bytes, not characters)."""
+    now = time.time()
+    lines = [f"[rank {{r}}] 错误 E{i:03d} " + "训练日志" * 60 + " <!here> @all" for i in range(10)]
+    out = []
+    for rule in KNOWN_RULES:
+        if rule in NPU_RULES:
+            places = [{"npu": str(n), "chip": "0"} for n in range(16)]
+        elif rule.startswith(RANK_PREFIXES):
+            places = [{"rank": str(r)} for r in range(64)]
+        else:
+            places = [{"probe": "npu"}]
+        for p in places:
+            ev = [ln.replace("{r}", p.get("rank", "-")) for ln in lines]
+            out.append(alert(rule, p, now, evidence=ev, summary=f"{rule}: " + "摘要" * 140))
+    return note(out)
+
+
+def nan_on_8_ranks():
+    """What one NaN on 8 ranks became: a log_nan and a loss_nan alert per rank (16 alerts)."""
+    now = time.time()
+    hint = "NaN at iteration 5426: a bad batch or an exploding gradient; resume from the last checkpoint."
+    out = []
+    for r in range(8):
+        out.append(alert("log_nan", {"rank": str(r), "log_rule": "nan_loss"}, now, hint=hint,
+                         evidence=[f"[rank{r}]" + MEGATRON_NAN] * 5, summary=f"NaN loss (rank {r}): " + MEGATRON_NAN))
+        out.append(alert("loss_nan", {"rank": str(r)}, now, hint=hint,
+                         summary=f"rank {r} loss not finite at step 5426 (heartbeat)"))
+    return note(out)
+
+
+def deliver(kind, body, **alerting):
+    with Receiver(kind) as rx:
+        v = channel(kind, rx.url, **alerting).deliver(body)
+        assert v.ok, v.line()
+        [req] = rx.wait_for(1)
+        return req
+
+
+def chat_text(kind, req) -> str:
+    j = req.json
+    if kind == "feishu":
+        return "\n".join(e.get("content", "") for e in j["card"]["body"]["elements"] if e["tag"] == "markdown")
+    if kind == "slack":  # the mrkdwn as sent (the demo's terminal wrapping would add lines)
+        return "\n".join([b["text"]["text"] for b in j["blocks"] if b["type"] in ("header", "section")]
+                         + [e["text"] for b in j["blocks"] if b["type"] == "context" for e in b["elements"]])
+    return j["markdown"]["text"] if kind == "dingtalk" else j["markdown"]["content"]
+
+
+def check_limits(kind, req):
+    j = req.json
+    if kind == "feishu":
+        assert len(req.body) <= 20 * 1024, len(req.body)
+    elif kind == "slack":
+        blocks = j["blocks"]
+        assert len(blocks) <= 50 and len(j["text"]) <= 40000
+        assert blocks[0]["type"] == "header" and len(blocks[0]["text"]["text"]) <= 150
+        for b in blocks:
+            if b["type"] == "section":
+                assert len(b["text"]["text"]) <= 3000
+            if b["type"] == "context":
+                assert len(b["elements"]) <= 10 and all(len(e["text"]) <= 2000 for e in b["elements"])
+    elif kind == "dingtalk":
+        assert len(j["markdown"]["text"].encode("utf-8")) <= 4000
+    elif kind == "wecom":
+        assert len(j["markdown"]["content"].encode("utf-8")) <= 4096
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_the_64_rank_incident_fits_every_platform_with_every_rule_present(kind):
+    body = incident_64()
+    req = deliver(kind, body)
+    check_limits(kind, req)
+    if kind == "alertmanager":
+        assert len(req.json) == len(body["alerts"])  # pushes are per alert: none may be lost
+        return
+    if kind == "webhook":
+        shown = {a["labels"]["alertname"] for a in req.json["alerts"]}
+        assert len(req.json["alerts"]) + req.json["truncatedAlerts"] == len(body["alerts"])
+        assert req.json["truncatedAlerts"] == 0 or len(req.body) <= 256 * 1024
+        assert shown, "the webhook keeps the most severe alerts"
+        return
+    text = chat_text(kind, req)
+    for rule in KNOWN_RULES:
+        # shown as an entry (its runbook anchor) or named in the explicit "and N more" line
+        assert f"#{rule}" in text or f"{rule} (" in text, (kind, rule)
+
+
+@pytest.mark.parametrize("kind", CHAT_KINDS)
+def test_a_nan_on_8_ranks_is_a_message_of_a_few_lines(kind):
+    req = deliver(kind, nan_on_8_ranks(), max_log_lines=3)
+    text = chat_text(kind, req)
+    title = req.json.get("card", {}).get("header", {}).get("title", {}).get("content") or req.text
+    assert "NaN loss at iteration 5426 on ranks 0-7" in title
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert len(lines) <= 20, "\n".join(lines)
+    assert text.count("bad batch") == 2  # the hint once per rule (two rules), not once per alert
+    assert text.count("snapshots/") == 1  # the snapshot once per message
+    assert "npu-watchdog silence add --match rule=log_nan --for 2h" in text
+    assert "runbook.md#log_nan" in req.text
+
+
+def test_display_time_zone_shows_the_offset_and_how_long_ago():
+    ts = 1796040000.0  # 2026-11-30 12:00:00 UTC
+    assert Clock.named("Asia/Shanghai", now=ts + 180).since(ts) == "2026-11-30 20:00:00 +08:00 (3m ago)"
+    assert Clock.named("UTC", now=ts + 5).since(ts) == "2026-11-30 12:00:00 +00:00 (5s ago)"
+    assert ago(3 * 3600 + 7 * 60 + 12) == "3h7m ago" and ago(0.2) == "just now"
+    req = deliver("wecom", nan_on_8_ranks(), display_timezone="Asia/Shanghai")
+    assert "+08:00 (3m ago)" in req.json["markdown"]["content"]
+
+
+def test_a_bad_time_zone_is_a_clear_config_error():
+    with pytest.raises(Exception) as exc:
+        load_config_text(yaml.safe_dump({"alerting": {"display_timezone": "Mars/Olympus"}}))
+    assert "Mars/Olympus" in str(exc.value) and "IANA" in str(exc.value)
+
+
+def test_runbook_url_is_configurable_and_reaches_every_channel():
+    url = "https://wiki.example/npu/runbook"
+    for kind in ALL_KINDS:
+        req = deliver(kind, nan_on_8_ranks(), runbook_url=url)
+        assert f"{url}#log_nan" in req.text, kind
+    with pytest.raises(Exception):
+        load_config_text(yaml.safe_dump({"alerting": {"runbook_url": "javascript:alert(1)"}}))
+
+
+def test_feishu_buttons_and_slack_context_line():
+    fs = deliver("feishu", nan_on_8_ranks()).json
+    buttons = [e for e in fs["card"]["body"]["elements"] if e["tag"] == "button"]
+    assert [b["text"]["content"] for b in buttons] == ["Dashboard", "Runbook"]
+    assert buttons[1]["behaviors"][0]["default_url"].endswith("runbook.md#log_nan")
+    sl = deliver("slack", nan_on_8_ranks()).json
+    ctx = sl["blocks"][-1]
+    assert ctx["type"] == "context"
+    assert "Dashboard" in ctx["elements"][0]["text"] and "Runbook" in ctx["elements"][1]["text"]
+
+
+def test_webhook_and_alertmanager_carry_description_and_runbook_url():
+    for kind in ("webhook", "alertmanager"):
+        req = deliver(kind, nan_on_8_ranks())
+        alerts = req.json["alerts"] if kind == "webhook" else req.json
+        for a in alerts:
+            assert a["annotations"]["runbook_url"].endswith("#" + a["labels"]["alertname"])
+            assert a["annotations"]["description"]
+        assert "iteration 5426" in json.dumps(alerts[0]["annotations"])
+
+
+def test_wording_compact_sets_steps_and_scopes():
+    assert compact(["3", "0", "1", "2", "7", "5"]) == "0-3, 5, 7"
+    assert compact([str(i) for i in range(0, 40, 2)]).endswith("and 12 more")
+    assert find_step([MEGATRON_NAN]) == ("iteration", 5426)
+    assert find_step(["loss=nan global_step=77 lr=1e-4"]) == ("step", 77)
+    assert find_step(["rank 3 stuck at step 12 for 5m"]) == ("step", 12)
+    assert find_step(["no number here", "stepping"]) is None
+    assert scope([{"rank": str(r)} for r in range(8)]) == "on ranks 0-7"
+    assert scope([{"npu": "2", "chip": "0"}, {"npu": "5", "chip": "0"}]) == "on NPU 2, 5"
+    assert scope([{"probe": "npu"}]) == "(probe npu)"
+    assert find_step(["step" + " " * 100000 + "x", "iteration" * 20000]) is None  # bounded scans
+
+
+def test_every_known_rule_has_words():
+    assert set(KNOWN_RULES) <= set(RULE_PHRASES)
