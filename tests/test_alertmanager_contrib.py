@@ -54,7 +54,7 @@ def test_shipped_config_is_valid(tmp_path):
 @pytest.mark.parametrize("labels,receiver", [
     ("training_job=llm host=node-01 alertname=stall role=symptom", "npu-watchdog-relay"),
     ("training_job=llm host=node-01 alertname=npu_missing role=root delivery=node", "blackhole"),
-    ("alertname=NpuWatchdogDown instance=n1:9841", "npu-watchdog-relay"),
+    ("alertname=watchdog_down instance=n1:9841", "npu-watchdog-relay"),
 ])
 def test_routes(labels, receiver):
     r = subprocess.run([AMTOOL, "config", "routes", "test", f"--config.file={AM_DIR / 'alertmanager.yml'}", *labels.split()],

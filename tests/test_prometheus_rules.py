@@ -23,8 +23,8 @@ TESTS = sorted((RULES_DIR / "tests").glob("*.yml"))
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian package `prometheus`)")
 
-#: Metric names of the daemon: `npu_watchdog_` + name, never a recording rule (`npu_watchdog:...`).
-METRIC_NAME = re.compile(r"\bnpu_watchdog_[a-z0-9_]+\b")
+#: Metric names of the daemon: `npu_watchdog_` + name, never a recording rule (`level:npu_watchdog_...:op`).
+METRIC_NAME = re.compile(r"(?<![:\w])npu_watchdog_[a-z0-9_]+\b(?!:)")
 
 
 def feature_tables_missing() -> list:
@@ -59,25 +59,42 @@ def test_rule_unit_tests(test_file):
 def test_unit_tests_catch_a_broken_rule(tmp_path):
     """The unit tests can fail: a job-wide stall rule that fires on half the nodes is caught."""
     (tmp_path / "tests").mkdir()
-    broken = RULES.read_text().replace("expr: npu_watchdog:job_nodes_stalled:ratio == 1",
-                                       "expr: npu_watchdog:job_nodes_stalled:ratio >= 0.5")
+    broken = RULES.read_text().replace("expr: training_job:npu_watchdog_nodes_stalled:ratio == 1",
+                                       "expr: training_job:npu_watchdog_nodes_stalled:ratio >= 0.5")
     assert broken != RULES.read_text()
     (tmp_path / RULES.name).write_text(broken)
     for t in TESTS:
         shutil.copy(t, tmp_path / "tests" / t.name)
     r = promtool("test", "rules", *[f"tests/{t.name}" for t in TESTS], cwd=tmp_path)
     assert r.returncode != 0
-    assert "NpuWatchdogJobStalledEverywhere" in r.stdout + r.stderr
+    assert "job_stalled_everywhere" in r.stdout + r.stderr
 
 
-def test_every_alert_has_severity_summary_and_hint():
+RUNBOOK = REPO / "docs" / "runbook.md"
+
+
+def test_every_alert_has_severity_summary_description_hint_and_runbook_url():
+    """Alertmanager conventions; the alert name is the runbook anchor, as for the daemon's own
+    pushed alerts (alertname = rule name): one convention, one `runbook.md#<alertname>`."""
     doc = yaml.safe_load(RULES.read_text())
     alerts = [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
     assert len(alerts) >= 10
+    anchors = set(re.findall(r"(?m)^### `([a-z0-9_]+)`", RUNBOOK.read_text()))
     for a in alerts:
-        assert a["labels"]["severity"] in ("info", "warning", "critical"), a["alert"]
-        assert a["annotations"].get("summary") and a["annotations"].get("hint"), a["alert"]
-        assert a["alert"].startswith("NpuWatchdog"), a["alert"]
+        name = a["alert"]
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", name), f"{name}: alert names are snake_case like the daemon's rules"
+        assert a["labels"]["severity"] in ("info", "warning", "critical"), name
+        ann = a["annotations"]
+        assert ann.get("summary") and ann.get("hint") and ann.get("description"), name
+        assert ann.get("runbook_url", "").endswith(f"docs/runbook.md#{name}"), name
+        assert name in anchors, f"{name}: no section in docs/runbook.md"
+
+
+def test_recording_rules_are_named_level_metric_operation():
+    doc = yaml.safe_load(RULES.read_text())
+    for r in (r for g in doc["groups"] for r in g["rules"] if "record" in r):
+        level, metric, op = r["record"].split(":")
+        assert re.fullmatch(r"[a-z_]+", level) and metric.startswith("npu_watchdog_") and op, r["record"]
 
 
 def test_rules_use_the_training_job_convention():

@@ -149,9 +149,9 @@ def test_prometheus_scrapes_the_daemon_and_loads_the_rules(tmp_path, make_daemon
     assert len(rules) == sum(len(g["rules"]) for g in shipped["groups"])
     bad = [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok" or r.get("lastError")]
     assert not bad, bad
-    nodes = wait_for(lambda: prom_query(base, "npu_watchdog:job_nodes:count"), timeout=30, what="recording rule")
-    assert nodes[0]["metric"] == {"__name__": "npu_watchdog:job_nodes:count", "training_job": "llm-7b"}
-    unhealthy = wait_for(lambda: prom_query(base, "npu_watchdog:npus_unhealthy:node > 0"), timeout=30,
+    nodes = wait_for(lambda: prom_query(base, "training_job:npu_watchdog_nodes:count"), timeout=30, what="recording rule")
+    assert nodes[0]["metric"] == {"__name__": "training_job:npu_watchdog_nodes:count", "training_job": "llm-7b"}
+    unhealthy = wait_for(lambda: prom_query(base, "instance:npu_watchdog_npus_unhealthy:sum > 0"), timeout=30,
                          what="the unhealthy NPU counted per node")
     assert unhealthy[0]["metric"]["host"] == "node-p" and unhealthy[0]["value"][1] == "1"
 
