@@ -1,9 +1,16 @@
-"""Logging to stderr for journald: no timestamps in text mode (journald adds them), JSON on request."""
+"""Logging to stderr for journald: no timestamps in text mode (journald adds them), JSON on request.
+
+Under systemd (stderr is the journal stream named by `$JOURNAL_STREAM`), every line starts with
+its syslog priority, `<3>` for errors, `<4>` warnings, `<6>` info, `<7>` debug: journald takes the
+prefix as the entry's priority (SyslogLevelPrefix=yes is the default), so `journalctl -p err -u
+npu-watchdog` finds the errors. Written to a terminal or a file, lines carry no prefix.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from typing import Optional
@@ -30,16 +37,51 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
+#: Python level -> syslog priority (sd-daemon's `<N>` prefixes).
+_PRIORITY = ((logging.CRITICAL, 2), (logging.ERROR, 3), (logging.WARNING, 4), (logging.INFO, 6))
+
+
+def syslog_priority(levelno: int) -> int:
+    return next((p for lvl, p in _PRIORITY if levelno >= lvl), 7)
+
+
+def is_journal_stream(stream: object, env: Optional[dict] = None) -> bool:
+    """Whether `stream` is the journal: its device and inode are the ones systemd put in
+    `$JOURNAL_STREAM` (a redirected or inherited stderr is not, even with the variable set)."""
+    value = (os.environ if env is None else env).get("JOURNAL_STREAM", "")
+    try:
+        dev, ino = (int(x) for x in value.split(":"))
+        st = os.fstat(stream.fileno())  # type: ignore[attr-defined]
+    except (ValueError, OSError, AttributeError, TypeError):
+        return False
+    return (st.st_dev, st.st_ino) == (dev, ino)
+
+
+class PriorityPrefix(logging.Formatter):
+    """Prefix each line of a record (tracebacks too) with its syslog priority."""
+
+    def __init__(self, inner: logging.Formatter):
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        tag = f"<{syslog_priority(record.levelno)}>"
+        return "\n".join(tag + line for line in self.inner.format(record).split("\n"))
+
+
 def setup_logging(level: str = "info", fmt: str = "text", stream: Optional[object] = None) -> None:
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
-    handler = logging.StreamHandler(stream or sys.stderr)
+    out = stream or sys.stderr
+    handler = logging.StreamHandler(out)
+    formatter: logging.Formatter
     if fmt == "json":
-        handler.setFormatter(JsonFormatter())
+        formatter = JsonFormatter()
     else:
         # journald timestamps each line; when run by hand, the time still helps.
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler.setFormatter(PriorityPrefix(formatter) if is_journal_stream(out) else formatter)
     root.addHandler(handler)
     set_level(level)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
