@@ -273,3 +273,22 @@ def test_compare_records():
     assert ("cards", "NPU 1 chip 0", "present", "absent") in diffs
     assert ("checks", "x.y", "pass", "fail") in diffs
     assert compare_records(a, a) == []
+
+
+# -- the installed unit's PrivateTmp against heartbeat and log paths under /tmp ----------------
+def test_private_tmp_with_paths_under_tmp_is_a_warning_naming_them(tmp_path):
+    from tests.helpers import REPO
+    from watchdog.doctor.gather import read_unit
+    from watchdog.doctor.unitcheck import check_private_tmp
+
+    unit = tmp_path / "npu-watchdog.service"
+    unit.write_text((REPO / "systemd" / "npu-watchdog.service").read_text())  # the shipped unit
+    found = read_unit([str(tmp_path / "absent.service"), str(unit)])
+    r = check_private_tmp(found, ["/tmp/hb/rank*.json"], ["/data/job/logs/*.log"])
+    assert r.status == "warn" and "/tmp/hb/rank*.json" in r.reason and "PrivateTmp=no" in r.advice
+    assert check_private_tmp(found, ["/data/hb/*.json"], []).status == "pass"
+    # a drop-in that turns it off wins (systemctl edit)
+    (tmp_path / "npu-watchdog.service.d").mkdir()
+    (tmp_path / "npu-watchdog.service.d" / "override.conf").write_text("[Service]\nPrivateTmp=no\n")
+    assert check_private_tmp(read_unit([str(unit)]), ["/tmp/hb/*.json"], []).status == "pass"
+    assert check_private_tmp(None, ["/tmp/x"], []).status == "skipped"

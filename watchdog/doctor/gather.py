@@ -11,7 +11,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from watchdog.config.load import redacted_dump
 from watchdog.config.schema import Config
@@ -19,6 +19,7 @@ from watchdog.config.types import format_duration
 from watchdog.doctor import devices as devices_mod
 from watchdog.doctor import envcheck, smoke, versions
 from watchdog.doctor.model import FAIL, PASS, SKIPPED, WARN, CheckResult, Report
+from watchdog.doctor.unitcheck import UNIT_PATHS, check_private_tmp
 from watchdog.npusmi import run as npusmi_run
 from watchdog.npusmi.parse import NpuSmiError, parse_kv
 from watchdog.observations import NpuObservation
@@ -265,6 +266,20 @@ def _writable_dir(path: str) -> Tuple[str, str]:
     return FAIL, f"{path} does not exist and {parent} is not writable"
 
 
+def read_unit(paths: Sequence[str] = UNIT_PATHS) -> Optional[Tuple[str, str]]:
+    """(path, text) of the installed unit, with its drop-ins appended (they override it)."""
+    for path in paths:
+        text, _err = _read_text(path)
+        if text is None:
+            continue
+        dropins = sorted(Path(path + ".d").glob("*.conf")) if Path(path + ".d").is_dir() else []
+        for d in dropins:
+            more, _ = _read_text(str(d))
+            text += "\n" + (more or "")
+        return path, text
+    return None
+
+
 def detect_channels(config: Config) -> List[str]:
     """Alert channels, found generically in the alerting section (any non-empty `channels`)."""
     data = redacted_dump(config).get("alerting") or {}
@@ -320,6 +335,8 @@ def daemon_checks(opts: DoctorOptions, npu: NpuSmiResult) -> List[CheckResult]:
                                "" if status == PASS else "run the daemon as a user that owns this directory "
                                "(systemd StateDirectory=) or change paths." + name))
     out.append(_log_engine_check(config))
+    out.append(check_private_tmp(read_unit(), config.probes.heartbeat.paths,
+                                 [p for src in config.probes.logs.sources for p in src.paths]))
     channels = detect_channels(config)
     if channels:
         out.append(CheckResult("daemon", "channels", PASS, f"{len(channels)} channel(s): {', '.join(channels)}"))
