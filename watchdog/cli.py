@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "watchdog.commands.discover",
     "watchdog.commands.demo",
     "watchdog.commands.relay",
+    "watchdog.commands.completion",
 )
 
 

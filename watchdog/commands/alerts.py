@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import hashlib
+import json
 import sys
 import time
 from typing import List, Optional
@@ -33,6 +34,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
     add_config_arg(ls)
     ls.add_argument("--state-dir", help="override paths.state_dir")
     ls.add_argument("--all", action="store_true", help="include expired silences")
+    ls.add_argument("--json", action="store_true", help="print a JSON array (times as RFC 3339 UTC and epoch)")
     ls.set_defaults(func=silence_list)
     rm = ssub.add_parser("remove", help="remove a silence (alerts it muted are sent at once)")
     add_config_arg(rm)
@@ -45,6 +47,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
     add_config_arg(t)
     t.add_argument("--channel", action="append", help="only this channel (repeatable; default: all)")
     t.add_argument("--severity", choices=("info", "warning", "critical"), default="warning")
+    t.add_argument("--json", action="store_true", help="print one JSON object per channel in an array")
     t.set_defaults(func=test_alert)
 
 
@@ -107,16 +110,35 @@ def silence_list(args: argparse.Namespace) -> int:
     now = time.time()
     rows = [s for s in store.silences() if args.all or s.ends_at > now]
     store.close()
+    if getattr(args, "json", False):
+        print(json.dumps([silence_json(s, now) for s in rows], indent=1, ensure_ascii=False))
+        return 0
     if not rows:
         print("no silences")
         return 0
     print(f"{'ID':<12}  {'STATE':<8}  {'ENDS (UTC)':<19}  {'BY':<10}  MATCHERS / COMMENT")
     for s in rows:
-        state = "active" if s.active(now) else ("expired" if s.ends_at <= now else "pending")
+        state = _state(s, now)
         ends = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s.ends_at))
         print(f"{s.id:<12}  {state:<8}  {ends:<19}  {s.created_by[:10]:<10}  {' '.join(s.matchers)}"
               + (f"  # {s.comment}" if s.comment else ""))
     return 0
+
+
+def _state(s, now: float) -> str:
+    return "active" if s.active(now) else ("expired" if s.ends_at <= now else "pending")
+
+
+def _rfc3339(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def silence_json(s, now: float) -> dict:
+    """One silence for scripts: stable keys, times both as RFC 3339 (UTC) and epoch seconds."""
+    return {"id": s.id, "state": _state(s, now), "matchers": list(s.matchers),
+            "starts_at": _rfc3339(s.starts_at), "ends_at": _rfc3339(s.ends_at),
+            "starts_at_epoch": s.starts_at, "ends_at_epoch": s.ends_at,
+            "created_by": s.created_by, "comment": s.comment}
 
 
 def silence_remove(args: argparse.Namespace) -> int:
@@ -166,12 +188,22 @@ def test_alert(args: argparse.Namespace) -> int:
         return 2
     body = test_body(config, args.severity)
     failed = 0
+    results = []
     for name in wanted:
         ch = channels[name]
         if not args.channel and SEVERITY_RANK[args.severity] < SEVERITY_RANK[ch.cfg.min_severity]:
-            print(f"{name} ({ch.type}): skipped, {args.severity} is below its min_severity {ch.cfg.min_severity}")
+            results.append({"channel": name, "type": ch.type, "result": "skipped",
+                            "detail": f"{args.severity} is below its min_severity {ch.cfg.min_severity}"})
+            if not args.json:
+                print(f"{name} ({ch.type}): skipped, {results[-1]['detail']}")
             continue
         v = ch.deliver(body)
         failed += 0 if v.ok else 1
-        print(f"{name} ({ch.type}): {v.line()}")
+        # v.detail is scrubbed of the channel's secrets by deliver()
+        results.append({"channel": name, "type": ch.type, "result": "delivered" if v.ok else "failed",
+                        "http_status": v.status, "retryable": None if v.ok else v.retryable, "detail": v.detail})
+        if not args.json:
+            print(f"{name} ({ch.type}): {v.line()}")
+    if args.json:
+        print(json.dumps(results, indent=1, ensure_ascii=False))
     return 1 if failed else 0

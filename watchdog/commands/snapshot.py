@@ -8,6 +8,7 @@ process probe's view). Policy and rate limit do not apply; the free-space floor 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 
@@ -20,6 +21,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--reason", default="", help="why the snapshot is taken (recorded in the manifest)")
     p.add_argument("--pid", type=int, action="append", default=[], metavar="PID",
                    help="a process of the job (repeatable); its descendants are included")
+    p.add_argument("--json", action="store_true", help='print {"path": ..., "taken": true|false, ...} as JSON')
     p.set_defaults(func=main)
 
 
@@ -34,6 +36,10 @@ def main(args: argparse.Namespace) -> int:
     logging.getLogger("watchdog.snapshots").setLevel(logging.ERROR)
     taker = SnapshotTaker(config, None)
     adm = taker.take(manual_finding(config, args.reason), extra_pids=args.pid)
+    if args.json:
+        print(json.dumps({"taken": adm.path is not None, "path": adm.path, "skipped": adm.skipped,
+                          "message": adm.message}, ensure_ascii=False))
+        return 0 if adm.path is not None else 1
     if adm.path is None:
         print(f"npu-watchdog: no snapshot taken ({adm.skipped}): {adm.message}", file=sys.stderr)
         return 1
