@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.helpers import wait_for
@@ -34,6 +36,11 @@ def test_daemon_reports_dead_rank_and_serves_liveness_metrics(tmp_path, kids, ma
     m = wait_for(both_up, timeout=30, what="both ranks in /metrics")
     assert m['npu_watchdog_job_ranks_expected{training_job="job-t"}'] == 2
     assert m['npu_watchdog_heartbeat_read_errors_total{rank="0",training_job="job-t"}'] == 0
+    # throughput in its own unit (the kit writes tokens_per_s), and timestamps next to the ages
+    assert m['npu_watchdog_heartbeat_tokens_per_second{rank="0",training_job="job-t"}'] == 1000.0
+    assert 'npu_watchdog_heartbeat_samples_per_second{rank="0",training_job="job-t"}' not in m
+    assert abs(m['npu_watchdog_heartbeat_last_timestamp_seconds{rank="0",training_job="job-t"}'] - time.time()) < 60
+    assert m['npu_watchdog_heartbeat_last_progress_timestamp_seconds{rank="0",training_job="job-t"}'] <= time.time()
     assert m['npu_watchdog_heartbeat_phase{phase="train",rank="0",training_job="job-t"}'] == 1
     assert m['npu_watchdog_heartbeat_phase{phase="checkpoint",rank="0",training_job="job-t"}'] == 0
     assert m['npu_watchdog_rank_process_up{rank="1",training_job="job-t"}'] == 1

@@ -23,8 +23,15 @@ METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_heartbeat_loss", "gauge", _JR, "Last loss the rank reported (NaN when it diverged)."),
     MetricDef("npu_watchdog_heartbeat_grad_norm", "gauge", _JR, "Last gradient norm the rank reported."),
     MetricDef("npu_watchdog_heartbeat_loss_scale", "gauge", _JR, "Last dynamic loss scale the rank reported."),
-    MetricDef("npu_watchdog_heartbeat_throughput", "gauge", _JR,
-              "Last throughput the rank reported (tokens_per_s, else samples_per_s; see rank_info)."),
+    MetricDef("npu_watchdog_heartbeat_tokens_per_second", "gauge", _JR,
+              "Last throughput the rank reported in tokens per second (heartbeat `tokens_per_s`)."),
+    MetricDef("npu_watchdog_heartbeat_samples_per_second", "gauge", _JR,
+              "Last throughput the rank reported in samples per second (heartbeat `samples_per_s`, "
+              "when it gives no tokens_per_s)."),
+    MetricDef("npu_watchdog_heartbeat_last_timestamp_seconds", "gauge", _JR,
+              "Unix time of the rank's last heartbeat (JSON `time`, else file mtime); `time() - x` is its age."),
+    MetricDef("npu_watchdog_heartbeat_last_progress_timestamp_seconds", "gauge", _JR,
+              "Unix time the rank's step last advanced (or its phase changed)."),
     MetricDef("npu_watchdog_heartbeat_phase", "gauge", (JOB_LABEL, "rank", "phase"),
               "1 for the rank's current phase (init, train, eval, checkpoint, done), 0 for the others."),
     MetricDef("npu_watchdog_heartbeat_last_progress_age_seconds", "gauge", _JR,
@@ -76,13 +83,18 @@ def _heartbeat_samples(r: Any, labels: Dict[str, str], now: float) -> Iterator[M
     if r.beat_time is None:
         return  # not started yet: no age to report
     yield MetricSample("npu_watchdog_heartbeat_age_seconds", labels, max(0.0, now - r.beat_time))
+    yield MetricSample("npu_watchdog_heartbeat_last_timestamp_seconds", labels, r.beat_time)
+    if r.throughput is not None:
+        unit = "samples" if r.throughput_unit == "samples_per_s" else "tokens"
+        yield MetricSample(f"npu_watchdog_heartbeat_{unit}_per_second", labels, float(r.throughput))
     for name, value in (("step", r.step), ("loss", r.loss), ("grad_norm", r.grad_norm),
-                        ("loss_scale", r.loss_scale), ("throughput", r.throughput)):
+                        ("loss_scale", r.loss_scale)):
         if value is not None:
             yield MetricSample(f"npu_watchdog_heartbeat_{name}", labels, float(value))
     if r.step_changed_at is not None:
         yield MetricSample("npu_watchdog_heartbeat_last_progress_age_seconds", labels,
                            max(0.0, now - r.step_changed_at))
+        yield MetricSample("npu_watchdog_heartbeat_last_progress_timestamp_seconds", labels, r.step_changed_at)
     if r.phase is not None:
         for ph in PHASES:
             yield MetricSample("npu_watchdog_heartbeat_phase", {**labels, "phase": ph}, 1 if r.phase == ph else 0)
