@@ -19,7 +19,8 @@ from tests.fakes.receivers import Receiver
 from watchdog.alerting.channels import build_channel
 from watchdog.alerting.clock import Clock, ago
 from watchdog.alerting.engine import KNOWN_RULES
-from watchdog.alerting.wording import RULE_PHRASES, compact, find_step, scope
+from watchdog.alerting.wording import RULE_PHRASES, compact, scope
+from watchdog.steps import find_step
 from watchdog.config.load import load_config_text
 
 ALL_KINDS = ["feishu", "slack", "dingtalk", "wecom", "webhook", "alertmanager"]
@@ -215,3 +216,16 @@ def test_wording_compact_sets_steps_and_scopes():
 
 def test_every_known_rule_has_words():
     assert set(KNOWN_RULES) <= set(RULE_PHRASES)
+
+
+def test_the_early_nan_hint_names_the_iteration_of_the_line():
+    from types import SimpleNamespace
+
+    from watchdog.detectors.logs import _hint
+
+    hit = SimpleNamespace(first_at=1000.0 + 720, summary="loss is NaN/inf", evidence=(MEGATRON_NAN,),
+                          hint="h", hint_early="NaN early: check the warm-up.", hint_late="NaN late.")
+    assert _hint(hit, 1000.0, 3600) == "First seen at iteration 5426, 12 min after the ranks started. " \
+                                       "NaN early: check the warm-up."
+    no_step = SimpleNamespace(**{**hit.__dict__, "evidence": ("loss: nan",)})
+    assert _hint(no_step, 1000.0, 3600).startswith("First seen 12 min after")

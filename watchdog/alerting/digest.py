@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.alerting.clock import Clock
-from watchdog.alerting.wording import compact, find_step, headline, phrase
+from watchdog.alerting.wording import compact, headline, phrase
+from watchdog.steps import find_step
 from watchdog.findings import SEVERITY_RANK
 
 MAX_LINE = 300

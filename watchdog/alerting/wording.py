@@ -9,8 +9,8 @@ linear-time regular expressions that extract digits.
 
 from __future__ import annotations
 
-import re
 from typing import Dict, Iterable, List, Optional, Sequence
+
 
 #: The phrase of each rule of the rule table (tests check every known rule has one). A rule not
 #: listed (a newer detector) falls back to its name with spaces.
@@ -53,26 +53,8 @@ RULE_PHRASES: Dict[str, str] = {
     "path_unmatched": "Watched path matches nothing",
 }
 
-# Digits after `iteration`/`iter`/`step` as training loops print them: `iteration 5426/10000`,
-# `step: 5426`, `step=5426`, `[step 5426]`, `global_step 5426`. Bounded gaps: linear time.
-_STEP = re.compile(r"(?i)(?<![a-z])(?:global_step|iteration|iter|step)s?[ \t:=#\[(]{0,12}(\d{1,12})(?!\d)")
-_ITER_WORD = re.compile(r"(?i)(?<![a-z])iter(?:ation)?")
-
-
 def phrase(rule: str) -> str:
     return RULE_PHRASES.get(rule) or rule.replace("_", " ").capitalize()
-
-
-def find_step(texts: Iterable[str]) -> Optional[tuple]:
-    """(`iteration` or `step`, number) from the first text that names one, else None."""
-    for text in texts:
-        if not text:
-            continue
-        m = _STEP.search(str(text)[:2000])
-        if m:
-            word = "iteration" if _ITER_WORD.match(m.group(0)) else "step"
-            return word, int(m.group(1))
-    return None
 
 
 def _int_or_none(v: str) -> Optional[int]:

@@ -21,6 +21,7 @@ from watchdog.findings import Finding
 from watchdog.hccl import job_timeouts
 from watchdog.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.state import StateView
+from watchdog.steps import find_step
 
 
 def _job_start(view: StateView) -> Optional[float]:
@@ -46,12 +47,16 @@ def _device_labels(device: Optional[int], view: StateView) -> Dict[str, str]:
 
 
 def _hint(a, job_start: Optional[float], early_window: float) -> str:
+    """The rule's hint; for rules with early/late variants, chosen by when the match came, and
+    naming the iteration the line printed (the reader compares it with the warm-up length)."""
     if job_start is not None and (a.hint_early or a.hint_late):
         age = a.first_at - job_start
+        step = find_step([a.summary] + list(a.evidence))
+        at = f"at {step[0]} {step[1]}, " if step else ""
         if age <= early_window and a.hint_early:
-            return f"First seen {int(age // 60)} min after the ranks started. " + a.hint_early
+            return f"First seen {at}{int(age // 60)} min after the ranks started. " + a.hint_early
         if age > early_window and a.hint_late:
-            return f"First seen {age / 3600:.1f} h after the ranks started. " + a.hint_late
+            return f"First seen {at}{age / 3600:.1f} h after the ranks started. " + a.hint_late
     return a.hint
 
 

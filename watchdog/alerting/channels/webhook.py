@@ -12,7 +12,8 @@ from typing import Any, Dict, List, Optional
 from watchdog.alerting.channels.base import Channel
 from watchdog.alerting.digest import runbook_link
 from watchdog.alerting.render import Message, escape_plain, one_line, runbook_of, safe_url, MAX_LINE
-from watchdog.alerting.wording import find_step, headline
+from watchdog.alerting.wording import headline
+from watchdog.steps import find_step
 from watchdog.config.types import secret_value
 from watchdog.findings import JOB_LABEL, upgrade_labels
 
