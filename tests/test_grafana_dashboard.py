@@ -147,6 +147,12 @@ OFF_DASHBOARD = {
     "npu_watchdog_rank_process_up": "ranks alive / expected is plotted",
     "npu_watchdog_snapshot_disk_bytes": "disk use of the snapshot folder, capped by config",
     "npu_watchdog_snapshot_last_duration_seconds": "snapshot internals",
+    "npu_watchdog_http_connections": "HTTP endpoint internals (guarantees.md)",
+    "npu_watchdog_http_connections_limit": "HTTP endpoint internals (guarantees.md)",
+    "npu_watchdog_http_connections_dropped_total": "HTTP endpoint internals (guarantees.md)",
+    "npu_watchdog_log_unreadable_paths": "alerted as log_unreadable",
+    "npu_watchdog_log_offsets_saved": "alerted as log_offsets_unsaved",
+    "npu_watchdog_log_offsets_save_errors_total": "alerted as log_offsets_unsaved",
 }
 
 

@@ -46,6 +46,7 @@ RULE_PHRASES: Dict[str, str] = {
     "log_device": "NPU device error",
     "log_traceback": "Python traceback",
     "log_custom": "Log rule matched",
+    "log_crash": "Process crashed",
     "log_unreadable": "Log file unreadable",
     "log_offsets_unsaved": "Log positions not saved",
     "probe_down": "Watchdog probe failing",
@@ -80,7 +81,8 @@ def compact(values: Iterable[str], limit: int = 8) -> str:
 
 
 #: Labels that name where an alert is, in the order they are told, with their words.
-_SCOPE = (("rank", "rank", "ranks"), ("npu", "NPU", "NPU"), ("chip", "chip", "chips"))
+_SCOPE = (("rank", "rank", "ranks"), ("npu", "NPU", "NPU"), ("chip", "chip", "chips"),
+          ("device_id", "device", "devices"))
 #: Labels that are the message's own header (host, training job) or the rule itself.
 _SILENT = {"host", "training_job", "job"}
 
@@ -92,8 +94,8 @@ def scope(labels_list: Sequence[Dict[str, str]]) -> str:
     for key, one, many in _SCOPE:
         vals = {str(lb[key]) for lb in labels_list if lb.get(key) not in (None, "")}
         told.add(key)
-        if key == "chip" and parts:
-            continue  # "NPU 2" already says where; chip ids only matter alone
+        if key in ("chip", "device_id") and parts:
+            continue  # "NPU 2" already says where; chip and device ids only matter alone
         if vals:
             parts.append(f"{one if len(vals) == 1 else many} {compact(vals)}")
     extra: Dict[str, set] = {}
