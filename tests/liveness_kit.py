@@ -37,6 +37,11 @@ if mode == "healthy":
         step += 1
         hb.beat(step=step, loss=1.0 / step, grad_norm=0.5, loss_scale=65536.0, tokens_per_s=1000.0)
         time.sleep(0.05)
+elif mode == "healthy_samples":  # a trainer that counts samples, not tokens
+    while True:
+        step += 1
+        hb.beat(step=step, loss=1.0 / step, samples_per_s=12.5)
+        time.sleep(0.05)
 elif mode.startswith("stop_after:"):
     for step in range(1, int(mode.split(":")[1]) + 1):
         hb.beat(step=step, loss=1.0)

@@ -45,6 +45,7 @@ def test_running_daemon_serves_no_job_or_instance_label(make_daemon, tmp_path):
         hb = tmp_path / "hb"
         hb.mkdir()
         kids.writer(hb / "rank0.json", "healthy", rank=0)
+        kids.writer(hb / "rank1.json", "healthy_samples", rank=1)  # throughput in samples/s
         logs = tmp_path / "logs"
         logs.mkdir()
         (logs / "train.log").write_text("")

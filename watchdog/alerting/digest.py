@@ -120,7 +120,7 @@ def detail_levels(max_lines: int) -> List[Detail]:
 
 @dataclass(frozen=True)
 class Style:
-    """A dialect's way to write the few marks a group needs (see render.Dialect)."""
+    """A dialect: its escaping and the few marks a group needs (render.MARKDOWN, SLACK, PLAIN)."""
 
     escape: Callable[[Any], str]
     bold: Callable[[str], str]

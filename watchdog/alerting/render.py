@@ -24,7 +24,6 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _MENTION_WORDS = re.compile(r"@(?=(all|here|channel|everyone|所有人)\b)", re.IGNORECASE)
 _AT_WORD = re.compile(r"@(?=[\w\u4e00-\u9fff])")
-MAX_LINE = 300
 
 
 def clean(text: Any) -> str:
@@ -82,8 +81,6 @@ MARKDOWN = Style(escape_md, lambda s: f"**{s}**", lambda t, u: f"[{t}]({u})", _m
 SLACK = Style(escape_slack, lambda s: f"*{s}*", lambda t, u: f"<{u}|{t}>", _slack_code, _md_inline)
 PLAIN = Style(escape_plain, lambda s: s, lambda t, u: f"{t}: {u}", lambda ls: "\n".join("  " + x for x in ls),
               lambda s: s)
-Dialect = Style
-
 
 def safe_url(url: Optional[str]) -> Optional[str]:
     """Only http(s) links without characters that could break out of a link syntax."""
@@ -160,12 +157,6 @@ class Message:
             return f"{k} {word}" + ("" if k == 1 else "s")
 
         return f"{line} | {n('nodes', 'node')}, {n('ranks', 'rank')} affected, {n('symptoms', 'symptom alert')}"
-
-
-def where_labels(labels: Dict[str, str]) -> str:
-    """The identity beyond host/training job: rank, device, chip, probe, check, log rule..."""
-    return " ".join(f"{k}={v}" for k, v in sorted(labels.items())
-                    if k not in ("host", JOB_LABEL, LEGACY_JOB_LABEL))
 
 
 def dashboard_link(template: Optional[str], labels: Dict[str, str], rule: str) -> Optional[str]:

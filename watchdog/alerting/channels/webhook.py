@@ -10,12 +10,12 @@ import time
 from typing import Any, Dict, List, Optional
 
 from watchdog.alerting.channels.base import Channel
-from watchdog.alerting.digest import runbook_link
-from watchdog.alerting.render import Message, escape_plain, one_line, runbook_of, safe_url, MAX_LINE
+from watchdog.alerting.digest import MAX_LINE, runbook_link
+from watchdog.alerting.render import Message, escape_plain, one_line, runbook_of, safe_url
 from watchdog.alerting.wording import headline
-from watchdog.steps import find_step
 from watchdog.config.types import secret_value
 from watchdog.findings import JOB_LABEL, upgrade_labels
+from watchdog.steps import find_step
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 
