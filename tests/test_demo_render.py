@@ -28,3 +28,11 @@ def test_plain_lines_of_a_block_kit_message():
     assert lines[0] == "[CRITICAL] stall on node-01" and set(lines[1]) == {"="}
     assert "*" not in "".join(lines) and "`" not in "".join(lines)
     assert lines[-1] == "dashboard (https://d)"
+
+
+def test_links_and_commands_are_not_broken_across_lines():
+    url = "https://github.com/npu-watchdog/npu-watchdog/blob/main/docs/runbook.md#log_nan"
+    text = f"<{url}|Runbook> · silence: `npu-watchdog silence add --match rule=log_nan --for 2h`"
+    body = {"blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
+    joined = " ".join(ln.strip() for ln in plain_lines(body, width=40))
+    assert url in joined and "npu-watchdog silence add" in joined

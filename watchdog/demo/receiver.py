@@ -59,7 +59,9 @@ def plain_lines(body: Dict[str, Any], width: int = 76) -> List[str]:
             lines += [title, "=" * min(len(title), width)]
         elif kind == "section":
             for para in strip_mrkdwn(block["text"]["text"]).splitlines():
-                lines.extend(textwrap.wrap(para, width, subsequent_indent="    ") or [""])
+                # Links and commands stay whole (copyable): no breaks at hyphens or inside words.
+                lines.extend(textwrap.wrap(para, width, subsequent_indent="    ", break_on_hyphens=False,
+                                           break_long_words=False) or [""])
         elif kind == "divider":
             lines.append("-" * 40)
         elif kind == "context":
