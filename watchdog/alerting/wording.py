@@ -52,6 +52,7 @@ RULE_PHRASES: Dict[str, str] = {
     "probe_down": "Watchdog probe failing",
     "command_check": "Command check failed",
     "path_unmatched": "Watched path matches nothing",
+    "state_damaged": "Watchdog state damaged",
 }
 
 def phrase(rule: str) -> str:
