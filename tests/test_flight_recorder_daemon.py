@@ -82,7 +82,7 @@ def test_sigkilled_rank_leaves_its_last_steps_in_the_snapshot(tmp_path, make_dae
         # /metrics shows what the last evaluation computed, which may trail the probe by a round.
         wanted = [(name, label) for label in ('rank="5"', 'rank="6"')
                   for name in ("npu_watchdog_heartbeat_step", "npu_watchdog_heartbeat_loss",
-                               "npu_watchdog_heartbeat_throughput", "npu_watchdog_heartbeat_phase")]
+                               "npu_watchdog_heartbeat_tokens_per_second", "npu_watchdog_heartbeat_phase")]
 
         def missing():
             lines = d.metrics_text().splitlines()
