@@ -159,6 +159,12 @@ class Message:
         return f"{line} | {n('nodes', 'node')}, {n('ranks', 'rank')} affected, {n('symptoms', 'symptom alert')}"
 
 
+def where_labels(labels: Dict[str, str]) -> str:
+    """The identity beyond host/training job: rank, device, chip, probe, check, log rule..."""
+    return " ".join(f"{k}={v}" for k, v in sorted(labels.items())
+                    if k not in ("host", JOB_LABEL, LEGACY_JOB_LABEL))
+
+
 def dashboard_link(template: Optional[str], labels: Dict[str, str], rule: str) -> Optional[str]:
     """Fill `{label}` placeholders (URL-encoded; unknown names empty) and vet the result."""
     if not template:
