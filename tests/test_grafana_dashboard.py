@@ -153,6 +153,11 @@ OFF_DASHBOARD = {
     "npu_watchdog_log_unreadable_paths": "alerted as log_unreadable",
     "npu_watchdog_log_offsets_saved": "alerted as log_offsets_unsaved",
     "npu_watchdog_log_offsets_save_errors_total": "alerted as log_offsets_unsaved",
+    "npu_watchdog_discovered_ranks": "ranks alive / expected is plotted; `npu-watchdog discover` lists them",
+    "npu_watchdog_discovery_errors_total": "discovery internals (docs/discovery.md)",
+    "npu_watchdog_discovery_processes": "discovery internals (docs/discovery.md)",
+    "npu_watchdog_discovery_scan_duration_seconds": "discovery internals (docs/discovery.md)",
+    "npu_watchdog_discovery_scans_total": "discovery internals (docs/discovery.md)",
 }
 
 
