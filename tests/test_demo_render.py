@@ -31,7 +31,7 @@ def test_plain_lines_of_a_block_kit_message():
 
 
 def test_links_and_commands_are_not_broken_across_lines():
-    url = "https://github.com/npu-watchdog/npu-watchdog/blob/main/docs/runbook.md#log_nan"
+    url = "https://npu-watchdog.example/docs/runbook.md#log_nan"
     text = f"<{url}|Runbook> · silence: `npu-watchdog silence add --match rule=log_nan --for 2h`"
     body = {"blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
     joined = " ".join(ln.strip() for ln in plain_lines(body, width=40))

@@ -20,8 +20,9 @@ from watchdog.rulecatalog import JOB_LABELS
 
 log = logging.getLogger("watchdog.config")
 
-#: Where the runbook lives unless `alerting.runbook_url` says otherwise: the project's own docs.
-DEFAULT_RUNBOOK_URL = "https://github.com/npu-watchdog/npu-watchdog/blob/main/docs/runbook.md"
+#: A placeholder (the reserved `.example` domain): set `alerting.runbook_url` to where your team
+#: hosts docs/runbook.md (a wiki, your Git server); the anchors are the rule names.
+DEFAULT_RUNBOOK_URL = "https://npu-watchdog.example/docs/runbook.md"
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
