@@ -9,8 +9,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, replace
-from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Tuple
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from watchdog import statefiles
 
@@ -54,6 +54,25 @@ class StateView:
     statuses: Mapping[str, ProbeStatus]
     #: Damaged state files this process set aside (watchdog.statefiles), for `state_damaged`.
     damage: Tuple[Any, ...] = ()
+    #: Per-probe incremental summaries kept up to date by the daemon's detector runner (see
+    #: watchdog.summaries); None: folded from this view's history on first use.
+    summaries: Optional[Mapping[str, Any]] = None
+    #: Results computed once per view and shared by the detectors and the metrics of one pass.
+    memo: Dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def summary(self, probe: str, config: Any) -> Any:
+        """The probe's summary (see watchdog.summaries) for this view and config."""
+        if self.summaries is not None and probe in self.summaries:
+            return self.summaries[probe]
+        from watchdog.summaries import fold  # the summaries import this module
+
+        return self.once(("summary", probe, id(config)), lambda: fold(probe, self, config))
+
+    def once(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """compute() the first time `key` is asked for in this view, the same answer after."""
+        if key not in self.memo:
+            self.memo[key] = compute()
+        return self.memo[key]
 
     def latest(self, probe: str) -> Optional[Sample]:
         hist = self.samples.get(probe)
@@ -124,6 +143,12 @@ class StateStore:
                 statuses=dict(self._statuses),
                 damage=statefiles.events(),
             )
+
+    def latest(self, probe: str) -> Optional[Sample]:
+        """The newest sample of a probe without copying its history (for scrapes)."""
+        with self._lock:
+            hist = self._samples.get(probe)
+            return hist[-1] if hist else None
 
     def statuses(self) -> List[ProbeStatus]:
         with self._lock:

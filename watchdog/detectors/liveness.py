@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
@@ -89,27 +89,10 @@ def job_leniency(readings: List[HeartbeatReading], cfg: HeartbeatProbeConfig,
     return best_phase, best
 
 
-def _state_since(history: Iterable, info: ProcessInfo) -> float:
-    """Earliest observation time from which this very process (pid + start time) held its current state."""
-    since = None
-    for sample in reversed(tuple(history)):
-        obs: ProcessObservation = sample.value
-        match = next((p for p in obs.processes
-                      if p.pid == info.pid and abs(p.create_time - info.create_time) < 0.01), None)
-        if match is None or match.state != info.state:
-            break
-        since = sample.time
-    return since if since is not None else 0.0
-
-
 # -- process findings ----------------------------------------------------------------------
 
-def _job_gone(base: Dict[str, str], obs: ProcessObservation, history: Iterable, now_sample: float) -> Finding:
-    since = now_sample
-    for s in reversed(tuple(history)):
-        if any(p.state != "zombie" for p in s.value.processes):
-            break
-        since = s.time
+def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optional[float], now_sample: float) -> Finding:
+    since = gone_since if gone_since is not None else now_sample
     last = list(obs.gone) + list(obs.processes)
     return Finding(
         rule="job_gone", severity="critical",
@@ -183,9 +166,9 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
         return out
 
     alive = [p for p in obs.processes if p.state != "zombie"]
-    history = view.history("process")
+    summary = view.summary("process", config)
     if not alive and not all_done:
-        out.append(_job_gone(base, obs, history, sample.time))
+        out.append(_job_gone(base, obs, summary.gone.since, sample.time))
     elif alive:
         out.extend(_missing_ranks(view, config, obs, alive, done))
 
@@ -205,7 +188,7 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
         for wanted, rule, severity, after, hint in rules:
             if state != wanted:
                 continue
-            since = _state_since(history, p)
+            since = summary.state_since(p)
             held = view.now - since
             if held < after:
                 continue
@@ -221,17 +204,6 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
 
 # -- heartbeat findings --------------------------------------------------------------------
 
-def _rank_series(view: StateView, label: str, since: float) -> List[Tuple[float, HeartbeatReading]]:
-    out = []
-    for s in view.history("heartbeat"):
-        if s.time < since:
-            continue
-        for r in s.value.readings:
-            if _rank_label(r) == label:
-                out.append((s.time, r))
-    return out
-
-
 def _pid_of(view: StateView, r: HeartbeatReading) -> Optional[int]:
     if r.pid is not None:
         return r.pid
@@ -244,34 +216,29 @@ def _pid_of(view: StateView, r: HeartbeatReading) -> Optional[int]:
     return None
 
 
-def _loss_scale_collapse(view: StateView, cfg: HeartbeatProbeConfig, label: str,
-                         r: HeartbeatReading) -> Optional[Dict[str, object]]:
-    if r.loss_scale is None:
+def _loss_scale_collapse(view: StateView, config: Config, r: HeartbeatReading) -> Optional[Dict[str, object]]:
+    cfg = config.probes.heartbeat
+    track = view.summary("heartbeat", config).rank(r)
+    if r.loss_scale is None or track is None:
         return None
-    series = [x.loss_scale for _, x in _rank_series(view, label, view.now - cfg.loss_scale.window)
-              if x.loss_scale is not None and x.error is None]
-    drops = sum(1 for a, b in zip(series, series[1:]) if b < a)
-    if r.loss_scale <= cfg.loss_scale.min or (drops >= cfg.loss_scale.drops and series and r.loss_scale < series[0]):
+    drops, first = track.loss_scales(view.now - cfg.loss_scale.window)
+    if r.loss_scale <= cfg.loss_scale.min or (drops >= cfg.loss_scale.drops and first is not None
+                                              and r.loss_scale < first):
         return {"loss_scale": r.loss_scale, "drops": drops, "window": cfg.loss_scale.window,
-                "window_start_scale": series[0] if series else None}
+                "window_start_scale": first}
     return None
 
 
-def _throughput_drop(view: StateView, cfg: HeartbeatProbeConfig, label: str,
-                     r: HeartbeatReading) -> Optional[Dict[str, object]]:
-    tc = cfg.throughput
-    if r.throughput is None or r.phase not in (None, "train"):
+def _throughput_drop(view: StateView, config: Config, r: HeartbeatReading) -> Optional[Dict[str, object]]:
+    tc = config.probes.heartbeat.throughput
+    track = view.summary("heartbeat", config).rank(r)
+    if r.throughput is None or r.phase not in (None, "train") or track is None:
         return None
-    points = [(t, x.throughput) for t, x in _rank_series(view, label, view.now - tc.window)
-              if x.throughput is not None and x.phase in (None, "train") and math.isfinite(x.throughput)]
-    cut = view.now - tc.sustained
-    baseline = [v for t, v in points if t < cut]
-    recent = [v for t, v in points if t >= cut]
-    base_times = [t for t, _ in points if t < cut]
-    if not recent or len(baseline) < 2 or base_times[-1] - base_times[0] < tc.min_baseline:
+    base = track.throughput_baseline(view.now, tc.window, tc.sustained, tc.min_baseline)
+    if base is None:
         return None
-    median = statistics.median(baseline)
-    if median <= 0 or not all(v < tc.ratio * median for v in recent):
+    median = base["median"]
+    if median <= 0 or not base["recent_max"] < tc.ratio * median:
         return None
     return {"throughput": r.throughput, "median": median, "ratio": r.throughput / median,
             "unit": r.throughput_unit}
@@ -368,7 +335,7 @@ def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List
                 labels=labels, value=", ".join(which), since=r.beat_time, hint=NAN_HINT,
                 details={**common, "loss": str(r.loss), "grad_norm": str(r.grad_norm)},
             ))
-        collapse = _loss_scale_collapse(view, cfg, label, r)
+        collapse = _loss_scale_collapse(view, config, r)
         if collapse:
             out.append(Finding(
                 rule="loss_scale_collapse", severity="warning",
@@ -379,7 +346,7 @@ def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List
                      "Look for a bad batch, a too-high learning rate, or switch to bf16.",
                 details={**common, **collapse},
             ))
-        drop = _throughput_drop(view, cfg, label, r)
+        drop = _throughput_drop(view, config, r)
         if drop:
             out.append(Finding(
                 rule="throughput_drop", severity="warning",

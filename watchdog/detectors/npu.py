@@ -10,7 +10,7 @@ evidence (probe_down reports the blindness).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.config.sections.trends import TrendsConfig
@@ -20,23 +20,19 @@ from watchdog.detectors.series import (
     ChipKey,
     blind_reason,
     chip_memory_mb,
-    chip_series,
     fmt_age,
     heartbeat_progress,
-    job_chips,
     job_phase,
     job_progress,
     linear_slope,
-    live_ranks,
     max_drawdown,
-    npu_history,
-    trailing_since,
     window_points,
 )
 from watchdog.findings import Finding
 from watchdog.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.observations import NpuChip, NpuObservation
 from watchdog.state import StateView
+from watchdog.summaries.npu import Summary as NpuSummary
 
 HINT_IDLE = (
     "A training process holds this NPU but gives it no work. Likely a hang in collective "
@@ -89,18 +85,13 @@ def _chip_name(key: ChipKey) -> str:
     return f"NPU {key[0]} chip {key[1]}"
 
 
-def _held_by_time(history: Sequence[Tuple[float, NpuObservation]], tc: TrendsConfig,
-                  ranks_alive: int) -> Dict[float, Set[ChipKey]]:
-    return {t: job_chips(obs, tc.npus, ranks_alive) for t, obs in history}
-
-
 def _pids_on(obs: NpuObservation, key: ChipKey) -> List[int]:
     return sorted({p.pid for p in obs.processes if (p.npu, p.chip) == key})
 
 
 def job_phase_of(view: StateView, config: Config) -> Tuple[Optional[str], Optional[float]]:
     """The job's phase and its stall threshold (see series.job_phase)."""
-    return job_phase(heartbeat_progress(view), config.stall.phases, config.stall.duration)
+    return job_phase(heartbeat_progress(view, config), config.stall.phases, config.stall.duration)
 
 
 def phase_window(phase: Tuple[Optional[str], Optional[float]], base: float) -> Optional[float]:
@@ -142,7 +133,11 @@ def hbm_trend(points: Sequence[Tuple[float, NpuChip]], now: float, tc: TrendsCon
     through the window.
     """
     mem = [(t, chip_memory_mb(c)) for t, c in points]
-    mem_pts = [(t, m) for t, m in mem if m is not None]
+    return hbm_trend_mb([(t, m) for t, m in mem if m is not None], now, tc)
+
+
+def hbm_trend_mb(mem_pts: Sequence[Tuple[float, Tuple[int, int]]], now: float, tc: TrendsConfig) -> Optional[HbmTrend]:
+    """hbm_trend over (time, (used MB, total MB)) points."""
     start = now - tc.hbm_window
     win, covered = window_points(mem_pts, start)
     if not covered or len(win) < 3:
@@ -168,37 +163,37 @@ def hbm_trends(view: StateView, config: Config) -> Dict[ChipKey, HbmTrend]:
     """hbm_trend for every chip present in the latest round (empty while the probe is blind)."""
     if blind_reason(view, "npu"):
         return {}
-    history = npu_history(view)
-    if not history:
+    summary: NpuSummary = view.summary("npu", config)
+    if summary.latest is None:
         return {}
-    present = {(c.npu, c.chip) for c in history[-1][1].chips}
-    out: Dict[ChipKey, HbmTrend] = {}
-    for key, pts in chip_series(history).items():
-        if key not in present:
-            continue
-        tr = hbm_trend(pts, view.now, config.trends)
-        if tr is not None:
-            out[key] = tr
-    return out
+
+    def compute() -> Dict[ChipKey, HbmTrend]:
+        out: Dict[ChipKey, HbmTrend] = {}
+        for c in summary.latest.value.chips:
+            track = summary.chip((c.npu, c.chip))
+            tr = track.hbm(view.now, config.trends) if track is not None else None
+            if tr is not None:
+                out[(c.npu, c.chip)] = tr
+        return out
+
+    return view.once(("hbm_trends", id(config)), compute)
 
 
 # --- detectors ---------------------------------------------------------------------------
 
-def _idle(view: StateView, config: Config, history, series, held, phase) -> List[Finding]:
+def _idle(view: StateView, config: Config, summary: NpuSummary, phase) -> List[Finding]:
     tc = config.trends
     window = phase_window(phase, tc.idle_for)
     if window is None:
         return []
     out = []
-    latest = history[-1][1]
-    for key in sorted(held[history[-1][0]]):
-        pts = series.get(key, [])
-        flags = [(t, key in held.get(t, ()) and c.aicore_util_pct is not None
-                  and c.aicore_util_pct < tc.idle_below_pct) for t, c in pts]
-        since = trailing_since(flags, bool)
+    latest = summary.latest.value
+    for key in sorted(summary.held):
+        track = summary.chips[key]
+        since = track.idle.since
         if since is None or view.now - since < window:
             continue
-        util = pts[-1][1].aicore_util_pct
+        util = track.last.aicore_util_pct
         out.append(Finding(
             rule="npu_idle", severity="warning",
             summary=f"{_chip_name(key)}: AI Core idle ({util:.0f}%) for {fmt_age(view.now - since)} "
@@ -210,24 +205,22 @@ def _idle(view: StateView, config: Config, history, series, held, phase) -> List
     return out
 
 
-def _busy(view: StateView, config: Config, history, series, held, phase) -> List[Finding]:
+def _busy(view: StateView, config: Config, summary: NpuSummary, phase) -> List[Finding]:
     tc = config.trends
     window = phase_window(phase, tc.busy_for)
     progress = job_progress(view, config)
     if window is None or progress.at is None:
         return []  # without a progress source "busy" is just "training"
     out = []
-    for key in sorted(held[history[-1][0]]):
-        pts = series.get(key, [])
-        flags = [(t, key in held.get(t, ()) and c.aicore_util_pct is not None
-                  and c.aicore_util_pct >= tc.busy_above_pct) for t, c in pts]
-        busy_since = trailing_since(flags, bool)
+    for key in sorted(summary.held):
+        track = summary.chips[key]
+        busy_since = track.busy.since
         if busy_since is None:
             continue
         since = max(busy_since, progress.at)
         if view.now - since < window:
             continue
-        util = pts[-1][1].aicore_util_pct
+        util = track.last.aicore_util_pct
         out.append(Finding(
             rule="npu_busy_hang", severity="critical",
             summary=f"{_chip_name(key)}: AI Core pegged at {util:.0f}% for {fmt_age(view.now - busy_since)} "
@@ -239,20 +232,16 @@ def _busy(view: StateView, config: Config, history, series, held, phase) -> List
     return out
 
 
-def _low_util(view: StateView, config: Config, history, series, held, phase) -> List[Finding]:
+def _low_util(view: StateView, config: Config, summary: NpuSummary, phase) -> List[Finding]:
     tc = config.trends
     if phase[0] not in (None, "train"):
         return []
     out = []
-    start = view.now - tc.low_util_for
-    for key in sorted(held[history[-1][0]]):
-        win, covered = window_points(series.get(key, []), start)
-        if not covered or len(win) < 2:
+    for key in sorted(summary.held):
+        got = summary.chips[key].low_util_mean(view.now - tc.low_util_for)
+        if got is None:
             continue
-        if not all(key in held.get(t, ()) and c.aicore_util_pct is not None for t, c in win):
-            continue
-        utils = [c.aicore_util_pct for _, c in win]
-        mean = sum(utils) / len(utils)  # type: ignore[arg-type]
+        mean, start, n = got
         # Below the idle line the chip is idle (npu_idle / stall), not starved.
         if not (tc.idle_below_pct <= mean < tc.low_util_below_pct):
             continue
@@ -260,9 +249,9 @@ def _low_util(view: StateView, config: Config, history, series, held, phase) -> 
             rule="npu_low_util", severity="warning",
             summary=f"{_chip_name(key)}: AI Core averaged {mean:.0f}% over {fmt_age(tc.low_util_for)} "
                     f"while training (below {tc.low_util_below_pct:.0f}%)",
-            labels=_labels(config, key), hint=HINT_LOW, value=f"{mean:.0f}%", since=win[0][0],
+            labels=_labels(config, key), hint=HINT_LOW, value=f"{mean:.0f}%", since=start,
             details={"mean_aicore_util_pct": round(mean, 1), "threshold_pct": tc.low_util_below_pct,
-                     "window_seconds": tc.low_util_for, "samples": len(utils)},
+                     "window_seconds": tc.low_util_for, "samples": n},
         ))
     return out
 
@@ -292,8 +281,8 @@ def _hbm(view: StateView, config: Config) -> List[Finding]:
 _HEALTH_SEVERITY = {"OK": None, "WARNING": "warning", "ALARM": "critical", "CRITICAL": "critical"}
 
 
-def _health(view: StateView, config: Config, history, series) -> List[Finding]:
-    latest = history[-1][1]
+def _health(view: StateView, config: Config, summary: NpuSummary) -> List[Finding]:
+    latest = summary.latest.value
     out = []
     for c in latest.chips:
         key = (c.npu, c.chip)
@@ -302,7 +291,7 @@ def _health(view: StateView, config: Config, history, series) -> List[Finding]:
         if sev is None:
             continue
         codes = list(latest.health_codes.get(key, []))
-        since = trailing_since(series.get(key, []), lambda ch: (ch.health or "").strip().upper() != "OK")
+        since = summary.chips[key].unhealthy.since
         code_text = f" (codes {', '.join(codes)})" if codes else ""
         out.append(Finding(
             rule="npu_unhealthy", severity=sev,
@@ -313,14 +302,12 @@ def _health(view: StateView, config: Config, history, series) -> List[Finding]:
     return out
 
 
-def _missing(view: StateView, config: Config, history) -> List[Finding]:
+def _missing(view: StateView, config: Config, summary: NpuSummary) -> List[Finding]:
     tc = config.trends
-    latest = history[-1][1]
+    latest = summary.latest.value
+    oldest = view.history("npu")[0].time
     present = {(c.npu, c.chip) for c in latest.chips}
-    last_seen: Dict[ChipKey, Optional[float]] = {}
-    for t, obs in history:
-        for c in obs.chips:
-            last_seen[(c.npu, c.chip)] = t
+    last_seen: Dict[ChipKey, Optional[float]] = dict(summary.seen_since(oldest))
     # The probe remembers vanished chips beyond the store's history (NpuObservation.missing).
     for m in latest.missing:
         last_seen.setdefault((m.npu, m.chip), None)
@@ -339,29 +326,28 @@ def _missing(view: StateView, config: Config, history) -> List[Finding]:
             rule="npu_missing", severity="critical",
             summary=f"only {len(present)} of {tc.expected_chips} expected NPU chips are visible",
             labels=dict(config.base_labels), hint=HINT_MISSING, value=f"{len(present)}/{tc.expected_chips}",
-            since=history[0][0],
+            since=oldest,
             details={"chips_visible": len(present), "chips_expected": tc.expected_chips,
                      "visible": [f"{n}/{c}" for n, c in sorted(present)]},
         ))
     return out
 
 
-def _temperature(view: StateView, config: Config, history, series) -> List[Finding]:
+def _temperature(view: StateView, config: Config, summary: NpuSummary) -> List[Finding]:
     tc = config.trends
     out = []
-    for c in history[-1][1].chips:
-        key = (c.npu, c.chip)
-        pts = series.get(key, [])
-        warm = trailing_since(pts, lambda ch: ch.temp_c is not None and ch.temp_c >= tc.temperature_warning_c)
+    for c in summary.latest.value.chips:
+        track = summary.chips[(c.npu, c.chip)]
+        warm = track.warm.since
         if warm is None or view.now - warm < tc.temperature_for:
             continue
-        hot = trailing_since(pts, lambda ch: ch.temp_c is not None and ch.temp_c >= tc.temperature_critical_c)
+        hot = track.hot.since
         critical = hot is not None and view.now - hot >= tc.temperature_for
         out.append(Finding(
             rule="npu_temperature", severity="critical" if critical else "warning",
-            summary=f"{_chip_name(key)}: {c.temp_c:.0f} C for {fmt_age(view.now - warm)} "
+            summary=f"{_chip_name((c.npu, c.chip))}: {c.temp_c:.0f} C for {fmt_age(view.now - warm)} "
                     f"(threshold {tc.temperature_critical_c if critical else tc.temperature_warning_c:.0f} C)",
-            labels=_labels(config, key), hint=HINT_TEMP, value=f"{c.temp_c:.0f}C", since=warm,
+            labels=_labels(config, (c.npu, c.chip)), hint=HINT_TEMP, value=f"{c.temp_c:.0f}C", since=warm,
             details={"temp_c": c.temp_c, "warning_c": tc.temperature_warning_c,
                      "critical_c": tc.temperature_critical_c, "for_seconds": tc.temperature_for},
         ))
@@ -371,20 +357,18 @@ def _temperature(view: StateView, config: Config, history, series) -> List[Findi
 def detect(view: StateView, config: Config) -> List[Finding]:
     if not config.trends.enabled or blind_reason(view, "npu"):
         return []
-    history = npu_history(view)
-    if not history:
+    summary: NpuSummary = view.summary("npu", config)
+    if summary.latest is None:
         return []
-    series = chip_series(history)
-    held = _held_by_time(history, config.trends, live_ranks(view))
     out: List[Finding] = []
     phase = job_phase_of(view, config)
-    out += _idle(view, config, history, series, held, phase)
-    out += _busy(view, config, history, series, held, phase)
-    out += _low_util(view, config, history, series, held, phase)
+    out += _idle(view, config, summary, phase)
+    out += _busy(view, config, summary, phase)
+    out += _low_util(view, config, summary, phase)
     out += _hbm(view, config)
-    out += _health(view, config, history, series)
-    out += _missing(view, config, history)
-    out += _temperature(view, config, history, series)
+    out += _health(view, config, summary)
+    out += _missing(view, config, summary)
+    out += _temperature(view, config, summary)
     return out
 
 TRIGGERS = ("npu",)

@@ -9,18 +9,14 @@ condition "holds for 2 minutes" when the earliest sample of its current unbroken
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from watchdog.config.schema import Config
-from watchdog.observations import (
-    HeartbeatObservation,
-    HeartbeatReading,
-    LogObservation,
-    NpuChip,
-    NpuObservation,
-    ProcessObservation,
-)
+from watchdog.observations import LogObservation, NpuChip, NpuObservation
 from watchdog.state import StateView
+from watchdog.summaries.npu import chip_memory_mb, job_chips, live_ranks
+
+__all__ = ["chip_memory_mb", "job_chips", "live_ranks"]  # shared with the detectors
 
 T = TypeVar("T")
 ChipKey = Tuple[int, int]
@@ -129,52 +125,7 @@ def chip_series(history: Sequence[Tuple[float, NpuObservation]]) -> Dict[ChipKey
     return out
 
 
-def chip_memory_mb(chip: NpuChip) -> Optional[Tuple[int, int]]:
-    """(used, total) MB of the chip's device memory: HBM where the table has it (910/910B/A3),
-    else DDR (310 series); None when neither is known."""
-    if chip.hbm_total_mb and chip.hbm_used_mb is not None:
-        return chip.hbm_used_mb, chip.hbm_total_mb
-    if chip.memory_total_mb and chip.memory_used_mb is not None:
-        return chip.memory_used_mb, chip.memory_total_mb
-    return None
-
-
-def live_ranks(view: StateView) -> int:
-    """Rank processes the process probe sees now (0 when it has no observation)."""
-    s = view.latest("process")
-    if s is None or not isinstance(s.value, ProcessObservation):
-        return 0
-    return sum(1 for p in s.value.processes if p.state != "zombie")
-
-
-def job_chips(obs: NpuObservation, npus: Sequence[int], ranks_alive: int) -> Set[ChipKey]:
-    """The chips the job uses in one npu-smi round.
-
-    Configured NPU ids win. Otherwise the chips on which npu-smi lists a process; when its process
-    table is empty on every chip (inside a container npu-smi often cannot see the processes) but
-    the process probe sees live ranks, every chip.
-    """
-    if npus:
-        wanted = set(npus)
-        return {(c.npu, c.chip) for c in obs.chips if c.npu in wanted}
-    held = {(p.npu, p.chip) for p in obs.processes}
-    present = {(c.npu, c.chip) for c in obs.chips}
-    if held:
-        return held & present
-    if ranks_alive > 0:
-        return present
-    return set()
-
-
 # --- heartbeat phase and progress -----------------------------------------------------------
-
-def _rank_key(r: HeartbeatReading) -> RankKey:
-    return r.rank if r.rank is not None else r.path
-
-
-def _usable(r: HeartbeatReading) -> bool:
-    return r.exists and r.error is None
-
 
 @dataclass(frozen=True)
 class RankProgress:
@@ -189,47 +140,32 @@ class RankProgress:
     beat_time: Optional[float]
 
 
-def _reading_time(sample_time: float, r: HeartbeatReading) -> float:
-    """When the trainer wrote this reading: its own beat time, never later than when we read it
-    (a clock-skewed future time must not postpone a stall)."""
-    if r.beat_time is not None:
-        return min(r.beat_time, sample_time)
-    return sample_time
-
-
-def heartbeat_progress(view: StateView) -> Dict[RankKey, RankProgress]:
-    """Per rank: current step and phase and when it last progressed, derived from the history.
+def heartbeat_progress(view: StateView, config: Optional[Config] = None) -> Dict[RankKey, RankProgress]:
+    """Per rank: current step and phase and when it last progressed (from the heartbeat summary).
 
     A phase change counts as progress, so leaving a 20-minute checkpoint does not look like 20
     minutes without a step. Readings that failed to parse this round are skipped (the file was
-    being rewritten), never taken as a change.
+    being rewritten), never taken as a change. Ranks not read within the history are left out.
     """
-    per: Dict[RankKey, List[Tuple[float, HeartbeatReading]]] = {}
-    for s in view.history("heartbeat"):
-        if not isinstance(s.value, HeartbeatObservation):
-            continue
-        for r in s.value.readings:
-            if _usable(r):
-                per.setdefault(_rank_key(r), []).append((s.time, r))
-    out: Dict[RankKey, RankProgress] = {}
-    for key, pts in per.items():
-        t_last, last = pts[-1]
-        if last.step is None and last.beat_time is not None:
-            # Touch-only (or step-less JSON) heartbeat: every new beat is progress.
-            progress_at = _reading_time(t_last, last)
-        else:
-            state = (last.step, last.phase)
-            first_t, first_r = t_last, last
-            for t, r in reversed(pts):
-                if (r.step, r.phase) != state:
-                    break
-                first_t, first_r = t, r
-            progress_at = _reading_time(first_t, first_r)
+    def compute() -> Dict[RankKey, RankProgress]:
+        hist = view.history("heartbeat")
+        if not hist:
+            return {}
+        summary = view.summary("heartbeat", config)
+        oldest = hist[0].time
+        out: Dict[RankKey, RankProgress] = {}
+        for key, track in summary.ranks.items():
+            last = track.last
+            if last is None or track.last_usable_at is None or track.last_usable_at < oldest:
+                continue
+            progress_at = track.progress_at
             if last.step_changed_at is not None and last.step is not None:
                 # The probe's own record (kept across daemon restarts) may know an older change.
                 progress_at = min(progress_at, last.step_changed_at)
-        out[key] = RankProgress(key, last.step, last.phase, progress_at, last.beat_time)
-    return out
+            out[key] = RankProgress(key, last.step, last.phase, progress_at, last.beat_time)
+        return out
+
+    return view.once(("heartbeat_progress",), compute)
 
 
 def job_phase(ranks: Dict[RankKey, RankProgress], phase_durations: Dict[str, float],
@@ -257,10 +193,11 @@ def job_phase(ranks: Dict[RankKey, RankProgress], phase_durations: Dict[str, flo
 
 # --- log progress --------------------------------------------------------------------------
 
-def log_progress(view: StateView, sources: Optional[Sequence[str]]) -> Optional[float]:
+def log_progress(view: StateView, sources: Optional[Sequence[str]], config: Optional[Config] = None) -> Optional[float]:
     """Newest time a counted log source produced a progress line (an iteration/step report no
     failure rule matches: a NaN or error line written while hung is not progress); before any,
-    the time the log probe started watching (so a silent log counts from then). None without data."""
+    the time the log probe started watching (so a silent log counts from then). None without data.
+    Reads the newest observation only (the probe keeps the per-source times)."""
     hist = view.history("logs")
     if not hist or not isinstance(hist[-1].value, LogObservation):
         return None
@@ -271,7 +208,10 @@ def log_progress(view: StateView, sources: Optional[Sequence[str]]) -> Optional[
         if wanted is None or src in wanted:
             at = min(at, last.time)
             best = at if best is None else max(best, at)
-    return best if best is not None else hist[0].time
+    if best is not None:
+        return best
+    first = view.summary("logs", config).first_at  # the daemon keeps minutes of samples, not hours
+    return first if first is not None else hist[0].time
 
 
 # --- process CPU -----------------------------------------------------------------------------
@@ -289,33 +229,11 @@ class CpuState:
     procs: Dict[int, Tuple[Optional[int], str]] = field(default_factory=dict)
 
 
-def cpu_state(view: StateView, rate_below: float) -> CpuState:
-    hist = [(s.time, s.value) for s in view.history("process") if isinstance(s.value, ProcessObservation)]
-    if not hist:
+def cpu_state(view: StateView, rate_below: float, config: Optional[Config] = None) -> CpuState:
+    summary = view.summary("process", config)
+    if len(summary.rounds) == 0:
         return CpuState(None)
-    rounds: List[Tuple[float, float, bool, Dict[int, Optional[float]]]] = []
-    for i, (t, obs) in enumerate(hist):
-        prev_t = hist[i - 1][0] if i > 0 else None
-        rates: Dict[int, Optional[float]] = {}
-        quiet = bool(obs.processes)
-        for p in obs.processes:
-            if p.cpu_delta is None or prev_t is None or t <= prev_t:
-                rates[p.pid] = None
-                quiet = False
-                continue
-            rate = max(p.cpu_delta, 0.0) / (t - prev_t)
-            rates[p.pid] = rate
-            if rate >= rate_below:
-                quiet = False
-        # A round's delta covers (prev_t, t]: the quiet stretch starts at the previous round.
-        rounds.append((prev_t if prev_t is not None else t, t, quiet, rates))
-    since: Optional[float] = None
-    for start, _t, quiet, _r in reversed(rounds):
-        if not quiet:
-            break
-        since = start
-    last_obs = hist[-1][1]
-    return CpuState(since, rounds[-1][3], {p.pid: (p.rank, p.state) for p in last_obs.processes})
+    return CpuState(summary.quiet_since(rate_below), dict(summary.rates), dict(summary.procs))
 
 
 def fmt_age(seconds: float) -> str:
@@ -356,7 +274,7 @@ def job_progress(view: StateView, config: Config) -> Progress:
         if reason:
             blind.append(reason)
         else:
-            ranks = heartbeat_progress(view)
+            ranks = heartbeat_progress(view, config)
             if ranks:
                 times.append(max(r.progress_at for r in ranks.values()))
                 sources.append("heartbeat")
@@ -365,7 +283,7 @@ def job_progress(view: StateView, config: Config) -> Progress:
         if reason:
             blind.append(reason)
         else:
-            at = log_progress(view, config.stall.log_sources)
+            at = log_progress(view, config.stall.log_sources, config)
             if at is not None:
                 times.append(at)
                 sources.append("logs")

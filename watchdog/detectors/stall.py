@@ -30,7 +30,6 @@ from watchdog.detectors.series import (
     RankProgress,
     blind_reason,
     chip_memory_mb,
-    chip_series,
     cpu_state,
     fmt_age,
     heartbeat_progress,
@@ -38,15 +37,14 @@ from watchdog.detectors.series import (
     job_phase,
     job_progress,
     live_ranks,
-    npu_history,
     probe_configured,
-    trailing_since,
 )
 from watchdog.detectors.jobs import per_job
 from watchdog.findings import Finding
 from watchdog.rulecatalog import Inhibits, Rule, detail, probe_wait
 from watchdog.observations import NpuChip
 from watchdog.state import StateView
+from watchdog.summaries.npu import Summary as NpuSummary
 
 #: Process states that set one rank apart from ranks waiting normally in a collective.
 ODD_PROCESS_STATES = ("disk-sleep", "stopped", "tracing-stop", "zombie")
@@ -137,31 +135,21 @@ class StallAssessment:
 
 def _device_states(view: StateView, config: Config) -> List[DeviceState]:
     sc = config.stall
-    history = npu_history(view)
-    latest = history[-1][1]
+    summary: NpuSummary = view.summary("npu", config)
+    latest = summary.latest.value
     chips = job_chips(latest, config.trends.npus, live_ranks(view))
-    series = chip_series(history)
     tol_mb = sc.hbm_tolerance / MIB
     out = []
     for key in sorted(chips):
-        pts = series.get(key, [])
-        last: NpuChip = pts[-1][1]
+        track = summary.chips[key]
+        last: NpuChip = track.last
         mem = chip_memory_mb(last)
         ref = mem[0] if mem else None
-
-        def steady(c: NpuChip) -> bool:
-            m = chip_memory_mb(c)
-            if ref is None or m is None:
-                return ref is None and m is None
-            return abs(m[0] - ref) <= tol_mb
-
         if last.aicore_util_pct is None:
             out.append(DeviceState(key, "unknown", None, None, ref, last.health))
             continue
-        idle = trailing_since(pts, lambda c: c.aicore_util_pct is not None
-                              and c.aicore_util_pct < sc.idle_below_pct and steady(c))
-        pegged = trailing_since(pts, lambda c: c.aicore_util_pct is not None
-                                and c.aicore_util_pct >= sc.busy_above_pct and steady(c))
+        idle = track.steady_since(True, tol_mb)
+        pegged = track.steady_since(False, tol_mb)
         if idle is not None:
             out.append(DeviceState(key, "idle", idle, last.aicore_util_pct, ref, last.health))
         elif pegged is not None:
@@ -231,7 +219,7 @@ def assess(view: StateView, config: Config) -> StallAssessment:
     sc = config.stall
     if not sc.enabled:
         return StallAssessment(False, "stall rule disabled")
-    hb_ranks = heartbeat_progress(view) if probe_configured(config, "heartbeat") else {}
+    hb_ranks = heartbeat_progress(view, config) if probe_configured(config, "heartbeat") else {}
     phase, threshold = job_phase(hb_ranks, sc.phases, sc.duration)
     if phase == DONE_PHASE or threshold is None:
         return StallAssessment(False, "the job reports phase done", phase=DONE_PHASE)
@@ -269,7 +257,7 @@ def assess(view: StateView, config: Config) -> StallAssessment:
 
     cpu = None
     if probe_configured(config, "process"):
-        cpu = cpu_state(view, sc.cpu_rate_below)
+        cpu = cpu_state(view, sc.cpu_rate_below, config)
         if not cpu.procs:
             return StallAssessment(False, "no rank processes (see the liveness findings)", phase, threshold,
                                    progress_at=progress_at, sources=tuple(sources))

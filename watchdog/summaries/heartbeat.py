@@ -1,0 +1,130 @@
+"""Per-rank summary of the heartbeat probe: progress, loss-scale and throughput windows.
+
+Kept incrementally (one reading costs O(1) amortized), so the liveness and stall detectors no
+longer walk every rank's hour of history on every pass.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Dict, Optional, Tuple, Union
+
+from watchdog.config.schema import Config
+from watchdog.observations import HeartbeatObservation, HeartbeatReading
+from watchdog.state import Sample, StateView
+from watchdog.summaries.window import Window
+
+PROBE = "heartbeat"
+
+RankKey = Union[int, str]
+
+
+def rank_key(r: HeartbeatReading) -> RankKey:
+    return r.rank if r.rank is not None else r.path
+
+
+def reading_time(sample_time: float, r: HeartbeatReading) -> float:
+    """When the trainer wrote this reading: its own beat time, never later than when we read it
+    (a clock-skewed future time must not postpone a stall)."""
+    if r.beat_time is not None:
+        return min(r.beat_time, sample_time)
+    return sample_time
+
+
+class RankTrack:
+    """What the history says about one rank, folded reading by reading."""
+
+    __slots__ = ("last_usable_at", "last", "state", "run_first", "scales", "scale_drops",
+                 "throughput", "_thr_cache")
+
+    def __init__(self) -> None:
+        self.last_usable_at: Optional[float] = None
+        self.last: Optional[HeartbeatReading] = None
+        self.state: Optional[Tuple[Optional[int], Optional[str]]] = None
+        self.run_first: float = 0.0
+        #: (time, (loss_scale, fell from the previous value))
+        self.scales: Window[Tuple[float, bool]] = Window()
+        self.scale_drops = 0
+        self.throughput: Window[float] = Window()
+        self._thr_cache: Optional[Tuple[Any, Optional[Dict[str, float]]]] = None
+
+    def add(self, t: float, r: HeartbeatReading, keep: float) -> None:
+        if r.exists and r.error is None:
+            state = (r.step, r.phase)
+            if self.last_usable_at is None or state != self.state:
+                self.state = state
+                self.run_first = reading_time(t, r)
+            self.last, self.last_usable_at = r, t
+        if r.loss_scale is not None and r.error is None:
+            fell = len(self.scales) > 0 and r.loss_scale < self.scales.last()[1][0]
+            self.scales.append(t, (r.loss_scale, fell))
+            self.scale_drops += int(fell)
+            self._drop_scales(t - keep)
+        if r.throughput is not None and r.phase in (None, "train") and math.isfinite(r.throughput):
+            self.throughput.append(t, r.throughput)
+            self.throughput.drop_before(t - keep)
+
+    def _drop_scales(self, start: float) -> None:
+        for _scale, fell in self.scales.drop_before(start):
+            self.scale_drops -= int(fell)
+
+    @property
+    def progress_at(self) -> float:
+        """Last time the rank showed progress: its step or phase changed, or for a touch-only
+        file without `step`, its newest beat."""
+        last = self.last
+        if last is not None and last.step is None and last.beat_time is not None and self.last_usable_at is not None:
+            return reading_time(self.last_usable_at, last)
+        return self.run_first
+
+    def loss_scales(self, start: float) -> Tuple[int, Optional[float]]:
+        """(reductions, first value) of the loss-scale series from `start` on."""
+        self._drop_scales(start)
+        if len(self.scales) == 0:
+            return 0, None
+        first_scale, first_fell = self.scales.first()[1]
+        return self.scale_drops - int(first_fell), first_scale
+
+    def throughput_baseline(self, now: float, window: float, sustained: float,
+                            min_baseline: float) -> Optional[Dict[str, float]]:
+        """Median of the baseline (window start .. now - sustained) and the largest recent value;
+        None when the baseline is too short. Recomputed only when the split moves."""
+        w = self.throughput
+        w.drop_before(now - window)
+        split = w.index_at(now - sustained)
+        key = (w.key(), split)
+        if self._thr_cache is not None and self._thr_cache[0] == key:
+            return self._thr_cache[1]
+        out: Optional[Dict[str, float]] = None
+        if 0 < len(w) - split and split >= 2:
+            base = list(w.items(0, split))
+            if base[-1][0] - base[0][0] >= min_baseline:
+                out = {"median": statistics.median(v for _, v in base),
+                       "recent_max": max(v for _, v in w.items(split))}
+        self._thr_cache = (key, out)
+        return out
+
+
+class Summary:
+    """All ranks of the heartbeat probe."""
+
+    def __init__(self, config: Config):
+        hb = config.probes.heartbeat
+        #: How far back the windows must reach.
+        self.keep = max(hb.loss_scale.window, hb.throughput.window)
+        self.ranks: Dict[RankKey, RankTrack] = {}
+
+    def add(self, sample: Sample, view: StateView) -> None:
+        obs = sample.value
+        if not isinstance(obs, HeartbeatObservation):
+            return
+        keep = self.keep + max(0.0, sample.time - view.now)
+        for r in obs.readings:
+            track = self.ranks.get(rank_key(r))
+            if track is None:
+                track = self.ranks[rank_key(r)] = RankTrack()
+            track.add(sample.time, r, keep)
+
+    def rank(self, r: HeartbeatReading) -> Optional[RankTrack]:
+        return self.ranks.get(rank_key(r))
