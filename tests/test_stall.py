@@ -9,7 +9,6 @@ from tests.test_trends_synth import BASE, T0, Synth, beats, chip, logs, npu_obs,
 from watchdog.config.schema import Config
 from watchdog.detectors.stall import assess
 from watchdog.metrics import trends as trend_metrics
-from watchdog.runtime import Runtime
 
 N = 8
 
@@ -250,12 +249,7 @@ def test_stall_metrics_follow_the_same_assessment():
     healthy(s, T0, T0 + 300)
     end = hung(s, T0 + 310, T0 + 600)
 
-    class Frozen:
-        def view(self, now=None):
-            return s.view(end)
-
-    rt = Runtime(config=s.config, state=Frozen(), engine=None)
-    got = {m.name: m for m in trend_metrics.samples(rt)}
+    got = {m.name: m for m in trend_metrics.evaluate(s.view(end), s.config)}
     assert got["npu_watchdog_job_stalled"].value == 1 and got["npu_watchdog_job_stalled"].labels == {"training_job": "job-a"}
     assert got["npu_watchdog_job_progress_age_seconds"].value == pytest.approx(end - (T0 + 300), abs=10)
 

@@ -138,21 +138,12 @@ def test_hbm_stair_step_leak_warns_with_a_linear_eta():
 
 def test_hbm_eta_metric_only_for_the_growing_chip():
     s, end = _hbm_synth(lambda dt: 30000 + (dt // 300) * GIB_MB)
-    rt = Runtime(config=s.config, state=_FrozenStore(s, end), engine=None)
+    rt = Runtime(config=s.config, state=s.store, engine=None)
+    rt.publish({trend_metrics.__name__: trend_metrics.evaluate(s.view(end), s.config)})
     got = {(m.name, tuple(sorted(m.labels.items()))): m.value for m in trend_metrics.samples(rt)}
     eta = [(k, v) for k, v in got.items() if k[0] == "npu_watchdog_npu_hbm_full_eta_seconds"]
     assert len(eta) == 1 and eta[0][0][1] == (("chip", "0"), ("npu", "0")) and eta[0][1] > 0
     assert got[("npu_watchdog_job_stalled", (("training_job", "job-a"),))] == 0
-
-
-class _FrozenStore:
-    """The metrics read `rt.state.view()`; pin its clock to the synthetic time."""
-
-    def __init__(self, synth, now):
-        self._synth, self._now = synth, now
-
-    def view(self, now=None):
-        return self._synth.view(self._now)
 
 
 # --- npu_unhealthy ------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from watchdog.discovery.status import discovery_status
 from watchdog.httpserver import HttpEndpoint
 from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
 from watchdog.logsetup import set_level
-from watchdog.metrics.collector import make_registry
+from watchdog.metrics.collector import evaluated_metrics, make_registry
 from watchdog.probes import ProbeContext, build_probes
 from watchdog.runtime import Runtime
 from watchdog.scheduler import TICK_SECONDS, ProbeScheduler
@@ -99,11 +99,13 @@ class Daemon:
         """One detector pass over a consistent view, handed to the engine: all detectors, or after
         a probe's round (`trigger`) only those that probe feeds."""
         with self._eval_lock:
-            view = self.state.view()
-            findings, errors = self.detectors.run(view, self.config, trigger)
+            config = self.config
+            view = self.detectors.prepare(self.state.view(), config)
+            findings, errors = self.detectors.run(view, config, trigger)
             if errors:
                 self.runtime.bump("detector_errors")
             self.runtime.detector_errors = errors
+            self.runtime.publish(evaluated_metrics(view, config))
             self.engine.process(findings, view.now)
 
     def _after_round(self, probe: str) -> None:

@@ -30,7 +30,13 @@ class Runtime:
     detector_errors: List[str] = field(default_factory=list)
     #: Set by the scheduler: next run time per probe (epoch seconds).
     next_runs: Dict[str, Optional[float]] = field(default_factory=dict)
+    #: Metric samples computed at the last detector pass, per metric module (see
+    #: watchdog.metrics.collector.evaluated_metrics); replaced whole, never mutated.
+    evaluated: Dict[str, List[Any]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def publish(self, evaluated: Dict[str, List[Any]]) -> None:
+        self.evaluated = evaluated
 
     def bump(self, name: str, by: int = 1) -> None:
         with self._lock:

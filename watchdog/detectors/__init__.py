@@ -1,8 +1,10 @@
 """Detector registry: pure functions `detect(view, config) -> list[Finding]`.
 
 Detectors never do I/O and never keep state of their own: everything they need is in the
-StateView (latest observations, per-probe history, probe health, the daemon's start time), so they
-are tested on synthetic views and give the same answer for the same input.
+StateView (latest observations, per-probe history and its incremental summaries, probe health, the
+daemon's start time), so they are tested on synthetic views and give the same answer for the same
+input. The runner below keeps the summaries (watchdog.summaries) up to date, so a pass reads each
+new sample once instead of the whole history.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
 from watchdog.state import StateView
+from watchdog.summaries import Summaries
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +76,15 @@ class IncrementalDetectors:
         self.detectors = detectors
         self._triggers = triggers()
         self._last: Dict[str, List[Finding]] = {}
+        self.summaries = Summaries()
+
+    def prepare(self, view: StateView, config: Config) -> StateView:
+        """The view with the runner's summaries brought up to date (folds only new samples)."""
+        return self.summaries.attach(view, config)
 
     def run(self, view: StateView, config: Config, trigger: Optional[str] = None) -> Tuple[List[Finding], List[str]]:
+        if view.summaries is None:
+            view = self.prepare(view, config)
         findings: List[Finding] = []
         errors: List[str] = []
         for name, fn in self.detectors:

@@ -60,6 +60,21 @@ class WatchdogCollector(Collector):
         yield from families.values()
 
 
+def evaluated_metrics(view: Any, config: Any) -> Dict[str, List[Any]]:
+    """Per metric module that declares `evaluate(view, config)`: its samples as of this detector
+    pass (the daemon publishes them on the runtime; `samples(rt)` serves them at scrape time)."""
+    out: Dict[str, List[Any]] = {}
+    for mod in metric_modules():
+        fn = getattr(mod, "evaluate", None)
+        if fn is None:
+            continue
+        try:
+            out[mod.__name__] = list(fn(view, config))
+        except Exception:
+            log.exception("metrics of %s could not be evaluated", mod.__name__)
+    return out
+
+
 def make_registry(runtime: Any) -> CollectorRegistry:
     """A private registry (no default process/gc collectors: our names, our table)."""
     registry = CollectorRegistry(auto_describe=False)

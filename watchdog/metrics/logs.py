@@ -48,7 +48,7 @@ def samples(rt: Any) -> Iterator[MetricSample]:
     yield MetricSample("npu_watchdog_log_engine_info", {"engine": effective_engine(cfg.engine)}, 1)
     if not cfg.enabled or not cfg.sources:
         return
-    sample = rt.state.view().latest("logs")
+    sample = rt.state.latest("logs")
     obs = sample.value if sample is not None else None
     matches = getattr(obs, "matches_total", {}) or {}
     for rid, category in _rules(cfg):

@@ -120,9 +120,8 @@ def samples(rt: Any) -> Iterator[MetricSample]:
         yield MetricSample("npu_watchdog_npu_smi_failures_total", {"reason": reason}, stats.failures.get(reason, 0))
     if stats.last_duration is not None:
         yield MetricSample("npu_watchdog_npu_smi_duration_seconds", {}, stats.last_duration)
-    view = rt.state.view()
-    latest = view.latest("npu")
+    latest = rt.state.latest("npu")
     if latest is None:
         return
-    status = view.status("npu")
+    status = rt.state.status("npu")
     yield from chip_samples(latest.value, up=bool(status and status.up))

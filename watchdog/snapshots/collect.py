@@ -83,7 +83,7 @@ def _latest_npu(ctx: CaptureContext) -> Optional[NpuObservation]:
     state = getattr(ctx.runtime, "state", None)
     if state is None:
         return None
-    sample = state.view().latest("npu")
+    sample = state.latest("npu")
     value = getattr(sample, "value", None)
     return value if isinstance(value, NpuObservation) else None
 

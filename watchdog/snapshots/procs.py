@@ -33,7 +33,7 @@ def job_roots(runtime: Optional[object], extra_pids: Iterable[int] = ()) -> Dict
     roots: Dict[int, Optional[int]] = {}
     state = getattr(runtime, "state", None)
     if state is not None:
-        sample = state.view().latest("process")
+        sample = state.latest("process")
         obs = getattr(sample, "value", None)
         if isinstance(obs, ProcessObservation):
             for p in obs.processes:
