@@ -23,6 +23,25 @@ def test_version():
     assert res.returncode == 0 and res.stdout.strip() == f"npu-watchdog {__version__}"
 
 
+#: Heavy imports that `--version` / `--help` must not pay for (pydantic alone was most of 0.4 s).
+_HEAVY = ("pydantic", "yaml", "prometheus_client", "apscheduler", "psutil", "urllib.request",
+          "watchdog.config.schema", "watchdog.daemon", "watchdog.logrules.matcher")
+
+
+def test_version_and_help_import_no_subcommand_machinery():
+    """Counted, not timed: the modules loaded by `--version` and `--help`."""
+    probe = ("import sys, runpy\n"
+             "sys.argv = ['npu-watchdog'] + sys.argv[1:]\n"
+             "try:\n    runpy.run_module('watchdog', run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             f"print('LOADED', sorted(m for m in {_HEAVY!r} if m in sys.modules), file=sys.stderr)\n")
+    for flag in ("--version", "--help"):
+        res = subprocess.run([sys.executable, "-c", probe, flag], capture_output=True, text=True,
+                             cwd=str(REPO), timeout=60)
+        assert "LOADED []" in res.stderr, (flag, res.stderr[-500:])
+        assert "npu-watchdog" in res.stdout
+
+
 def test_no_command_prints_help_and_exits_2():
     res = run_cli()
     assert res.returncode == 2 and "COMMAND" in res.stderr

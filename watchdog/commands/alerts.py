@@ -8,7 +8,6 @@ through each channel's real code path (rendering, signing, HTTP, verdict), synch
 from __future__ import annotations
 
 import argparse
-import getpass
 import hashlib
 import json
 import sys
@@ -95,6 +94,8 @@ def silence_add(args: argparse.Namespace) -> int:
     if store is None:
         return 2
     now = time.time()
+    import getpass  # lazily: keeps `npu-watchdog --help` fast
+
     author = args.author or getpass.getuser()
     s = store.add_silence(matchers, now, now + seconds, author, args.comment)
     store.close()

@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 
-import yaml
 
 from watchdog.commands import add_config_arg, load_config_or_report
 
@@ -39,6 +38,8 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps({**data, "discovery_feeds": which}, indent=2, ensure_ascii=False))
     else:
         print(f"# {args.config}: valid. Effective config (durations in seconds, sizes in bytes):")
+        import yaml
+
         print(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), end="")
         print("# Which settings apply to each probe discovery can feed:")
         for probe, text in which.items():

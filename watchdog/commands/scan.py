@@ -12,11 +12,12 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Dict, List, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Sequence
 
-from watchdog.logrules.extract import Extractor, StreamState
-from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.model import SHIPPED_PACKS, RuleError, build_ruleset
+
+if TYPE_CHECKING:
+    from watchdog.logrules.extract import Extractor
 
 SLICE = 8 << 20
 CATEGORY_ORDER = ("oom", "device", "crash", "nan", "hccl", "traceback", "custom")
@@ -46,9 +47,11 @@ def _err(msg: str) -> int:
     return 2
 
 
-def scan_file(path: str, extractor: Extractor) -> List[Dict[str, Any]]:
+def scan_file(path: str, extractor: "Extractor") -> List[Dict[str, Any]]:
     """Events of one file, in line order (raises OSError)."""
     out: List[Dict[str, Any]] = []
+    from watchdog.logrules.extract import StreamState
+
     st = StreamState(line_no=0)
     with open(path, "rb") as fh:
         carry = b""
@@ -100,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
         return _err(str(exc))
     if args.report:
         return _report(args.files, rules, args.engine)
+    from watchdog.logrules.extract import Extractor
+    from watchdog.logrules.matcher import Matcher
+
     extractor = Extractor(Matcher(rules, engine=args.engine))
     for path in args.files:
         if not os.path.isfile(path):

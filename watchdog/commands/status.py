@@ -6,8 +6,6 @@ import argparse
 import json
 import sys
 import time
-import urllib.error
-import urllib.request
 from typing import Any, Dict, Optional
 
 from watchdog.commands import add_config_arg, load_config_or_report
@@ -41,6 +39,9 @@ def main(args: argparse.Namespace) -> int:
         if ":" in host and not host.startswith("["):
             host = f"[{host}]"
         url = f"http://{host}:{config.http.port}"
+    import urllib.error  # not at module level: every `npu-watchdog --help` would pay for it
+    import urllib.request
+
     try:
         with urllib.request.urlopen(url.rstrip("/") + "/api/status", timeout=5) as resp:
             data: Dict[str, Any] = json.loads(resp.read().decode("utf-8"))

@@ -172,7 +172,7 @@ def _load_config_text(text: str, source: str) -> Config:
 
 def load_config(path: Optional[str]) -> Config:
     """Load and validate a config file; a missing or unreadable file is a ConfigError too."""
-    from watchdog.config.schema import DEFAULT_CONFIG_PATH
+    from watchdog.defaults import DEFAULT_CONFIG_PATH
 
     path = path or DEFAULT_CONFIG_PATH
     try:

@@ -23,8 +23,7 @@ from watchdog.config.sections.trends import TrendsConfig
 from watchdog.config.types import Duration, StrictModel
 from watchdog.findings import JOB_LABEL
 
-DEFAULT_CONFIG_PATH = "/etc/npu-watchdog/config.yaml"
-DEFAULT_PORT = 9841
+from watchdog.defaults import DEFAULT_PORT
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-import yaml
 
 #: Shipped packs, one YAML file each in `packs/`; a pack's name is its rules' category.
 SHIPPED_PACKS = ("nan", "oom", "hccl", "device", "crash", "traceback")
@@ -150,7 +148,11 @@ def load_pack(name: str) -> Tuple[Rule, ...]:
     if name not in SHIPPED_PACKS:
         raise RuleError(f"unknown rule pack {name!r} (known: {', '.join(SHIPPED_PACKS)})")
     if name not in _PACK_CACHE:
+        from importlib import resources  # lazily, like yaml: the CLI imports this module for its names
+
         text = resources.files("watchdog.logrules").joinpath("packs").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+        import yaml  # only when a pack is loaded: the CLI imports this module for its names
+
         doc = yaml.safe_load(text)
         if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
             raise RuleError(f"pack {name}: expected a mapping with a `rules` list")
