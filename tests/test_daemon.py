@@ -31,8 +31,10 @@ def test_endpoints_serve_cached_state(make_daemon):
     assert m['npu_watchdog_probe_last_success_timestamp_seconds{probe="command:ok"}'] > time.time() - 60
     assert any(k.startswith("npu_watchdog_build_info{") for k in m)
     assert m['npu_watchdog_node_info{host="node-t",training_job="job-t"}'] == 1
-    code, body = http_get(d.url + "/healthz")
-    assert code == 200 and body.startswith("ok")
+    # READY=1 (and /healthz 200) follow the first round's evaluation, a moment after probe_up.
+    code, body = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(http_get(d.url + "/healthz")),
+                          what="/healthz 200")
+    assert body.startswith("ok")
     code, page = http_get(d.url + "/")
     assert code == 200 and "command:ok" in page and "npu-watchdog" in page
     assert http_get(d.url + "/nope")[0] == 404
@@ -40,6 +42,21 @@ def test_endpoints_serve_cached_state(make_daemon):
     assert st["host"] == "node-t" and st["training_job"] == "job-t"
     (probe,) = st["probes"]
     assert probe["name"] == "command:ok" and probe["up"] and probe["next_run"] is not None
+
+
+def test_healthz_is_503_until_the_first_round_completes(make_daemon, tmp_path):
+    """A probe whose first round is held back by the test (a real process waiting for a file):
+    until it ends, the daemon cannot vouch for anything and /healthz says so."""
+    release = tmp_path / "release"
+    hold = ["/bin/sh", "-c", f"while [ ! -e '{release}' ]; do sleep 0.05; done"]
+    d = make_daemon({"probes": {"jitter": "0s", "commands": [cmd("held", hold, timeout="60s")]}})
+    code, body = http_get(d.url + "/healthz")
+    assert code == 503 and "first probe round" in body
+    assert http_get(d.url + "/metrics")[0] == 200  # metrics are served meanwhile
+    release.write_text("go")
+    code, body = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(http_get(d.url + "/healthz")),
+                          what="/healthz 200 after the first round")
+    assert body.startswith("ok")
 
 
 def test_metrics_match_the_metric_table(make_daemon):

@@ -41,8 +41,11 @@ RELOAD_READY = -1
 #: A reload (read, validate, build probes) that takes longer is abandoned: the running config stays.
 #: The loader's own limits (watchdog/config/yamlsafe.py) bound its memory; this bounds its time.
 RELOAD_TIMEOUT_SECONDS = 10.0
-#: /healthz turns 503 when the main loop has not turned for this long (it turns at least every 1 s).
+#: /healthz turns 503 when the main loop has not turned for this long (it turns at least every 5 s).
 LOOP_STALL_SECONDS = 15.0
+#: Queued (like a signal) when every probe has finished its first round, so READY=1 goes out at
+#: once instead of at the main loop's next wake-up.
+FIRST_ROUND = -2
 
 
 def ensure_private_dir(path: str) -> None:
@@ -80,7 +83,11 @@ class Daemon:
             self.state, config.probes.default_timeout, config.probes.jitter,
             on_round=self._after_round, tick=self._periodic,
             on_complete_round=self._after_complete_round,
+            on_first_round=lambda: self.signals.put(FIRST_ROUND),
         )
+        #: Set once the first round of every probe has been evaluated and READY=1 sent; until then
+        #: /healthz answers 503 (the daemon cannot vouch for anything yet).
+        self.ready = False
         self.http: Optional[HttpEndpoint] = None
         self._last_periodic_eval = 0.0
         self.stopping = False
@@ -162,6 +169,8 @@ class Daemon:
         stalled = time.monotonic() - self._loop_beat
         if stalled > LOOP_STALL_SECONDS:
             return False, f"main loop has not turned for {stalled:.0f}s"
+        if not self.ready:
+            return False, "starting: the first probe round has not completed"
         if not self.scheduler.completing_rounds():
             return False, "scheduler is not completing rounds"
         down = [s.name for s in self.state.statuses() if not s.up and s.runs_total > 0]
@@ -308,7 +317,6 @@ class Daemon:
         # READY=1 after the first round of every probe (bounded by the longest probe timeout).
         first_budget = max([self.scheduler.timeout_of(p) for p in probes] + [1.0]) + 2.0
         ready_deadline = time.monotonic() + first_budget
-        ready = False
         ping_every = watchdog_interval()
         # Main-loop pace: fast enough for the systemd watchdog ping, otherwise 1 s.
         loop_wait = min(1.0, ping_every / 2) if ping_every else 1.0
@@ -334,11 +342,12 @@ class Daemon:
                 now = time.monotonic()
                 self._loop_beat = now
                 self._check_reload_time(now)
-                if not ready and (self.scheduler.wait_first_round(0) or now >= ready_deadline):
+                if not self.ready and (self.scheduler.wait_first_round(0) or now >= ready_deadline):
                     self.evaluate()
-                    ready = True
+                    self.ready = True
                     self.notifier.ready(self.status_line())
                     log.info("first probe round complete: %s", self.status_line())
+                ready = self.ready
                 if ready and ping_every and now - last_ping >= ping_every:
                     if self.scheduler.completing_rounds():
                         self.notifier.watchdog()

@@ -63,7 +63,8 @@ class ProbeScheduler:
 
     def __init__(self, store: StateStore, default_timeout: float, jitter: float,
                  on_round: Callable[[str], None], tick: Callable[[], None],
-                 on_complete_round: Optional[Callable[[], None]] = None):
+                 on_complete_round: Optional[Callable[[], None]] = None,
+                 on_first_round: Optional[Callable[[], None]] = None):
         self.store = store
         self.default_timeout = default_timeout
         self.jitter = jitter
@@ -71,6 +72,9 @@ class ProbeScheduler:
         #: Called when every probe has finished a round (none timed out or hung) since the last call.
         self.on_complete_round = on_complete_round
         self._round_done: set = set()
+        #: Called once, as soon as every probe has finished its first round (READY=1 follows).
+        self.on_first_round = on_first_round
+        self._first_round_fired = False
         self._tick_fn = tick
         self.probes: Dict[str, Probe] = {}
         self._inflight: Dict[str, _Round] = {}
@@ -203,11 +207,23 @@ class ProbeScheduler:
         ev = self._first_done.get(name)
         if ev is not None:
             ev.set()
+        self._note_first_round()
         try:
             self.on_round(name)
         except Exception:
             log.exception("evaluation after probe %s failed", name)
         self._note_round(name, complete)
+
+    def _note_first_round(self) -> None:
+        with self._lock:
+            if self._first_round_fired or not all(e.is_set() for e in self._first_done.values()):
+                return
+            self._first_round_fired = True
+        if self.on_first_round is not None:
+            try:
+                self.on_first_round()
+            except Exception:
+                log.exception("first-round hook failed")
 
     def _note_round(self, name: str, complete: bool) -> None:
         if self.on_complete_round is None:
