@@ -129,8 +129,8 @@ def run_ours(path: str, engine: str) -> dict:
                     slice_bytes=8 << 20, round_bytes=1 << 40)
     events = []
 
-    def consume(f, block):
-        events.extend(ex.feed(f.stream, block, time.time()))
+    def consume(f, data, stop):
+        events.extend(ex.feed(f.stream, data, time.time(), stop))
 
     c0, t0 = time.process_time(), time.perf_counter()
     tailer.poll(consume, time.time())

@@ -14,8 +14,8 @@ class Sink:
     def __init__(self) -> None:
         self.lines: List[Tuple[str, bytes]] = []
 
-    def __call__(self, f, block: bytes) -> None:
-        for line in block.splitlines():
+    def __call__(self, f, data: bytes, stop: int) -> None:
+        for line in data[:stop].splitlines():
             self.lines.append((os.path.basename(f.path), line))
 
     def texts(self) -> List[bytes]:

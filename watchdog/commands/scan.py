@@ -54,21 +54,17 @@ def scan_file(path: str, extractor: "Extractor") -> List[Dict[str, Any]]:
 
     st = StreamState(line_no=0)
     with open(path, "rb") as fh:
-        carry = b""
+        fd, offset = fh.fileno(), 0
         while True:
-            data = fh.read(SLICE)
+            # Each slice ends after its last complete line; the partial line is read again with
+            # the next slice (no copy of the slice, no concatenation).
+            data = os.pread(fd, SLICE, offset)
             if not data:
                 break
-            data = carry + data
             nl = data.rfind(b"\n")
-            if nl < 0 and len(data) < SLICE:
-                carry = data
-                continue
-            cut = nl + 1 if nl >= 0 else len(data)
-            block, carry = data[:cut], data[cut:]
-            out.extend(_events(path, extractor.feed(st, block, None)))
-        if carry:
-            out.extend(_events(path, extractor.feed(st, carry, None)))
+            cut = nl + 1 if nl >= 0 and len(data) == SLICE else len(data)
+            out.extend(_events(path, extractor.feed(st, data, None, cut)))
+            offset += cut
         if st.tb is not None:  # a traceback cut off by the end of the file
             closing: list = []
             extractor._close_tb(st, closing, None)

@@ -78,6 +78,9 @@ class StreamState:
     tb: Optional[_Traceback] = None
     hits: Dict[str, Deque[float]] = field(default_factory=dict)
     last_time: Optional[float] = None
+    #: Lines fed so far (also when line_no is unknown): the tailer's line counter reads it
+    #: instead of counting the newlines of every slice a second time.
+    lines_fed: int = 0
 
 
 class Extractor:
@@ -87,21 +90,23 @@ class Extractor:
         #: Raw (pre-threshold) matching lines per rule id: the matches counter.
         self.matched: Dict[str, int] = {r.id: 0 for r in matcher.rules}
 
-    def feed(self, st: StreamState, block: bytes, now: Optional[float]) -> List[RawEvent]:
-        """Process one slice of complete lines (ending in a newline, or a forced cut).
+    def feed(self, st: StreamState, block: bytes, now: Optional[float], stop: Optional[int] = None) -> List[RawEvent]:
+        """Process one slice of complete lines, `block[:stop]` (ending in a newline, or a forced cut).
 
         `now` is the reading time used for thresholds when a line carries no timestamp (None in
         `scan`: then the last timestamp seen in the file is used, or a count without window).
+        Newlines are counted once per slice, piecewise up to each hit and then to the end.
         """
         block = normalize(block)  # colour codes and NULs must not hide a failure line
         out: List[RawEvent] = []
         base = st.line_no
+        size = len(block) if stop is None else stop
         pos = 0
         # A traceback still open from the previous slice continues at the top of this one.
         if st.tb is not None:
-            pos = self._continue_tb(st, block, 0, out)
+            pos = self._continue_tb(st, block, 0, out, size)
         counted_pos, counted = 0, 0
-        for start, end in self.matcher.candidates(block):
+        for start, end in self.matcher.candidates(block, size):
             text = decode_line(block[start:end], self.max_line_bytes)
             rules = self.matcher.match_text(text)
             if not rules:
@@ -121,16 +126,17 @@ class Extractor:
                     st.tb = _Traceback(rule, line_no, text[:idx] if idx > 0 else "", line_time=ts)
                     st.tb.lines.append(clip(text))
                     # end < len: the line ended with a newline; else the traceback stays open.
-                    pos = self._continue_tb(st, block, end + 1, out) if end < len(block) else end
+                    pos = self._continue_tb(st, block, end + 1, out, size) if end < size else end
                     continue
                 if not self._passes(st, rule, ts, now):
                     continue
                 out.append(RawEvent(rule, line_no, clip(text), (clip(text),), ts, device_of(text)))
-        nlines = block.count(b"\n")
-        if block and not block.endswith(b"\n"):
+        nlines = counted + block.count(b"\n", counted_pos, size)
+        if size and block[size - 1] != 0x0A:
             nlines += 1  # a forced cut of an over-long line counts as a line
         if st.line_no is not None:
             st.line_no += nlines
+        st.lines_fed += nlines
         out.sort(key=lambda e: (e.line_no or 0))
         return out
 
@@ -152,13 +158,12 @@ class Extractor:
         return len(q) >= th.count
 
     # -- tracebacks -------------------------------------------------------------------------
-    def _continue_tb(self, st: StreamState, block: bytes, pos: int, out: List[RawEvent]) -> int:
-        """Collect traceback lines from `pos`; returns the offset after the last line consumed."""
+    def _continue_tb(self, st: StreamState, block: bytes, pos: int, out: List[RawEvent], n: int) -> int:
+        """Collect traceback lines from `pos` up to `n`; returns the offset after the last line consumed."""
         tb = st.tb
         assert tb is not None
-        n = len(block)
         while pos < n:
-            nl = block.find(b"\n", pos)
+            nl = block.find(b"\n", pos, n)
             end = n if nl < 0 else nl
             text = decode_line(block[pos:end], self.max_line_bytes)
             pos = end + 1

@@ -91,23 +91,32 @@ class Matcher:
                 self._no_literal_bulk = re.compile("|".join(rest).encode("utf-8"))
 
     # -- stage 1 ------------------------------------------------------------------------------
-    def candidates(self, block: bytes) -> List[Tuple[int, int]]:
-        """Sorted, unique (start, end) spans of lines in `block` that may match (end excludes \\n)."""
+    def candidates(self, block: bytes, stop: Optional[int] = None) -> List[Tuple[int, int]]:
+        """Sorted, unique (start, end) spans of lines in `block[:stop]` that may match (end
+        excludes \\n). Line boundaries are looked up only around matches; `stop` spares the caller
+        a copy of a multi-megabyte slice."""
         spans = set()
-        n = len(block)
+        n = len(block) if stop is None else stop
 
         def add(pos: int) -> int:
             start = block.rfind(b"\n", 0, pos) + 1
-            end = block.find(b"\n", pos)
+            end = block.find(b"\n", pos, n)
             if end < 0:
                 end = n
             spans.add((start, end))
             return end
 
         if self._bulk is not None:
-            for m in self._bulk.finditer(block):
-                add(m.start())
+            # One pass of the combined pattern over the whole buffer; after a hit the search goes
+            # on from the next line (the line is a candidate already).
+            search = self._bulk.search
+            m = search(block, 0, n)
+            while m is not None:
+                end = add(m.start())
+                m = search(block, end + 1, n) if end + 1 < n else None
         else:
+            if stop is not None and stop < len(block):
+                block = block[:stop]
             if self._literals:
                 low = block.lower()
                 for lit in self._literals:

@@ -90,7 +90,10 @@ class SourceStats:
     lines_round: int = 0
 
 
-Consumer = Callable[[Followed, bytes], None]
+#: consume(followed, data, stop): the complete lines read are `data[:stop]`. The slice is not cut
+#: to size (a copy of up to a slice, 8 MiB, per read); a consumer that feeds an Extractor lets it
+#: count the lines (StreamState.lines_fed), else the tailer counts them.
+Consumer = Callable[[Followed, bytes, int], None]
 
 
 def _unlink_quietly(path: str) -> None:
@@ -470,23 +473,24 @@ class Tailer:
                 break
             nl = data.rfind(b"\n")
             if nl >= 0:
-                block = data[:nl + 1]
+                stop = nl + 1
             elif len(data) >= self.slice_bytes or final:
-                block = data  # an over-long line is cut; a drained file's last line is flushed
+                stop = len(data)  # an over-long line is cut; a drained file's last line is flushed
             else:
                 held = f.offset + len(data) >= size  # partial last line: wait for its newline
                 break
-            consume(f, block)
-            f.offset += len(block)
-            used += len(block)
+            fed = f.stream.lines_fed
+            consume(f, data, stop)
+            f.offset += stop
+            used += stop
             f.last_change = now
             if stats is not None:
-                stats.bytes_total += len(block)
-                n = block.count(b"\n") or 1
+                stats.bytes_total += stop
+                n = f.stream.lines_fed - fed or data.count(b"\n", 0, stop) or 1
                 stats.lines_total += n
                 stats.lines_round += n
                 stats.last_line_at = now
-            if len(block) < len(data) and f.offset + (len(data) - len(block)) >= size:
+            if stop < len(data) and f.offset + (len(data) - stop) >= size:
                 held = True
                 break
         behind = f.offset < size and not held

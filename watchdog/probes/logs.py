@@ -129,8 +129,8 @@ class LogsProbe(Probe):
         now = time.time()
         events: List[LogEvent] = []
 
-        def consume(f: Followed, block: bytes) -> None:
-            for raw in self.extractor.feed(f.stream, block, now):
+        def consume(f: Followed, data: bytes, stop: int) -> None:
+            for raw in self.extractor.feed(f.stream, data, now, stop):
                 events.append(self._event(f, raw, now))
             if self.progress.found(block, lambda text: bool(self.matcher.match_text(text))):
                 self.progress_at[f.source] = now
