@@ -28,6 +28,12 @@ TICK_JOB = "_tick"
 #: APScheduler run costs a few ms of CPU on a small VM, so a 1 s tick alone was ~0.25 % of a core
 #: at idle (bench/bench_idle.py); time-based detectors only need an evaluation every few seconds.
 TICK_SECONDS = 5.0
+#: A probe with change events (`wait_change`, the logs probe) runs a round when they arrive, at
+#: most this often: a new failure line is read within a fraction of a second, while a chatty log
+#: cannot make rounds back to back.
+EVENT_GAP = 0.25
+#: How long a follower thread waits for events before checking that its probe is still current.
+FOLLOW_WAIT = 5.0
 
 
 class _Round:
@@ -81,6 +87,9 @@ class ProbeScheduler:
         self._completed: Dict[str, float] = {}
         self._first_done: Dict[str, threading.Event] = {}
         self._lock = threading.Lock()
+        #: One round of a probe at a time, whether the schedule or its change events started it.
+        self._turns: Dict[str, threading.Lock] = {}
+        self._stopped = threading.Event()
         self.last_tick = time.monotonic()
         self._sched = BackgroundScheduler(
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 30},
@@ -96,6 +105,7 @@ class ProbeScheduler:
         self._sched.start()
 
     def shutdown(self) -> None:
+        self._stopped.set()
         try:
             self._sched.shutdown(wait=False)
         except Exception:  # already stopped
@@ -118,6 +128,26 @@ class ProbeScheduler:
             args=[probe.name], id=probe.name, name=probe.name, replace_existing=True,
             next_run_time=datetime.now().astimezone(),
         )
+        if callable(getattr(probe, "wait_change", None)):
+            threading.Thread(target=self._follow, args=(probe,), name=f"follow-{probe.name}", daemon=True).start()
+
+    def _follow(self, probe: Probe) -> None:
+        """Run a round of `probe` whenever it reports a change (until it is replaced or stopped)."""
+        last = 0.0
+        while not self._stopped.is_set() and self.probes.get(probe.name) is probe:
+            try:
+                changed = probe.wait_change(FOLLOW_WAIT)  # type: ignore[attr-defined]
+            except Exception:
+                log.exception("waiting for changes of probe %s failed", probe.name)
+                self._stopped.wait(FOLLOW_WAIT)
+                continue
+            if not changed or self.probes.get(probe.name) is not probe:
+                continue
+            gap = EVENT_GAP - (time.monotonic() - last)
+            if gap > 0 and self._stopped.wait(gap):
+                return
+            last = time.monotonic()
+            self._run_probe(probe.name, wait_turn=True)
 
     def replace_probes(self, probes: List[Probe], default_timeout: float, jitter: float) -> None:
         """Apply a reloaded config: keep probes that adopt the new settings, swap the rest."""
@@ -150,10 +180,23 @@ class ProbeScheduler:
     def run_now(self, name: str) -> None:
         self._run_probe(name)
 
-    def _run_probe(self, name: str) -> None:
+    def _run_probe(self, name: str, wait_turn: bool = False) -> None:
+        """One round; a scheduled round is skipped while another one (started by change events)
+        is under way, a round for change events waits for its turn."""
         probe = self.probes.get(name)
         if probe is None:
             return
+        with self._lock:
+            turn = self._turns.setdefault(name, threading.Lock())
+        got = turn.acquire(timeout=self.timeout_of(probe) + 1.0) if wait_turn else turn.acquire(blocking=False)
+        if not got:
+            return
+        try:
+            self._run_probe_turn(name, probe)
+        finally:
+            turn.release()
+
+    def _run_probe_turn(self, name: str, probe: Probe) -> None:
         timeout = self.timeout_of(probe)
         now = time.time()
         st = self.store.status(name)
@@ -200,16 +243,18 @@ class ProbeScheduler:
                 self.store.update_status(name, up=True, hung=False, runs_total=runs, last_run=now,
                                          last_success=time.time(), last_duration=duration, last_error=None,
                                          last_result=rnd.result.summary)
-        self._finish(name, complete=finished)
+        quiet = finished and rnd.error is None and rnd.result is not None and rnd.result.quiet
+        self._finish(name, complete=finished, evaluate=not quiet)
 
-    def _finish(self, name: str, complete: bool = True) -> None:
+    def _finish(self, name: str, complete: bool = True, evaluate: bool = True) -> None:
         self._completed[name] = time.monotonic()
         ev = self._first_done.get(name)
         if ev is not None:
             ev.set()
         self._note_first_round()
         try:
-            self.on_round(name)
+            if evaluate:
+                self.on_round(name)
         except Exception:
             log.exception("evaluation after probe %s failed", name)
         self._note_round(name, complete)

@@ -36,6 +36,9 @@ class Collected:
 
     value: Any
     summary: str = ""
+    #: Nothing a detector reads changed in a way that needs judging now (e.g. a log round that
+    #: read lines but matched nothing): the scheduler skips the detector pass after it.
+    quiet: bool = False
 
 
 class ProbeError(Exception):

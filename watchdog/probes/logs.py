@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
 from watchdog.config.sections.logs import LogsProbeConfig
+from watchdog.logrules import follow
 from watchdog.logrules.extract import Extractor, RawEvent
+from watchdog.logrules.inotify import EVERYTHING, DirWatch
 from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.progress import ProgressMatcher
 from watchdog.logrules.tail import Followed, SourceSpec, SourceStats, Tailer
@@ -26,6 +29,8 @@ from watchdog.probes.base import Collected, Probe, ProbeContext
 log = logging.getLogger(__name__)
 
 OFFSETS_FILE = "log-offsets.json"
+#: Offsets are saved at least this often during rounds that read only changed files.
+SAVE_EVERY = 3.0
 EVIDENCE_LINES = 5
 #: Root-cause matches are kept this long at most (see `_horizon`).
 ROOT_RETENTION = 24 * 3600.0
@@ -96,6 +101,41 @@ class LogsProbe(Probe):
         self.tailer.extra_state = self._active_state
         self._restore_active(self.tailer.saved_extra.get("active"), time.time())
         self._restore_progress(self.tailer.saved_extra.get("progress_at"))
+        self.watch: Optional[DirWatch] = DirWatch.open() if cfg.follow == "events" else None
+        self._set_interval(cfg)
+        #: Paths whose change events arrived since the last round (EVERYTHING: look at all).
+        self._pending: Set[str] = set()
+        self._pending_lock = threading.Lock()
+        self._last_full = 0.0
+        self._last_save = 0.0
+
+    def _set_interval(self, cfg: LogsProbeConfig) -> None:
+        # With change events the scheduled round is only the safety rescan; events start the others.
+        self.interval = cfg.interval if self.watch is None else max(cfg.interval, cfg.rescan)
+
+    # -- change events (called by the scheduler's follower thread) ------------------------------
+    def wait_change(self, timeout: float) -> bool:
+        """True when a round should start now: a backlog is left, or a followed file (or a file a
+        pattern matches) changed. Blocks up to `timeout`; without events it only reports backlogs."""
+        if follow.behind(self.tailer):
+            return True
+        if self.watch is None:
+            time.sleep(timeout)
+            return False
+        changed = self.watch.wait(timeout)
+        if not changed:
+            return False
+        relevant = {p for p in changed if p == EVERYTHING or follow.concerns(self.tailer, p)}
+        if not relevant:
+            return False
+        with self._pending_lock:
+            self._pending |= relevant
+        return True
+
+    def _take_pending(self) -> Set[str]:
+        with self._pending_lock:
+            pending, self._pending = self._pending, set()
+        return pending
 
     def _build_rules(self, cfg: LogsProbeConfig) -> None:
         old = getattr(self, "extractor", None)
@@ -112,8 +152,10 @@ class LogsProbe(Probe):
         if not isinstance(new, LogsProbe):
             return False
         self.cfg = new.cfg
-        self.interval = new.interval
         self.timeout = new.timeout
+        if (self.watch is None) != (new.watch is None):
+            self.watch, new.watch = new.watch, self.watch
+        self._set_interval(new.cfg)
         self._build_rules(new.cfg)
         self.tailer.set_sources(source_specs(new.cfg))
         self.tailer.slice_bytes = new.tailer.slice_bytes
@@ -123,6 +165,8 @@ class LogsProbe(Probe):
 
     def close(self) -> None:
         self.tailer.close()
+        if self.watch is not None:
+            self.watch.close()
 
     # -- the round ------------------------------------------------------------------------------
     def collect(self) -> Collected:
@@ -132,11 +176,12 @@ class LogsProbe(Probe):
         def consume(f: Followed, data: bytes, stop: int) -> None:
             for raw in self.extractor.feed(f.stream, data, now, stop):
                 events.append(self._event(f, raw, now))
+            block = data if stop >= len(data) else data[:stop]  # progress lines: complete ones only
             if self.progress.found(block, lambda text: bool(self.matcher.match_text(text))):
                 self.progress_at[f.source] = now
 
         self._refresh_sources(now)
-        self.tailer.poll(consume, now)
+        self._read(consume, now)
         for key in [k for k, a in self.active.items() if now - a["last_at"] > self._horizon(a["rule"])]:
             del self.active[key]
         stats = self.tailer.stats
@@ -166,7 +211,27 @@ class LogsProbe(Probe):
         summary = f"{followed} files, {lines} lines, {len(events)} events, {len(self.active)} active"
         if t.state_error:
             summary += "; offsets NOT saved"
-        return Collected(obs, summary)
+        # Without new matches no detector answer changes now (holds and progress are judged by
+        # the periodic passes), so an event round spares the daemon a detector pass.
+        return Collected(obs, summary, quiet=not events)
+
+    def _read(self, consume: Any, now: float) -> None:
+        """A full round (globs expanded, every file looked at, rotation handled), or after change
+        events of files already followed and still the same files, only those files."""
+        pending = self._take_pending()
+        partial = (self.watch is not None and pending and EVERYTHING not in pending
+                   and now - self._last_full < self.interval * 0.9
+                   and follow.unchanged_files(self.tailer, pending) and not follow.behind(self.tailer))
+        if partial:
+            follow.poll_paths(self.tailer, consume, now, pending)
+            if now - self._last_save >= SAVE_EVERY:
+                self._last_save = now
+                self.tailer._save_round()
+        else:
+            self.tailer.poll(consume, now)
+            self._last_full = self._last_save = now
+        if self.watch is not None:
+            self.watch.sync(follow.watch_dirs(self.tailer))
 
     def _refresh_sources(self, now: float) -> None:
         """Configured sources never change between reloads; discovered ones do (see below)."""

@@ -97,9 +97,17 @@ class LogsProbeConfig(ProbeSchedule):
     """Disabled until configured: a probe with nothing to watch reports nothing."""
 
     enabled: bool = False
+    #: Polling interval, used where file change events are not available (or `follow: poll`).
     #: A failure line should page within seconds (plus the group window): reading new lines is
     #: cheap (a stat per file when nothing was written), so the default round is short.
     interval: Duration = Field(default="3s")
+    #: How new lines are noticed: `events` (Linux inotify: a line is read within a fraction of a
+    #: second of its write, an idle log costs nothing; polling where events are unavailable) or
+    #: `poll` (every `interval`, e.g. for files written by other hosts on a network filesystem).
+    follow: Literal["events", "poll"] = "events"
+    #: With events: a full round (globs expanded, every file looked at) at least this often, in
+    #: case an event was missed.
+    rescan: Duration = Field(default="30s")
     sources: List[LogSource] = Field(default_factory=list)
     #: Shipped rule packs applied to every source.
     packs: List[PackName] = Field(default_factory=lambda: list(SHIPPED_PACKS))

@@ -1,0 +1,132 @@
+"""Following log files by change events (inotify), with polling as the fallback.
+
+Real files, a real inotify instance and the real daemon. The daemon's schedule is set to an hour
+so that only change events (or a left backlog) can explain a round: a line found within the test's
+wait was found because of an event, not because a poll happened to come.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import wait_for
+from watchdog.logrules.inotify import DirWatch, parse_events
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux only")
+
+NAN = "{'loss': nan, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.5}\n"
+
+
+def _findings(d, rule):
+    return [f for f in d.status()["findings"] if f["rule"] == rule]
+
+
+def _logs_config(logdir: Path, **kw):
+    return {"probes": {"jitter": "0s", "logs": {
+        "enabled": True, "interval": "1h", "rescan": "1h", "hold": "1h",
+        "sources": [{"name": "train", "paths": [str(logdir / "*.log")]}], **kw}}}
+
+
+@linux
+def test_dirwatch_reports_writes_creations_and_renames(tmp_path: Path) -> None:
+    w = DirWatch.open()
+    assert w is not None
+    try:
+        w.sync({str(tmp_path)})
+        assert w.wait(0.05) is None  # nothing happened: nothing to report
+        (tmp_path / "a.log").write_text("x\n")
+        assert str(tmp_path / "a.log") in wait_for(lambda: w.wait(0.2), what="create event")
+        with open(tmp_path / "a.log", "a") as fh:
+            fh.write("y\n")
+        assert str(tmp_path / "a.log") in wait_for(lambda: w.wait(0.2), what="write event")
+        (tmp_path / "a.log").rename(tmp_path / "a.log.1")
+        got = wait_for(lambda: w.wait(0.2), what="rename events")
+        assert {str(tmp_path / "a.log"), str(tmp_path / "a.log.1")} & got
+        w.sync(set())
+        (tmp_path / "b.log").write_text("z\n")
+        assert w.wait(0.1) is None  # no longer watched
+    finally:
+        w.close()
+
+
+def test_parse_events_ignores_a_truncated_tail() -> None:
+    import struct
+
+    one = struct.pack("iIII", 1, 2, 0, 8) + b"a.log\0\0\0"
+    assert parse_events(one + one[:10]) == ((1, 2, "a.log"),)
+
+
+@linux
+def test_only_changes_of_followed_or_matching_files_start_a_round(tmp_path: Path) -> None:
+    from watchdog.config import Config
+    from watchdog.probes.logs import LogsProbe
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    (logdir / "train_rank0.log").write_text("start\n")
+    cfg = Config.model_validate(_logs_config(logdir)).probes.logs
+    probe = LogsProbe(cfg, str(tmp_path))
+    try:
+        assert probe.watch is not None and probe.interval == 3600
+        probe.collect()  # the first (full) round starts watching the directory
+        (logdir / "notes.txt").write_text("loss: nan\n")
+        assert probe.wait_change(0.3) is False  # no pattern matches it: no round
+        assert probe.wait_change(0.05) is False  # idle: nothing at all
+        with open(logdir / "train_rank0.log", "a") as fh:
+            fh.write(NAN)
+        assert wait_for(lambda: probe.wait_change(0.5), what="change of the followed file")
+        got = probe.collect()
+        assert [e.rule for e in got.value.events] == ["nan_loss_value"] and not got.quiet
+        (logdir / "train_rank1.log").write_text("a new rank's log\n")
+        assert wait_for(lambda: probe.wait_change(0.5), what="a new matching file")
+        got = probe.collect()
+        assert got.value.lines_read == {"train": 1} and got.quiet  # read, nothing matched
+    finally:
+        probe.close()
+
+
+@linux
+def test_a_failure_line_is_found_by_its_change_event(make_daemon, tmp_path):
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    log = logdir / "train_rank0.log"
+    log.write_text("start\n")
+    d = make_daemon(_logs_config(logdir))
+    wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+    with open(log, "a") as fh:
+        fh.write(NAN)
+    # The schedule says one round per hour: only the change event can explain finding it.
+    wait_for(lambda: _findings(d, "log_nan"), what="log_nan from a change event")
+
+
+@linux
+def test_a_backlog_is_caught_up_in_back_to_back_rounds(make_daemon, tmp_path):
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    log = logdir / "train_rank0.log"
+    log.write_text("")
+    d = make_daemon(_logs_config(logdir, max_bytes_per_round="64KiB", slice_size="16KiB"))
+    wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+    line = "iteration 1 | lm loss: 2.0 | loss scale: 65536.0 | an ordinary training line\n"
+    n = (4 << 20) // len(line)  # 4 MiB: 64 rounds of 64 KiB
+    with open(log, "a") as fh:
+        fh.write(line * n + NAN)
+    wait_for(lambda: _findings(d, "log_nan"), timeout=60, what="the failure line after the backlog")
+    m = d.metrics()
+    assert m['npu_watchdog_log_lines_read_total{source="train"}'] == n + 1
+    assert m['npu_watchdog_probe_runs_total{probe="logs"}'] >= 64
+
+
+def test_polling_follows_where_events_are_not_wanted(make_daemon, tmp_path):
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    log = logdir / "train_rank0.log"
+    log.write_text("start\n")
+    d = make_daemon(_logs_config(logdir, follow="poll", interval="1s"))
+    wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+    with open(log, "a") as fh:
+        fh.write(NAN)
+    wait_for(lambda: _findings(d, "log_nan"), what="log_nan by polling")
