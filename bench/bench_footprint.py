@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Side by side: the daemon and Debian's prometheus-node-exporter on one simulated node.
+
+Both run at once on the same machine, are scraped every 15 s like one Prometheus would, and are
+measured the same way (psutil): the process's own CPU seconds per window (the daemon's children,
+i.e. the fake npu-smi, are excluded: the real tool is a C binary), RSS, and the CPU of one
+/metrics scrape (a burst of scrapes at the end). Ratios are daemon / node_exporter, measured in
+the same run, so a machine shared with other work affects both.
+
+    python bench/bench_footprint.py --size small            # 8 ranks, 8 NPUs, 1 log, 10 min
+    python bench/bench_footprint.py --size scale            # 64 ranks, 16 NPUs, 20 logs
+    python bench/bench_footprint.py --size small --compress 10 --minutes 12   # "2 h" compressed
+
+`--compress K` divides every probe interval, the state history, every detector window and the
+scrape interval by K (the writers write K times as often), so K x the run's length of history
+accumulates: with K=10, 12 minutes hold as many samples as 2 hours. The windows are then 300/K s
+long, and the cost of the last window against the second one shows whether the cost grows with
+the history. What runs besides the two measured processes: one writer process (heartbeat files
+of every rank every 10 s, one training-log line per log every 10 s), one `sleep` process per rank
+(RANK in its environment, found through a pid file), and the fake npu-smi (tests/fakes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from tests.helpers import free_port, wait_for  # noqa: E402
+
+FAKE_NPU_SMI = str(REPO / "tests" / "fakes" / "npu-smi")
+NODE_EXPORTER = "prometheus-node-exporter"
+SIZES = {"small": (8, 8, 1), "scale": (64, 16, 20)}  # ranks, NPUs, logs
+
+WRITER = r"""
+import json, os, sys, time
+root, ranks, logs, every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+pids = [int(x) for x in open(os.path.join(root, "ranks.pid")).read().split()]
+outs = [open(os.path.join(root, "logs", "train_rank%d.log" % i), "a", buffering=1) for i in range(logs)]
+step = 0
+while True:
+    step += 1
+    now = time.time()
+    for r in range(ranks):
+        p = os.path.join(root, "hb", "rank%d.json" % r)
+        with open(p + ".tmp", "w") as fh:
+            json.dump({"step": step, "time": now, "loss": 2.0 + 1.0 / step, "grad_norm": 1.1,
+                       "loss_scale": 65536.0, "tokens_per_s": 3100.0, "phase": "train", "rank": r,
+                       "pid": pids[r]}, fh)
+        os.replace(p + ".tmp", p)
+    for i, fh in enumerate(outs):
+        fh.write("%s | iteration %7d/ 100000 | lm loss: %.6E | loss scale: 65536.0 | grad norm: 1.100 |\n"
+                 % (time.strftime("%Y-%m-%d %H:%M:%S"), step, 2.0 + 1.0 / step))
+    time.sleep(every)
+"""
+
+
+def machine() -> str:
+    model = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (f"machine: {os.cpu_count()} cores, {model}, Python {platform.python_version()}, "
+            f"{time.strftime('%Y-%m-%d %H:%M %Z')}, load average {load}")
+
+
+def node_setup(root: Path, ranks: int, npus: int, logs: int, every: float) -> List[subprocess.Popen]:
+    """The simulated node: rank processes, the writer, the fake npu-smi scenario."""
+    for d in ("hb", "logs", "state"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    procs = [subprocess.Popen(["sleep", "1000000"], env=dict(os.environ, RANK=str(r))) for r in range(ranks)]
+    (root / "ranks.pid").write_text("".join(f"{p.pid}\n" for p in procs))
+    scen = {"generate": {"npus": npus, "name": "910B3", "aicore": 62, "hbm_used_mb": 41000, "power_w": 260.0,
+                         "temp_c": 48},
+            "processes": [{"npu": r % npus, "chip": 0, "pid": p.pid, "name": "python", "memory_mb": 39000}
+                          for r, p in enumerate(procs)]}
+    (root / "npu.json").write_text(json.dumps(scen))
+    procs.append(subprocess.Popen([sys.executable, "-c", WRITER, str(root), str(ranks), str(logs), str(every)]))
+    return procs
+
+
+def daemon_config(root: Path, port: int, ranks: int, k: float) -> Dict[str, Any]:
+    def d(seconds: float) -> str:
+        return f"{seconds / k:g}s"
+
+    return {
+        "node": {"name": "bench-node"}, "job": {"name": "bench-job"},
+        "paths": {"state_dir": str(root / "state")},
+        "http": {"listen": f"127.0.0.1:{port}"},
+        "logging": {"level": "warning"},
+        "probes": {
+            "history": d(3600),
+            "npu": {"enabled": True, "npu_smi": FAKE_NPU_SMI, "interval": d(10)},
+            "process": {"enabled": True, "pid_file": str(root / "ranks.pid"), "expected": ranks,
+                        "interval": d(10)},
+            "heartbeat": {"enabled": True, "paths": [str(root / "hb" / "rank*.json")], "interval": d(10),
+                          "loss_scale": {"window": d(1800)},
+                          "throughput": {"window": d(1800), "sustained": d(180), "min_baseline": d(300)}},
+            "logs": {"enabled": True, "interval": d(3), "rescan": d(30),
+                     "sources": [{"name": "train", "paths": [str(root / "logs" / "*.log")]}]},
+        },
+        "trends": {"idle_for": d(600), "busy_for": d(600), "low_util_for": d(600), "hbm_window": d(1800)},
+    }
+
+
+class Measured:
+    """One process measured by psutil: own CPU (children excluded) and RSS."""
+
+    def __init__(self, name: str, proc: subprocess.Popen):
+        self.name, self.proc, self.ps = name, proc, psutil.Process(proc.pid)
+        self.rss_peak = 0
+
+    def cpu(self) -> float:
+        t = self.ps.cpu_times()
+        return t.user + t.system
+
+    def rss(self) -> int:
+        r = self.ps.memory_info().rss
+        self.rss_peak = max(self.rss_peak, r)
+        return r
+
+
+def scrape(url: str) -> int:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return len(resp.read())
+
+
+def scraper(urls: List[str], every: float, stop: threading.Event) -> None:
+    while not stop.wait(every):
+        for u in urls:
+            try:
+                scrape(u)
+            except OSError:
+                pass
+
+
+def scrape_cost(m: Measured, url: str, n: int = 40) -> float:
+    """CPU seconds of one /metrics scrape, from a burst of `n` scrapes."""
+    c0 = m.cpu()
+    for _ in range(n):
+        scrape(url)
+    return (m.cpu() - c0) / n
+
+
+def start_both(root: Path, cfg: Dict[str, Any]) -> Tuple[Measured, Measured, str, str]:
+    (root / "config.yaml").write_text(json.dumps(cfg))
+    env = dict(os.environ, FAKE_NPU_SMI_SCENARIO=str(root / "npu.json"))
+    err = open(root / "daemon.log", "ab")
+    daemon = subprocess.Popen([sys.executable, "-m", "watchdog", "run", "-c", str(root / "config.yaml")],
+                              cwd=str(REPO), env=env, stdout=err, stderr=err)
+    ne_port = free_port()
+    ne = subprocess.Popen([NODE_EXPORTER, f"--web.listen-address=127.0.0.1:{ne_port}"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    d_url = f"http://127.0.0.1:{cfg['http']['listen'].rsplit(':', 1)[1]}/metrics"
+    n_url = f"http://127.0.0.1:{ne_port}/metrics"
+    wait_for(lambda: scrape(d_url) and scrape(n_url), timeout=60, interval=0.5, what="both endpoints")
+    return Measured("daemon", daemon), Measured("node_exporter", ne), d_url, n_url
+
+
+def run(args: argparse.Namespace) -> int:
+    ranks, npus, logs = SIZES[args.size]
+    k = args.compress
+    window = 300.0 / k
+    print(machine())
+    print(f"command: python {' '.join(sys.argv)}")
+    print(f"setup: {args.size}: {ranks} ranks, {npus} NPUs, {logs} logs; compress x{k:g} "
+          f"(window {window:g}s = 5 min of samples); scrape every {15 / k:g}s")
+    root = Path(tempfile.mkdtemp(prefix="bench-footprint-"))
+    node = node_setup(root, ranks, npus, logs, 10.0 / k)
+    cfg = daemon_config(root, free_port(), ranks, k)
+    procs: List[subprocess.Popen] = []
+    stop = threading.Event()
+    try:
+        dm, ne, d_url, n_url = start_both(root, cfg)
+        procs = [dm.proc, ne.proc]
+        time.sleep(args.settle)
+        threading.Thread(target=scraper, args=([d_url, n_url], 15.0 / k, stop), daemon=True).start()
+        rows = measure(dm, ne, window, int(args.minutes * 60 / window))
+        stop.set()
+        report(rows, dm, ne, scrape_cost(dm, d_url), scrape_cost(ne, n_url), k)
+        return 0
+    finally:
+        stop.set()
+        for p in procs + node:
+            p.terminate()
+        for p in procs + node:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def measure(dm: Measured, ne: Measured, window: float, windows: int) -> List[Dict[str, float]]:
+    rows = []
+    print(f"{'window':>8} {'daemon CPU s':>13} {'node_exp CPU s':>15} {'ratio':>6} "
+          f"{'daemon RSS MB':>14} {'node_exp RSS MB':>16} {'ratio':>6}")
+    for i in range(windows):
+        c_d, c_n = dm.cpu(), ne.cpu()
+        end = time.monotonic() + window
+        while time.monotonic() < end:
+            dm.rss(), ne.rss()
+            time.sleep(min(5.0, max(0.0, end - time.monotonic())))
+        row = {"i": i, "d": dm.cpu() - c_d, "n": ne.cpu() - c_n, "rd": dm.rss() / 1e6, "rn": ne.rss() / 1e6}
+        rows.append(row)
+        print(f"{i + 1:>8} {row['d']:>13.2f} {row['n']:>15.2f} {row['d'] / max(row['n'], 1e-9):>6.2f} "
+              f"{row['rd']:>14.1f} {row['rn']:>16.1f} {row['rd'] / row['rn']:>6.2f}", flush=True)
+    return rows
+
+
+def report(rows: List[Dict[str, float]], dm: Measured, ne: Measured, d_scrape: float, n_scrape: float,
+           k: float) -> None:
+    d_cpu = sum(r["d"] for r in rows) / len(rows)
+    n_cpu = sum(r["n"] for r in rows) / len(rows)
+    flat = rows[-1]["d"] / rows[1]["d"] if len(rows) > 2 else float("nan")
+    print(f"mean CPU per window: daemon {d_cpu:.2f}s, node_exporter {n_cpu:.2f}s, ratio {d_cpu / n_cpu:.2f}")
+    print(f"peak RSS: daemon {dm.rss_peak / 1e6:.1f} MB, node_exporter {ne.rss_peak / 1e6:.1f} MB, "
+          f"ratio {dm.rss_peak / ne.rss_peak:.2f}")
+    print(f"CPU per /metrics scrape: daemon {d_scrape * 1e3:.2f} ms, node_exporter {n_scrape * 1e3:.2f} ms")
+    print(f"flatness: last window / second window = {flat:.2f} (window = {300 / k:g}s)")
+    print(f"SUMMARY cpu_ratio={d_cpu / n_cpu:.2f} rss_ratio={dm.rss_peak / ne.rss_peak:.2f} "
+          f"scrape_ms={d_scrape * 1e3:.2f}/{n_scrape * 1e3:.2f} flat={flat:.2f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", choices=sorted(SIZES), default="small")
+    ap.add_argument("--minutes", type=float, default=10.0, help="measured time (after --settle)")
+    ap.add_argument("--compress", type=float, default=1.0, help="time compression factor K (see above)")
+    ap.add_argument("--settle", type=float, default=20.0, help="seconds after start before measuring")
+    args = ap.parse_args()
+    if shutil.which(NODE_EXPORTER) is None:
+        print(f"{NODE_EXPORTER} is not installed: apt-get install -y prometheus-node-exporter", file=sys.stderr)
+        return 2
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
