@@ -190,6 +190,10 @@ def run(args: argparse.Namespace) -> int:
         dm, ne, d_url, n_url = start_both(root, cfg)
         procs = [dm.proc, ne.proc]
         time.sleep(args.settle)
+        if args.pyspy:  # a sampling profile of the daemon over the first window (by hand)
+            subprocess.Popen(["py-spy", "record", "-p", str(dm.proc.pid), "-o", args.pyspy, "-f", "raw",
+                              "-d", str(int(300 / k)), "-r", "50", "--nonblocking"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         threading.Thread(target=scraper, args=([d_url, n_url], 15.0 / k, stop), daemon=True).start()
         rows = measure(dm, ne, window, int(args.minutes * 60 / window))
         stop.set()
@@ -244,6 +248,7 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=10.0, help="measured time (after --settle)")
     ap.add_argument("--compress", type=float, default=1.0, help="time compression factor K (see above)")
     ap.add_argument("--settle", type=float, default=20.0, help="seconds after start before measuring")
+    ap.add_argument("--pyspy", help="write a py-spy profile (raw, collapsed stacks) of the daemon here")
     args = ap.parse_args()
     if shutil.which(NODE_EXPORTER) is None:
         print(f"{NODE_EXPORTER} is not installed: apt-get install -y prometheus-node-exporter", file=sys.stderr)

@@ -24,11 +24,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
 from watchdog import __version__
 from watchdog.findings import JOB_LABEL
 from watchdog.discovery.status import summary_lines
+from watchdog.metrics.collector import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 
@@ -186,18 +185,18 @@ class HttpEndpoint:
                 while self._rendering and self._generation == generation:
                     self._render_cond.wait()
                 if self._shared is not None and self._generation != generation:
-                    return 200, CONTENT_TYPE_LATEST, self._shared
+                    return 200, CONTENT_TYPE, self._shared
             self._rendering = True
         body: Optional[bytes] = None
         try:
-            body = generate_latest(self.registry)
+            body = self.registry.render()
         finally:
             with self._render_cond:
                 self._shared = body
                 self._generation += 1
                 self._rendering = False
                 self._render_cond.notify_all()
-        return 200, CONTENT_TYPE_LATEST, body
+        return 200, CONTENT_TYPE, body
 
     def _healthz(self) -> Tuple[int, str, bytes]:
         ok, why = self.healthy_fn()
