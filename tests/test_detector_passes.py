@@ -36,6 +36,21 @@ def test_round_of_one_probe_reruns_only_its_detectors():
     assert calls == ["core"]
 
 
+def test_a_periodic_pass_keeps_answers_a_round_just_computed():
+    calls = []
+    passes = IncrementalDetectors([(n, counting(n, calls)) for n in ("core", "npu", "liveness")])
+    config = load_config_text("")
+    store = StateStore()
+    passes.run(store.view(now=100.0), config)
+    passes.run(store.view(now=101.0), config, "heartbeat")  # liveness ran at 101
+    calls.clear()
+    passes.run(store.view(now=104.0), config, fresh_within=4.0)
+    assert sorted(calls) == ["core", "npu"]  # npu last ran at 100: 4 s ago is not fresh
+    calls.clear()
+    passes.run(store.view(now=105.5), config, fresh_within=4.0)
+    assert sorted(calls) == ["core", "liveness"]
+
+
 def test_a_detector_that_raises_is_reported_and_others_still_run():
     calls = []
 

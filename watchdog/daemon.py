@@ -102,13 +102,13 @@ class Daemon:
         return self.runtime.config
 
     # -- evaluation ------------------------------------------------------------------------
-    def evaluate(self, trigger: Optional[str] = None) -> None:
+    def evaluate(self, trigger: Optional[str] = None, fresh_within: float = 0.0) -> None:
         """One detector pass over a consistent view, handed to the engine: all detectors, or after
         a probe's round (`trigger`) only those that probe feeds."""
         with self._eval_lock:
             config = self.config
             view = self.detectors.prepare(self.state.view(), config)
-            findings, errors = self.detectors.run(view, config, trigger)
+            findings, errors = self.detectors.run(view, config, trigger, fresh_within)
             if errors:
                 self.runtime.bump("detector_errors")
             self.runtime.detector_errors = errors
@@ -131,7 +131,9 @@ class Daemon:
         now = time.monotonic()
         if now - self._last_periodic_eval >= 0.8 * TICK_SECONDS and not self.stopping:
             self._last_periodic_eval = now
-            self.evaluate()
+            # Detectors that a probe round ran moments ago keep that answer (a pass at 64 ranks
+            # costs milliseconds; the rounds of three probes already run liveness every few s).
+            self.evaluate(fresh_within=0.8 * TICK_SECONDS)
 
     # -- status ----------------------------------------------------------------------------
     def status(self) -> Dict[str, Any]:

@@ -76,22 +76,35 @@ class IncrementalDetectors:
         self.detectors = detectors
         self._triggers = triggers()
         self._last: Dict[str, List[Finding]] = {}
+        #: View time of each detector's last run.
+        self._ran_at: Dict[str, float] = {}
         self.summaries = Summaries()
 
     def prepare(self, view: StateView, config: Config) -> StateView:
         """The view with the runner's summaries brought up to date (folds only new samples)."""
         return self.summaries.attach(view, config)
 
-    def run(self, view: StateView, config: Config, trigger: Optional[str] = None) -> Tuple[List[Finding], List[str]]:
+    def run(self, view: StateView, config: Config, trigger: Optional[str] = None,
+            fresh_within: float = 0.0) -> Tuple[List[Finding], List[str]]:
+        """`fresh_within` (periodic passes): a detector that ran this recently (a probe round of its
+        own triggered it) keeps its answer instead of running again."""
         if view.summaries is None:
             view = self.prepare(view, config)
         findings: List[Finding] = []
         errors: List[str] = []
         for name, fn in self.detectors:
-            deps = self._triggers.get(name)
-            if trigger is None or deps is None or trigger in deps or name not in self._last:
+            if self._due(name, view.now, trigger, fresh_within):
                 got, err = run_detectors([(name, fn)], view, config)
                 self._last[name] = got
+                self._ran_at[name] = view.now
                 errors.extend(err)
             findings.extend(self._last[name])
         return findings, errors
+
+    def _due(self, name: str, now: float, trigger: Optional[str], fresh_within: float) -> bool:
+        if name not in self._last:
+            return True
+        deps = self._triggers.get(name)
+        if trigger is not None:
+            return deps is None or trigger in deps
+        return not (fresh_within > 0 and deps is not None and 0 <= now - self._ran_at.get(name, -1e18) < fresh_within)

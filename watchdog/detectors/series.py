@@ -265,6 +265,10 @@ def job_progress(view: StateView, config: Config) -> Progress:
     """"No progress" means no heartbeat step advance AND no progress line in the log: the job's
     progress time is the newest over the configured sources. A configured source whose probe is
     down makes the answer unknown (at=None): a blind watcher cannot claim "no progress"."""
+    return view.once(("job_progress", id(config)), lambda: _job_progress(view, config))
+
+
+def _job_progress(view: StateView, config: Config) -> Progress:
     times: List[float] = []
     sources: List[str] = []
     blind: List[str] = []

@@ -215,7 +215,12 @@ def _classify(devices: List[DeviceState], ranks: List[RankState],
 
 
 def assess(view: StateView, config: Config) -> StallAssessment:
-    """Judge the job now. Pure: the same view and config always give the same answer."""
+    """Judge the job now. Pure: the same view and config always give the same answer (computed
+    once per view: the detector and the metrics of one pass share it)."""
+    return view.once(("stall.assess", id(config)), lambda: _assess(view, config))
+
+
+def _assess(view: StateView, config: Config) -> StallAssessment:
     sc = config.stall
     if not sc.enabled:
         return StallAssessment(False, "stall rule disabled")
