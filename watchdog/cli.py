@@ -44,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    if args_in == ["--version"]:  # answered before any subcommand is even registered
+        print(f"npu-watchdog {__version__}")
+        return 0
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

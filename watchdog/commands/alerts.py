@@ -8,7 +8,6 @@ through each channel's real code path (rendering, signing, HTTP, verdict), synch
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -159,6 +158,8 @@ def test_body(config, severity: str) -> dict:
     """A message that looks like a real alert and says clearly that it is a test."""
     now = time.time()
     labels = dict(config.base_labels)
+    import hashlib
+
     ikey = "test-" + hashlib.sha256(f"{now}".encode()).hexdigest()[:14]
     return {
         "kind": "test", "status": "firing", "ikey": ikey, "created": now, "group": dict(labels),

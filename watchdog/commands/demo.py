@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -34,6 +33,8 @@ def main(args: argparse.Namespace) -> int:
     if args.speed <= 0:
         print("npu-watchdog demo: --speed must be positive", file=sys.stderr)
         return 2
+    from pathlib import Path
+
     out = Path(args.out or f"demo-output-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     try:
         run = DemoRun(out, speed=args.speed, echo=not args.quiet, verbose=args.verbose)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
-import threading
 import time
 from typing import Any, Dict
 
@@ -39,6 +37,8 @@ def main(args: argparse.Namespace) -> int:
     config = load_config_or_report(args.config)
     if config is None:
         return 2
+    import tempfile
+
     scratch = None if args.state_dir else tempfile.TemporaryDirectory(prefix="npu-watchdog-probe-")
     config.paths.state_dir = args.state_dir or scratch.name
     config.paths.snapshot_dir = os.path.join(config.paths.state_dir, "snapshots")
@@ -65,6 +65,8 @@ def _run(args: argparse.Namespace, config: Any) -> int:
         sched.probes[p.name] = p
         store.register(p.name, p.interval)
     # Run rounds concurrently, as the daemon does, so one hung probe does not delay the others.
+    import threading
+
     threads = [threading.Thread(target=sched.run_now, args=(p.name,), daemon=True) for p in probes]
     for t in threads:
         t.start()

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Dict, List, Sequence
 
-from watchdog.logrules.model import SHIPPED_PACKS, RuleError, build_ruleset
+from watchdog.logrules import SHIPPED_PACKS
 
 if TYPE_CHECKING:
     from watchdog.logrules.extract import Extractor
@@ -83,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     unknown = [p for p in packs if p not in SHIPPED_PACKS]
     if unknown:
         return _err(f"--rules: unknown pack(s) {', '.join(unknown)} (known: {', '.join(SHIPPED_PACKS)})")
+    from watchdog.logrules.model import RuleError, build_ruleset
+
     user_rules: List[Dict[str, Any]] = []
     disable: List[str] = []
     if args.config:

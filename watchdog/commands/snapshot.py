@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 
 from watchdog.commands import add_config_arg, load_config_or_report
@@ -33,6 +32,8 @@ def main(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     setup_logging("warning", config.logging.format)
+    import logging
+
     logging.getLogger("watchdog.snapshots").setLevel(logging.ERROR)
     taker = SnapshotTaker(config, None)
     adm = taker.take(manual_finding(config, args.reason), extra_pids=args.pid)

@@ -5,3 +5,7 @@ Pure pieces live here and are shared by the daemon's `logs` probe and the offlin
 compiled multi-pattern engine with a literal prefilter), `extract` (lines -> events: thresholds,
 multi-line tracebacks) and `tail` (following files across rotation, with persisted offsets).
 """
+
+#: Shipped packs, one YAML file each in `packs/`; a pack's name is its rules' category (here,
+#: import-free: the CLI's --help lists them).
+SHIPPED_PACKS = ("nan", "oom", "hccl", "device", "crash", "traceback")

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 
-#: Shipped packs, one YAML file each in `packs/`; a pack's name is its rules' category.
-SHIPPED_PACKS = ("nan", "oom", "hccl", "device", "crash", "traceback")
+from watchdog.logrules import SHIPPED_PACKS  # noqa: E402 - re-exported for the rule loader
+
 CATEGORIES = SHIPPED_PACKS + ("custom",)
 ROLES = ("root", "cascade")
 SEVERITIES = ("info", "warning", "critical")
