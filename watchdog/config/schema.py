@@ -125,7 +125,8 @@ class ProbesConfig(StrictModel):
     default_timeout: Duration = Field(default="20s")
     #: Random delay (0..jitter) added to each run, so a fleet does not probe in lock-step.
     jitter: Duration = Field(default="1s")
-    #: How much per-series history the state store keeps for trend detectors.
+    #: How long the detectors remember a series: a rank or chip not seen for this long is
+    #: forgotten, and a condition's start is not looked for further back.
     history: Duration = Field(default="1h")
     process: ProcessProbeConfig = Field(default_factory=ProcessProbeConfig)
     heartbeat: HeartbeatProbeConfig = Field(default_factory=HeartbeatProbeConfig)

@@ -190,7 +190,7 @@ def _idle(view: StateView, config: Config, summary: NpuSummary, phase) -> List[F
     latest = summary.latest.value
     for key in sorted(summary.held):
         track = summary.chips[key]
-        since = track.idle.since
+        since = track.idle_since(tc.idle_below_pct)
         if since is None or view.now - since < window:
             continue
         util = track.last.aicore_util_pct
@@ -214,7 +214,7 @@ def _busy(view: StateView, config: Config, summary: NpuSummary, phase) -> List[F
     out = []
     for key in sorted(summary.held):
         track = summary.chips[key]
-        busy_since = track.busy.since
+        busy_since = track.busy_since(tc.busy_above_pct)
         if busy_since is None:
             continue
         since = max(busy_since, progress.at)
@@ -305,9 +305,8 @@ def _health(view: StateView, config: Config, summary: NpuSummary) -> List[Findin
 def _missing(view: StateView, config: Config, summary: NpuSummary) -> List[Finding]:
     tc = config.trends
     latest = summary.latest.value
-    oldest = view.history("npu")[0].time
     present = {(c.npu, c.chip) for c in latest.chips}
-    last_seen: Dict[ChipKey, Optional[float]] = dict(summary.seen_since(oldest))
+    last_seen: Dict[ChipKey, Optional[float]] = dict(summary.seen_since(view.now - config.probes.history))
     # The probe remembers vanished chips beyond the store's history (NpuObservation.missing).
     for m in latest.missing:
         last_seen.setdefault((m.npu, m.chip), None)
@@ -326,7 +325,7 @@ def _missing(view: StateView, config: Config, summary: NpuSummary) -> List[Findi
             rule="npu_missing", severity="critical",
             summary=f"only {len(present)} of {tc.expected_chips} expected NPU chips are visible",
             labels=dict(config.base_labels), hint=HINT_MISSING, value=f"{len(present)}/{tc.expected_chips}",
-            since=oldest,
+            since=summary.first_at,
             details={"chips_visible": len(present), "chips_expected": tc.expected_chips,
                      "visible": [f"{n}/{c}" for n, c in sorted(present)]},
         ))
@@ -338,10 +337,10 @@ def _temperature(view: StateView, config: Config, summary: NpuSummary) -> List[F
     out = []
     for c in summary.latest.value.chips:
         track = summary.chips[(c.npu, c.chip)]
-        warm = track.warm.since
+        warm = track.warm_since(tc.temperature_warning_c)
         if warm is None or view.now - warm < tc.temperature_for:
             continue
-        hot = track.hot.since
+        hot = track.warm_since(tc.temperature_critical_c)
         critical = hot is not None and view.now - hot >= tc.temperature_for
         out.append(Finding(
             rule="npu_temperature", severity="critical" if critical else "warning",

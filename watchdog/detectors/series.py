@@ -148,11 +148,10 @@ def heartbeat_progress(view: StateView, config: Optional[Config] = None) -> Dict
     being rewritten), never taken as a change. Ranks not read within the history are left out.
     """
     def compute() -> Dict[RankKey, RankProgress]:
-        hist = view.history("heartbeat")
-        if not hist:
+        if view.latest("heartbeat") is None:
             return {}
         summary = view.summary("heartbeat", config)
-        oldest = hist[0].time
+        oldest = view.now - (config.probes.history if config is not None else 3600.0)
         out: Dict[RankKey, RankProgress] = {}
         for key, track in summary.ranks.items():
             last = track.last

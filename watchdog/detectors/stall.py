@@ -148,8 +148,8 @@ def _device_states(view: StateView, config: Config) -> List[DeviceState]:
         if last.aicore_util_pct is None:
             out.append(DeviceState(key, "unknown", None, None, ref, last.health))
             continue
-        idle = track.steady_since(True, tol_mb)
-        pegged = track.steady_since(False, tol_mb)
+        idle = track.steady_since(True, tol_mb, sc.idle_below_pct, sc.busy_above_pct)
+        pegged = track.steady_since(False, tol_mb, sc.idle_below_pct, sc.busy_above_pct)
         if idle is not None:
             out.append(DeviceState(key, "idle", idle, last.aicore_util_pct, ref, last.health))
         elif pegged is not None:

@@ -5,6 +5,9 @@ class: `Summary(config)`, `add(sample, view)`. The daemon's detector runner keep
 summaries and feeds it only the samples that arrived since its last pass, so a pass costs the
 same after a minute as after a day. A view without attached summaries (a test's synthetic view,
 a one-off command) gets them folded from its own history on first use: the same code either way.
+
+A reloaded config does not rebuild them (the daemon keeps only minutes of samples): thresholds
+are asked per question, and `reconfigure(config)` adopts new windows and history lengths.
 """
 
 from __future__ import annotations
@@ -14,7 +17,11 @@ import pkgutil
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
+import logging
+
 from watchdog.state import Sample, StateView
+
+log = logging.getLogger(__name__)
 
 _SKIP = ("window",)
 
@@ -67,12 +74,17 @@ class Summaries:
         """Fold the samples new since the last call and return the view carrying the summaries.
         A config change (or a history that lost the last folded sample) rebuilds from the view."""
         if config is not self._config:
-            self._config, self._by_probe, self._last = config, {}, {}
+            self._config = config
+            for summary in self._by_probe.values():
+                summary.reconfigure(config)
         for probe, cls in registry().items():
             hist = view.history(probe)
-            new, fresh = _new_samples(hist, self._last.get(probe))
+            last = self._last.get(probe)
+            new, fresh = _new_samples(hist, last)
             summary = self._by_probe.get(probe)
             if summary is None or fresh:
+                if summary is not None and last is not None:
+                    log.warning("summary of %s restarted: samples were dropped before it read them", probe)
                 summary = self._by_probe[probe] = cls(config)
             for sample in new:
                 summary.add(sample, view)

@@ -110,10 +110,13 @@ class Summary:
     """All ranks of the heartbeat probe."""
 
     def __init__(self, config: Config):
+        self.ranks: Dict[RankKey, RankTrack] = {}
+        self.reconfigure(config)
+
+    def reconfigure(self, config: Config) -> None:
         hb = config.probes.heartbeat
         #: How far back the windows must reach.
         self.keep = max(hb.loss_scale.window, hb.throughput.window)
-        self.ranks: Dict[RankKey, RankTrack] = {}
 
     def add(self, sample: Sample, view: StateView) -> None:
         obs = sample.value

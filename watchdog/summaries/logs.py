@@ -17,6 +17,9 @@ class Summary:
         self.first_at: Optional[float] = None
         self.last: Optional[Sample] = None
 
+    def reconfigure(self, config: Config) -> None:
+        """Nothing here depends on the config."""
+
     def add(self, sample: Sample, view: StateView) -> None:
         obs = sample.value
         if not isinstance(obs, LogObservation):
@@ -38,7 +41,4 @@ class Summary:
         for src, at in self.last.value.last_line_at.items():
             if wanted is None or src in wanted:
                 times.append(min(at, self.last.time))
-        if times:
-            return max(times)
-        hist = view.history(PROBE)
-        return hist[0].time if hist else self.first_at
+        return max(times) if times else self.first_at

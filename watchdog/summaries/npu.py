@@ -58,14 +58,26 @@ def job_chips(obs: NpuObservation, npus: Any, ranks_alive: int) -> Set[ChipKey]:
     return set()
 
 
+_INF = float("inf")
+
+
 class ChipTrack:
-    """One chip's readings, folded round by round."""
+    """One chip's readings, folded round by round.
+
+    Threshold questions ("idle since when, below X %?") are answered for any threshold asked
+    (monotonic stacks), so a reloaded config with other thresholds needs no rebuild from history.
+    """
 
     def __init__(self) -> None:
         self.last: Optional[NpuChip] = None
         self.last_seen = 0.0
         self.times: Window[None] = Window()
-        self.idle, self.busy, self.unhealthy, self.warm, self.hot = Run(), Run(), Run(), Run(), Run()
+        #: AI Core % per round while held (+inf / -inf when not held or unknown: never idle / busy).
+        self.held_high, self.held_low = LastBeyond(), LastBeyond(lower=True)
+        #: AI Core % per round, held or not (the stall rule looks at every job chip).
+        self.util_high, self.util_low = LastBeyond(), LastBeyond(lower=True)
+        self.temp_low = LastBeyond(lower=True)
+        self.unhealthy = Run()
         #: AI Core % while held, None when not held or unknown; with the running sum of the known.
         self.util: Window[Optional[float]] = Window()
         self.util_sum = 0.0
@@ -73,24 +85,27 @@ class ChipTrack:
         #: (time, (used, total) MB) of rounds with a memory reading.
         self.mem: Window[Tuple[int, int]] = Window()
         self.hbm_cache: Optional[Tuple[Any, Any]] = None
-        # For the stall rule: seqs that break "idle" / "pegged" / "memory steady" runs.
-        self.not_idle: Optional[int] = None
-        self.not_pegged: Optional[int] = None
+        # For the stall rule's "memory steady": rounds without / with a memory reading, and the
+        # memory per round for any tolerance asked.
         self.mem_none: Optional[int] = None
         self.mem_known: Optional[int] = None
         self.mem_high = LastBeyond()
         self.mem_low = LastBeyond(lower=True)
 
+    def stacks(self) -> Tuple[LastBeyond, ...]:
+        return (self.held_high, self.held_low, self.util_high, self.util_low, self.temp_low,
+                self.mem_high, self.mem_low)
+
     def add(self, t: float, c: NpuChip, held: bool, cfg: Config, history_start: float, now: float) -> None:
-        tc, sc = cfg.trends, cfg.stall
         self.last, self.last_seen = c, t
         seq = self.times.append(t, None)
         util = c.aicore_util_pct
-        self.idle.push(t, held and util is not None and util < tc.idle_below_pct)
-        self.busy.push(t, held and util is not None and util >= tc.busy_above_pct)
+        self.held_high.push(seq, util if held and util is not None else _INF)
+        self.held_low.push(seq, util if held and util is not None else -_INF)
+        self.util_high.push(seq, util if util is not None else _INF)
+        self.util_low.push(seq, util if util is not None else -_INF)
+        self.temp_low.push(seq, c.temp_c if c.temp_c is not None else -_INF)
         self.unhealthy.push(t, (c.health or "").strip().upper() != "OK")
-        self.warm.push(t, c.temp_c is not None and c.temp_c >= tc.temperature_warning_c)
-        self.hot.push(t, c.temp_c is not None and c.temp_c >= tc.temperature_critical_c)
         value = util if held else None
         self.util.append(t, value)
         self._count_util(value, 1)
@@ -102,11 +117,20 @@ class ChipTrack:
             self.mem_low.push(seq, mem[0])
         else:
             self.mem_none = seq
-        if not (util is not None and util < sc.idle_below_pct):
-            self.not_idle = seq
-        if not (util is not None and util >= sc.busy_above_pct):
-            self.not_pegged = seq
         self.trim(history_start, now, cfg)
+
+    # -- runs: start of the trailing run in which a condition held (None: it does not hold now) --
+    def idle_since(self, below_pct: float) -> Optional[float]:
+        """Held by the job with AI Core below `below_pct`."""
+        return run_start(self.times, self.held_high.last_beyond(below_pct, inclusive=True))
+
+    def busy_since(self, above_pct: float) -> Optional[float]:
+        """Held by the job with AI Core at or above `above_pct`."""
+        return run_start(self.times, self.held_low.last_beyond(above_pct))
+
+    def warm_since(self, at_c: float) -> Optional[float]:
+        """At or above `at_c` degrees Celsius."""
+        return run_start(self.times, self.temp_low.last_beyond(at_c))
 
     def _count_util(self, value: Optional[float], sign: int) -> None:
         if value is None:
@@ -118,8 +142,8 @@ class ChipTrack:
         """Forget what no question can ask about any more (`now`: the earliest time a later
         question may be asked at)."""
         self.times.drop_before(history_start)
-        self.mem_high.forget_before(self.times.first_seq)
-        self.mem_low.forget_before(self.times.first_seq)
+        for stack in self.stacks():
+            stack.forget_before(self.times.first_seq)
         for v in self.util.drop_before(now - cfg.trends.low_util_for, keep_one_before=True):
             self._count_util(v, -1)
         self.mem.drop_before(now - cfg.trends.hbm_window, keep_one_before=True)
@@ -149,11 +173,13 @@ class ChipTrack:
         tr = self.hbm_cache[1]
         return replace(tr, window_start=start) if tr is not None else None
 
-    def steady_since(self, idle: bool, tol_mb: float) -> Optional[float]:
-        """For the stall rule: start of the trailing run in which the chip stayed idle (or pegged)
-        with its memory within `tol_mb` of the newest reading."""
+    def steady_since(self, idle: bool, tol_mb: float, idle_below: float, busy_above: float) -> Optional[float]:
+        """For the stall rule: start of the trailing run in which the chip stayed idle (AI Core
+        below `idle_below`) or pegged (at or above `busy_above`), held or not, with its memory
+        within `tol_mb` of the newest reading."""
         mem = chip_memory_mb(self.last) if self.last is not None else None
-        brk = self.not_idle if idle else self.not_pegged
+        brk = (self.util_high.last_beyond(idle_below, inclusive=True) if idle
+               else self.util_low.last_beyond(busy_above))
         if mem is None:
             brk = latest(brk, self.mem_known)
         else:
@@ -164,9 +190,14 @@ class ChipTrack:
 
 class Summary:
     def __init__(self, config: Config):
+        self.chips: Dict[ChipKey, ChipTrack] = {}
+        #: Time of the first round folded.
+        self.first_at: Optional[float] = None
+        self.reconfigure(config)
+
+    def reconfigure(self, config: Config) -> None:
         self.config = config
         self.keep = float(config.probes.history)
-        self.chips: Dict[ChipKey, ChipTrack] = {}
         #: Chips the job held at the newest round.
         self.held: Set[ChipKey] = set()
         self.latest: Optional[Sample] = None
@@ -176,6 +207,8 @@ class Summary:
         if not isinstance(obs, NpuObservation):
             return
         t = sample.time
+        if self.first_at is None:
+            self.first_at = t
         held = job_chips(obs, self.config.trends.npus, live_ranks(view))
         now = min(t, view.now)
         for c in obs.chips:

@@ -28,7 +28,7 @@ class StateRun:
 
 class Summary:
     def __init__(self, config: Config):
-        self.keep = float(config.probes.history)
+        self.reconfigure(config)
         #: Round times; a round's CPU delta covers (previous round, this round].
         self.rounds: Window[None] = Window()
         #: Per round: the highest rank CPU rate (inf when a rate is unknown or no process runs).
@@ -39,6 +39,9 @@ class Summary:
         #: Rounds in which no process was alive (all zombies or none).
         self.gone = Run()
         self._prev_t: Optional[float] = None
+
+    def reconfigure(self, config: Config) -> None:
+        self.keep = float(config.probes.history)
 
     def add(self, sample: Sample, view: StateView) -> None:
         obs = sample.value
