@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +35,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import psutil
 
@@ -150,6 +151,15 @@ def scraper(urls: List[str], every: float, stop: threading.Event) -> None:
                 pass
 
 
+def watched(status_url: str) -> str:
+    """What the daemon really did: probes up, rounds, findings, detector errors, log lines."""
+    with urllib.request.urlopen(status_url, timeout=10) as resp:
+        st = json.loads(resp.read())
+    probes = ", ".join(f"{p['name']} {'up' if p['up'] else 'DOWN'} {p['runs_total']} rounds" for p in st["probes"])
+    rules = sorted({f["rule"] for f in st["findings"]})
+    return (f"daemon: {probes}; findings {rules or 'none'}; detector errors {st['detector_errors'] or 'none'}")
+
+
 def scrape_cost(m: Measured, url: str, n: int = 40) -> float:
     """CPU seconds of one /metrics scrape, from a burst of `n` scrapes."""
     c0 = m.cpu()
@@ -197,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
         threading.Thread(target=scraper, args=([d_url, n_url], 15.0 / k, stop), daemon=True).start()
         rows = measure(dm, ne, window, int(args.minutes * 60 / window))
         stop.set()
+        print(watched(d_url.replace("/metrics", "/api/status")))
         report(rows, dm, ne, scrape_cost(dm, d_url), scrape_cost(ne, n_url), k)
         return 0
     finally:
@@ -243,6 +254,7 @@ def report(rows: List[Dict[str, float]], dm: Measured, ne: Measured, d_scrape: f
 
 
 def main() -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # clean up the node on kill too
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=sorted(SIZES), default="small")
     ap.add_argument("--minutes", type=float, default=10.0, help="measured time (after --settle)")
