@@ -193,7 +193,8 @@ def main() -> int:
         ratio_c = grep_c["wall"] / ours["wall"]
         ratio_c_cpu = grep_c["cpu"] / ours["cpu"]
         gv = subprocess.run(["grep", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-        print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {gv}")
+        print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {gv}, "
+              f"{time.strftime('%Y-%m-%d %H:%M %Z')}, load average {os.getloadavg()[0]:.1f}")
         print(f"file: {mb:.0f} MB, {ours['lines']} lines, {len(patterns)} patterns from {len(build_ruleset())} rules")
         print(f"LC_ALL=C grep -E -c: {grep_c['wall']:.2f}s wall, {grep_c['cpu']:.2f}s CPU  "
               f"{grep_c['count']} matching lines  {mb / grep_c['wall']:.0f} MB/s")

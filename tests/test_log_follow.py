@@ -89,6 +89,33 @@ def test_only_changes_of_followed_or_matching_files_start_a_round(tmp_path: Path
 
 
 @linux
+def test_lines_written_just_before_a_delete_or_a_rotation_are_read_at_once(tmp_path: Path) -> None:
+    from watchdog.config import Config
+    from watchdog.probes.logs import LogsProbe
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    log = logdir / "train_rank0.log"
+    log.write_text("start\n")
+    probe = LogsProbe(Config.model_validate(_logs_config(logdir)).probes.logs, str(tmp_path))
+    try:
+        probe.collect()
+        with open(log, "a") as fh:
+            fh.write(NAN)
+        log.rename(logdir / "train_rank0.log.1")  # rotated away: no pattern matches the new name
+        log.write_text("")
+        assert wait_for(lambda: probe.wait_change(0.5), what="rotation events")
+        assert [e.rule for e in probe.collect().value.events] == ["nan_loss_value"]
+        with open(log, "a") as fh:
+            fh.write(NAN)
+        log.unlink()
+        assert wait_for(lambda: probe.wait_change(0.5), what="delete event")
+        assert [e.rule for e in probe.collect().value.events] == ["nan_loss_value"]
+    finally:
+        probe.close()
+
+
+@linux
 def test_a_failure_line_is_found_by_its_change_event(make_daemon, tmp_path):
     logdir = tmp_path / "logs"
     logdir.mkdir()

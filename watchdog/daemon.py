@@ -332,7 +332,7 @@ class Daemon:
             while True:
                 try:
                     # A queued signal wakes this at once; the timeout only paces READY/ping/STATUS
-                    # checks, and each wake-up costs CPU at idle (bench/bench_idle.py).
+                    # checks, and each wake-up costs CPU at idle (bench/bench_footprint.py).
                     signum = self.signals.get(timeout=loop_wait)
                 except queue.Empty:
                     signum = None

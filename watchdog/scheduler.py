@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 TICK_JOB = "_tick"
 #: Period of the scheduler's own tick (periodic evaluation, liveness of the scheduler loop). One
 #: APScheduler run costs a few ms of CPU on a small VM, so a 1 s tick alone was ~0.25 % of a core
-#: at idle (bench/bench_idle.py); time-based detectors only need an evaluation every few seconds.
+#: at idle (bench/bench_footprint.py); time-based detectors only need an evaluation every few seconds.
 TICK_SECONDS = 5.0
 #: A probe with change events (`wait_change`, the logs probe) runs a round when they arrive, at
 #: most this often: a new failure line is read within a fraction of a second, while a chatty log
