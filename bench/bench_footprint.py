@@ -172,7 +172,8 @@ def start_both(root: Path, cfg: Dict[str, Any]) -> Tuple[Measured, Measured, str
     (root / "config.yaml").write_text(json.dumps(cfg))
     env = dict(os.environ, FAKE_NPU_SMI_SCENARIO=str(root / "npu.json"))
     err = open(root / "daemon.log", "ab")
-    daemon = subprocess.Popen([sys.executable, "-m", "watchdog", "run", "-c", str(root / "config.yaml")],
+    prefix = os.environ.get("BENCH_DAEMON_PREFIX", "").split()  # e.g. a profiler's runner (by hand)
+    daemon = subprocess.Popen([sys.executable, *(prefix or ["-m", "watchdog"]), "run", "-c", str(root / "config.yaml")],
                               cwd=str(REPO), env=env, stdout=err, stderr=err)
     ne_port = free_port()
     ne = subprocess.Popen([NODE_EXPORTER, f"--web.listen-address=127.0.0.1:{ne_port}"],
@@ -202,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         time.sleep(args.settle)
         if args.pyspy:  # a sampling profile of the daemon over the first window (by hand)
             subprocess.Popen(["py-spy", "record", "-p", str(dm.proc.pid), "-o", args.pyspy, "-f", "raw",
-                              "-d", str(int(300 / k)), "-r", "50", "--nonblocking"],
+                              "-d", str(int(min(300, args.minutes * 60) / k)), "-r", "200", "--nonblocking"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         threading.Thread(target=scraper, args=([d_url, n_url], 15.0 / k, stop), daemon=True).start()
         rows = measure(dm, ne, window, int(args.minutes * 60 / window))

@@ -27,6 +27,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 def format_value(v: float) -> str:
     """A sample value as Prometheus writes it (Go's float formatting)."""
+    if -1e6 < v < 1e6:  # the common case: Python's repr is Go's here
+        return repr(v)
     if v != v:
         return "NaN"
     if math.isinf(v):
@@ -40,6 +42,8 @@ def format_value(v: float) -> str:
 
 
 def _escape_label(v: str) -> str:
+    if "\\" not in v and '"' not in v and "\n" not in v:
+        return v
     return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
@@ -57,6 +61,7 @@ class WatchdogCollector:
                        for d in self.defs.values()}
         #: Label names in the order they are served: sorted, as prometheus-client served them.
         self._order = {d.name: tuple(sorted(d.labels)) for d in self.defs.values()}
+        self._labelsets = {d.name: frozenset(d.labels) for d in self.defs.values()}
         self._modules = metric_modules()
         self._lock = threading.Lock()
         self.sample_errors = 0
@@ -71,18 +76,21 @@ class WatchdogCollector:
                     self.sample_errors += 1
                 log.exception("metrics of %s could not be sampled", mod.__name__)
                 continue
-            for s in samples:
-                d = self.defs.get(s.name)
-                if d is None:
-                    log.error("metric %s is not in the metric table; sample dropped", s.name)
+            for name, labels, value in samples:
+                body = lines.get(name)
+                if body is None:
+                    log.error("metric %s is not in the metric table; sample dropped", name)
                     continue
-                if len(s.labels) != len(d.labels) or any(k not in s.labels for k in d.labels):
+                if labels.keys() != self._labelsets[name]:
                     log.error("metric %s: labels %s do not match the table %s; sample dropped",
-                              s.name, sorted(s.labels), list(d.labels))
+                              name, sorted(labels), list(self.defs[name].labels))
                     continue
-                labels = ",".join(f'{k}="{_escape_label(str(s.labels[k]))}"' for k in self._order[s.name])
-                value = format_value(float(s.value))
-                lines[s.name].append(f"{s.name}{{{labels}}} {value}\n" if labels else f"{s.name} {value}\n")
+                text = format_value(float(value))
+                if labels:
+                    pairs = ",".join(f'{k}="{_escape_label(str(labels[k]))}"' for k in self._order[name])
+                    body.append(f"{name}{{{pairs}}} {text}\n")
+                else:
+                    body.append(f"{name} {text}\n")
         return "".join(self._heads[name] + "".join(body) for name, body in lines.items()).encode("utf-8")
 
 
