@@ -323,8 +323,9 @@ class Daemon:
         first_budget = max([self.scheduler.timeout_of(p) for p in probes] + [1.0]) + 2.0
         ready_deadline = time.monotonic() + first_budget
         ping_every = watchdog_interval()
-        # Main-loop pace: fast enough for the systemd watchdog ping, otherwise 1 s.
-        loop_wait = min(1.0, ping_every / 2) if ping_every else 1.0
+        # Main-loop pace once ready: fast enough for the systemd watchdog ping and the 10 s STATUS
+        # line, else idle (READY and signals wake it at once); 1 s until READY's deadline.
+        loop_wait = min(5.0, ping_every / 2) if ping_every else 5.0
         last_ping = 0.0
         last_status = 0.0
         exit_code = 0
@@ -333,7 +334,7 @@ class Daemon:
                 try:
                     # A queued signal wakes this at once; the timeout only paces READY/ping/STATUS
                     # checks, and each wake-up costs CPU at idle (bench/bench_footprint.py).
-                    signum = self.signals.get(timeout=loop_wait)
+                    signum = self.signals.get(timeout=loop_wait if self.ready else min(loop_wait, 1.0))
                 except queue.Empty:
                     signum = None
                 if signum in STOP_SIGNALS:
