@@ -10,6 +10,7 @@ Subprocesses inside probes have their own timeouts and kill their process group.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from datetime import datetime
@@ -37,7 +38,7 @@ FOLLOW_WAIT = 5.0
 
 
 class _Round:
-    """One round of one probe running in its own thread."""
+    """One round of one probe, run by the probe's worker thread."""
 
     def __init__(self, probe: Probe):
         self.probe = probe
@@ -45,15 +46,34 @@ class _Round:
         self.result: Optional[Collected] = None
         self.error: Optional[BaseException] = None
         self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=f"probe-{probe.name}", daemon=True)
 
-    def _run(self) -> None:
+    def run(self) -> None:
         try:
             self.result = self.probe.collect()
         except BaseException as exc:  # noqa: BLE001 - reported, never raised into the scheduler
             self.error = exc
         finally:
             self.done.set()
+
+
+class _Worker:
+    """The thread that runs one probe's rounds, one after the other (a thread per round cost a
+    thread start per round). A round stuck in it is abandoned by the scheduler like before: the
+    next rounds are refused ("previous round still running") until it returns."""
+
+    def __init__(self, name: str):
+        self._queue: "queue.SimpleQueue[Optional[_Round]]" = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name=f"probe-{name}", daemon=True).start()
+
+    def submit(self, rnd: Optional[_Round]) -> None:
+        self._queue.put(rnd)
+
+    def _loop(self) -> None:
+        while True:
+            rnd = self._queue.get()
+            if rnd is None:
+                return
+            rnd.run()
 
 
 def _short_error(exc: BaseException) -> str:
@@ -89,6 +109,7 @@ class ProbeScheduler:
         self._lock = threading.Lock()
         #: One round of a probe at a time, whether the schedule or its change events started it.
         self._turns: Dict[str, threading.Lock] = {}
+        self._workers: Dict[str, _Worker] = {}
         self._stopped = threading.Event()
         self.last_tick = time.monotonic()
         self._sched = BackgroundScheduler(
@@ -106,6 +127,9 @@ class ProbeScheduler:
 
     def shutdown(self) -> None:
         self._stopped.set()
+        with self._lock:
+            for worker in self._workers.values():
+                worker.submit(None)
         try:
             self._sched.shutdown(wait=False)
         except Exception:  # already stopped
@@ -158,6 +182,10 @@ class ProbeScheduler:
             if name not in new_names:
                 self._sched.remove_job(name)
                 self.probes.pop(name).close()
+                with self._lock:
+                    worker = self._workers.pop(name, None)
+                if worker is not None:
+                    worker.submit(None)  # ends after a round still running, if any
         for p in probes:
             old = self.probes.get(p.name)
             if old is not None and old.reconfigure(p):
@@ -214,7 +242,10 @@ class ProbeScheduler:
         rnd = _Round(probe)
         with self._lock:
             self._inflight[name] = rnd
-        rnd.thread.start()
+            worker = self._workers.get(name)
+            if worker is None:
+                worker = self._workers[name] = _Worker(name)
+        worker.submit(rnd)
         finished = rnd.done.wait(timeout)
         duration = time.monotonic() - rnd.started
         st = self.store.status(name)
