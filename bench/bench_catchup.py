@@ -42,7 +42,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=int, default=512)
     ap.add_argument("--idle", type=float, default=60.0, help="idle seconds measured after the catch-up")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 64 MB, 10 s idle")
     args = ap.parse_args()
+    if args.quick:
+        args.size_mb, args.idle = 64, 10.0
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
           f"{time.strftime('%Y-%m-%d %H:%M %Z')}, load average {os.getloadavg()[0]:.1f}")
     print(f"command: python {' '.join(sys.argv)}")

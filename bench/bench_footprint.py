@@ -262,7 +262,10 @@ def main() -> int:
     ap.add_argument("--compress", type=float, default=1.0, help="time compression factor K (see above)")
     ap.add_argument("--settle", type=float, default=20.0, help="seconds after start before measuring")
     ap.add_argument("--pyspy", help="write a py-spy profile (raw, collapsed stacks) of the daemon here")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1 min at --compress 10")
     args = ap.parse_args()
+    if args.quick:
+        args.minutes, args.compress, args.settle = 1.0, 10.0, 5.0
     if shutil.which(NODE_EXPORTER) is None:
         print(f"{NODE_EXPORTER} is not installed: apt-get install -y prometheus-node-exporter", file=sys.stderr)
         return 2
