@@ -20,7 +20,9 @@ def messages(rx):
 
 def config(logdir: Path, pager: Receiver, ops: Receiver, paths=None) -> dict:
     return {
-        "probes": {"logs": {"enabled": True, "interval": "1s", "hold": "1h",
+        # rescan 1s: a full round every second besides the change events, so the faults below
+        # (a save that fails, a path that becomes readable) are met while the logs are idle too.
+        "probes": {"logs": {"enabled": True, "interval": "1s", "rescan": "1s", "hold": "1h",
                             "sources": [{"name": "train", "paths": paths or [str(logdir / "*.log")]}]}},
         "alerting": {
             "group_window": "300ms", "resolve_delay": "1500ms", "retry_initial": "300ms", "retry_max": "1s",

@@ -32,6 +32,7 @@ def test_a_slice_up_to_stop_is_the_copied_slice(engine, body):
     assert whole[0] == [("nan_loss_value", 2)] and whole[1] == 3 and whole[2] == 3
     # The partial line after `stop` is neither matched nor counted, whatever normalising removed.
     assert events(engine, body + TAIL, len(body)) == whole
+    assert events(engine, body, len(body)) == whole  # stop at the very end
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -97,7 +97,9 @@ class Extractor:
         `scan`: then the last timestamp seen in the file is used, or a count without window).
         Newlines are counted once per slice, piecewise up to each hit and then to the end.
         """
-        if stop is not None and stop < len(block) and (b"\x1b" in block or b"\x00" in block):
+        if stop is not None and stop >= len(block):
+            stop = None
+        elif stop is not None and (b"\x1b" in block or b"\x00" in block):
             # Normalising removes bytes: cut first, so `stop` cannot land past the last complete
             # line (only coloured or torn logs pay for this copy).
             block, stop = block[:stop], None
