@@ -6,3 +6,4 @@ Kept apart from the config schema so `npu-watchdog --help` and `--version` do no
 
 DEFAULT_CONFIG_PATH = "/etc/npu-watchdog/config.yaml"
 DEFAULT_PORT = 9841
+DEFAULT_RELAY_CONFIG = "/etc/npu-watchdog/relay.yaml"

@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any
 
-from watchdog.relay.config import DEFAULT_RELAY_CONFIG
+from watchdog.defaults import DEFAULT_RELAY_CONFIG
 
 
 def register(sub: "argparse._SubParsersAction") -> None:

@@ -13,7 +13,6 @@ from watchdog.config.load import ConfigError, _substitute_env, format_validation
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.config.types import Duration, Secret, StrictModel
 
-DEFAULT_RELAY_CONFIG = "/etc/npu-watchdog/relay.yaml"
 #: Channel types that would send the relay's messages back into Alertmanager (a loop).
 _LOOPING = ("alertmanager",)
 
