@@ -40,7 +40,8 @@ def job_view(view: StateView, job: JobState, first: bool) -> StateView:
         hist = view.samples.get(probe)
         if hist:
             samples[probe] = tuple(Sample(s.time, _filter(probe, s.value, job, first)) for s in hist)
-    return replace(view, samples=samples)
+    # Its own summaries and memo: the runner's summaries and answers are the whole node's.
+    return replace(view, samples=samples, summaries=None, memo={})
 
 
 def job_config(config: Config, job: JobState) -> Config:
