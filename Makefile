@@ -8,7 +8,7 @@ RUN_DIR ?= .run
 .PHONY: help venv run demo test test-fast test-e2e test-fuzz check-config bench docs clean heartbeat-wheel integrations
 
 help:
-	@echo "make demo       create .venv, install, play faults on a simulated 8-NPU node against the real daemon (about 80 s; DEMO_ARGS=--verbose prints every message)"
+	@echo "make demo       create .venv, install, play faults on a simulated 8-NPU node against the real daemon (about 100 s; DEMO_ARGS=--verbose prints every message)"
 	@echo "make run        create .venv, install, run the daemon in the foreground with the example config"
 	@echo "make test       create .venv, install, run the whole test suite"
 	@echo "make test-e2e   the long end-to-end scenario suite"
