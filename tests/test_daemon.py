@@ -50,10 +50,12 @@ def test_healthz_is_503_until_the_first_round_completes(make_daemon, tmp_path):
     release = tmp_path / "release"
     hold = ["/bin/sh", "-c", f"while [ ! -e '{release}' ]; do sleep 0.05; done"]
     d = make_daemon({"probes": {"jitter": "0s", "commands": [cmd("held", hold, timeout="60s")]}})
-    code, body = http_get(d.url + "/healthz")
-    assert code == 503 and "first probe round" in body
-    assert http_get(d.url + "/metrics")[0] == 200  # metrics are served meanwhile
-    release.write_text("go")
+    try:
+        code, body = http_get(d.url + "/healthz")
+        assert code == 503 and "first probe round" in body
+        assert http_get(d.url + "/metrics")[0] == 200  # metrics are served meanwhile
+    finally:
+        release.write_text("go")
     code, body = wait_for(lambda: (lambda r: r if r[0] == 200 else None)(http_get(d.url + "/healthz")),
                           what="/healthz 200 after the first round")
     assert body.startswith("ok")
@@ -253,3 +255,21 @@ def test_notifier_sends_utf8(tmp_path):
     finally:
         sock.close()
     assert not Notifier("").ready("x")
+
+
+def test_stopping_ends_running_commands_with_their_process_groups(make_daemon, tmp_path):
+    """A command still running when the daemon stops (its own session, so no signal reaches it)
+    must not outlive the daemon: a stopped watchdog leaves nothing behind."""
+    pid_file = tmp_path / "pid"
+    hang = ["/bin/sh", "-c", f"echo $$ > '{pid_file}'; while :; do sleep 0.05; done"]
+    d = make_daemon({"probes": {"jitter": "0s", "commands": [cmd("hang", hang, timeout="120s")]}})
+    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="command started"))
+    assert d.stop() == 0
+
+    def gone() -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().split(") ")[1].startswith("Z")
+        except FileNotFoundError:
+            return True
+    wait_for(gone, timeout=10, what="the command killed with the daemon")

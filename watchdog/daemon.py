@@ -29,6 +29,7 @@ from watchdog.metrics.collector import evaluated_metrics, make_registry
 from watchdog.probes import ProbeContext, build_probes
 from watchdog.runtime import Runtime
 from watchdog.scheduler import TICK_SECONDS, ProbeScheduler
+from watchdog import subproc
 from watchdog.snapshots import build_snapshot_taker
 from watchdog.sdnotify import Notifier, watchdog_interval
 from watchdog.state import StateStore
@@ -383,6 +384,9 @@ class Daemon:
         if snapshots is not None:
             snapshots.cancel()  # captures wind down while the rest stops (joined below)
         self.scheduler.shutdown()
+        killed = subproc.kill_all()  # commands of abandoned rounds run in their own sessions
+        if killed:
+            log.info("stopped %d running command(s) with their process groups", killed)
         if self.http is not None:
             self.http.stop()
         try:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence, Set
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,21 @@ class CommandOutcome:
     @property
     def ok(self) -> bool:
         return self.start_error is None and not self.timed_out and self.returncode == 0
+
+
+#: Commands running now. Each runs in its own session, so stopping the daemon would leave them
+#: behind (a hung npu-smi, a command check): `kill_all()` at shutdown ends them with their groups.
+_LIVE: Set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_all() -> int:
+    """Kill every running command's process group; returns how many there were."""
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for proc in procs:
+        _kill_group(proc)
+    return len(procs)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -59,6 +75,8 @@ def run_command(
     except OSError as exc:
         return CommandOutcome(tuple(argv), None, "", "", time.monotonic() - start, False,
                               start_error=f"{exc.strerror or exc}: {argv[0]}")
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
     try:
         out, err = proc.communicate(timeout=timeout)
         timed_out = False
@@ -73,6 +91,8 @@ def run_command(
     finally:
         if proc.poll() is None:
             _kill_group(proc)
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
     duration = time.monotonic() - start
     return CommandOutcome(
         argv=tuple(argv),
