@@ -384,9 +384,6 @@ class Daemon:
         if snapshots is not None:
             snapshots.cancel()  # captures wind down while the rest stops (joined below)
         self.scheduler.shutdown()
-        killed = subproc.kill_all()  # commands of abandoned rounds run in their own sessions
-        if killed:
-            log.info("stopped %d running command(s) with their process groups", killed)
         if self.http is not None:
             self.http.stop()
         try:
@@ -398,4 +395,9 @@ class Daemon:
                 snapshots.close()
             except Exception:
                 log.exception("closing the snapshot taker failed")
+        # Last: commands still running (an abandoned round, a capture's hung npu-smi) are in their
+        # own sessions, so nothing else would end them.
+        killed = subproc.kill_all()
+        if killed:
+            log.info("stopped %d running command(s) with their process groups", killed)
         log.info("stopped")
