@@ -101,7 +101,8 @@ def test_sigkilled_rank_leaves_its_last_steps_in_the_snapshot(tmp_path, make_dae
     # The ring holds every step up to the last one the rank reached (the log line of the very
     # last step may not have been written before the kill), far past the throttled heartbeat.
     assert newest in (last_logged, last_logged + 1) and newest >= beat["step"]
-    assert [r["step"] for r in records] == list(range(newest - 63, newest + 1))
+    # The ring keeps the newest 64 steps; a loaded machine may kill the rank before it made 64.
+    assert [r["step"] for r in records] == list(range(max(1, newest - 63), newest + 1))
     assert decoded["header"]["rank"] == 5 and decoded["header"]["capacity"] == 64 and decoded["torn_records"] == 0
     raw = _member(archive, "rank5.json.ring")
     assert raw[:8] == b"NPUWDFR\x00" and len(raw) == 64 + 64 * 96
