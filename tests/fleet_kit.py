@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from tests.helpers import REPO, Daemon, free_port, http_get, wait_for
+from tests.helpers import REPO, Daemon, Server, free_port, http_get, wait_for
 
 FAKE_NPU_SMI = REPO / "tests" / "fakes" / "npu-smi"
 AM_DIR = REPO / "contrib" / "alertmanager"
@@ -108,37 +108,6 @@ class SimNode:
             p.wait()
         if self.daemon.proc is not None:
             self.daemon.stop()
-
-
-class Server:
-    """A server subprocess, its output in a file; stopped with SIGTERM, then SIGKILL."""
-
-    def __init__(self, argv: List[str], log: Path, env: Optional[Dict[str, str]] = None):
-        self.log_path = log
-        self._log = open(log, "ab")
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, cwd=str(REPO), env=env)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
-
-    def alive(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"{self.log_path.name}: exited ({self.proc.returncode}):\n{self.log()}")
-        return True
-
-    def kill9(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
 
 
 def shipped_am_config(relay_url: str, templates: Path, group_wait: str, group_interval: str) -> Dict[str, Any]:

@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import yaml
 
@@ -164,3 +164,34 @@ class Daemon:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class Server:
+    """A server subprocess, its output in a file; stopped with SIGTERM, then SIGKILL."""
+
+    def __init__(self, argv: List[str], log: Path, env: Optional[Dict[str, str]] = None):
+        self.log_path = log
+        self._log = open(log, "ab")
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, cwd=str(REPO), env=env)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def alive(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"{self.log_path.name}: exited ({self.proc.returncode}):\n{self.log()}")
+        return True
+
+    def kill9(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()

@@ -22,7 +22,7 @@ from typing import Any, List, Optional
 import pytest
 import yaml
 
-from tests.helpers import REPO, free_port, http_get, wait_for
+from tests.helpers import REPO, Server, free_port, http_get, wait_for
 
 HERE = Path(__file__).resolve().parent
 FAKE_NPU_SMI = HERE / "fakes" / "npu-smi"
@@ -31,33 +31,6 @@ DASHBOARD = REPO / "contrib" / "grafana" / "npu-watchdog.json"
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-
-class Server:
-    """A server subprocess with its output in a file; always stopped (SIGTERM, then SIGKILL)."""
-
-    def __init__(self, argv: List[str], log: Path):
-        self.log_path = log
-        self._log = open(log, "wb")
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
-
-    def alive(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"server exited ({self.proc.returncode}):\n{self.log()}")
-        return True
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-
 
 @pytest.fixture
 def servers():
