@@ -119,7 +119,7 @@ do_install() {
     # The `fast` extra (the RE2 engine for the log rules) where a wheel exists for this platform and
     # Python; never built from source. Without it the rules run on the slow fallback engine, which
     # the daemon, its status and `doctor` then say.
-    if ! pip_install --only-binary google-re2 "$stage[fast]"; then
+    if ! pip_install --only-binary google-re2 "${stage}[fast]"; then
         say "warning: no google-re2 wheel for this platform: log rules will run on the slow fallback engine"
         pip_install "$stage"
     fi
