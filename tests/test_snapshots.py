@@ -491,11 +491,15 @@ def test_concurrent_triggers_produce_separate_complete_archives(tmp_path):
         t.start()
     for t in mt:
         t.join()
-    taker.close()
     all_paths = [p for p in paths + manual if p]
     assert len(all_paths) == 5 and len(set(all_paths)) == 5, all_paths
+    # Every capture finishes before the taker closes: closing stops running captures on purpose
+    # (their archives are partial), which on a loaded machine could catch a slow one.
+    for p in all_paths:
+        wait_archive(p)
+    taker.close()
     for i, p in enumerate(all_paths):
-        top, manifest = extract(wait_archive(p), tmp_path / f"x{i}")
+        top, manifest = extract(p, tmp_path / f"x{i}")
         assert manifest["complete"] is True
         assert manifest["trigger"]["finding"]["rule"] == (rules[i] if i < 3 else "manual")
         assert next(top.glob("logs/train/**/train.log")).read_text().endswith("line 4999\n")
