@@ -228,3 +228,28 @@ def test_an_endless_answer_is_read_up_to_the_cap_only():
         rx.script(Answer(200, "", endless=True))
         v = channel("wecom", rx.url).deliver(body())
         assert not v.ok and v.retryable and "answer cut" in v.detail, v.line()
+
+
+# An OSC 8 hyperlink, an OSC title set, a DCS string and 8-bit C1 controls, as terminals and
+# colouring loggers write them: the sequences' payload (a hidden URL, a title) must not reach the
+# message as text, and the visible words around them must.
+TERMINAL = ("\x1b]8;;http://evil.example/osc\x1b\\click\x1b]8;;\x1b\\ here "
+            "\x1b]0;window-title-payload\x07rank 3 "
+            "\x1bPdcs-payload\x1b\\died \x9b31mred\x9b0m \x85end")
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_terminal_control_strings_are_dropped_with_their_payload(kind):
+    with Receiver(kind) as rx:
+        assert channel(kind, rx.url).deliver(body(evidence=[TERMINAL], summary="stall: " + TERMINAL)).ok
+        rendered = json.dumps(rx.wait_for(1)[0].json, ensure_ascii=False)
+        for bad in ("evil.example/osc", "window-title-payload", "dcs-payload", "\x9b", "\x85", "31m"):
+            assert bad not in rendered, (kind, bad)
+        assert "click here" in rendered and "rank 3 died" in rendered, (kind, rendered)
+
+
+def test_an_unended_control_string_hides_nothing_and_stays_linear():
+    from watchdog.alerting.render import clean
+    assert clean("\x1b]8;;rank 3 died of OOM") == "8;;rank 3 died of OOM"
+    hostile = ("\x1b]" + "a" * 5000) * 200 + "\x9b" * 100_000   # about 1 MB, every start fails late
+    assert clean(hostile).count("a") == 5000 * 200

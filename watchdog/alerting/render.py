@@ -20,8 +20,16 @@ from watchdog.alerting.digest import (Detail, RuleGroup, Style, group_alerts, gr
 from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL, SEVERITY_RANK
 
 ZWSP = "\u200b"
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Terminal sequences a colouring logger or a shell writes, each dropped whole so its payload (an
+# OSC 8 hyperlink's hidden URL, a window title) never shows as text: control strings (OSC, DCS,
+# SOS, PM, APC; 7-bit or 8-bit introducer, ended by BEL or ST; an unended one loses only its
+# introducer, so a hostile line cannot hide the rest of itself), CSI
+# sequences (7-bit or 8-bit), then any other escape sequence. Each part starts at an ESC or C1
+# byte and its repeated classes exclude those, so matching stays linear on hostile text.
+_ANSI = re.compile(r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]{0,4096}(?:\x07|\x1b\\|\x9c)"
+                   r"|(?:\x1b\[|\x9b)[0-?]{0,64}[ -/]{0,8}[@-~]"
+                   r"|\x1b[ -/]{0,8}[0-~]")
 _MENTION_WORDS = re.compile(r"@(?=(all|here|channel|everyone|所有人)\b)", re.IGNORECASE)
 _AT_WORD = re.compile(r"@(?=[\w\u4e00-\u9fff])")
 
