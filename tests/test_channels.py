@@ -253,3 +253,18 @@ def test_an_unended_control_string_hides_nothing_and_stays_linear():
     assert clean("\x1b]8;;rank 3 died of OOM") == "8;;rank 3 died of OOM"
     hostile = ("\x1b]" + "a" * 5000) * 200 + "\x9b" * 100_000   # about 1 MB, every start fails late
     assert clean(hostile).count("a") == 5000 * 200
+
+
+@pytest.mark.parametrize("kind", ["slack", "webhook", "alertmanager"])
+def test_an_html_page_with_200_is_not_a_delivery_for_receivers_without_json_codes(kind):
+    """Slack answers `ok`, a webhook or Alertmanager plain text or JSON; a captive portal's HTML
+    page with 200 (by its body, or by its Content-Type alone) is retried, not counted as sent."""
+    page = "<!DOCTYPE html><html><body>Sign in to the proxy</body></html>"
+    with Receiver(kind) as rx:
+        rx.script(Answer(200, page), Answer(200, "portal", headers={"Content-Type": "text/html"}))
+        ch = channel(kind, rx.url)
+        verdicts = [ch.deliver(body()) for _ in range(2)]
+        assert all(not v.ok and v.retryable and "HTML page" in v.detail for v in verdicts), \
+            [v.line() for v in verdicts]
+        assert ch.deliver(body()).ok
+        assert len(rx.requests) == 3 and len(rx.accepted()) == 1

@@ -98,9 +98,21 @@ def parse_retry_after(value: Optional[str]) -> Optional[float]:
     return max(0.0, ts - time.time())
 
 
+def is_html_page(headers: Dict[str, str], text: str) -> bool:
+    """Whether an answer is a web page (by its Content-Type, or a body that opens like one)."""
+    ctype = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    head = text.lstrip()[:15].lower()
+    return "text/html" in ctype.lower() or head.startswith(("<!doctype html", "<html"))
+
+
 def http_verdict(status: int, headers: Dict[str, str], text: str) -> Verdict:
     """The generic reading of an HTTP status (used when the body says nothing)."""
     detail = " ".join(text.split())[:200] or "(empty body)"
+    if 200 <= status < 300 and is_html_page(headers, text):
+        # A proxy, captive portal or login page answered in the receiver's place: nothing was
+        # delivered, and counting it as sent would lose the alert in silence.
+        return Verdict(False, status, f"an HTML page answered, not the receiver (a proxy or login page?): {detail}",
+                       True)
     if 200 <= status < 300:
         return Verdict(True, status, detail)
     if status == 429:

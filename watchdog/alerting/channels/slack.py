@@ -76,6 +76,6 @@ class SlackChannel(Channel):
 
     def verdict(self, status: int, headers: Dict[str, str], text: str) -> Verdict:
         v = http_verdict(status, headers, text)
-        if status == 200 and text.strip() not in ("", "ok"):
+        if v.ok and text.strip() not in ("", "ok"):
             v.detail = text.strip()[:200]
         return v
