@@ -97,3 +97,49 @@ def test_infinite_or_out_of_range_values(text, where):
     with pytest.raises(ConfigError) as ei:
         load_config_text(text)
     assert where in str(ei.value)
+
+
+def _int_fields(model, seen=None):
+    """(model, field name, field info) of every int field reachable from `model`."""
+    import typing
+    from pydantic import BaseModel
+    seen = set() if seen is None else seen
+    if model in seen:
+        return
+    seen.add(model)
+    for name, info in model.model_fields.items():
+        ann = info.annotation
+        args = typing.get_args(ann) or (ann,)
+        for a in args + tuple(x for arg in args for x in typing.get_args(arg)):
+            if isinstance(a, type) and issubclass(a, BaseModel):
+                yield from _int_fields(a, seen)
+        if int in args and bool not in args:
+            yield model, name, info, info.metadata
+        for arg in args:   # List[Annotated[int, ...]]: the items' bounds
+            for item in typing.get_args(arg):
+                if typing.get_origin(item) is typing.Annotated and typing.get_args(item)[0] is int:
+                    yield model, name, info, typing.get_args(item)[1:]
+
+
+def test_every_integer_setting_has_an_upper_bound():
+    """An unbounded count (`log_tail_lines: 100000000000`) is accepted today and then allocates,
+    loops or sleeps on it at run time; every int setting says its largest sane value."""
+    from watchdog.config.schema import Config
+    from watchdog.config.types import parse_size
+    validated_elsewhere = {"file_mode", "dir_mode"}   # octal modes, bounded by their validator
+
+    def bounded(meta) -> bool:
+        # sizes are bounded by their parser (8 EiB) and, where they are buffers, by a validator
+        return any(hasattr(c, "le") or hasattr(c, "lt") or getattr(c, "func", None) is parse_size
+                   for c in meta)
+    unbounded = [f"{m.__name__}.{n}" for m, n, info, meta in _int_fields(Config)
+                 if n not in validated_elsewhere and not bounded(meta)]
+    assert not unbounded, unbounded
+
+
+def test_out_of_range_counts_and_world_writable_modes_are_refused(tmp_path):
+    refused(tmp_path, "snapshots:\n  log_tail_lines: 100000000000\n", "snapshots.log_tail_lines",
+            "less than or equal to 10000000")
+    refused(tmp_path, "probes:\n  logs:\n    slice_size: 8GiB\n", "slice_size must be at most 1GiB")
+    refused(tmp_path, "trends:\n  npus: [0, 99999]\n", "trends.npus")
+    refused(tmp_path, "snapshots:\n  file_mode: \"0666\"\n", "snapshots.file_mode", "writable by every user")

@@ -97,7 +97,7 @@ def _matchers(v: object) -> object:
 class RateLimit(StrictModel):
     """At most `count` messages per `per` (a sliding window)."""
 
-    count: int = Field(ge=1)
+    count: int = Field(ge=1, le=1_000_000)
     per: Duration
 
 

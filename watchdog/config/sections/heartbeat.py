@@ -37,7 +37,7 @@ class LearnConfig(StrictModel):
     #: Time in `train` before the learned value replaces `stale_after.train`.
     warmup: Duration = Field(default="30m")
     #: Step gaps that must have been measured before learning counts.
-    min_gaps: int = Field(default=10, ge=1)
+    min_gaps: int = Field(default=10, ge=1, le=100_000)
     #: Safety factor on the largest gap seen.
     factor: float = Field(default=5.0, ge=1.0)
     #: Bounds on the learned value (a tiny gap must not make a hair trigger).
@@ -57,7 +57,7 @@ class LossScaleConfig(StrictModel):
     #: At or below this value the scale has collapsed, however it got there.
     min: float = Field(default=1.0, ge=0)
     #: ... or this many decreases within `window` (a few early overflow skips are normal).
-    drops: int = Field(default=8, ge=1)
+    drops: int = Field(default=8, ge=1, le=100_000)
     window: Duration = Field(default="30m")
 
 
@@ -78,7 +78,7 @@ class StragglerConfig(StrictModel):
     """`rank_straggler`: one rank far behind the others (needs two ranks or more)."""
 
     #: Step lag behind the most advanced rank.
-    steps: int = Field(default=100, ge=1)
+    steps: int = Field(default=100, ge=1, le=10**12)
     #: ... or heartbeat this much older than the median of the other ranks.
     age: Duration = Field(default="3m")
 

@@ -62,7 +62,7 @@ class LogSource(StrictModel):
 
 
 class LogThresholdConfig(StrictModel):
-    count: int = Field(ge=1)
+    count: int = Field(ge=1, le=1_000_000)
     window: Duration = Field(default="10m")
 
 
@@ -147,6 +147,11 @@ class LogsProbeConfig(ProbeSchedule):
             raise ValueError("slice_size must be at least 4KiB")
         if self.max_line_bytes < 256:
             raise ValueError("max_line_bytes must be at least 256B")
+        # Both are buffers held in memory at once: a typo like `8GiB` must not be a daemon's RSS.
+        if self.slice_size > 1 << 30:
+            raise ValueError("slice_size must be at most 1GiB")
+        if self.max_line_bytes > 16 << 20:
+            raise ValueError("max_line_bytes must be at most 16MiB")
         from watchdog.logrules.model import RuleError, build_ruleset  # local: avoid import cycles
         try:
             build_ruleset(self.packs, self.disable, [r.as_rule_data() for r in self.rules])

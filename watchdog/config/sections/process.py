@@ -42,7 +42,7 @@ class ProcessProbeConfig(ProbeSchedule):
     #: direct children are ranks. Defaults to `job.launcher`.
     parent: Optional[str] = None
     #: Number of ranks on this node; fewer alive is `rank_missing`. Unset: ranks seen once are expected.
-    expected: Optional[int] = Field(default=None, ge=1)
+    expected: Optional[int] = Field(default=None, ge=1, le=65_536)
     #: `process_not_started` when no rank has appeared this long after the daemon started.
     start_grace: Duration = Field(default="15m")
     #: `rank_disk_sleep` when a rank stays in uninterruptible sleep (D, usually a driver call) this long.

@@ -34,6 +34,9 @@ def _octal_mode(value: Any) -> int:
             raise ValueError("expected an octal file mode like \"0600\"") from None
     if not isinstance(value, int) or not 0 <= value <= 0o777:
         raise ValueError("expected an octal file mode like \"0600\"")
+    if value & 0o002:
+        # Anyone on the node could then swap an archive's evidence, or fill the folder.
+        raise ValueError(f"mode {value:04o} is writable by every user; use e.g. \"0600\" or \"0640\"")
     return value
 
 
@@ -65,7 +68,7 @@ class SnapshotsConfig(StrictModel):
 
     # -- retention (oldest archives go first) --
     #: Archives kept at most.
-    keep: int = Field(default=50, ge=1)
+    keep: int = Field(default=50, ge=1, le=100_000)
     #: Total size of all archives kept at most.
     max_total_size: Size = Field(default="2GiB")
     #: Archives older than this are deleted.
@@ -78,7 +81,7 @@ class SnapshotsConfig(StrictModel):
 
     # -- what goes in --
     #: Tail of every watched log, heartbeat file and plog file: at most this many lines ...
-    log_tail_lines: int = Field(default=2000, ge=1)
+    log_tail_lines: int = Field(default=2000, ge=1, le=10_000_000)
     #: ... and at most this many bytes.
     log_tail_size: Size = Field(default="1MiB")
     #: Root of CANN logs of the job's processes (plog files under `<root>/debug/plog`, `<root>/run/plog`
@@ -86,7 +89,7 @@ class SnapshotsConfig(StrictModel):
     #: $ASCEND_PROCESS_LOG_PATH, else `~/ascend/log`.
     plog_root: Optional[str] = None
     #: Newest plog files kept per process.
-    plog_files: int = Field(default=3, ge=0)
+    plog_files: int = Field(default=3, ge=0, le=1000)
     #: The py-spy program (an optional dependency: `pip install 'npu-watchdog[stacks]'`).
     py_spy: str = "py-spy"
     #: Ask py-spy for native frames too (retried without them where that fails).
@@ -94,9 +97,9 @@ class SnapshotsConfig(StrictModel):
     #: Timeout of one py-spy dump (its process group is killed on expiry).
     stack_timeout: Duration = Field(default="5s")
     #: Python stacks are taken of at most this many processes (ranks first, then their children).
-    max_stack_processes: int = Field(default=32, ge=0)
+    max_stack_processes: int = Field(default=32, ge=0, le=4096)
     #: Lines of `dmesg` kept (0: none).
-    dmesg_lines: int = Field(default=300, ge=0)
+    dmesg_lines: int = Field(default=300, ge=0, le=1_000_000)
     #: Job environment variables kept, by exact name and by prefix (values of secret-looking names
     #: are always redacted).
     env_names: List[str] = Field(default_factory=lambda: list(DEFAULT_ENV_NAMES))

@@ -42,7 +42,7 @@ class StallConfig(StrictModel):
     #: A rank counts as "behind" (and the stall as single_rank) only when its last step is at
     #: least this many steps below the others'. Ranks of a hung collective stop within a step of
     #: each other, and throttled heartbeats report steps a few apart anyway.
-    rank_behind_steps: int = Field(default=3, ge=1)
+    rank_behind_steps: int = Field(default=3, ge=1, le=10**12)
 
     @field_validator("phases")
     @classmethod

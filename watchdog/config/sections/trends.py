@@ -8,7 +8,7 @@ AI Core percentages as npu-smi prints them (0-100).
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 from pydantic import Field, model_validator
 
@@ -22,7 +22,7 @@ class TrendsConfig(StrictModel):
     #: The NPU ids (the `NPU` column of npu-smi) the job uses. Empty: the chips on which npu-smi
     #: lists a process; when its process table is empty everywhere (typical inside containers)
     #: and the process probe sees live ranks, every chip.
-    npus: List[int] = Field(default_factory=list)
+    npus: List[Annotated[int, Field(ge=0, le=4095)]] = Field(default_factory=list)
 
     #: npu_idle: AI Core below this percentage ...
     idle_below_pct: float = Field(default=5.0, ge=0, le=100)
@@ -52,7 +52,7 @@ class TrendsConfig(StrictModel):
 
     #: npu_missing: the number of chips this node must show (e.g. 8, or 16 on A3 with two dies per
     #: NPU). Unset: only chips seen before and gone now are reported.
-    expected_chips: Optional[int] = Field(default=None, ge=1)
+    expected_chips: Optional[int] = Field(default=None, ge=1, le=1024)
 
     #: npu_temperature: at or above this many degrees Celsius ...
     temperature_warning_c: float = 90.0
