@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 import yaml  # noqa: F401  (error classes)
 from pydantic import BaseModel, SecretStr, ValidationError
@@ -155,13 +155,18 @@ def load_config_text(text: str, source: str = "<string>") -> Config:
         raise ConfigError(source, [f"{source}: cannot load this config ({type(exc).__name__}: {str(exc)[:200]})"]) from None
 
 
-def _load_config_text(text: str, source: str) -> Config:
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate_text(model: Type[M], text: str, source: str) -> M:
+    """YAML text -> `model`, with `${ENV}` substituted; every problem (YAML, environment, schema)
+    is one ConfigError naming the key. Shared by the daemon's config and the relay's."""
     raw = parse_yaml(text, source)
     errors: List[str] = []
     env_paths: List[str] = []
     data = _substitute_env(raw, "", errors, env_paths)
     try:
-        config = Config.model_validate(data)
+        config = model.model_validate(data)
     except ValidationError as exc:
         errors.extend(format_validation_error(exc, data, env_paths))
         raise ConfigError(source, errors) from None
@@ -170,19 +175,26 @@ def _load_config_text(text: str, source: str) -> Config:
     return config
 
 
+def read_config_file(path: str) -> str:
+    """The text of a config file, within the loader's size limit (regular files only)."""
+    try:
+        return read_bounded(path, yamlsafe.MAX_FILE_BYTES).decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(path, [f"{path}: no such file (use -c to name the config)"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, [f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"]) from None
+
+
+def _load_config_text(text: str, source: str) -> Config:
+    return validate_text(Config, text, source)
+
+
 def load_config(path: Optional[str]) -> Config:
     """Load and validate a config file; a missing or unreadable file is a ConfigError too."""
     from watchdog.defaults import DEFAULT_CONFIG_PATH
 
     path = path or DEFAULT_CONFIG_PATH
-    try:
-        data = read_bounded(path, yamlsafe.MAX_FILE_BYTES)
-        text = data.decode("utf-8")
-    except FileNotFoundError:
-        raise ConfigError(path, [f"{path}: no such file (use -c to name the config)"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, [f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"]) from None
-    return load_config_text(text, path)
+    return load_config_text(read_config_file(path), path)
 
 
 def redacted_dump(config: Config) -> dict:

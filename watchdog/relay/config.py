@@ -4,12 +4,11 @@ same `channels` entries, retries and limits as a node's `alerting` section)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from watchdog.config.load import ConfigError, _substitute_env, format_validation_error, parse_yaml
+from watchdog.config.load import read_config_file, validate_text
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.config.types import Duration, Secret, StrictModel
 
@@ -63,20 +62,4 @@ class RelayConfig(StrictModel):
 
 def load_relay_config(path: str) -> RelayConfig:
     """Read and validate; every problem is a ConfigError naming the key."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(path, [f"{path}: no such file (use -c to name the relay config)"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, [f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"]) from None
-    raw = parse_yaml(text, path)
-    errors: List[str] = []
-    env_paths: List[str] = []
-    data = _substitute_env(raw, "", errors, env_paths)
-    try:
-        config = RelayConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(path, errors + format_validation_error(exc, data, env_paths)) from None
-    if errors:
-        raise ConfigError(path, errors)
-    return config
+    return validate_text(RelayConfig, read_config_file(path), path)
