@@ -42,6 +42,7 @@ def test_syntax_check(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # three playbook runs, the first a whole venv install by pip
 def test_rollout_to_localhost_into_a_temp_root(tmp_path):
     root = tmp_path / "root"
     root.mkdir()
