@@ -117,6 +117,8 @@ class Receiver:
         #: Requests whose handling began (recorded in `requests` only once answered).
         self.arrived = 0
         self._script: List[Answer] = []
+        #: While set and not yet opened, every request waits here before its answer (see `hold`).
+        self._gate: Optional[threading.Event] = None
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._port = port
@@ -175,6 +177,12 @@ class Receiver:
         with self._lock:
             self._script.extend(answers)
 
+    def hold(self, gate: threading.Event) -> None:
+        """Requests that arrive from now on get their (normal) answer only once `gate` is set: the
+        vendor has the message, the sender does not know yet (a test kills the sender meanwhile)."""
+        with self._lock:
+            self._gate = gate
+
     def accepted(self) -> List[Recorded]:
         with self._lock:
             return [r for r in self.requests if r.accepted]
@@ -208,7 +216,10 @@ class Receiver:
             self.arrived += 1
             self._cond.notify_all()
             scripted = self._script.pop(0) if self._script else None
+            gate = self._gate
         ans = scripted if scripted is not None else self._verdict(rec)
+        if gate is not None:
+            gate.wait(120)
         if ans.delay:
             time.sleep(ans.delay)
         payload = ans.body
