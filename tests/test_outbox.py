@@ -130,3 +130,27 @@ def test_a_dripping_receiver_holds_its_channel_no_longer_than_the_attempt_deadli
             assert ob.counts[("s", "retried")] == 1 and len(rx.requests) == 5
         finally:
             ob.stop()
+
+
+def test_only_an_attempt_a_kill_interrupted_is_sent_again_marked(tmp_path):
+    """Row k1: an earlier daemon began its attempt and died before recording the outcome. Row k2:
+    its attempt failed and that was recorded (a retry, not a possible repeat). Only k1 is marked."""
+    from watchdog.alerting.render import REPEAT_NOTICE
+
+    with Receiver("slack") as rx:
+        store, _ = outbox(tmp_path, [{"type": "slack", "name": "s", "url": rx.url}])
+        store.enqueue([("s", "k1", "firing", note(1)), ("s", "k2", "firing", note(2))])
+        k1 = store.next_due("s", time.time())
+        store.begin_attempt(k1.id + 1)
+        store.retry(k1.id + 1, time.time(), "HTTP 500")  # k2: a failed attempt, recorded
+        store.begin_attempt(k1.id)  # k1: the request left; the daemon is killed before the verdict
+        store.close()
+        store, ob = outbox(tmp_path, [{"type": "slack", "name": "s", "url": rx.url}])  # the restart
+        ob.start()
+        try:
+            got = rx.wait_for(2)
+            seen = [(r.headers["Idempotency-Key"], REPEAT_NOTICE in r.text, r.json["text"].startswith("[CRITICAL]")) for r in got]
+            assert seen == [("k1", True, False), ("k2", False, True)], seen  # the preview says it too
+            wait_for(lambda: store.outbox_stats()[0] == 0, what="both delivered")
+        finally:
+            ob.stop()

@@ -157,12 +157,13 @@ class AlertEngine:
             # Alerts folded into the page without being shown (same event) are not listed either.
             notes.append(self._notification("resolved", [a for a in batch if a.last_notified] or batch, now))
         notes += self._am_refresh(mute, now)
-        # Commit state and notifications together, before any send.
-        self.store.save_alerts([self.alerts[fp] for fp in tr.changed if fp in self.alerts], tr.deleted)
         items: List[tuple] = []
         for n in notes:
             items += route(n, self.outbox.channels.values(), self.config.alerting.sends_direct)
-        self.outbox.enqueue(items)
+        # State and notifications in one transaction, before any send: a kill between the two
+        # would leave an alert marked as sent whose message was never queued.
+        self.store.commit_alerts([self.alerts[fp] for fp in tr.changed if fp in self.alerts], tr.deleted, items)
+        self.outbox.wake([channel for channel, *_ in items])
 
     def _mute(self, tr: lifecycle.Transitions) -> Dict[str, Optional[str]]:
         """Why each firing alert is muted now (None: not muted). Evidence is requested for what just

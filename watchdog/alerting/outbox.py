@@ -4,8 +4,14 @@ The engine commits notifications to SQLite (`AlertStore.enqueue`) and returns; e
 thread per channel name, for the whole life of the daemon (a reload hands a changed channel to its
 running sender between two attempts instead of starting a second one, which would send the row
 the first is still sending), takes the oldest due row, waits for the channel's rate limits, makes one attempt and
-records the verdict. A crash between commit and send only means the row is sent after the restart
-(receivers can deduplicate with the idempotency key). Rows that cannot succeed (bad token, bad
+records the verdict. A crash between commit and send only means the row is sent after the restart.
+
+At least once, explicitly: each attempt is recorded in the row (`in_flight`, committed) just before
+the request leaves. A kill after the vendor received a message but before its delivery was
+recorded leaves that mark; at the next start such rows are sent again with `repeat` set, never
+dropped: the webhook carries the same `Idempotency-Key` (and says `possibleRepeat`), Alertmanager
+deduplicates by labels, and chat messages (Slack, Feishu, DingTalk, WeCom have no dedup key)
+show a one-line notice that they may repeat an earlier message. Rows that cannot succeed (bad token, bad
 signature) are dropped at once with an error log; rows that keep failing are retried with
 exponential backoff and jitter (or the vendor's `Retry-After`) until `max_age`, then dropped with
 an error log and the `expired` counter.
@@ -122,7 +128,8 @@ class _Worker:
         if wait > 0:
             return wait
         self.limiter.record(now)
-        verdict = ch.deliver(row.body, self.session)
+        store.begin_attempt(row.id)
+        verdict = ch.deliver(dict(row.body, repeat=True) if row.repeat else row.body, self.session)
         self.outbox.last_verdict[ch.name] = verdict
         if verdict.ok:
             store.done(row.id)
@@ -165,6 +172,11 @@ class Outbox:
         for name in self.channels:
             for r in RESULTS:
                 self.counts[(name, r)] = 0
+        # Once per daemon life, before any sender runs: attempts a kill interrupted.
+        n = store.interrupted_attempts()
+        if n:
+            log.warning("outbox: %d notification(s) were being sent when the daemon stopped; they are sent again,"
+                        " marked as possible repeats", n, extra={"event": "notification_interrupted"})
 
     def count(self, channel: str, result: str) -> None:
         with self._lock:

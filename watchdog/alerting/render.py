@@ -97,6 +97,16 @@ def safe_url(url: Optional[str]) -> Optional[str]:
     return url
 
 
+#: The line a chat message carries when it is sent again after a kill interrupted its first
+#: attempt: the vendor may already show it, and chat vendors have no key to deduplicate by.
+REPEAT_NOTICE = "Re-sent after a watchdog restart: this may repeat a message already delivered"
+
+
+def repeat_prefix(msg: "Message") -> str:
+    """Before the text of a notification preview (Slack fallback, Feishu header, DingTalk title)."""
+    return "(possible repeat) " if msg.repeat else ""
+
+
 # -- the message -----------------------------------------------------------------------------
 class Message:
     """Read-only view of a notification body (see engine.Notification for the writer)."""
@@ -109,6 +119,8 @@ class Message:
         self.group: Dict[str, str] = dict(body.get("group", {}))
         self.ikey: str = body.get("ikey", "")
         self.test: bool = self.kind == "test"
+        #: Sent again after an interrupted attempt (see `REPEAT_NOTICE`).
+        self.repeat: bool = bool(body.get("repeat"))
         #: A fleet incident (from `npu-watchdog relay`): counts over every node of the job.
         self.incident: Dict[str, Any] = dict(body.get("incident") or {})
         self._groups: Optional[List[RuleGroup]] = None
@@ -208,6 +220,8 @@ class Parts:
     more: str
     snapshot: str
     footer: str
+    #: `REPEAT_NOTICE` (as the dialect's bold text) for a possible repeat, else "": shown first.
+    notice: str = ""
 
 
 def clock_of(alerting: Any, now: Optional[float] = None) -> Clock:
@@ -228,7 +242,8 @@ def compose(msg: Message, st: Style, shown: List[RuleGroup], d: Detail, names: b
     more = more_rules_line(groups[len(shown):], st, names)
     snap = "" if resolved else snapshot_line(groups, st)
     footer = f"npu-watchdog · {msg.kind} · {scope_counts(groups)} · id {msg.ikey}"
-    return Parts(texts, more, snap, footer)
+    notice = st.bold(st.escape(REPEAT_NOTICE) + f" (id {msg.ikey}).") if msg.repeat else ""
+    return Parts(texts, more, snap, footer, notice)
 
 
 def first_runbook(msg: Message, alerting: Any) -> Optional[str]:

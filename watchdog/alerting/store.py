@@ -63,7 +63,9 @@ CREATE TABLE IF NOT EXISTS outbox (
     body TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
     next_at REAL NOT NULL,
-    last_error TEXT
+    last_error TEXT,
+    in_flight INTEGER NOT NULL DEFAULT 0,
+    repeat INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox (channel, next_at);
 """
@@ -126,6 +128,9 @@ class OutboxRow:
     attempts: int
     next_at: float
     last_error: Optional[str]
+    #: An attempt of an earlier daemon began and its outcome was never recorded: the vendor may
+    #: already show it, so this send is marked as a possible repeat.
+    repeat: bool = False
 
 
 class AlertStore:
@@ -180,6 +185,10 @@ class AlertStore:
         cols = {r[1] for r in self._db.execute("PRAGMA table_info(alerts)").fetchall()}
         if "incident" not in cols:  # a state file from before incidents were tracked
             self._db.execute("ALTER TABLE alerts ADD COLUMN incident TEXT")
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(outbox)").fetchall()}
+        for col in ("in_flight", "repeat"):  # a state file from before attempts were recorded
+            if col not in cols:
+                self._db.execute(f"ALTER TABLE outbox ADD COLUMN {col} INTEGER NOT NULL DEFAULT 0")
         self._rename_job_label()
 
     def _rename_job_label(self) -> None:
@@ -235,9 +244,15 @@ class AlertStore:
         return out
 
     def save_alerts(self, changed: List[AlertRow], deleted: List[str]) -> None:
-        if not changed and not deleted:
+        self.commit_alerts(changed, deleted, [])
+
+    def commit_alerts(self, changed: List[AlertRow], deleted: List[str], items: List[tuple]) -> None:
+        """Alert state and the notifications it caused, in one transaction: a kill can never
+        leave an alert marked as sent without its message queued (a lost page), nor the reverse."""
+        if not changed and not deleted and not items:
             return
         with self._tx() as db:
+            self._enqueue(db, items)
             for a in changed:
                 db.execute(
                     "INSERT OR REPLACE INTO alerts (fp, rule, severity, labels, finding, state, pending_since,"
@@ -281,30 +296,46 @@ class AlertStore:
     # -- outbox ----------------------------------------------------------------------------
     def enqueue(self, items: List[tuple]) -> None:
         """Commit notifications (channel, ikey, kind, body) in one transaction, before any send."""
-        now = time.time()
         with self._tx() as db:
-            for channel, ikey, kind, body in items:
-                if kind == "refresh":
-                    # An unsent periodic refresh is superseded by the newer one.
-                    db.execute("DELETE FROM outbox WHERE channel=? AND kind='refresh' AND attempts=0", (channel,))
-                db.execute("INSERT INTO outbox (channel, created, ikey, kind, body, attempts, next_at)"
-                           " VALUES (?,?,?,?,?,0,?)", (channel, now, ikey, kind, json.dumps(body, default=str), now))
+            self._enqueue(db, items)
+
+    @staticmethod
+    def _enqueue(db: sqlite3.Connection, items: List[tuple]) -> None:
+        now = time.time()
+        for channel, ikey, kind, body in items:
+            if kind == "refresh":
+                # An unsent periodic refresh is superseded by the newer one.
+                db.execute("DELETE FROM outbox WHERE channel=? AND kind='refresh' AND attempts=0 AND in_flight=0",
+                           (channel,))
+            db.execute("INSERT INTO outbox (channel, created, ikey, kind, body, attempts, next_at)"
+                       " VALUES (?,?,?,?,?,0,?)", (channel, now, ikey, kind, json.dumps(body, default=str), now))
 
     def next_due(self, channel: str, now: float) -> Optional[OutboxRow]:
         with self._lock:
             # Strictly first in, first out per channel: the oldest row goes first even while it waits
             # for a retry, so an on-call reader never sees a resolve before its firing message.
             r = self._db.execute(
-                "SELECT id, channel, created, ikey, kind, body, attempts, next_at, last_error FROM outbox"
+                "SELECT id, channel, created, ikey, kind, body, attempts, next_at, last_error, repeat FROM outbox"
                 " WHERE channel=? ORDER BY id LIMIT 1", (channel,)).fetchone()
         if r is None or r[7] > now:
             return None
-        return OutboxRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8])
+        return OutboxRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], bool(r[9]))
 
     def next_time(self, channel: str) -> Optional[float]:
         with self._lock:
             r = self._db.execute("SELECT next_at FROM outbox WHERE channel=? ORDER BY id LIMIT 1", (channel,)).fetchone()
         return r[0] if r else None
+
+    def begin_attempt(self, row_id: int) -> None:
+        """Record, durably and before the request leaves, that an attempt of this row is under way."""
+        with self._tx() as db:
+            db.execute("UPDATE outbox SET in_flight=1 WHERE id=?", (row_id,))
+
+    def interrupted_attempts(self) -> int:
+        """At the daemon's start: rows whose attempt began in an earlier life and whose outcome was
+        never recorded (killed mid-send) are sent again, marked as possible repeats. Returns how many."""
+        with self._tx() as db:
+            return db.execute("UPDATE outbox SET repeat=1, in_flight=0 WHERE in_flight=1").rowcount
 
     def done(self, row_id: int) -> None:
         with self._tx() as db:
@@ -312,7 +343,7 @@ class AlertStore:
 
     def retry(self, row_id: int, next_at: float, error: str) -> None:
         with self._tx() as db:
-            db.execute("UPDATE outbox SET attempts=attempts+1, next_at=?, last_error=? WHERE id=?",
+            db.execute("UPDATE outbox SET attempts=attempts+1, next_at=?, last_error=?, in_flight=0 WHERE id=?",
                        (next_at, error, row_id))
 
     def outbox_stats(self) -> tuple:

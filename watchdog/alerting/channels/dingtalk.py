@@ -13,7 +13,7 @@ from typing import Any, Dict
 
 from watchdog.alerting.channels.base import Channel, Verdict, as_int, json_body, not_vendor_json
 from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import MARKDOWN, Message, compose, escape_md, first_runbook, mentions_for
+from watchdog.alerting.render import MARKDOWN, Message, compose, escape_md, first_runbook, mentions_for, repeat_prefix
 
 MAX_TEXT_BYTES = 4000
 THROTTLED = {130101, 410100}
@@ -35,7 +35,7 @@ def markdown_body(msg: Message, alerting: Any, max_bytes: int, head: str, tail: 
 
     def build(shown, detail, names) -> str:
         parts = compose(msg, MARKDOWN, shown, detail, names, alerting)
-        body = [head] + parts.groups + [parts.more, parts.snapshot, links, tail, parts.footer]
+        body = [head, parts.notice] + parts.groups + [parts.more, parts.snapshot, links, tail, parts.footer]
         return "\n\n".join(p for p in body if p)
 
     text = fit_groups(msg.groups(), build, lambda t: len(t.encode("utf-8")) <= max_bytes, alerting.max_log_lines)
@@ -58,7 +58,7 @@ class DingTalkChannel(Channel):
         title = msg.title(escape_md)
         tail = " ".join("@" + m for m in mobiles + users)
         text = markdown_body(msg, self.alerting, MAX_TEXT_BYTES, f"#### {title}", tail.strip())
-        return {"msgtype": "markdown", "markdown": {"title": title[:100], "text": text},
+        return {"msgtype": "markdown", "markdown": {"title": (repeat_prefix(msg) + title)[:100], "text": text},
                 "at": {"atMobiles": mobiles, "atUserIds": users, "isAtAll": at_all}}
 
     def request(self, msg: Message):

@@ -11,7 +11,7 @@ from typing import Any, Dict, List
 
 from watchdog.alerting.channels.base import Channel, Verdict, json_body, not_vendor_json
 from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import MARKDOWN, Message, compose, escape_plain, first_runbook, mentions_for
+from watchdog.alerting.render import MARKDOWN, Message, compose, escape_plain, first_runbook, mentions_for, repeat_prefix
 
 COLOURS = {"critical": "red", "warning": "orange", "info": "blue"}
 #: Configuration or payload errors: retrying the same request cannot help.
@@ -51,6 +51,8 @@ class FeishuChannel(Channel):
         def build(shown, detail, names) -> Dict[str, Any]:
             parts = compose(msg, MARKDOWN, shown, detail, names, self.alerting)
             elements: List[Dict[str, Any]] = []
+            if parts.notice:
+                elements.append({"tag": "markdown", "content": parts.notice})
             if ments:
                 elements.append({"tag": "markdown", "content": mention_md(ments)})
             for i, text in enumerate(parts.groups):
@@ -64,7 +66,7 @@ class FeishuChannel(Channel):
             elements.append({"tag": "markdown", "content": parts.footer, "text_size": "notation"})
             return {"msg_type": "interactive", "card": {
                 "schema": "2.0", "config": {"update_multi": True},
-                "header": {"title": {"tag": "plain_text", "content": msg.title(escape_plain)}, "template": colour},
+                "header": {"title": {"tag": "plain_text", "content": repeat_prefix(msg) + msg.title(escape_plain)}, "template": colour},
                 "body": {"elements": elements}}}
 
         return fit_groups(msg.groups(), build, lambda p: self.body_size(p) <= self.max_body,

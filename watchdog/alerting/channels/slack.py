@@ -7,7 +7,8 @@ from typing import Any, Dict, List
 
 from watchdog.alerting.channels.base import Channel, Verdict, http_verdict
 from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import SLACK, Message, compose, escape_plain, escape_slack, first_runbook, mentions_for
+from watchdog.alerting.render import (SLACK, Message, compose, escape_plain, escape_slack, first_runbook, mentions_for,
+                                      repeat_prefix)
 
 SECTION_MAX = 3000
 HEADER_MAX = 150
@@ -51,7 +52,7 @@ class SlackChannel(Channel):
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = " ".join(filter(None, (slack_mention(m) for m in mentions_for(msg, self.cfg.mentions))))
-        fallback = (ments + " " if ments else "") + msg.title(escape_slack)
+        fallback = (ments + " " if ments else "") + repeat_prefix(msg) + msg.title(escape_slack)
         links = [SLACK.link(label, url) for label, url in (("Dashboard", msg.dashboard()),
                                                            ("Runbook", first_runbook(msg, self.alerting))) if url]
 
@@ -60,6 +61,8 @@ class SlackChannel(Channel):
             blocks: List[Dict[str, Any]] = [
                 {"type": "header", "text": {"type": "plain_text", "text": _cut(msg.title(escape_plain), HEADER_MAX),
                                             "emoji": True}}]
+            if parts.notice:
+                blocks.append(section(parts.notice))
             if ments:
                 blocks.append(section(ments))
             texts = parts.groups + [x for x in (parts.more, parts.snapshot) if x]

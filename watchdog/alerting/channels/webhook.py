@@ -125,6 +125,9 @@ class WebhookChannel(_Authed):
                 "title": msg.title(escape_plain),
                 "kind": msg.kind,
                 "idempotencyKey": msg.ikey,
+                # Sent again after a kill interrupted an attempt: the receiver may have it already
+                # (same `idempotencyKey` and `Idempotency-Key` header).
+                "possibleRepeat": msg.repeat,
             }
             if self.body_size(body) <= self.max_body or keep <= 1:
                 return body
