@@ -411,3 +411,28 @@ def test_interleaved_nan_ranks_and_the_longer_log_hold_page_and_resolve_once(tmp
     settle(e)
     got = [(m.json["status"], sorted({a["labels"]["alertname"] for a in m.json["alerts"]})) for m in rx.requests]
     assert got == [("firing", ["loss_nan"]), ("resolved", ["loss_nan"])], got
+
+
+@pytest.mark.parametrize("own", [("log_offsets_unsaved", "warning", {}),
+                                 ("probe_down", "critical", {"probe": "heartbeat"}),
+                                 ("npu_smi_failing", "critical", {})])
+def test_a_watchdog_self_alert_never_rides_with_a_training_alert(tmp_path, rx, engines, own):
+    """The watchdog's own trouble (offsets unsaved, a probe down, npu-smi failing) and a NaN fire
+    in one group window: two messages, and each resolves on its own (the watchdog's alert does not
+    wait for the NaN's hold, nor the NaN for the watchdog)."""
+    rule, sev, labels = own
+    e = new_engine(engines, make_config(tmp_path, rx.url, **{"for": {rule: "0s"}}))
+    d = Driver(e)
+    mine = f(rule, sev, **labels)
+    nan = f("log_nan", "critical", rank="0", log_rule="loss_nan")
+    d.hold([nan], 0.4)
+    d.hold([nan, mine], 2.0)  # within the NaN's group window
+    d.hold([nan], 3.0)  # the watchdog's trouble is over; the NaN line still holds
+    settle(e)
+    got = [(m.json["status"], sorted(a["labels"]["alertname"] for a in m.json["alerts"])) for m in rx.requests]
+    assert sorted(got[:2]) == [("firing", ["log_nan"]), ("firing", [rule])], got
+    assert got[2:] == [("resolved", [rule])], got
+    d.hold([], 3.0)
+    settle(e)
+    got = [(m.json["status"], sorted(a["labels"]["alertname"] for a in m.json["alerts"])) for m in rx.requests]
+    assert got[3:] == [("resolved", ["log_nan"])], got

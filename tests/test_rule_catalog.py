@@ -121,3 +121,16 @@ def test_markdown_table_lists_every_rule_once():
     rows = [ln for ln in table.splitlines() if ln.startswith("| `")]
     assert [ln.split("`")[1] for ln in rows] == list(rulecatalog.names())
     assert "(runbook.md#log_oom)" in table
+
+
+def test_the_watchdog_self_rules_are_the_ones_the_grouping_doc_names():
+    """alerting.md lists the rules about the watchdog itself (they get messages of their own):
+    the list is the catalog's `subject="watchdog"`, no more, no fewer."""
+    import re
+
+    text = (REPO / "docs" / "alerting.md").read_text()
+    section = text.split("### Watchdog-self alerts", 1)[1].split("\n#", 1)[0]
+    para = section.split("\n\n")[1]
+    named = set(re.findall(r"`([a-z_]+)`", para)) & set(rulecatalog.names())
+    assert named == {r.name for r in rulecatalog.catalog().values() if r.subject == "watchdog"}
+    assert {"probe_down", "log_offsets_unsaved", "npu_smi_failing"} <= named

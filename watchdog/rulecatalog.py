@@ -73,6 +73,10 @@ class Rule:
     #: (an alert restored from disk is held that long). Called with the config and the restored
     #: finding (its details carry the threshold it fired with).
     warmup: Callable[[Any, Dict[str, Any]], float] = field(default=_no_warmup, compare=False)
+    #: What the alert is about: `job` (the training job or its node) or `watchdog` (the watchdog's
+    #: own ability to watch: a probe down, npu-smi failing, offsets or state it cannot keep). The
+    #: two never share a message, so they never wait for each other to resolve.
+    subject: str = "job"
     #: Declaring module (filled in by the catalog).
     module: str = ""
 
@@ -91,6 +95,8 @@ def catalog() -> Dict[str, Rule]:
         for r in importlib.import_module(mod).RULES:
             if r.name in out:
                 raise ValueError(f"rule {r.name} declared twice ({out[r.name].module} and {mod})")
+            if r.subject not in SUBJECTS:
+                raise ValueError(f"rule {r.name}: subject must be one of {SUBJECTS}, not {r.subject!r}")
             out[r.name] = Rule(**{**r.__dict__, "module": mod})
     return out
 
@@ -101,6 +107,15 @@ def rule(name: str) -> Optional[Rule]:
 
 def names() -> Tuple[str, ...]:
     return tuple(catalog())
+
+
+SUBJECTS = ("job", "watchdog")
+
+
+def subject(name: str) -> str:
+    """`watchdog` for a rule about the watchdog itself, else `job` (unknown rules too)."""
+    r = catalog().get(name)
+    return r.subject if r is not None else "job"
 
 
 def default_for(name: str) -> float:

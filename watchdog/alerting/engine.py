@@ -6,7 +6,8 @@ four parts kept apart as in Alertmanager:
 - `lifecycle`: the pure state machine (pending -> firing -> resolved, `for`, resolve delay, and
   the restart rule: an alert restored from disk is held until its detector has warmed up);
 - `muting`: silences and inhibitions (a firing root cause mutes its symptoms);
-- `grouping`: the alerts of one host and job that fire together share one message;
+- `grouping`: the alerts of one host and job that fire together share one message (alerts about
+  the watchdog itself get messages of their own);
 - `routing`: which channel takes which alerts.
 
 A resolved alert that was notified sends a resolved message, then its state is deleted, so the
@@ -222,7 +223,7 @@ class AlertEngine:
         for g in self.groups.due(now):
             batch = []
             for a in self.alerts.values():
-                if a.state != "firing" or a.notified or group_key(a.labels) != g:
+                if a.state != "firing" or a.notified or group_key(a) != g:
                     continue
                 if a.fp not in self._present or mute.get(a.fp):
                     # Muted, or its condition already cleared (e.g. together with the root cause
@@ -249,7 +250,7 @@ class AlertEngine:
             if a.state == "firing" and a.notified and not mute.get(a.fp) and a.last_notified is not None \
                     and now - a.last_notified >= every:
                 a.last_notified = now
-                due.setdefault(group_key(a.labels), []).append(a)
+                due.setdefault(group_key(a), []).append(a)
                 changed.add(a.fp)
         return [self._notification("reminder", batch, now) for batch in due.values()]
 

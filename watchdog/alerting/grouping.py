@@ -1,9 +1,14 @@
-"""Grouping: firing alerts of one host and job that start together go out as one message.
+"""Grouping: firing alerts of one host, job and subject that start together go out as one message.
 
 The first alert of a group opens a short window (`alerting.group_window`, default 2 s): the
 lines of one event (a NaN on eight ranks, an OOM and its traceback) arrive within a round or two
 and share the message, while the page itself is not held back. Cascades that follow minutes
 later (peers timing out in HCCL, ranks dying) are folded by inhibition, not by waiting.
+
+The rule's subject (`Rule.subject`) is part of the key: an alert about the watchdog itself (a
+probe down, npu-smi failing, offsets it cannot save) never shares a message with the training
+job's alerts. The alerts of one message resolve together, so sharing would make the watchdog's
+short trouble wait for a NaN's hour-long hold before resolving, and the reverse.
 """
 
 from __future__ import annotations
@@ -11,11 +16,12 @@ from __future__ import annotations
 from typing import Dict, List
 
 from watchdog.alerting.store import AlertRow
-from watchdog.rulecatalog import JOB_LABELS
+from watchdog.rulecatalog import JOB_LABELS, subject
 
 
-def group_key(labels: Dict[str, str]) -> str:
-    return ",".join(f"{k}={labels.get(k, '')}" for k in JOB_LABELS)
+def group_key(a: AlertRow) -> str:
+    """host, job and what the alert is about (the training job, or the watchdog itself)."""
+    return ",".join([f"{k}={a.labels.get(k, '')}" for k in JOB_LABELS] + [f"subject={subject(a.rule)}"])
 
 
 class Groups:
@@ -26,7 +32,7 @@ class Groups:
 
     def add(self, a: AlertRow, now: float, window: float, at_once: bool = False) -> None:
         """Schedule an alert's group: at once (a released alert), or `window` after it fired."""
-        g = group_key(a.labels)
+        g = group_key(a)
         if at_once:
             self.deadlines[g] = now
         elif g not in self.deadlines:

@@ -45,6 +45,7 @@ RULES = (
     Rule("state_damaged", "warning", "One of the daemon's own state files was damaged; it was set aside and the "
          "daemon started fresh (alert history and silences, or log read positions, were lost).",
          "Keep the renamed file for a bug report; check the disk and what else writes to the state folder.",
+         subject="watchdog",
          # The damage event is not seen again after a restart: the alert keeps its hour.
          warmup=lambda c, f: max(0.0, float(f.get("since") or 0.0) + DAMAGE_HOLD_SECONDS - time.time())),
 )
