@@ -52,21 +52,23 @@ def test_offsets_unsaved_then_recovered_and_a_writer_on_the_rotated_file(make_da
     log = logdir / "train_rank0.log"
     log.write_bytes(b"")
     with Receiver("webhook") as pager, Receiver("webhook") as ops:
-        d = make_daemon(config(logdir, pager, ops))
+        cfg = config(logdir, pager, ops)
+        # A window both findings below fall into: the watchdog's own alert must still get its
+        # own message, or it would wait for the NaN's one-hour hold to resolve.
+        cfg["alerting"]["group_window"] = "4s"
+        d = make_daemon(cfg)
         wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
         # The fault: where the offsets' temporary file goes there is now a directory (root cannot
         # write there either), so every save fails.
         blocker = tmp_path / "state" / "log-offsets.json.tmp"
         blocker.mkdir()
         (blocker / "x").write_bytes(b"")
-        wait_for(lambda: findings(d, "log_offsets_unsaved"), what="log_offsets_unsaved finding")
-        assert d.metrics()["npu_watchdog_log_offsets_saved"] == 0
-        # Its page goes out first: alerts sent in one message resolve together, and the NaN
-        # below holds for an hour, so a shared message would hold this resolve back.
-        ops.wait_for(1)
         # a failure line during the fault, hidden in colour codes, still pages
         with open(log, "ab") as fh:
             fh.write(b"step 40 \x1b[1;31mloss\x1b[0m: \x1b[31mnan\x1b[0m\n")
+        wait_for(lambda: findings(d, "log_offsets_unsaved"), what="log_offsets_unsaved finding")
+        assert d.metrics()["npu_watchdog_log_offsets_saved"] == 0
+        ops.wait_for(1)
         pager.wait_for(1)
         nan = findings(d, "log_nan")[0]
         assert nan["evidence"][0] == "step 40 loss: nan"
