@@ -63,10 +63,11 @@ def test_offsets_unsaved_then_recovered_and_a_writer_on_the_rotated_file(make_da
         blocker = tmp_path / "state" / "log-offsets.json.tmp"
         blocker.mkdir()
         (blocker / "x").write_bytes(b"")
-        # a failure line during the fault, hidden in colour codes, still pages
+        wait_for(lambda: findings(d, "log_offsets_unsaved"), what="log_offsets_unsaved finding")
+        # a failure line during the fault, hidden in colour codes, still pages (within the group
+        # window the offsets alert just opened)
         with open(log, "ab") as fh:
             fh.write(b"step 40 \x1b[1;31mloss\x1b[0m: \x1b[31mnan\x1b[0m\n")
-        wait_for(lambda: findings(d, "log_offsets_unsaved"), what="log_offsets_unsaved finding")
         assert d.metrics()["npu_watchdog_log_offsets_saved"] == 0
         ops.wait_for(1)
         pager.wait_for(1)
