@@ -154,3 +154,23 @@ def test_only_an_attempt_a_kill_interrupted_is_sent_again_marked(tmp_path):
             wait_for(lambda: store.outbox_stats()[0] == 0, what="both delivered")
         finally:
             ob.stop()
+
+
+def test_an_outbox_row_queued_by_an_older_version_is_sent_unmarked(tmp_path):
+    """A state file from before attempts were recorded (no in_flight/repeat columns) opens, and
+    its queued row is an ordinary one."""
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(str(tmp_path / "alerting.sqlite3"))
+    db.executescript("""CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL,
+        created REAL NOT NULL, ikey TEXT NOT NULL, kind TEXT NOT NULL, body TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0, next_at REAL NOT NULL, last_error TEXT);""")
+    db.execute("INSERT INTO outbox (channel, created, ikey, kind, body, attempts, next_at) VALUES (?,?,?,?,?,1,?)",
+               ("s", time.time(), "k1", "firing", json.dumps(note(1)), time.time()))
+    db.commit()
+    db.close()
+    store = AlertStore(str(tmp_path))
+    assert store.interrupted_attempts() == 0
+    row = store.next_due("s", time.time())
+    assert (row.ikey, row.attempts, row.repeat) == ("k1", 1, False)
