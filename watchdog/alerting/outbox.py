@@ -127,8 +127,9 @@ class _Worker:
         wait = self.limiter.wait_time(now)
         if wait > 0:
             return wait
-        self.limiter.record(now)
         store.begin_attempt(row.id)
+        # Counted from when the request leaves (after the attempt's commit), as the vendor counts.
+        self.limiter.record(time.time())
         verdict = ch.deliver(dict(row.body, repeat=True) if row.repeat else row.body, self.session)
         self.outbox.last_verdict[ch.name] = verdict
         if verdict.ok:
