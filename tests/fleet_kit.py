@@ -30,14 +30,22 @@ FAKE_NPU_SMI = REPO / "tests" / "fakes" / "npu-smi"
 AM_DIR = REPO / "contrib" / "alertmanager"
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 
-#: A rank: a step line every 30 s; SIGUSR1: the NPU OOM line, then it dies; SIGUSR2: the HCCL
-#: watchdog timeout line of a hung collective (it stays, hung). `$1` log file, `$2` rank.
+#: A rank: a Megatron iteration report every 30 s, which the daemon counts as training progress
+#: (the stall rule's log evidence; a line it did not recognise would make every node call a
+#: `stall` `stall.duration` after its daemon started, a page of its own in the middle of whatever
+#: scenario runs then). SIGUSR1: the NPU OOM line, then it dies. SIGUSR2: the HCCL watchdog
+#: timeout line of a collective that hung, then it goes on (as after the launcher's restart), so
+#: the incident ends when the log rule's `hold` runs out. `$1` log file, `$2` rank.
 RANK_SCRIPT = r'''
 log="$1"; rank="$2"
 trap 'echo "[rank$rank]: RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU $rank; 60.97 GiB total capacity; 58.10 GiB already allocated)" >> "$log"; exit 1' USR1
 trap 'echo "[rank$rank]:[E ProcessGroupHCCL.cpp:563] [Rank $rank] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=158046, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800027 milliseconds before timing out." >> "$log"' USR2
 i=0
-while :; do i=$((i+1)); echo "step $i loss 2.31" >> "$log"; sleep 30 & wait $!; done
+while :; do
+  i=$((i+1))
+  echo " iteration $i/  100000 | consumed samples: $((i*512)) | elapsed time per iteration (ms): 30000.0 | lm loss: 2.310000E+00 |" >> "$log"
+  sleep 30 & wait $!
+done
 '''
 
 
