@@ -155,6 +155,12 @@ class AmCluster:
             wait_for(lambda: len(self.status(url)["cluster"]["peers"]) == len(self.servers), timeout=90,
                      what="alertmanager peers joined")
 
+    def first_sender(self) -> int:
+        """The index of the peer at position 0, which sends a group's notifications first (the
+        others wait `--cluster.peer-timeout` per position): the members' names in sorted order."""
+        names = [self.status(url)["cluster"]["name"] for url in self.urls]
+        return names.index(min(names))
+
     @staticmethod
     def status(url: str) -> Dict[str, Any]:
         code, body = http_get(url + "/api/v2/status")
