@@ -89,6 +89,37 @@ def test_only_changes_of_followed_or_matching_files_start_a_round(tmp_path: Path
 
 
 @linux
+def test_a_line_written_while_the_first_round_reads_starts_a_round(tmp_path: Path) -> None:
+    """The directories are watched before a full round reads, not after: a line a rank writes
+    between the read and the watch would otherwise wait for the next write or the safety rescan
+    (30 s), which in a fleet put one node's HCCL timeout 30 s behind everyone else's."""
+    from watchdog.config import Config
+    from watchdog.probes.logs import LogsProbe
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    log = logdir / "train_rank0.log"
+    log.write_text("start\n")
+    probe = LogsProbe(Config.model_validate(_logs_config(logdir)).probes.logs, str(tmp_path))
+    read = probe.tailer.poll
+
+    def read_then_the_rank_writes(*args, **kw):
+        out = read(*args, **kw)
+        with open(log, "a") as fh:  # the writer, right after the round read the file
+            fh.write(NAN)
+        return out
+
+    probe.tailer.poll = read_then_the_rank_writes
+    try:
+        assert not probe.collect().value.events  # the first round: the file is followed from here
+        probe.tailer.poll = read
+        assert wait_for(lambda: probe.wait_change(0.5), timeout=5, what="the change event of the line")
+        assert [e.rule for e in probe.collect().value.events] == ["nan_loss_value"]
+    finally:
+        probe.close()
+
+
+@linux
 def test_lines_written_just_before_a_delete_or_a_rotation_are_read_at_once(tmp_path: Path) -> None:
     from watchdog.config import Config
     from watchdog.probes.logs import LogsProbe

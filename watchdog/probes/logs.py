@@ -228,6 +228,10 @@ class LogsProbe(Probe):
                 self._last_save = now
                 self.tailer._save_round()
         else:
+            if self.watch is not None:
+                # Watch before reading: a line written between this read and a watch added only
+                # after it would raise no event and wait for the next write or the rescan.
+                self.watch.sync(follow.watch_dirs(self.tailer))
             self.tailer.poll(consume, now)
             self._last_full = self._last_save = now
         if self.watch is not None:
