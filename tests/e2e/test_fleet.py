@@ -52,7 +52,7 @@ class Fleet:
         self.am = AmCluster(root / "am", self.relay.url + "/alertmanager")
         self.nodes: List[SimNode] = []
         self.seen = 0  # messages of earlier scenarios
-        self.up_at = 0.0  # monotonic time when the last daemon answered
+        self.up_at = 0.0  # monotonic time when every daemon was following its rank logs
 
     def start(self) -> "Fleet":
         self.am.wait_ready()
