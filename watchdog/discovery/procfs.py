@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+from dataclasses import replace
 from typing import Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 from watchdog.discovery.environ import parse_environ
@@ -30,6 +32,13 @@ def parse_stat(text: str) -> Tuple[str, int, int]:
     lpar, rpar = text.index("("), text.rindex(")")
     fields = text[rpar + 2:].split()
     return text[lpar + 1:rpar], int(fields[1]), int(fields[19])
+
+
+def _stat_of(pid: int, proc: str) -> Tuple[str, str, int, int]:
+    """(comm, state, ppid, start ticks) of a process."""
+    text = _read(f"{proc}/{pid}/stat", 4096).decode("utf-8", "replace")
+    comm, ppid, start = parse_stat(text)
+    return comm, text[text.rindex(")") + 2:].split(None, 1)[0], ppid, start
 
 
 def list_pids(proc: str = PROC) -> List[int]:
@@ -62,6 +71,48 @@ def read_all(keys: FrozenSet[str], proc: str = PROC) -> Dict[int, ProcRecord]:
         if rec is not None:
             out[pid] = rec
     return out
+
+
+class ProcTable:
+    """`read_all` that remembers: a process seen before (same pid, start time, command name and
+    owner) keeps its record, so a scan reads one small `stat` per process and the command line and
+    environment only of processes new since the last scan (or that exec'd: the command name
+    changes). Why: discovery scans every process-probe round, and reading every process's
+    environment was most of the daemon's idle CPU. Safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._keys: FrozenSet[str] = frozenset()
+        #: pid -> ((start ticks, comm, uid), record or None for a kernel thread / no command line)
+        self._known: Dict[int, Tuple[Tuple[int, str, int], Optional[ProcRecord]]] = {}
+        #: Processes whose command line and environment were read (all scans): what a scan costs.
+        self.records_read = 0
+
+    def read(self, keys: FrozenSet[str], proc: str = PROC) -> Dict[int, ProcRecord]:
+        with self._lock:
+            if keys != self._keys:
+                self._keys, self._known = keys, {}
+            known: Dict[int, Tuple[Tuple[int, str, int], Optional[ProcRecord]]] = {}
+            out: Dict[int, ProcRecord] = {}
+            for pid in list_pids(proc):
+                try:
+                    comm, state, ppid, start = _stat_of(pid, proc)
+                    ident = (start, comm, os.stat(f"{proc}/{pid}").st_uid)
+                except (OSError, ValueError, IndexError):
+                    continue
+                prev = self._known.get(pid)
+                if prev is not None and prev[0] == ident:
+                    rec = prev[1]
+                    if rec is not None and rec.ppid != ppid:  # re-parented (its parent exited)
+                        rec = replace(rec, ppid=ppid)
+                else:
+                    rec = read_record(pid, keys, proc)
+                    self.records_read += 1
+                known[pid] = (ident, rec)
+                if rec is not None and state != "Z":
+                    out[pid] = rec
+            self._known = known
+            return out
 
 
 def _regular_file(path: str) -> bool:
