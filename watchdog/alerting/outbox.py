@@ -287,8 +287,7 @@ class DeadMan:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if not self._event.wait(1.0):
-                continue
+            self._event.wait()  # set by a ping, or by close(): no wake-ups while idle
             self._event.clear()
             if self._stop.is_set() or not self.url:
                 continue
