@@ -2,7 +2,8 @@
 
 Counted, not timed, on the real /proc with real processes: a second scan of an unchanged process
 reads nothing but its `stat`; a process that exec's (same pid, new program and environment) is
-read again; one that turned zombie is no longer a record. The machine may start other processes
+read again, at once when the command name changes or when it was read young (a launcher's child
+between fork and exec), else at the next full read; one that turned zombie is no longer a record. The machine may start other processes
 meanwhile, so the counts are checked against the pids each scan found new.
 """
 
@@ -47,7 +48,7 @@ def reads(monkeypatch):
 def test_a_second_scan_reads_only_new_processes(reads):
     env = dict(os.environ, RANK="3", NPU_WATCHDOG_JOB="t-job")
     first = subprocess.Popen(["sleep", "100"], env=env)
-    table = procfs.ProcTable()
+    table = procfs.ProcTable(settled=0.0)  # (a young process is read again: see below)
     try:
         wait_for(lambda: open(f"/proc/{first.pid}/comm").read().strip() == "sleep", what="sleep started")
         before = table.read(KEYS)
@@ -109,3 +110,39 @@ def test_logs_and_heartbeat_reuse_the_process_rounds_scan_despite_its_jitter():
     first = feed.refresh()
     # As if the scan were a little older than the interval: the process round is due within its jitter.
     assert feed.current(max_age=0.0) is first and feed.scans_total == 1
+
+
+#: Waits for a file, then execs python again (the same command name) with RANK=5: like a
+#: launcher's child caught between its fork and its exec.
+SAME_NAME = r"""
+import os, sys, time
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)
+os.execve(sys.executable, [sys.executable, "-c", "import time; time.sleep(100)"], dict(os.environ, RANK="5"))
+"""
+
+
+@pytest.mark.parametrize("how", ["young", "full"])
+def test_an_exec_under_the_same_command_name_is_seen(tmp_path, how):
+    """Read while young (it may not have exec'd yet): read again. Read when settled: the periodic
+    full read finds the exec within `full_every` scans."""
+    go = tmp_path / "go"
+    env = {k: v for k, v in os.environ.items() if k != "RANK"}
+    proc = subprocess.Popen([sys.executable, "-c", SAME_NAME, str(go)], env=env)
+    table = (procfs.ProcTable(settled=3600.0, full_every=0) if how == "young"
+             else procfs.ProcTable(settled=0.0, full_every=3))
+    try:
+        wait_for(lambda: proc.pid in table.read(KEYS), what="the python process")  # scan 1 (or more)
+        assert "RANK" not in table.read(KEYS)[proc.pid].env
+        go.write_text("")
+        wait_for(lambda: b"time.sleep(100)" in open(f"/proc/{proc.pid}/cmdline", "rb").read(), what="the exec")
+        before = table.scans
+        seen = [table.read(KEYS)[proc.pid].env.get("RANK") for _ in range(3)]
+        if how == "young":
+            assert seen == ["5"] * 3, seen
+        else:  # settled at once: its record is kept until the next full read (every third scan)
+            stale = next(i for i in range(3) if (before + i + 1) % 3 == 0)
+            assert seen == [None] * stale + ["5"] * (3 - stale), (before, seen)
+    finally:
+        proc.kill()
+        proc.wait()
