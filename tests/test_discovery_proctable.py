@@ -135,7 +135,9 @@ def test_an_exec_under_the_same_command_name_is_seen(tmp_path, how):
         wait_for(lambda: proc.pid in table.read(KEYS), what="the python process")  # scan 1 (or more)
         assert "RANK" not in table.read(KEYS)[proc.pid].env
         go.write_text("")
-        wait_for(lambda: b"time.sleep(100)" in open(f"/proc/{proc.pid}/cmdline", "rb").read(), what="the exec")
+        # (the program before the exec names the new one too: compare the whole argument)
+        wait_for(lambda: open(f"/proc/{proc.pid}/cmdline", "rb").read().split(b"\0")[1:3]
+                 == [b"-c", b"import time; time.sleep(100)"], what="the exec")
         before = table.scans
         seen = [table.read(KEYS)[proc.pid].env.get("RANK") for _ in range(3)]
         if how == "young":
