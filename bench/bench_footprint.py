@@ -10,6 +10,7 @@ the same run, so a machine shared with other work affects both.
     python bench/bench_footprint.py --size small            # 8 ranks, 8 NPUs, 1 log, 10 min
     python bench/bench_footprint.py --size scale            # 64 ranks, 16 NPUs, 20 logs
     python bench/bench_footprint.py --size small --compress 10 --minutes 12   # "2 h" compressed
+    python bench/bench_footprint.py --size scale --discovery   # the shipped config: discovery, 2 jobs
 
 `--compress K` divides every probe interval, the state history, every detector window and the
 scrape interval by K (the writers write K times as often), so K x the run's length of history
@@ -18,6 +19,11 @@ long, and the cost of the last window against the second one shows whether the c
 the history. What runs besides the two measured processes: one writer process (heartbeat files
 of every rank every 10 s, one training-log line per log every 10 s), one `sleep` process per rank
 (RANK in its environment, found through a pid file), and the fake npu-smi (tests/fakes).
+
+`--discovery` runs the shipped example config (discovery on, without its channels) instead: the
+ranks are started by one launcher process per job (1 job small, 2 at scale) with the environment
+a launcher gives them (RANK, LOCAL_RANK, WORLD_SIZE, the job name, NPU_WATCHDOG_HEARTBEAT), the
+logs are their stdout files, and the daemon finds all of it from /proc every process round.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import psutil
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -45,28 +52,47 @@ from tests.helpers import free_port, wait_for  # noqa: E402
 
 FAKE_NPU_SMI = str(REPO / "tests" / "fakes" / "npu-smi")
 NODE_EXPORTER = "prometheus-node-exporter"
+SHIPPED = REPO / "config" / "npu-watchdog.example.yaml"
 SIZES = {"small": (8, 8, 1), "scale": (64, 16, 20)}  # ranks, NPUs, logs
 
 WRITER = r"""
 import json, os, sys, time
-root, ranks, logs, every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-pids = [int(x) for x in open(os.path.join(root, "ranks.pid")).read().split()]
-outs = [open(os.path.join(root, "logs", "train_rank%d.log" % i), "a", buffering=1) for i in range(logs)]
+spec, every = json.load(open(sys.argv[1])), float(sys.argv[2])
+outs = [open(p, "a", buffering=1) for p in spec["logs"]]
 step = 0
 while True:
     step += 1
     now = time.time()
-    for r in range(ranks):
-        p = os.path.join(root, "hb", "rank%d.json" % r)
+    for p, rank, pid in zip(spec["hb"], spec["ranks"], spec["pids"]):
         with open(p + ".tmp", "w") as fh:
             json.dump({"step": step, "time": now, "loss": 2.0 + 1.0 / step, "grad_norm": 1.1,
-                       "loss_scale": 65536.0, "tokens_per_s": 3100.0, "phase": "train", "rank": r,
-                       "pid": pids[r]}, fh)
+                       "loss_scale": 65536.0, "tokens_per_s": 3100.0, "phase": "train", "rank": rank,
+                       "pid": pid}, fh)
         os.replace(p + ".tmp", p)
-    for i, fh in enumerate(outs):
+    for fh in outs:
         fh.write("%s | iteration %7d/ 100000 | lm loss: %.6E | loss scale: 65536.0 | grad norm: 1.100 |\n"
                  % (time.strftime("%Y-%m-%d %H:%M:%S"), step, 2.0 + 1.0 / step))
     time.sleep(every)
+"""
+
+#: One discovered job's launcher (a custom one, like a site's own script): starts its ranks
+#: (`sleep`) with the environment a real launcher gives them, stdout of the first ones in a log
+#: file, and writes their pids. Discovery finds the job from /proc alone.
+LAUNCHER = r"""
+import json, os, subprocess, sys
+spec = json.loads(sys.argv[1])
+n = len(spec["ranks"])
+procs = []
+for i, r in enumerate(spec["ranks"]):
+    env = dict(os.environ, RANK=str(r["rank"]), LOCAL_RANK=str(i), WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n),
+               NPU_WATCHDOG_JOB=spec["job"], NPU_WATCHDOG_HEARTBEAT=r["hb"])
+    out = open(r["log"], "ab") if r["log"] else subprocess.DEVNULL
+    procs.append(subprocess.Popen(["sleep", "1000000"], env=env, stdout=out))
+with open(spec["pids"] + ".tmp", "w") as fh:
+    fh.write("".join("%d\n" % p.pid for p in procs))
+os.replace(spec["pids"] + ".tmp", spec["pids"])
+for p in procs:
+    p.wait()
 """
 
 
@@ -81,43 +107,99 @@ def machine() -> str:
             f"{time.strftime('%Y-%m-%d %H:%M %Z')}, load average {load}")
 
 
-def node_setup(root: Path, ranks: int, npus: int, logs: int, every: float) -> List[subprocess.Popen]:
-    """The simulated node: rank processes, the writer, the fake npu-smi scenario."""
+def node_setup(root: Path, ranks: int, npus: int, logs: int, every: float,
+               jobs: int = 0, tag: str = "") -> List[subprocess.Popen]:
+    """The simulated node: rank processes, the writer, the fake npu-smi scenario. With `jobs`, the
+    ranks are split into that many jobs, each started by its own launcher with the environment
+    discovery reads (their heartbeat files and logs named there), `tag` in their environment."""
     for d in ("hb", "logs", "state"):
         (root / d).mkdir(parents=True, exist_ok=True)
-    procs = [subprocess.Popen(["sleep", "1000000"], env=dict(os.environ, RANK=str(r))) for r in range(ranks)]
-    (root / "ranks.pid").write_text("".join(f"{p.pid}\n" for p in procs))
+    hb = [str(root / "hb" / f"rank{r}.json") for r in range(ranks)]
+    log_paths = [str(root / "logs" / f"train_rank{i}.log") for i in range(logs)]
+    if jobs:
+        procs, pids = start_jobs(root, ranks, logs, jobs, tag, hb, log_paths)
+    else:
+        procs = [subprocess.Popen(["sleep", "1000000"], env=dict(os.environ, RANK=str(r))) for r in range(ranks)]
+        pids = [p.pid for p in procs]
+    (root / "ranks.pid").write_text("".join(f"{p}\n" for p in pids))
     scen = {"generate": {"npus": npus, "name": "910B3", "aicore": 62, "hbm_used_mb": 41000, "power_w": 260.0,
                          "temp_c": 48},
-            "processes": [{"npu": r % npus, "chip": 0, "pid": p.pid, "name": "python", "memory_mb": 39000}
-                          for r, p in enumerate(procs)]}
+            "processes": [{"npu": r % npus, "chip": 0, "pid": pid, "name": "python", "memory_mb": 39000}
+                          for r, pid in enumerate(pids)]}
     (root / "npu.json").write_text(json.dumps(scen))
-    procs.append(subprocess.Popen([sys.executable, "-c", WRITER, str(root), str(ranks), str(logs), str(every)]))
+    (root / "writer.json").write_text(json.dumps({"hb": hb, "logs": log_paths, "pids": pids,
+                                                  "ranks": [r % (ranks // max(jobs, 1)) for r in range(ranks)]}))
+    procs.append(subprocess.Popen([sys.executable, "-c", WRITER, str(root / "writer.json"), str(every)]))
     return procs
 
 
-def daemon_config(root: Path, port: int, ranks: int, k: float) -> Dict[str, Any]:
+def start_jobs(root: Path, ranks: int, logs: int, jobs: int, tag: str, hb: List[str],
+               log_paths: List[str]) -> Tuple[List[subprocess.Popen], List[int]]:
+    """One launcher per job (in its own session, so stopping it stops its ranks); global rank r
+    is rank r % per_job of job r // per_job; the first logs/jobs ranks of each job write a log each."""
+    per = ranks // jobs
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    env["NPU_WATCHDOG_BENCH"] = tag
+    procs, pids = [], []
+    for j in range(jobs):
+        spec = {"job": f"bench-job-{j}", "pids": str(root / f"job{j}.pid"),
+                "ranks": [{"rank": i, "hb": hb[j * per + i],
+                           "log": log_paths[j * (logs // jobs) + i] if i < logs // jobs else None}
+                          for i in range(per)]}
+        procs.append(subprocess.Popen([sys.executable, "-c", LAUNCHER, json.dumps(spec)], env=env,
+                                      start_new_session=True))
+        pid_file = Path(spec["pids"])
+        wait_for(pid_file.exists, timeout=30, what=f"job {j}'s ranks")
+        pids += [int(x) for x in pid_file.read_text().split()]
+    return procs, pids
+
+
+def daemon_config(root: Path, port: int, ranks: int, k: float, tag: str = "") -> Dict[str, Any]:
+    """The hand-configured setup; with `tag`, the shipped example config (discovery on) instead,
+    restricted to the bench's jobs (`discovery.only_env`: other work on the machine may run jobs),
+    without its channels (they would send to the example's URLs), at the same intervals."""
     def d(seconds: float) -> str:
         return f"{seconds / k:g}s"
 
-    return {
-        "node": {"name": "bench-node"}, "job": {"name": "bench-job"},
-        "paths": {"state_dir": str(root / "state")},
-        "http": {"listen": f"127.0.0.1:{port}"},
-        "logging": {"level": "warning"},
+    windows = {
         "probes": {
-            "history": d(3600),
-            "npu": {"enabled": True, "npu_smi": FAKE_NPU_SMI, "interval": d(10)},
-            "process": {"enabled": True, "pid_file": str(root / "ranks.pid"), "expected": ranks,
-                        "interval": d(10)},
-            "heartbeat": {"enabled": True, "paths": [str(root / "hb" / "rank*.json")], "interval": d(10),
-                          "loss_scale": {"window": d(1800)},
+            "history": d(3600), "jitter": d(1),
+            "npu": {"npu_smi": FAKE_NPU_SMI, "interval": d(10)},
+            "process": {"interval": d(10)},
+            "heartbeat": {"interval": d(10), "loss_scale": {"window": d(1800)},
                           "throughput": {"window": d(1800), "sustained": d(180), "min_baseline": d(300)}},
-            "logs": {"enabled": True, "interval": d(3), "rescan": d(30),
-                     "sources": [{"name": "train", "paths": [str(root / "logs" / "*.log")]}]},
+            "logs": {"interval": d(3), "rescan": d(30)},
         },
         "trends": {"idle_for": d(600), "busy_for": d(600), "low_util_for": d(600), "hbm_window": d(1800)},
     }
+    if tag:
+        cfg = yaml.safe_load(SHIPPED.read_text())
+        merge(cfg, windows)
+        merge(cfg, {"node": {"name": "bench-node"}, "paths": {"state_dir": str(root / "state")},
+                    "http": {"listen": f"127.0.0.1:{port}"},
+                    "discovery": {"interval": d(10), "only_env": f"NPU_WATCHDOG_BENCH={tag}"}})
+        cfg["alerting"]["channels"] = []
+        return cfg
+    cfg = {"node": {"name": "bench-node"}, "job": {"name": "bench-job"},
+           "paths": {"state_dir": str(root / "state")},
+           "http": {"listen": f"127.0.0.1:{port}"},
+           "logging": {"level": "warning"}, "discovery": {"enabled": False}}
+    merge(cfg, windows)
+    merge(cfg, {"probes": {
+        "npu": {"enabled": True},
+        "process": {"enabled": True, "pid_file": str(root / "ranks.pid"), "expected": ranks},
+        "heartbeat": {"enabled": True, "paths": [str(root / "hb" / "rank*.json")]},
+        "logs": {"enabled": True, "sources": [{"name": "train", "paths": [str(root / "logs" / "*.log")]}]},
+    }})
+    return cfg
+
+
+def merge(into: Dict[str, Any], more: Dict[str, Any]) -> None:
+    for key, value in more.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = value
 
 
 class Measured:
@@ -157,7 +239,13 @@ def watched(status_url: str) -> str:
         st = json.loads(resp.read())
     probes = ", ".join(f"{p['name']} {'up' if p['up'] else 'DOWN'} {p['runs_total']} rounds" for p in st["probes"])
     rules = sorted({f["rule"] for f in st["findings"]})
-    return (f"daemon: {probes}; findings {rules or 'none'}; detector errors {st['detector_errors'] or 'none'}")
+    disc = st.get("discovery") or {}
+    jobs = ", ".join(f"{j.get('name')} ({len(j.get('ranks', []))} ranks)" for j in disc.get("jobs", []))
+    with urllib.request.urlopen(status_url.replace("/api/status", "/metrics"), timeout=10) as resp:
+        scans = [line.split()[-1] for line in resp.read().decode().splitlines()
+                 if line.startswith("npu_watchdog_discovery_scans_total")]
+    return (f"daemon: {probes}; findings {rules or 'none'}; detector errors {st['detector_errors'] or 'none'}"
+            + (f"; discovered {jobs or 'no job'}, {scans[0] if scans else '?'} scans" if disc.get("enabled") else ""))
 
 
 def scrape_cost(m: Measured, url: str, n: int = 40) -> float:
@@ -190,11 +278,14 @@ def run(args: argparse.Namespace) -> int:
     window = 300.0 / k
     print(machine())
     print(f"command: python {' '.join(sys.argv)}")
-    print(f"setup: {args.size}: {ranks} ranks, {npus} NPUs, {logs} logs; compress x{k:g} "
+    jobs = (args.jobs or (2 if args.size == "scale" else 1)) if args.discovery else 0
+    mode = (f"discovery (the shipped config), {jobs} job(s)" if jobs else "hand-configured probes")
+    print(f"setup: {args.size}: {ranks} ranks, {npus} NPUs, {logs} logs; {mode}; compress x{k:g} "
           f"(window {window:g}s = 5 min of samples); scrape every {15 / k:g}s")
     root = Path(tempfile.mkdtemp(prefix="bench-footprint-"))
-    node = node_setup(root, ranks, npus, logs, 10.0 / k)
-    cfg = daemon_config(root, free_port(), ranks, k)
+    tag = f"bench-{os.getpid()}" if jobs else ""
+    node = node_setup(root, ranks, npus, logs, 10.0 / k, jobs, tag)
+    cfg = daemon_config(root, free_port(), ranks, k, tag)
     procs: List[subprocess.Popen] = []
     stop = threading.Event()
     try:
@@ -214,13 +305,24 @@ def run(args: argparse.Namespace) -> int:
     finally:
         stop.set()
         for p in procs + node:
-            p.terminate()
+            stop_proc(p)
         for p in procs + node:
             try:
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 p.kill()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def stop_proc(p: subprocess.Popen) -> None:
+    """SIGTERM; to the whole session of a job's launcher (its ranks too)."""
+    try:
+        if os.getpgid(p.pid) == p.pid:
+            os.killpg(p.pid, signal.SIGTERM)
+        else:
+            p.terminate()
+    except OSError:
+        pass
 
 
 def measure(dm: Measured, ne: Measured, window: float, windows: int) -> List[Dict[str, float]]:
@@ -262,6 +364,9 @@ def main() -> int:
     ap.add_argument("--compress", type=float, default=1.0, help="time compression factor K (see above)")
     ap.add_argument("--settle", type=float, default=20.0, help="seconds after start before measuring")
     ap.add_argument("--pyspy", help="write a py-spy profile (raw, collapsed stacks) of the daemon here")
+    ap.add_argument("--discovery", action="store_true",
+                    help="the shipped config (discovery on) finding the ranks, instead of hand-configured probes")
+    ap.add_argument("--jobs", type=int, default=0, help="with --discovery: jobs (default 1 small, 2 scale)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 min at --compress 10")
     args = ap.parse_args()
     if args.quick:

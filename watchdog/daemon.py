@@ -46,15 +46,9 @@ RELOAD_TIMEOUT_SECONDS = 10.0
 LOOP_STALL_SECONDS = 15.0
 #: Samples the state store keeps per probe: only until the detector runner has folded them into
 #: its summaries (a pass runs at least every few seconds), which remember `probes.history`. An
-#: hour of raw samples was most of the daemon's memory growth (~30 MB at 64 ranks).
+#: hour of raw samples was most of the daemon's memory growth (~30 MB at 64 ranks). With discovery
+#: each job's summaries are fed the same way (watchdog.detectors.jobs.JobSummaries).
 RETAIN_SECONDS = 120.0
-
-
-def retain_seconds(config: Config) -> float:
-    """How long the state store keeps samples. With discovery, detectors run once per discovered
-    job over a view filtered from the history (watchdog.detectors.jobs), which the runner's
-    summaries do not cover yet: the store then keeps `probes.history` as before."""
-    return float(config.probes.history) if config.discovery.enabled else RETAIN_SECONDS
 #: Queued (like a signal) when every probe has finished its first round, so READY=1 goes out at
 #: once instead of at the main loop's next wake-up.
 FIRST_ROUND = -2
@@ -75,7 +69,7 @@ class Daemon:
         ensure_private_dir(config.paths.state_dir)
         # Before anything opens the state (raises StateFolderBusy when another daemon holds it).
         self._state_lock = statelock.acquire(config.paths.state_dir)
-        self.state = StateStore(history_seconds=retain_seconds(config))
+        self.state = StateStore(history_seconds=RETAIN_SECONDS)
         self.runtime = Runtime(config=config, state=self.state, engine=None, config_path=config_path)
         self.runtime.started_at = self.state.started_at
         # Optional services first: the engine links alerts to snapshots through the runtime.
@@ -289,7 +283,6 @@ class Daemon:
             log.warning("http.listen changed (%s -> %s): takes effect at the next restart",
                         old.http.listen, new.http.listen)
         set_level(new.logging.level)
-        self.state.set_history(retain_seconds(new))
         self.runtime.config = new
         self.runtime.config_loaded_at = time.time()
         self.engine.reconfigure(new)

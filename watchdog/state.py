@@ -10,7 +10,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from watchdog import statefiles
 
@@ -50,13 +50,18 @@ class StateView:
 
     now: float
     started_at: float
-    samples: Mapping[str, Tuple[Sample, ...]]
+    #: Per probe, its samples oldest first: a tuple, or a sequence filtered from one (a
+    #: discovered job's view, watchdog.detectors.jobs).
+    samples: Mapping[str, Sequence[Sample]]
     statuses: Mapping[str, ProbeStatus]
     #: Damaged state files this process set aside (watchdog.statefiles), for `state_damaged`.
     damage: Tuple[Any, ...] = ()
     #: Per-probe incremental summaries kept up to date by the daemon's detector runner (see
     #: watchdog.summaries); None: folded from this view's history on first use.
     summaries: Optional[Mapping[str, Any]] = None
+    #: The runner's per-job summaries (watchdog.detectors.jobs.JobSummaries) for discovered jobs;
+    #: None: a job's view folds its own from its filtered history on first use.
+    job_summaries: Any = None
     #: Results computed once per view and shared by the detectors and the metrics of one pass.
     memo: Dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -78,7 +83,7 @@ class StateView:
         hist = self.samples.get(probe)
         return hist[-1] if hist else None
 
-    def history(self, probe: str) -> Tuple[Sample, ...]:
+    def history(self, probe: str) -> Sequence[Sample]:
         return self.samples.get(probe, ())
 
     def status(self, probe: str) -> Optional[ProbeStatus]:

@@ -25,7 +25,7 @@ import random
 import threading
 import time
 import traceback
-from typing import Deque, Dict, List, Tuple
+from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from watchdog.alerting.channels import Channel, build_channels
 from watchdog.alerting.channels.base import Verdict, scrub, secret_fragments
@@ -75,7 +75,8 @@ class _Worker:
         #: Set (under the outbox lock) when the loop has ended for good: only then may another
         #: sender for this channel name start.
         self.exited = False
-        self.session = make_session()
+        #: Made on the first attempt (requests is imported then, not at start-up).
+        self._session: Optional[Any] = None
         self.thread = threading.Thread(target=self._run, name=f"send-{channel.name}", daemon=True)
 
     def adopt(self, channel: Channel) -> None:
@@ -105,7 +106,15 @@ class _Worker:
             if delay > 0:
                 self.wake.wait(min(delay, 5.0))
                 self.wake.clear()
-        self.session.close()
+        if self._session is not None:
+            self._session.close()
+
+    @property
+    def session(self) -> Any:
+        """The sender's HTTP session (kept alive across its attempts), made when first needed."""
+        if self._session is None:
+            self._session = make_session()
+        return self._session
 
     def _step(self) -> float:
         """Handle at most one row; returns how long to sleep before the next step."""
@@ -278,8 +287,7 @@ class DeadMan:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if not self._event.wait(1.0):
-                continue
+            self._event.wait()  # set by a ping, or by close(): no wake-ups while idle
             self._event.clear()
             if self._stop.is_set() or not self.url:
                 continue

@@ -34,8 +34,10 @@ def override_state_dir(config: Any, state_dir: str) -> None:
 def main(args: argparse.Namespace) -> int:
     from watchdog.daemon import Daemon
     from watchdog.logsetup import setup_logging
+    from watchdog.malloc import limit_arenas
     from watchdog.statelock import StateFolderBusy
 
+    limit_arenas()  # before any thread starts (see watchdog.malloc)
     config = load_config_or_report(args.config)
     if config is None:
         return 2

@@ -14,10 +14,13 @@ import logging
 import pkgutil
 from typing import Callable, Dict, List, Optional, Tuple
 
+from dataclasses import replace
+
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
 from watchdog.state import StateView
 from watchdog.summaries import Summaries
+from watchdog.detectors.jobs import JobSummaries, jobs_of
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +82,14 @@ class IncrementalDetectors:
         #: View time of each detector's last run.
         self._ran_at: Dict[str, float] = {}
         self.summaries = Summaries()
+        #: Per discovered job (watchdog.detectors.jobs): fed like the node's, job by job.
+        self.jobs = JobSummaries()
 
     def prepare(self, view: StateView, config: Config) -> StateView:
-        """The view with the runner's summaries brought up to date (folds only new samples)."""
-        return self.summaries.attach(view, config)
+        """The view with the runner's summaries brought up to date (folds only new samples); the
+        discovered jobs' summaries are brought up to date by their own passes."""
+        self.jobs.keep(jobs_of(view))
+        return replace(self.summaries.attach(view, config), job_summaries=self.jobs)
 
     def run(self, view: StateView, config: Config, trigger: Optional[str] = None,
             fresh_within: float = 0.0) -> Tuple[List[Finding], List[str]]:

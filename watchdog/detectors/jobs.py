@@ -8,13 +8,15 @@ timeouts stretching the log cascade window. Without discovered jobs it runs once
 
 from __future__ import annotations
 
+from collections import abc
 from dataclasses import replace
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
 from watchdog.observations import JobState, ProcessObservation
 from watchdog.state import Sample, StateView
+from watchdog.summaries import Summaries
 
 Detector = Callable[[StateView, Config], List[Finding]]
 
@@ -34,14 +36,88 @@ def _filter(probe: str, value: Any, job: JobState, first: bool) -> Any:
     return value
 
 
-def job_view(view: StateView, job: JobState, first: bool) -> StateView:
-    samples: Dict[str, Tuple[Sample, ...]] = dict(view.samples)
-    for probe in ("process", "heartbeat", "logs"):
+#: The probes whose samples a job's view filters; the others' summaries are the node's.
+FILTERED = ("process", "heartbeat", "logs")
+
+
+class JobHistory(abc.Sequence):  # type: ignore[type-arg]
+    """One job's view of a probe's history: a sample is filtered when it is read (and kept), so a
+    pass that reads only the newest samples neither filters nor walks the hour behind them."""
+
+    __slots__ = ("origin", "_fn", "_made")
+
+    def __init__(self, origin: Sequence[Sample], fn: Callable[[Any], Any]):
+        #: The store's history this view filters (watchdog.summaries finds new samples in it).
+        self.origin = origin
+        self._fn = fn
+        self._made: Dict[int, Sample] = {}
+
+    def __len__(self) -> int:
+        return len(self.origin)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self.origin))))
+        n = len(self.origin)
+        j = i + n if i < 0 else i
+        if not 0 <= j < n:
+            raise IndexError(i)
+        got = self._made.get(j)
+        if got is None:
+            src = self.origin[j]
+            got = self._made[j] = Sample(src.time, self._fn(src.value))
+        return got
+
+
+class JobSummaries:
+    """The runner's summaries of each discovered job (of the probes its view filters), fed only
+    the samples new since the last pass, as the node's are: a per-job pass then costs the same
+    after a minute as after a day. Keyed by job and by whether it is the first job (which also
+    gets the readings that name no job), so a change of either starts a fresh fold."""
+
+    def __init__(self) -> None:
+        self._jobs: Dict[Tuple[str, bool], Summaries] = {}
+        self._configs: Dict[str, Tuple[Config, JobState, Config]] = {}
+
+    def keep(self, jobs: Tuple[JobState, ...]) -> None:
+        """Forget the summaries of jobs no longer reported."""
+        names = {j.name for j in jobs}
+        for key in [k for k in self._jobs if k[0] not in names]:
+            del self._jobs[key]
+        for name in [n for n in self._configs if n not in names]:
+            del self._configs[name]
+
+    def config(self, config: Config, job: JobState) -> Config:
+        """`job_config`, made again only when the config or the job changes (a config change
+        reconfigures the job's summaries)."""
+        got = self._configs.get(job.name)
+        if got is None or got[0] is not config or got[1] != job:
+            got = self._configs[job.name] = (config, job, job_config(config, job))
+        return got[2]
+
+    def update(self, key: Tuple[str, bool], view: StateView, config: Config) -> Dict[str, Any]:
+        summaries = self._jobs.get(key)
+        if summaries is None:
+            summaries = self._jobs[key] = Summaries(FILTERED)
+        return summaries.update(view, config)
+
+
+def job_view(view: StateView, job: JobState, first: bool, config: Optional[Config] = None) -> StateView:
+    """The view one job's pass reads: its filtered process, heartbeat and logs samples, the node's
+    summaries of the other probes, and (with the runner's `job_summaries`) its own summaries
+    brought up to date with the samples new since the last pass."""
+    samples: Dict[str, Sequence[Sample]] = dict(view.samples)
+    for probe in FILTERED:
         hist = view.samples.get(probe)
         if hist:
-            samples[probe] = tuple(Sample(s.time, _filter(probe, s.value, job, first)) for s in hist)
-    # Its own summaries and memo: the runner's summaries and answers are the whole node's.
-    return replace(view, samples=samples, summaries=None, memo={})
+            samples[probe] = JobHistory(hist, lambda v, p=probe: _filter(p, v, job, first))
+    shared = {k: v for k, v in (view.summaries or {}).items() if k not in FILTERED}
+    # Its own memo: the runner's answers are the whole node's.
+    jv = replace(view, samples=samples, summaries=shared, memo={}, job_summaries=None)
+    if view.job_summaries is not None and config is not None:
+        own = view.job_summaries.update((job.name, first), jv, config)
+        jv = replace(jv, summaries={**shared, **own})
+    return jv
 
 
 def job_config(config: Config, job: JobState) -> Config:
@@ -64,8 +140,19 @@ def per_job(fn: Detector) -> Detector:
             return fn(view, config)
         out: List[Finding] = []
         for i, job in enumerate(jobs):
-            out.extend(fn(job_view(view, job, i == 0), job_config(config, job)))
+            out.extend(fn(*_job_pass(view, config, job, i == 0)))
         return out
 
     detect.__doc__ = fn.__doc__
     return detect
+
+
+def _job_pass(view: StateView, config: Config, job: JobState, first: bool) -> Tuple[StateView, Config]:
+    """The job's view and config, made once per pass and shared by the per-job detectors (the
+    node view's memo lives for one pass)."""
+    def make() -> Tuple[StateView, Config]:
+        store = view.job_summaries
+        cfg = store.config(config, job) if store is not None else job_config(config, job)
+        return job_view(view, job, first, cfg), cfg
+
+    return view.once(("job_pass", job, first, id(config)), make)

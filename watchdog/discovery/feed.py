@@ -15,6 +15,7 @@ import time
 from typing import Any, Dict, Mapping, Optional
 
 from watchdog.discovery.model import Discovered
+from watchdog.discovery.procfs import ProcTable
 from watchdog.discovery.scan import ScanOptions, discover
 
 log = logging.getLogger(__name__)
@@ -43,16 +44,26 @@ def scan_options(config: Any) -> ScanOptions:
                        first_job_name=config.job.name if config.job_name_explicit else None)
 
 
+#: Beyond its jitter, how late a process-probe round (which rescans) may come before the logs
+#: and heartbeat probes scan on their own.
+REUSE_SLACK = 1.0
+
+
 def feed_for(config: Any) -> "DiscoveryFeed":
-    return DiscoveryFeed(scan_options(config))
+    return DiscoveryFeed(scan_options(config), slack=float(config.probes.jitter) + REUSE_SLACK)
 
 
 class DiscoveryFeed:
-    def __init__(self, opts: ScanOptions):
+    def __init__(self, opts: ScanOptions, slack: float = 0.0):
         self.opts = opts
+        #: `current` also reuses a result this much older than asked: the process probe rescans
+        #: every interval plus up to its jitter, and a second scan just before it is wasted.
+        self.slack = slack
         self._lock = threading.Lock()
         self._latest: Optional[Discovered] = None
         self._npu_by_pid: Dict[int, int] = {}
+        #: The process table as of the last scan (a scan reads only what is new).
+        self._table = ProcTable()
         self._mono = 0.0
         self.scans_total = 0
         self.errors_total = 0
@@ -69,7 +80,7 @@ class DiscoveryFeed:
         with self._lock:
             npu = dict(self._npu_by_pid)
         try:
-            found = discover(self.opts, npu)
+            found = discover(self.opts, npu, self._table)
         except Exception:
             with self._lock:
                 self.errors_total += 1
@@ -82,10 +93,10 @@ class DiscoveryFeed:
         return found
 
     def current(self, max_age: float) -> Discovered:
-        """The latest result when younger than `max_age` seconds, else a fresh scan."""
+        """The latest result when younger than `max_age` seconds (plus the slack), else a fresh scan."""
         with self._lock:
             latest, age = self._latest, time.monotonic() - self._mono
-        if latest is not None and age < max_age:
+        if latest is not None and age < max_age + self.slack:
             return latest
         return self.refresh()
 

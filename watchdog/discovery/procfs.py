@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+from dataclasses import replace
 from typing import Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 from watchdog.discovery.environ import parse_environ
@@ -30,6 +32,19 @@ def parse_stat(text: str) -> Tuple[str, int, int]:
     lpar, rpar = text.index("("), text.rindex(")")
     fields = text[rpar + 2:].split()
     return text[lpar + 1:rpar], int(fields[1]), int(fields[19])
+
+
+def _stat_of(pid: int, proc: str) -> Tuple[str, str, int, int, int]:
+    """(comm, state, ppid, start ticks, owner uid) of a process: one open, read and fstat (the
+    files of /proc/<pid> belong to the process's user, as the folder does)."""
+    fd = os.open(f"{proc}/{pid}/stat", os.O_RDONLY)
+    try:
+        text = os.read(fd, 4096).decode("utf-8", "replace")
+        uid = os.fstat(fd).st_uid
+    finally:
+        os.close(fd)
+    comm, ppid, start = parse_stat(text)
+    return comm, text[text.rindex(")") + 2:].split(None, 1)[0], ppid, start, uid
 
 
 def list_pids(proc: str = PROC) -> List[int]:
@@ -62,6 +77,77 @@ def read_all(keys: FrozenSet[str], proc: str = PROC) -> Dict[int, ProcRecord]:
         if rec is not None:
             out[pid] = rec
     return out
+
+
+#: A process read younger than this is read again at the next scan: a launcher's child between
+#: its fork and its exec still shows the launcher's command line and environment (and the same
+#: command name when both are python).
+SETTLED_SECONDS = 2.0
+#: Every this many scans each process is read afresh: a program that execs long after it started,
+#: under the same command name, is then seen within that many scans (5 min at the defaults).
+FULL_EVERY = 30
+
+
+class ProcTable:
+    """`read_all` that remembers: a process seen before (same pid, start time, command name and
+    owner), read when it was past its fork-to-exec moment, keeps its record, so a scan reads one
+    small `stat` per process and the command line and environment only of processes that are new
+    (or young, or exec'd to another program), and of all of them every `full_every` scans. Why:
+    discovery scans every process-probe round, and reading every process's environment was most
+    of the daemon's CPU on a node of a few hundred processes. Safe to share between threads."""
+
+    def __init__(self, settled: float = SETTLED_SECONDS, full_every: int = FULL_EVERY) -> None:
+        self._lock = threading.Lock()
+        self.settled, self.full_every = settled, full_every
+        self._keys: FrozenSet[str] = frozenset()
+        #: pid -> ((start ticks, comm, uid), record or None (kernel thread, no command line),
+        #: whether it was read past SETTLED_SECONDS of age)
+        self._known: Dict[int, _Known] = {}
+        #: Scans made (every full_every-th reads every process).
+        self.scans = 0
+        #: Processes whose command line and environment were read (all scans): what a scan costs.
+        self.records_read = 0
+
+    def read(self, keys: FrozenSet[str], proc: str = PROC) -> Dict[int, ProcRecord]:
+        with self._lock:
+            if keys != self._keys:
+                self._keys, self._known = keys, {}
+            self.scans += 1
+            full = self.full_every > 0 and self.scans % self.full_every == 0
+            now_ticks = _uptime(proc) * CLOCK_TICKS
+            known: Dict[int, _Known] = {}
+            out: Dict[int, ProcRecord] = {}
+            for pid in list_pids(proc):
+                try:
+                    comm, state, ppid, start, uid = _stat_of(pid, proc)
+                except (OSError, ValueError, IndexError):
+                    continue
+                ident = (start, comm, uid)
+                prev = self._known.get(pid)
+                if prev is not None and prev[0] == ident and prev[2] and not full:
+                    rec, settled = prev[1], True
+                    if rec is not None and rec.ppid != ppid:  # re-parented (its parent exited)
+                        rec = replace(rec, ppid=ppid)
+                else:
+                    settled = now_ticks - start >= self.settled * CLOCK_TICKS
+                    rec = read_record(pid, keys, proc)
+                    self.records_read += 1
+                known[pid] = (ident, rec, settled)
+                if rec is not None and state != "Z":
+                    out[pid] = rec
+            self._known = known
+            return out
+
+
+_Known = Tuple[Tuple[int, str, int], Optional[ProcRecord], bool]
+
+
+def _uptime(proc: str) -> float:
+    """Seconds since boot (the clock of the start times in /proc/<pid>/stat)."""
+    try:
+        return float(_read(f"{proc}/uptime", 256).split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("inf")  # unknown: every process counts as settled
 
 
 def _regular_file(path: str) -> bool:

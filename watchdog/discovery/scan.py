@@ -179,10 +179,13 @@ def _unique_names(jobs: List[JobInfo]) -> List[JobInfo]:
     return out
 
 
-def discover(opts: ScanOptions, npu_by_pid: Optional[Mapping[int, int]] = None) -> Discovered:
-    """One scan of the node."""
+def discover(opts: ScanOptions, npu_by_pid: Optional[Mapping[int, int]] = None,
+             table: Optional[procfs.ProcTable] = None) -> Discovered:
+    """One scan of the node; with `table` (kept by the caller across scans), only processes new
+    since its last scan have their command line and environment read."""
     started = time.monotonic()
-    records = procfs.read_all(wanted_keys(tuple(opts.name_env) + tuple(k for k, _ in opts.only)), opts.proc)
+    keys = wanted_keys(tuple(opts.name_env) + tuple(k for k, _ in opts.only))
+    records = table.read(keys, opts.proc) if table is not None else procfs.read_all(keys, opts.proc)
     raw_jobs = group_jobs(records, opts.ignore, opts.only)
     logs = {pid: procfs.rank_logs(pid, opts.proc) for j in raw_jobs for _, pid in j.ranks}
     boot = procfs.boot_time(opts.proc)

@@ -112,9 +112,12 @@ class DiscoveredProcessProbe(Probe):
             # followed by a gone job a round later.
             time.sleep(SETTLE_SECONDS)
             live = self._follow_known()
+        followed = {ident[0] for ident in live}  # checked against their start time just now
         for job in found.jobs:
             self._track_job(job, now)
             for r in job.ranks:
+                if r.pid in followed:
+                    continue
                 try:
                     p = psutil.Process(r.pid)
                     ident = (r.pid, p.create_time())

@@ -213,15 +213,18 @@ class ProcessProbe(Probe):
             except (psutil.AccessDenied, psutil.ZombieProcess):
                 threads = 0
             try:
-                cmd = redact_argv(p.cmdline())[0]  # alerts and status show it: no credentials
-            except (psutil.AccessDenied, psutil.ZombieProcess):
-                cmd = ()
-            if not cmd and prev is not None:
-                cmd = prev.cmdline  # a zombie has no command line left; keep the last one seen
-            try:
                 name = p.name()
             except psutil.Error:
                 name = prev.name if prev else ""
+            if prev is not None and prev.cmdline and name == prev.name:
+                cmd = prev.cmdline  # the same process (pid and start time), no exec: read once
+            else:
+                try:
+                    cmd = redact_argv(p.cmdline())[0]  # alerts and status show it: no credentials
+                except (psutil.AccessDenied, psutil.ZombieProcess):
+                    cmd = ()
+            if not cmd and prev is not None:
+                cmd = prev.cmdline  # a zombie has no command line left; keep the last one seen
         delta = None if prev is None else max(0.0, cpu - prev.cpu_seconds)
         return ProcessInfo(pid=p.pid, rank=rank, state=str(state), create_time=create, cpu_seconds=cpu,
                            cpu_delta=delta, rss_bytes=rss, threads=threads, cmdline=cmd, name=name)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import replace
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import logging
 
@@ -61,9 +61,15 @@ def fold(probe: str, view: StateView, config: Any) -> Any:
 
 
 class Summaries:
-    """The daemon's summaries, brought up to date with each view before a detector pass."""
+    """The daemon's summaries, brought up to date with each view before a detector pass.
 
-    def __init__(self) -> None:
+    `probes` limits them to some probes (a discovered job's summaries cover only the probes its
+    view filters; see watchdog.detectors.jobs). A history may be a filtered view of the store's
+    (it has an `origin`, the store's tuple): new samples are found by identity in the origin, so a
+    filtered sample is made only for the samples new since the last pass."""
+
+    def __init__(self, probes: Optional[Tuple[str, ...]] = None) -> None:
+        self._probes = probes
         self._config: Any = None
         self._by_probe: Dict[str, Any] = {}
         self._last: Dict[str, Sample] = {}
@@ -71,37 +77,44 @@ class Summaries:
         self.folded = 0
 
     def attach(self, view: StateView, config: Any) -> StateView:
-        """Fold the samples new since the last call and return the view carrying the summaries.
-        A config change (or a history that lost the last folded sample) rebuilds from the view."""
+        """Fold the samples new since the last call and return the view carrying the summaries."""
+        return replace(view, summaries=self.update(view, config))
+
+    def update(self, view: StateView, config: Any) -> Dict[str, Any]:
+        """Fold the samples new since the last call; the summaries by probe. A config change
+        reconfigures them; a history that lost the last folded sample rebuilds from the view."""
         if config is not self._config:
             self._config = config
             for summary in self._by_probe.values():
                 summary.reconfigure(config)
         for probe, cls in registry().items():
+            if self._probes is not None and probe not in self._probes:
+                continue
             hist = view.history(probe)
+            origin = getattr(hist, "origin", hist)
             last = self._last.get(probe)
-            new, fresh = _new_samples(hist, last)
+            start, fresh = _new_from(origin, last)
             summary = self._by_probe.get(probe)
             if summary is None or fresh:
                 if summary is not None and last is not None:
                     log.warning("summary of %s restarted: samples were dropped before it read them", probe)
                 summary = self._by_probe[probe] = cls(config)
-            for sample in new:
-                summary.add(sample, view)
-            self.folded += len(new)
-            if new:
-                self._last[probe] = new[-1]
-        return replace(view, summaries=dict(self._by_probe))
+            for j in range(start, len(hist)):
+                summary.add(hist[j], view)
+            self.folded += len(hist) - start
+            if start < len(origin):
+                self._last[probe] = origin[len(origin) - 1]
+        return dict(self._by_probe)
 
 
-def _new_samples(hist: Tuple[Sample, ...], last: Optional[Sample]) -> Tuple[List[Sample], bool]:
-    """The samples after `last` (walking back from the newest), and whether `last` was not found
-    so everything must be folded afresh."""
+def _new_from(hist: Sequence[Sample], last: Optional[Sample]) -> Tuple[int, bool]:
+    """Index of the first sample after `last` (walking back from the newest), and whether `last`
+    was not found so everything must be folded afresh."""
     if last is None:
-        return list(hist), True
+        return 0, True
     i = len(hist) - 1
     while i >= 0 and hist[i] is not last:
         i -= 1
     if i < 0:
-        return list(hist), True
-    return [hist[j] for j in range(i + 1, len(hist))], False
+        return 0, True
+    return i + 1, False

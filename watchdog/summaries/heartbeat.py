@@ -7,13 +7,12 @@ longer walk every rank's hour of history on every pass.
 from __future__ import annotations
 
 import math
-import statistics
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Dict, Optional, Tuple, Union
 
 from watchdog.config.schema import Config
 from watchdog.observations import HeartbeatObservation, HeartbeatReading
 from watchdog.state import Sample, StateView
-from watchdog.summaries.window import Window
+from watchdog.summaries.window import SplitMedian, Window
 
 PROBE = "heartbeat"
 
@@ -36,7 +35,7 @@ class RankTrack:
     """What the history says about one rank, folded reading by reading."""
 
     __slots__ = ("last_usable_at", "last", "state", "run_first", "scales", "scale_drops",
-                 "throughput", "_thr_cache")
+                 "throughput")
 
     def __init__(self) -> None:
         self.last_usable_at: Optional[float] = None
@@ -46,8 +45,7 @@ class RankTrack:
         #: (time, (loss_scale, fell from the previous value))
         self.scales: Window[Tuple[float, bool]] = Window()
         self.scale_drops = 0
-        self.throughput: Window[float] = Window()
-        self._thr_cache: Optional[Tuple[Any, Optional[Dict[str, float]]]] = None
+        self.throughput = SplitMedian()
 
     def add(self, t: float, r: HeartbeatReading, keep: float) -> None:
         if r.exists and r.error is None:
@@ -89,21 +87,15 @@ class RankTrack:
     def throughput_baseline(self, now: float, window: float, sustained: float,
                             min_baseline: float) -> Optional[Dict[str, float]]:
         """Median of the baseline (window start .. now - sustained) and the largest recent value;
-        None when the baseline is too short. Recomputed only when the split moves."""
+        None when the baseline is too short. O(log n) per point (see SplitMedian)."""
         w = self.throughput
         w.drop_before(now - window)
-        split = w.index_at(now - sustained)
-        key = (w.key(), split)
-        if self._thr_cache is not None and self._thr_cache[0] == key:
-            return self._thr_cache[1]
-        out: Optional[Dict[str, float]] = None
-        if 0 < len(w) - split and split >= 2:
-            base = list(w.items(0, split))
-            if base[-1][0] - base[0][0] >= min_baseline:
-                out = {"median": statistics.median(v for _, v in base),
-                       "recent_max": max(v for _, v in w.items(split))}
-        self._thr_cache = (key, out)
-        return out
+        w.split_at(now - sustained)
+        n, span, median = w.baseline()
+        recent = w.recent_max()
+        if recent is None or n < 2 or span is None or median is None or span < min_baseline:
+            return None
+        return {"median": median, "recent_max": recent}
 
 
 class Summary:

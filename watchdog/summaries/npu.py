@@ -168,10 +168,26 @@ class ChipTrack:
         covered = len(w) > 0 and w.first()[0] <= start
         key = (w.key(), covered, w.index_at(start + tc.hbm_window / 2))
         if self.hbm_cache is None or self.hbm_cache[0] != key:
-            pts = [(t, m) for t, m in w.items()]
-            self.hbm_cache = (key, hbm_trend_mb(pts, now, tc))
+            flat = self._not_growing(covered, start, tc)
+            self.hbm_cache = (key, flat if flat is not None else hbm_trend_mb(list(w.items()), now, tc))
         tr = self.hbm_cache[1]
         return replace(tr, window_start=start) if tr is not None else None
+
+    def _not_growing(self, covered: bool, start: float, tc: Any) -> Any:
+        """The judgement without walking the window when the rise alone rules growth out (the
+        common case: a flat memory), else None. Only a growing chip's drawdown and slope are read
+        (the rule and the ETA metric), so they are left out here (0 and None)."""
+        from watchdog.detectors.npu import HbmTrend
+        from watchdog.detectors.series import MIB
+
+        w = self.mem
+        if not covered or len(w) < 3:
+            return None
+        first, last = w.first()[1], w.last()[1]
+        rise = (last[0] - first[0]) * MIB
+        if rise >= tc.hbm_min_growth:
+            return None
+        return HbmTrend(False, last[0] * MIB, last[1] * MIB, rise, 0, None, None, start)
 
     def steady_since(self, idle: bool, tol_mb: float, idle_below: float, busy_above: float) -> Optional[float]:
         """For the stall rule: start of the trailing run in which the chip stayed idle (AI Core

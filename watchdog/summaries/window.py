@@ -8,8 +8,9 @@ daemon's CPU with the history length (ranks x history per pass for the per-rank 
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from typing import Any, Generic, Iterator, List, Optional, Tuple, TypeVar
+from bisect import bisect_left, bisect_right, insort
+from collections import deque
+from typing import Any, Deque, Generic, Iterator, List, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
 
@@ -163,3 +164,74 @@ def run_start(times: "Window[Any]", break_seq: Optional[int]) -> Optional[float]
     if break_seq >= times.next_seq - 1:
         return None
     return times.time_of(break_seq + 1)
+
+
+class SplitMedian:
+    """A window of values split at a moving time: the median of the older part (the baseline) and
+    the largest value of the newer part, kept as points arrive, cross the split and leave.
+
+    The baseline is a sorted list (a point enters or leaves by bisection), the newer part a
+    monotonic queue for its maximum, so each point costs O(log n) plus a short memmove, where
+    sorting the baseline whenever a point arrived cost O(n log n) per rank and per sample.
+    """
+
+    __slots__ = ("points", "_base", "_split", "_maxq")
+
+    def __init__(self) -> None:
+        self.points: Window[float] = Window()
+        self._base: List[float] = []      # values of seqs [points.first_seq, _split), sorted
+        self._split = 0                    # seq of the first point of the newer part
+        self._maxq: Deque[Tuple[int, float]] = deque()  # (seq, value), values decreasing
+
+    def append(self, t: float, value: float) -> None:
+        seq = self.points.append(t, value)
+        while self._maxq and self._maxq[-1][1] <= value:
+            self._maxq.pop()
+        self._maxq.append((seq, value))
+
+    def drop_before(self, start: float) -> None:
+        first = self.points.first_seq
+        for k, value in enumerate(self.points.drop_before(start)):
+            if first + k < self._split:
+                del self._base[bisect_left(self._base, value)]
+        self._split = max(self._split, self.points.first_seq)
+        self._trim()
+
+    def split_at(self, t: float) -> None:
+        """Points before `t` belong to the baseline (t only moves forward in the daemon; a
+        step back rebuilds both parts)."""
+        w = self.points
+        target = w.first_seq + w.index_at(t)
+        if target < self._split:
+            self._base = sorted(w.values[w.head:target - w.base])
+            self._maxq.clear()
+            for i in range(target - w.base, len(w.values)):
+                value = w.values[i]
+                while self._maxq and self._maxq[-1][1] <= value:
+                    self._maxq.pop()
+                self._maxq.append((w.base + i, value))
+            self._split = target
+            return
+        while self._split < target:
+            insort(self._base, w.values[self._split - w.base])
+            self._split += 1
+        self._trim()
+
+    def _trim(self) -> None:
+        while self._maxq and self._maxq[0][0] < self._split:
+            self._maxq.popleft()
+
+    def baseline(self) -> Tuple[int, Optional[float], Optional[float]]:
+        """(points in the baseline, its time span, its median); span and median None when empty."""
+        n = len(self._base)
+        if n == 0:
+            return 0, None, None
+        w = self.points
+        span = w.time_of(self._split - 1) - w.first()[0]  # type: ignore[operator]
+        mid = n // 2
+        median = self._base[mid] if n % 2 else (self._base[mid - 1] + self._base[mid]) / 2
+        return n, span, median
+
+    def recent_max(self) -> Optional[float]:
+        """The largest value of the newer part (None when it is empty)."""
+        return self._maxq[0][1] if self._maxq else None

@@ -17,15 +17,16 @@ import re
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
-
-import requests
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from watchdog import __version__
 from watchdog.alerting.channels.http import MAX_ANSWER_BYTES, Deadline, make_session, read_answer
 from watchdog.alerting.render import Message
 from watchdog.config.sections.alerting import AlertingConfig, ChannelConfig
 from watchdog.config.types import secret_value
+
+if TYPE_CHECKING:  # imported on the first send (see channels.http.make_session)
+    import requests
 
 REDACTED = "<redacted>"
 _URL_IN_TEXT = re.compile(r"(url: |url=|https?://)\S+", re.IGNORECASE)
@@ -179,7 +180,7 @@ class Channel:
         return len(json.dumps(payload, ensure_ascii=False).encode("utf-8"))
 
     # -- delivery --------------------------------------------------------------------------
-    def deliver(self, body: Dict[str, Any], session: Optional[requests.Session] = None) -> Verdict:
+    def deliver(self, body: Dict[str, Any], session: Optional["requests.Session"] = None) -> Verdict:
         """One attempt; never raises, and nothing it returns contains a secret."""
         try:
             url, headers, data = self.request(Message(body))
@@ -218,6 +219,8 @@ class Channel:
         """The verdict of an attempt that got no usable answer (never contains a secret)."""
         if deadline.expired:
             return Verdict(False, None, f"no complete answer within the attempt deadline ({self.cfg.attempt_timeout:g}s)")
+        import requests  # loaded by the attempt (make_session)
+
         if isinstance(exc, requests.exceptions.ConnectTimeout):
             return Verdict(False, None, f"connect timeout after {self.cfg.connect_timeout:g}s")
         if isinstance(exc, requests.exceptions.ReadTimeout):

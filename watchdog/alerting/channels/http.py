@@ -12,21 +12,18 @@ notifications waited behind it), and an endless answer body would be read into m
 - `read_answer` reads at most `MAX_ANSWER_BYTES` of the body (vendors answer a few hundred
   bytes) and never asks for compressed answers, so a bomb cannot expand in memory.
 
-The hooks are urllib3's connection classes selected through requests' adapter (public
-attributes: `pool_classes_by_scheme`, `ConnectionCls`); proxies from the environment keep
-working as before (SOCKS proxies are left alone and get the per-read timeouts only).
+The hooks are urllib3's connection classes selected through requests' adapter (in
+watchdog.alerting.httpclient, imported on the first send).
 """
 
 from __future__ import annotations
 
 import socket
 import threading
-from typing import Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
-import requests
-from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+if TYPE_CHECKING:
+    import requests
 
 #: The largest answer body read; the rest is not read (the connection is closed).
 MAX_ANSWER_BYTES = 64 * 1024
@@ -80,68 +77,22 @@ def _shut(sock: socket.socket) -> None:
         pass
 
 
-def _watch(sock: Optional[socket.socket]) -> None:
+def watch_socket(sock: Optional[socket.socket]) -> None:
     d: Optional[Deadline] = getattr(_local, "deadline", None)
     if d is not None:
         d.watch(sock)
 
 
-class _Watched:
-    """Mixin for urllib3 connections: register each socket with the sending thread's deadline."""
+def make_session() -> "requests.Session":
+    """A requests session whose connections obey `Deadline`. requests and urllib3 are imported
+    here, on the first send: a daemon whose channels have sent nothing does not carry them
+    (about 5 MB of its memory)."""
+    from watchdog.alerting.httpclient import deadline_session
 
-    sock: Optional[socket.socket]
-
-    def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()  # type: ignore[misc]
-        _watch(sock)
-        return sock
-
-    def request(self, *args: Any, **kwargs: Any) -> Any:
-        _watch(self.sock)  # a kept-alive connection, or the TLS socket made by connect()
-        return super().request(*args, **kwargs)  # type: ignore[misc]
+    return deadline_session()
 
 
-class _Conn(_Watched, HTTPConnection):
-    pass
-
-
-class _TLSConn(_Watched, HTTPSConnection):
-    pass
-
-
-class _Pool(HTTPConnectionPool):
-    ConnectionCls = _Conn
-
-
-class _TLSPool(HTTPSConnectionPool):
-    ConnectionCls = _TLSConn
-
-
-_POOLS = {"http": _Pool, "https": _TLSPool}
-
-
-class _Adapter(HTTPAdapter):
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = dict(_POOLS)
-
-    def proxy_manager_for(self, proxy: str, **kwargs: Any) -> Any:
-        manager = super().proxy_manager_for(proxy, **kwargs)
-        if not proxy.lower().startswith("socks"):
-            manager.pool_classes_by_scheme = dict(_POOLS)
-        return manager
-
-
-def make_session() -> requests.Session:
-    """A requests session whose connections obey `Deadline`."""
-    s = requests.Session()
-    adapter = _Adapter()
-    s.mount("http://", adapter)
-    s.mount("https://", adapter)
-    return s
-
-
-def read_answer(resp: requests.Response, limit: int = MAX_ANSWER_BYTES) -> Tuple[str, bool]:
+def read_answer(resp: "requests.Response", limit: int = MAX_ANSWER_BYTES) -> Tuple[str, bool]:
     """(text of at most `limit` bytes, whether the body was longer) of a streamed response."""
     buf = bytearray()
     cut = False
