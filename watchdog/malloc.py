@@ -12,7 +12,6 @@ anyway), so sharing two arenas costs no measurable time. `MALLOC_ARENA_MAX` in t
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 #: mallopt's parameter number for the arena limit (glibc malloc.h: M_ARENA_MAX).
@@ -25,10 +24,10 @@ def limit_arenas(arenas: int = ARENAS) -> bool:
     no such call), or when the environment already sets it."""
     if "MALLOC_ARENA_MAX" in os.environ:
         return False
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        mallopt = libc.mallopt
+        # The process's own symbols: the C library the interpreter already uses. (No
+        # ctypes.util.find_library: on Linux it runs ldconfig or a compiler to find a name.)
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
