@@ -146,7 +146,7 @@ def parse_yaml(text: str, source: str) -> Any:
 def load_config_text(text: str, source: str = "<string>") -> Config:
     """Validate config text; raises ConfigError listing every problem found, and nothing else."""
     try:
-        return _load_config_text(text, source)
+        return validate_text(Config, text, source)
     except ConfigError:
         raise
     except (RecursionError, MemoryError, OverflowError, ValueError, TypeError) as exc:
@@ -183,10 +183,6 @@ def read_config_file(path: str) -> str:
         raise ConfigError(path, [f"{path}: no such file (use -c to name the config)"]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(path, [f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}"]) from None
-
-
-def _load_config_text(text: str, source: str) -> Config:
-    return validate_text(Config, text, source)
 
 
 def load_config(path: Optional[str]) -> Config:
