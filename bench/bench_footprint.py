@@ -293,7 +293,8 @@ def run(args: argparse.Namespace) -> int:
         procs = [dm.proc, ne.proc]
         time.sleep(args.settle)
         if args.pyspy:  # a sampling profile of the daemon over the first window (by hand)
-            subprocess.Popen(["py-spy", "record", "-p", str(dm.proc.pid), "-o", args.pyspy, "-f", "raw",
+            pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+            subprocess.Popen([pyspy, "record", "-p", str(dm.proc.pid), "-o", args.pyspy, "-f", "raw",
                               "-d", str(int(min(300, args.minutes * 60) / k)), "-r", "200", "--nonblocking"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         threading.Thread(target=scraper, args=([d_url, n_url], 15.0 / k, stop), daemon=True).start()
