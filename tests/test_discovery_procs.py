@@ -119,3 +119,4 @@ def test_doctor_reports_what_discovery_sees(tmp_path):
         (check,) = [c for c in doc["checks"] if c["group"] == "daemon" and c["name"] == "discovery"]
         assert check["status"] == "pass" and "doc-job: 2 ranks" in check["reason"]
         assert check["details"]["feeds"]["process"] == "discovery"
+

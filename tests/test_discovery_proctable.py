@@ -1,10 +1,13 @@
-"""The discovery scan reads the command line and environment only of processes it has not seen.
+"""The discovery scan reads the command line and environment only of processes it has not seen,
+and the `stat` only of the processes a job is made of (and a share of the others each scan).
 
-Counted, not timed, on the real /proc with real processes: a second scan of an unchanged process
-reads nothing but its `stat`; a process that exec's (same pid, new program and environment) is
-read again, at once when the command name changes or when it was read young (a launcher's child
-between fork and exec), else at the next full read; one that turned zombie is no longer a record. The machine may start other processes
-meanwhile, so the counts are checked against the pids each scan found new.
+Counted, not timed, on the real /proc with real processes (and on procfs trees built by hand where
+the kernel cannot be made to do it): a second scan of an unchanged process reads at most its `stat`;
+a process that exec's (same pid, new program and environment) is read again, at once when it is a
+rank or an ancestor of one, or was read young (a launcher's child between fork and exec), within
+`rotate` scans for other processes with a new command name, else at the next full read; a pid taken
+over by a new process is read at once; a rank that turned zombie is no longer a record. The machine
+may start other processes meanwhile, so the counts are checked against the pids each scan found new.
 """
 
 from __future__ import annotations
@@ -148,3 +151,112 @@ def test_an_exec_under_the_same_command_name_is_seen(tmp_path, how):
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture
+def stats(monkeypatch):
+    """The pids whose `stat` was read, scan by scan (a list per `read`)."""
+    per_scan: list = []
+    real = procfs._stat_of
+
+    def counting(pid, proc):
+        per_scan[-1].append(pid)
+        return real(pid, proc)
+
+    monkeypatch.setattr(procfs, "_stat_of", counting)
+    return per_scan
+
+
+def test_a_scan_reads_the_stat_of_ranks_and_their_ancestors_and_a_third_of_the_rest(stats):
+    """Counted on the real /proc: after the first scan, marked processes and their ancestors are
+    looked at every scan, other user processes once in `rotate` scans, kernel threads never."""
+    rank = subprocess.Popen(["sleep", "100"], env=dict(os.environ, RANK="3", NPU_WATCHDOG_JOB="t-job"))
+    table = procfs.ProcTable(settled=0.0, full_every=0, rotate=3)
+    try:
+        wait_for(lambda: open(f"/proc/{rank.pid}/comm").read().strip() == "sleep", what="sleep started")
+        stats.append([])
+        first = table.read(KEYS)
+        assert first[rank.pid].env["RANK"] == "3"
+        kernel = {pid for pid, _ in procfs._proc_entries("/proc")} - set(first)
+        chain = {rank.pid} | {os.getpid()}  # the rank's parent is this test's process
+        for _ in range(3):
+            stats.append([])
+            table.read(KEYS)
+        later = [set(s) for s in stats[1:]]
+        assert all(chain <= s for s in later), "a rank and its ancestors are looked at every scan"
+        others = set(first) - procfs.watch_set(first)
+        counts = {pid: sum(pid in s for s in later) for pid in others}
+        # Once in 3 scans; a process that ended meanwhile (its pid gone, or taken over with a new
+        # inode) may be looked at less or once more.
+        assert sum(1 for n in counts.values() if n == 1) >= 0.9 * len(counts), counts
+        assert not any(pid in s for s in later for pid in kernel if pid in first), "kernel threads are skipped"
+        assert sum(len(s) for s in later) < 3 * len(stats[0])
+    finally:
+        rank.kill()
+        rank.wait()
+
+
+def test_a_settled_unmarked_process_that_execs_into_a_rank_is_found_within_rotate_scans(tmp_path):
+    go = tmp_path / "go"
+    proc = subprocess.Popen([sys.executable, "-c", EXECS, str(go)], env={k: v for k, v in os.environ.items()
+                                                                          if k != "RANK"})
+    table = procfs.ProcTable(settled=0.0, full_every=0, rotate=3)
+    try:
+        wait_for(lambda: proc.pid in table.read(KEYS), what="the python process")
+        table.read(KEYS)  # now known and settled: looked at once in 3 scans
+        go.write_text("")
+        wait_for(lambda: open(f"/proc/{proc.pid}/comm").read().strip() == "sleep", what="the exec")
+        seen = [table.read(KEYS)[proc.pid].env.get("RANK") for _ in range(3)]
+        assert "7" in seen and seen[seen.index("7"):] == ["7"] * (3 - seen.index("7")), seen
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _fake_process(root, pid: int, start: int, env: str, comm: str = "python3") -> None:
+    d = root / str(pid)
+    d.mkdir()
+    (d / "stat").write_text(f"{pid} ({comm}) S 1 {pid} {pid} 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0\n")
+    (d / "cmdline").write_bytes(b"python3\0train.py\0")
+    (d / "environ").write_bytes(env.encode() + b"\0")
+
+
+def test_a_pid_taken_over_by_a_new_process_is_read_at_once(tmp_path):
+    """A pid whose folder is a new one (a new inode) is read at the next scan, even when it is not
+    its turn to be looked at: here an unmarked process ends and a rank takes its pid."""
+    (tmp_path / "uptime").write_text("100000.00 1.00\n")
+    _fake_process(tmp_path, 4242, start=100, env="HOME=/x")
+    table = procfs.ProcTable(settled=0.0, full_every=0, rotate=1000)
+    assert table.read(KEYS, str(tmp_path))[4242].env.get("RANK") is None
+    assert table.read(KEYS, str(tmp_path))[4242].env.get("RANK") is None
+    looked = table.stats_read
+    table.read(KEYS, str(tmp_path))
+    assert table.stats_read == looked, "not its turn: no stat read"
+    import shutil
+
+    shutil.rmtree(tmp_path / "4242")
+    (tmp_path / "placeholder").mkdir()  # keeps the freed inode number from being reused at once
+    _fake_process(tmp_path, 4242, start=200, env="RANK=5")
+    assert table.read(KEYS, str(tmp_path))[4242].env.get("RANK") == "5"
+
+
+def test_an_unchanged_table_reuses_the_jobs_and_a_change_is_seen_at_once(tmp_path, monkeypatch):
+    """Grouping and describing the jobs is done again only when a record changed (counted, on a
+    procfs tree built by hand); a rank that turns zombie leaves its job at the next scan."""
+    from watchdog.discovery import scan as scan_mod
+
+    calls = []
+    real = scan_mod.describe_job
+    monkeypatch.setattr(scan_mod, "describe_job", lambda *a, **k: calls.append(1) or real(*a, **k))
+    (tmp_path / "uptime").write_text("100000.00 1.00\n")
+    for pid, rank in ((300, 0), (301, 1)):
+        _fake_process(tmp_path, pid, start=100, env=f"RANK={rank}\0MASTER_ADDR=n1\0MASTER_PORT=29500")
+    opts = scan_mod.ScanOptions(proc=str(tmp_path), home_of=lambda uid: None, owner_ok=lambda path, uid: True)
+    table = procfs.ProcTable(settled=0.0, full_every=0, rotate=1000)
+    first = scan_mod.discover(opts, None, table)
+    assert [r.pid for r in first.jobs[0].ranks] == [300, 301] and calls == [1]
+    again = [scan_mod.discover(opts, None, table) for _ in range(3)]
+    assert calls == [1] and all(a.jobs == first.jobs for a in again)
+    stat = tmp_path / "301" / "stat"
+    stat.write_text(stat.read_text().replace(") S ", ") Z "))
+    assert [r.pid for r in scan_mod.discover(opts, None, table).jobs[0].ranks] == [300] and calls == [1, 1]

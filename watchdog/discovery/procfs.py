@@ -10,9 +10,9 @@ import os
 import stat
 import threading
 from dataclasses import replace
-from typing import Dict, FrozenSet, Iterator, List, Optional, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
-from watchdog.discovery.environ import parse_environ
+from watchdog.discovery.environ import parse_environ, rank_of
 from watchdog.discovery.model import ProcRecord
 
 PROC = "/proc"
@@ -86,27 +86,61 @@ SETTLED_SECONDS = 2.0
 #: Every this many scans each process is read afresh: a program that execs long after it started,
 #: under the same command name, is then seen within that many scans (5 min at the defaults).
 FULL_EVERY = 30
+#: A settled process that is neither marked as a rank nor an ancestor of one has its `stat`
+#: checked once every this many scans (a share of them each scan): one that execs into a rank
+#: under a new command name is found within that many scans (30 s at the defaults).
+ROTATE_EVERY = 3
+
+
+def _proc_entries(proc: str) -> List[Tuple[int, int]]:
+    """(pid, inode of /proc/<pid>) from one directory read (the inode comes with the entry: no
+    stat). A pid whose inode is unchanged is the same process: procfs gives each process's
+    folder its own inode, so a pid taken over by a new process shows a new one."""
+    with os.scandir(proc) as it:
+        return [(int(e.name), e.inode()) for e in it if e.name.isdigit()]
 
 
 class ProcTable:
-    """`read_all` that remembers: a process seen before (same pid, start time, command name and
-    owner), read when it was past its fork-to-exec moment, keeps its record, so a scan reads one
-    small `stat` per process and the command line and environment only of processes that are new
-    (or young, or exec'd to another program), and of all of them every `full_every` scans. Why:
-    discovery scans every process-probe round, and reading every process's environment was most
-    of the daemon's CPU on a node of a few hundred processes. Safe to share between threads."""
+    """`read_all` that remembers, so a scan costs one directory read plus a `stat` of the
+    processes that matter. Why: discovery scans every process-probe round, and reading every
+    process's environment, then every process's `stat`, was most of the daemon's idle CPU (a
+    large node has hundreds of kernel threads and daemons, none of them ever a rank).
 
-    def __init__(self, settled: float = SETTLED_SECONDS, full_every: int = FULL_EVERY) -> None:
+    - A new pid (or a pid whose /proc inode changed: a new process) has its `stat`, command line
+      and environment read.
+    - Processes that carry a rank marker, their ancestors (launchers, wrappers) and processes
+      read young (between fork and exec) have their `stat` read every scan: an exec (new command
+      name), a new parent or a zombie is seen at once, and their command line and environment
+      are read again when their identity (start time, command name, owner) changed.
+    - Other user processes have their `stat` checked in turn, a third of them each scan
+      (`rotate`); kernel threads and zombies (no command line) only when their inode changes.
+    - Every `full_every` scans every process is read afresh (an exec under the same command name).
+
+    Safe to share between threads."""
+
+    def __init__(self, settled: float = SETTLED_SECONDS, full_every: int = FULL_EVERY,
+                 rotate: int = ROTATE_EVERY) -> None:
         self._lock = threading.Lock()
-        self.settled, self.full_every = settled, full_every
+        self.settled, self.full_every, self.rotate = settled, full_every, max(1, rotate)
         self._keys: FrozenSet[str] = frozenset()
-        #: pid -> ((start ticks, comm, uid), record or None (kernel thread, no command line),
-        #: whether it was read past SETTLED_SECONDS of age)
+        #: pid -> (identity, record or None (kernel thread, zombie), read settled, /proc inode, state)
         self._known: Dict[int, _Known] = {}
+        #: Pids whose `stat` is read every scan (marked ranks and their ancestors).
+        self._watched: FrozenSet[int] = frozenset()
         #: Scans made (every full_every-th reads every process).
         self.scans = 0
         #: Processes whose command line and environment were read (all scans): what a scan costs.
         self.records_read = 0
+        #: `stat` files read (all scans).
+        self.stats_read = 0
+        #: pid -> (identity, scan, log files): a rank's open files are listed again every
+        #: `rotate` scans (a real rank holds hundreds of descriptors: sockets, devices, shm).
+        self._logs: Dict[int, Tuple[Tuple[int, str, int], int, Tuple[str, ...]]] = {}
+        #: Bumped by a scan whose records differ from the previous scan's (what a caller may key
+        #: work done on the records by).
+        self.generation = 0
+        #: For the caller: (key, value) of work done on one generation's records.
+        self.memo: Optional[Tuple[object, object]] = None
 
     def read(self, keys: FrozenSet[str], proc: str = PROC) -> Dict[int, ProcRecord]:
         with self._lock:
@@ -114,32 +148,77 @@ class ProcTable:
                 self._keys, self._known = keys, {}
             self.scans += 1
             full = self.full_every > 0 and self.scans % self.full_every == 0
+            turn = self.scans % self.rotate
             now_ticks = _uptime(proc) * CLOCK_TICKS
             known: Dict[int, _Known] = {}
-            out: Dict[int, ProcRecord] = {}
-            for pid in list_pids(proc):
-                try:
-                    comm, state, ppid, start, uid = _stat_of(pid, proc)
-                except (OSError, ValueError, IndexError):
-                    continue
-                ident = (start, comm, uid)
+            changed = False
+            for pid, ino in _proc_entries(proc):
                 prev = self._known.get(pid)
-                if prev is not None and prev[0] == ident and prev[2] and not full:
-                    rec, settled = prev[1], True
-                    if rec is not None and rec.ppid != ppid:  # re-parented (its parent exited)
-                        rec = replace(rec, ppid=ppid)
-                else:
-                    settled = now_ticks - start >= self.settled * CLOCK_TICKS
-                    rec = read_record(pid, keys, proc)
-                    self.records_read += 1
-                known[pid] = (ident, rec, settled)
-                if rec is not None and state != "Z":
-                    out[pid] = rec
+                if (prev is not None and prev[3] == ino and prev[2] and not full and pid not in self._watched
+                        and (prev[1] is None or pid % self.rotate != turn)):
+                    known[pid] = prev  # unchanged by every sign we pay to look at
+                    continue
+                entry = self._look(pid, ino, prev, full, now_ticks, keys, proc)
+                if entry is not None:
+                    known[pid] = entry
+                    changed = changed or prev is None or entry[1] is not prev[1] or entry[4] != prev[4]
+            if changed or len(known) != len(self._known):
+                self.generation += 1
             self._known = known
+            self._logs = {pid: v for pid, v in self._logs.items() if pid in known}
+            out = {pid: k[1] for pid, k in known.items() if k[1] is not None and k[4] != "Z"}
+            self._watched = frozenset(watch_set(out))
             return out
 
+    def logs_of(self, pid: int, proc: str = PROC) -> Tuple[str, ...]:
+        """`rank_logs` of a process, listed again when it is a new process or `rotate` scans old."""
+        with self._lock:
+            entry, cached = self._known.get(pid), self._logs.get(pid)
+            ident = entry[0] if entry is not None else None
+            if cached is not None and cached[0] == ident and self.scans - cached[1] < self.rotate:
+                return cached[2]
+        found = rank_logs(pid, proc)
+        if ident is not None:
+            with self._lock:
+                self._logs[pid] = (ident, self.scans, found)
+        return found
 
-_Known = Tuple[Tuple[int, str, int], Optional[ProcRecord], bool]
+    def _look(self, pid: int, ino: int, prev: Optional["_Known"], full: bool, now_ticks: float,
+              keys: FrozenSet[str], proc: str) -> Optional["_Known"]:
+        """Read a process's `stat`; its command line and environment too when it is new to us."""
+        try:
+            comm, state, ppid, start, uid = _stat_of(pid, proc)
+        except (OSError, ValueError, IndexError):
+            return None
+        self.stats_read += 1
+        ident = (start, comm, uid)
+        if prev is not None and prev[0] == ident and prev[2] and not full:
+            rec = prev[1]
+            if rec is not None and rec.ppid != ppid:  # re-parented (its parent exited)
+                rec = replace(rec, ppid=ppid)
+            return ident, rec, True, ino, state
+        settled = now_ticks - start >= self.settled * CLOCK_TICKS
+        self.records_read += 1
+        return ident, read_record(pid, keys, proc), settled, ino, state
+
+
+def watch_set(records: Dict[int, ProcRecord]) -> Set[int]:
+    """Processes carrying a rank marker and all their ancestors: the ones a job is made of."""
+    out: Set[int] = set()
+    for pid, rec in records.items():
+        if rec.env is None or rank_of(rec.env) is None:
+            continue
+        while pid not in out and len(out) < 1 << 16:
+            out.add(pid)
+            parent = records.get(pid)
+            if parent is None or parent.ppid <= 1:
+                break
+            pid = parent.ppid
+    return out
+
+
+#: (identity, record, read settled, /proc inode, state letter)
+_Known = Tuple[Tuple[int, str, int], Optional[ProcRecord], bool, int, str]
 
 
 def _uptime(proc: str) -> float:
@@ -200,7 +279,21 @@ def _fd_targets(pid: int, proc: str) -> Iterator[Tuple[str, str]]:
             yield fd, target
 
 
+_BOOT: Dict[str, float] = {}
+
+
 def boot_time(proc: str = PROC) -> float:
+    """The boot time (`btime` of /proc/stat, fixed while the machine runs): read once per procfs
+    root, as /proc/stat is long on a many-core machine."""
+    if proc not in _BOOT:
+        found = _read_boot_time(proc)
+        if not found:
+            return found
+        _BOOT[proc] = found
+    return _BOOT[proc]
+
+
+def _read_boot_time(proc: str) -> float:
     try:
         for line in _read(f"{proc}/stat").decode("ascii", "replace").splitlines():
             if line.startswith("btime "):

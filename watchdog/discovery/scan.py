@@ -55,11 +55,24 @@ def owned_by(path: str, uid: int) -> bool:
     return False
 
 
+_HOMES: Dict[int, Tuple[float, Optional[str]]] = {}
+#: A user's home folder is looked up again after this long (each lookup reads the user database).
+HOME_TTL = 300.0
+
+
 def _home(uid: int) -> Optional[str]:
+    now = time.monotonic()
+    cached = _HOMES.get(uid)
+    if cached is not None and now - cached[0] < HOME_TTL:
+        return cached[1]
     try:
-        return pwd.getpwuid(uid).pw_dir
+        home: Optional[str] = pwd.getpwuid(uid).pw_dir
     except KeyError:
-        return None
+        home = None
+    if len(_HOMES) > 4096:
+        _HOMES.clear()
+    _HOMES[uid] = (now, home)
+    return home
 
 
 def label_safe(text: str, fallback: str = "job") -> str:
@@ -179,6 +192,14 @@ def _unique_names(jobs: List[JobInfo]) -> List[JobInfo]:
     return out
 
 
+def _describe_jobs(records: Dict[int, ProcRecord], logs_of: Callable[[int, str], Tuple[str, ...]],
+                   npu_by_pid: Mapping[int, int], opts: ScanOptions) -> List[JobInfo]:
+    raw_jobs = group_jobs(records, opts.ignore, opts.only)
+    logs = {pid: logs_of(pid, opts.proc) for j in raw_jobs for _, pid in j.ranks}
+    boot = procfs.boot_time(opts.proc)
+    return [describe_job(j, records, logs, npu_by_pid, opts, boot) for j in raw_jobs]
+
+
 def discover(opts: ScanOptions, npu_by_pid: Optional[Mapping[int, int]] = None,
              table: Optional[procfs.ProcTable] = None) -> Discovered:
     """One scan of the node; with `table` (kept by the caller across scans), only processes new
@@ -186,10 +207,17 @@ def discover(opts: ScanOptions, npu_by_pid: Optional[Mapping[int, int]] = None,
     started = time.monotonic()
     keys = wanted_keys(tuple(opts.name_env) + tuple(k for k, _ in opts.only))
     records = table.read(keys, opts.proc) if table is not None else procfs.read_all(keys, opts.proc)
-    raw_jobs = group_jobs(records, opts.ignore, opts.only)
-    logs = {pid: procfs.rank_logs(pid, opts.proc) for j in raw_jobs for _, pid in j.ranks}
-    boot = procfs.boot_time(opts.proc)
-    jobs = [describe_job(j, records, logs, npu_by_pid or {}, opts, boot) for j in raw_jobs]
+    if table is None:
+        jobs = _describe_jobs(records, procfs.rank_logs, npu_by_pid or {}, opts)
+    else:
+        # The same records (and NPU table) describe the same jobs: reuse them, except every
+        # `rotate` scans (rank log files listed again, heartbeat owners checked again).
+        key = (table.generation, tuple(sorted((npu_by_pid or {}).items())), opts)
+        if table.memo is not None and table.memo[0] == key and table.scans % table.rotate:
+            jobs = list(table.memo[1])  # type: ignore[call-overload]
+        else:
+            jobs = _describe_jobs(records, table.logs_of, npu_by_pid or {}, opts)
+            table.memo = (key, tuple(jobs))
     if opts.first_job_name and jobs:
         from dataclasses import replace
 
