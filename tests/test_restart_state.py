@@ -36,6 +36,42 @@ def test_a_ranks_last_step_change_survives_a_restart(tmp_path):
     assert _hb_probe(tmp_path).collect().value.readings[0].step == 7
 
 
+def test_progress_is_saved_at_most_once_a_minute_while_steps_advance(tmp_path, monkeypatch):
+    """Counted: steps advancing every round rewrite (and fsync) the progress file once, then not
+    until PROGRESS_SAVE_SECONDS pass, unless a heartbeat file comes or goes; a shutdown saves."""
+    from watchdog.probes import heartbeat as hb_mod
+
+    writes = []
+    real = hb_mod.write_json
+    monkeypatch.setattr(hb_mod, "write_json", lambda path, doc: writes.append(doc) or real(path, doc))
+    clock = [1000.0]
+    monkeypatch.setattr(hb_mod.time, "monotonic", lambda: clock[0])
+    (tmp_path / "hb").mkdir()
+    (tmp_path / "state").mkdir()
+    probe = _hb_probe(tmp_path)
+    beat = lambda rank, step: (tmp_path / "hb" / f"rank{rank}.json").write_text(  # noqa: E731
+        json.dumps({"step": step, "phase": "train", "time": time.time()}))
+    beat(0, 1)
+    probe.collect()
+    assert len(writes) == 1
+    for step in range(2, 6):
+        clock[0] += 10
+        beat(0, step)
+        probe.collect()
+    assert len(writes) == 1, "advancing steps within a minute: no rewrite"
+    beat(1, 1)
+    probe.collect()
+    assert len(writes) == 2 and set(writes[-1]["data"]) == {str(tmp_path / "hb" / f"rank{r}.json") for r in (0, 1)}
+    clock[0] += hb_mod.PROGRESS_SAVE_SECONDS
+    beat(0, 9)
+    probe.collect()
+    assert len(writes) == 3 and writes[-1]["data"][str(tmp_path / "hb" / "rank0.json")]["step"] == 9
+    beat(0, 10)
+    probe.collect()
+    probe.close()
+    assert len(writes) == 4 and writes[-1]["data"][str(tmp_path / "hb" / "rank0.json")]["step"] == 10
+
+
 def _logs_probe(tmp_path, hold="30m"):
     cfg = load_config_text(
         f"probes: {{logs: {{enabled: true, hold: {hold}, sources: [{{name: train, paths: ['{tmp_path}/rank*.log']}}]}}}}")
