@@ -243,3 +243,36 @@ def test_an_unreadable_directory_is_an_error_until_it_can_be_listed(tmp_path: Pa
     (tmp_path / "logs" / "rank0.log").write_bytes(b"hello\n")
     t.poll(sink, 4.0)
     assert t.errors == {} and sink.texts() == [b"hello"]
+
+
+def test_offsets_are_written_every_round_and_fsynced_at_most_once_a_minute(tmp_path: Path, monkeypatch) -> None:
+    """Counted: every round's offsets reach the file (a daemon killed without `close` continues
+    where it stopped), but only the first save, one SYNC_SECONDS later, and `close` fsync it."""
+    from watchdog.logrules import tail as tail_mod
+
+    syncs: List[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(tail_mod.statefiles.os, "fsync", lambda fd: syncs.append(fd) or real_fsync(fd))
+    clock = [100.0]
+    monkeypatch.setattr(tail_mod.time, "monotonic", lambda: clock[0])
+    p = tmp_path / "rank0.log"
+    p.write_bytes(b"history\n")
+    t, sink = make(tmp_path), Sink()
+    t.poll(sink, 1.0)
+    assert len(syncs) == 1
+    for i in range(5):
+        clock[0] += 10
+        append(p, b"line %d\n" % i)
+        t.poll(sink, 2.0 + i)
+    assert len(syncs) == 1, "rounds within a minute are written, not fsynced"
+    # Killed here (no close): a new tailer continues after the last line read.
+    append(p, b"after the kill\n")
+    t2, sink2 = make(tmp_path), Sink()
+    t2.poll(sink2, 10.0)
+    assert sink2.texts() == [b"after the kill"]
+    clock[0] += tail_mod.SYNC_SECONDS
+    append(p, b"a minute later\n")
+    t.poll(sink, 11.0)
+    assert len(syncs) == 3  # (t2's first save, then t's minute)
+    t.close()
+    assert len(syncs) == 4

@@ -68,18 +68,28 @@ def events() -> Tuple[StateDamage, ...]:
 
 # -- small JSON state files -----------------------------------------------------------------------
 
-def write_json(path: str, doc: Dict[str, Any]) -> None:
-    """Write atomically and privately: a temporary file (0600), fsynced and renamed over the old
-    one, so a crash at any moment leaves the old or the new content, never a torn file."""
+def write_json(path: str, doc: Dict[str, Any], sync: bool = True) -> None:
+    """Write atomically and privately: a temporary file (0600), renamed over the old one, so a
+    crash at any moment leaves the old or the new content, never a torn file. `sync` fsyncs it
+    first, which only a crash of the machine (not of the daemon: the page cache outlives it)
+    needs; a failure removes the temporary file and raises OSError."""
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, json.dumps(doc).encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, json.dumps(doc).encode("utf-8"))
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)  # a full disk must not also keep a half-written file
+        except OSError:
+            pass
+        raise
 
 
 def read_json(path: str, version: int) -> Dict[str, Any]:

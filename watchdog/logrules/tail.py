@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 
 FINGERPRINT_BYTES = 256
 STATE_VERSION = 1
+#: The offsets file is fsynced at most this often (see `Tailer.save_state`).
+SYNC_SECONDS = 60.0
 #: How long a rotated-away file is still followed after its last growth (its writer may keep the
 #: old handle until it reopens: Python's WatchedFileHandler checks per record, others never).
 DRAIN_GRACE = 30.0
@@ -147,6 +150,8 @@ class Tailer:
         self.error_sources: Dict[str, str] = {}
         #: Why the last offsets save failed (None once a save succeeds again).
         self.state_error: Optional[str] = None
+        #: When the offsets file was last fsynced (None: not yet).
+        self._synced_at: Optional[float] = None
         self.state_save_errors_total = 0
         self._gone: set = set()
         self._polled = False
@@ -194,29 +199,25 @@ class Tailer:
             log.warning("log offsets in %s unreadable (%s); files will be read from their end", self.state_path, exc)
             return {}
 
-    def save_state(self) -> None:
-        """Write the offsets atomically (temporary file, fsync, rename); raises OSError."""
+    def save_state(self, sync: Optional[bool] = None) -> None:
+        """Write the offsets atomically; raises OSError. Written after every round that read
+        something (a daemon killed at any moment loses no position: the page cache keeps the
+        file), fsynced at most every SYNC_SECONDS and at close (a machine crash loses at most that
+        much: an fsync per round was most of a quiet log round's CPU)."""
         if not self.state_path:
             return
         files = {p: {"source": f.source, "dev": f.dev, "ino": f.ino, "offset": f.offset, "fp": f.fp,
                      "fp_len": f.fp_len, "line": f.stream.line_no}
                  for p, f in self.files.items()}
-        tmp = self.state_path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
-        try:
-            try:
-                os.fchmod(fd, 0o600)
-                doc = {"version": STATE_VERSION, "files": files}
-                if self.extra_state is not None:
-                    doc["extra"] = self.extra_state()
-                os.write(fd, json.dumps(doc).encode("utf-8"))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.state_path)
-        except OSError:
-            _unlink_quietly(tmp)  # a full disk must not also keep a half-written file
-            raise
+        doc = {"version": STATE_VERSION, "files": files}
+        if self.extra_state is not None:
+            doc["extra"] = self.extra_state()
+        now = time.monotonic()
+        if sync is None:
+            sync = self._synced_at is None or now - self._synced_at >= SYNC_SECONDS
+        statefiles.write_json(self.state_path, doc, sync=sync)
+        if sync:
+            self._synced_at = now
 
     def _save_round(self) -> None:
         """Save after a round; a failure is reported once per episode and never stops reading."""
@@ -520,7 +521,7 @@ class Tailer:
 
     def close(self) -> None:
         try:
-            self.save_state()
+            self.save_state(sync=True)
         except OSError:
             pass
         for f in list(self.files.values()) + self.draining:
