@@ -136,8 +136,9 @@ class ProcTable:
         #: pid -> (identity, scan, log files): a rank's open files are listed again every
         #: `rotate` scans (a real rank holds hundreds of descriptors: sockets, devices, shm).
         self._logs: Dict[int, Tuple[Tuple[int, str, int], int, Tuple[str, ...]]] = {}
-        #: Bumped by a scan whose records differ from the previous scan's (what a caller may key
-        #: work done on the records by).
+        #: Bumped by a scan in which a process a job is made of (a rank-marked process or an
+        #: ancestor of one) came, went or changed: what the jobs found depend on, so a caller may
+        #: key work done on the records by it. Other processes coming and going do not bump it.
         self.generation = 0
         #: For the caller: (key, value) of work done on one generation's records.
         self.memo: Optional[Tuple[object, object]] = None
@@ -151,7 +152,7 @@ class ProcTable:
             turn = self.scans % self.rotate
             now_ticks = _uptime(proc) * CLOCK_TICKS
             known: Dict[int, _Known] = {}
-            changed = False
+            changed: Set[int] = set()
             for pid, ino in _proc_entries(proc):
                 prev = self._known.get(pid)
                 if (prev is not None and prev[3] == ino and prev[2] and not full and pid not in self._watched
@@ -161,13 +162,16 @@ class ProcTable:
                 entry = self._look(pid, ino, prev, full, now_ticks, keys, proc)
                 if entry is not None:
                     known[pid] = entry
-                    changed = changed or prev is None or entry[1] is not prev[1] or entry[4] != prev[4]
-            if changed or len(known) != len(self._known):
-                self.generation += 1
+                    if prev is None or entry[1] is not prev[1] or entry[4] != prev[4]:
+                        changed.add(pid)
+            changed.update(pid for pid in self._watched if pid not in known)
             self._known = known
             self._logs = {pid: v for pid, v in self._logs.items() if pid in known}
             out = {pid: k[1] for pid, k in known.items() if k[1] is not None and k[4] != "Z"}
-            self._watched = frozenset(watch_set(out))
+            watched = frozenset(watch_set(out))
+            if changed & (self._watched | watched):
+                self.generation += 1  # a rank, or a launcher or wrapper above one, came, went or changed
+            self._watched = watched
             return out
 
     def logs_of(self, pid: int, proc: str = PROC) -> Tuple[str, ...]:
