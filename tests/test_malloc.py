@@ -1,4 +1,5 @@
-"""The daemon limits glibc's malloc arenas (watchdog.malloc), unless the operator set it."""
+"""The daemon limits glibc's malloc arenas (watchdog.malloc), unless the operator set it, and hands
+freed heap pages back."""
 
 from __future__ import annotations
 
@@ -29,3 +30,21 @@ def test_glibc_takes_the_arena_limit():
 
 def test_an_operator_setting_wins():
     assert limited(dict(os.environ, MALLOC_ARENA_MAX="8")) == "False"
+
+
+def test_trim_gives_freed_heap_pages_back():
+    """Measured on a real process: memory freed by many small allocations stays resident until
+    `trim` hands it back."""
+    code = (
+        "import gc\n"
+        "from watchdog.malloc import trim\n"
+        "def rss():\n"
+        "    return int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1])\n"
+        "junk = [bytearray(2000) for _ in range(20000)]\n"  # ~40 MB through malloc (not obmalloc)
+        "keep = junk[::50]\n"  # blocks left between the freed ones: free() alone gives nothing back
+        "del junk; gc.collect()\n"
+        "before = rss(); ok = trim(); after = rss()\n"
+        "print(ok, before - after)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO), timeout=60)
+    ok, freed_kb = res.stdout.split()
+    assert ok == "True" and int(freed_kb) > 10_000, res.stdout + res.stderr

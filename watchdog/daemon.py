@@ -25,6 +25,7 @@ from watchdog.discovery.status import discovery_status
 from watchdog.httpserver import HttpEndpoint
 from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
 from watchdog.logsetup import set_level
+from watchdog.malloc import TRIM_SECONDS, trim
 from watchdog.metrics.collector import evaluated_metrics, make_registry
 from watchdog.probes import ProbeContext, build_probes
 from watchdog.runtime import Runtime
@@ -330,6 +331,7 @@ class Daemon:
         loop_wait = min(5.0, ping_every / 2) if ping_every else 5.0
         last_ping = 0.0
         last_status = 0.0
+        last_trim = float("-inf")  # freed heap pages go back once ready, then every TRIM_SECONDS
         exit_code = 0
         try:
             while True:
@@ -363,6 +365,9 @@ class Daemon:
                     else:
                         log.error("probe rounds are not completing; withholding the systemd watchdog ping")
                         last_ping = now
+                if ready and now - last_trim >= TRIM_SECONDS:
+                    trim()
+                    last_trim = now
                 if ready and now - last_status >= 10:
                     self.notifier.status(self.status_line())
                     last_status = now
