@@ -86,9 +86,10 @@ SETTLED_SECONDS = 2.0
 #: Every this many scans each process is read afresh: a program that execs long after it started,
 #: under the same command name, is then seen within that many scans (5 min at the defaults).
 FULL_EVERY = 30
-#: A settled process that is neither marked as a rank nor an ancestor of one has its `stat`
-#: checked once every this many scans (a share of them each scan): one that execs into a rank
-#: under a new command name is found within that many scans (30 s at the defaults).
+#: A settled process that is not an ancestor of a rank (ranks included) has its `stat` checked
+#: once every this many scans (a share of them each scan): one that execs into a rank under a
+#: new command name, or a rank that exits, execs or turns zombie, is seen within that many scans
+#: (30 s at the defaults; the process probe follows each rank every round on its own).
 ROTATE_EVERY = 3
 
 
@@ -108,12 +109,13 @@ class ProcTable:
 
     - A new pid (or a pid whose /proc inode changed: a new process) has its `stat`, command line
       and environment read.
-    - Processes that carry a rank marker, their ancestors (launchers, wrappers) and processes
-      read young (between fork and exec) have their `stat` read every scan: an exec (new command
-      name), a new parent or a zombie is seen at once, and their command line and environment
-      are read again when their identity (start time, command name, owner) changed.
-    - Other user processes have their `stat` checked in turn, a third of them each scan
-      (`rotate`); kernel threads and zombies (no command line) only when their inode changes.
+    - The ancestors of rank-marked processes (launchers, wrappers) and processes read young
+      (between fork and exec) have their `stat` read every scan: an exec (new command name), a
+      new parent or an exit is seen at once, and their command line and environment are read
+      again when their identity (start time, command name, owner) changed.
+    - Other user processes, the ranks among them (the process probe reads each rank every round
+      anyway), have their `stat` checked in turn, a third of them each scan (`rotate`); kernel
+      threads and zombies (no command line) only when their inode changes.
     - Every `full_every` scans every process is read afresh (an exec under the same command name).
 
     Safe to share between threads."""
@@ -125,7 +127,7 @@ class ProcTable:
         self._keys: FrozenSet[str] = frozenset()
         #: pid -> (identity, record or None (kernel thread, zombie), read settled, /proc inode, state)
         self._known: Dict[int, _Known] = {}
-        #: Pids whose `stat` is read every scan (marked ranks and their ancestors).
+        #: Pids whose `stat` is read every scan (the ancestors of rank-marked processes).
         self._watched: FrozenSet[int] = frozenset()
         #: Scans made (every full_every-th reads every process).
         self.scans = 0
@@ -140,6 +142,7 @@ class ProcTable:
         #: ancestor of one) came, went or changed: what the jobs found depend on, so a caller may
         #: key work done on the records by it. Other processes coming and going do not bump it.
         self.generation = 0
+        self._marked: FrozenSet[int] = frozenset()
         #: For the caller: (key, value) of work done on one generation's records.
         self.memo: Optional[Tuple[object, object]] = None
 
@@ -164,14 +167,15 @@ class ProcTable:
                     known[pid] = entry
                     if prev is None or entry[1] is not prev[1] or entry[4] != prev[4]:
                         changed.add(pid)
-            changed.update(pid for pid in self._watched if pid not in known)
+            changed.update(pid for pid in self._watched | self._marked if pid not in known)
             self._known = known
             self._logs = {pid: v for pid, v in self._logs.items() if pid in known}
             out = {pid: k[1] for pid, k in known.items() if k[1] is not None and k[4] != "Z"}
             watched = frozenset(watch_set(out))
-            if changed & (self._watched | watched):
+            marked = frozenset(pid for pid, rec in out.items() if rec.env is not None and rank_of(rec.env) is not None)
+            if changed & (self._watched | watched | self._marked | marked):
                 self.generation += 1  # a rank, or a launcher or wrapper above one, came, went or changed
-            self._watched = watched
+            self._watched, self._marked = watched, marked
             return out
 
     def logs_of(self, pid: int, proc: str = PROC) -> Tuple[str, ...]:
@@ -207,17 +211,17 @@ class ProcTable:
 
 
 def watch_set(records: Dict[int, ProcRecord]) -> Set[int]:
-    """Processes carrying a rank marker and all their ancestors: the ones a job is made of."""
+    """The launchers, wrappers and other ancestors of processes carrying a rank marker: what a
+    job's grouping hangs on. (The marked processes themselves are followed by the process probe
+    every round; here they are looked at in turn like other processes.)"""
     out: Set[int] = set()
-    for pid, rec in records.items():
+    for rec in records.values():
         if rec.env is None or rank_of(rec.env) is None:
             continue
-        while pid not in out and len(out) < 1 << 16:
+        pid = rec.ppid
+        while pid > 1 and pid not in out and pid in records and len(out) < 1 << 16:
             out.add(pid)
-            parent = records.get(pid)
-            if parent is None or parent.ppid <= 1:
-                break
-            pid = parent.ppid
+            pid = records[pid].ppid
     return out
 
 
