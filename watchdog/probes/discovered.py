@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
-
-import psutil
 
 from watchdog.config.schema import Config
 from watchdog.discovery.feed import DiscoveryFeed
@@ -23,9 +21,12 @@ from watchdog.heartbeat_format import HeartbeatFormatError, parse_heartbeat
 from watchdog.observations import JobState, ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.probes.heartbeat import read_file
-from watchdog.probes.process import ProcessProbe
+from watchdog.probes.process import describe, follow
+from watchdog.procstat import ProcStat, read_stat
 
 Identity = Tuple[int, float]
+#: A rank alive this round: its stat line, job and rank number.
+Live = Dict[Identity, Tuple[ProcStat, str, int]]
 #: Bytes read from the end of each rank log when looking for an end-of-training line.
 TAIL_BYTES = 8192
 #: Second look after a rank exits while its peers live (a whole-job kill takes milliseconds).
@@ -81,6 +82,8 @@ class DiscoveredProcessProbe(Probe):
         self.feed = feed
         self._apply(config)
         self._known: Dict[Identity, ProcessInfo] = {}
+        #: Command name of each known rank when it was described (a change means an exec).
+        self._comms: Dict[Identity, str] = {}
         self._gone: Dict[Tuple[str, int], ProcessInfo] = {}
         self._jobs: Dict[str, _Job] = {}
         self._first_seen_at: Optional[float] = None
@@ -119,12 +122,12 @@ class DiscoveredProcessProbe(Probe):
                 if r.pid in followed:
                     continue
                 try:
-                    p = psutil.Process(r.pid)
-                    ident = (r.pid, p.create_time())
-                except psutil.Error:
-                    continue
-                live.setdefault(ident, (p, job.name, r.rank))
+                    st = read_stat(r.pid)
+                except (OSError, ValueError):
+                    continue  # gone, or not ours to read
+                live.setdefault((r.pid, st.create_time), (st, job.name, r.rank))
         infos = self._describe_all(live)
+        self._comms = {ident: live[ident][0].comm for ident in infos}
         self._update_gone(infos, now)
         self._end_jobs(infos, now)
         self._known = infos
@@ -132,20 +135,18 @@ class DiscoveredProcessProbe(Probe):
             self._first_seen_at = now
         return Collected(self._observation(infos), self._summary(infos, found))
 
-    def _partly_gone(self, live: Dict[Identity, Tuple[psutil.Process, str, int]]) -> bool:
+    def _partly_gone(self, live: Live) -> bool:
         gone_jobs = {p.job for i, p in self._known.items() if i not in live}
         return any(job in gone_jobs for _, job, _ in live.values())
 
-    def _follow_known(self) -> Dict[Identity, Tuple[psutil.Process, str, int]]:
-        out: Dict[Identity, Tuple[psutil.Process, str, int]] = {}
+    def _follow_known(self) -> Live:
+        """The known ranks still there: one stat read each (gone, or the pid reused by another
+        process, and the rank is not followed)."""
+        out: Live = {}
         for ident, prev in self._known.items():
-            try:
-                p = psutil.Process(ident[0])
-                if abs(p.create_time() - ident[1]) > 0.01:
-                    continue  # pid reused by another process
-            except psutil.Error:
-                continue
-            out[ident] = (p, prev.job or "", prev.rank if prev.rank is not None else -1)
+            st = follow(ident)
+            if st is not None:
+                out[ident] = (st, prev.job or "", prev.rank if prev.rank is not None else -1)
         return out
 
     def _track_job(self, job, now: float) -> None:
@@ -164,15 +165,15 @@ class DiscoveredProcessProbe(Probe):
             if r.heartbeat:
                 t.heartbeats[r.rank] = r.heartbeat
 
-    def _describe_all(self, live: Dict[Identity, Tuple[psutil.Process, str, int]]) -> Dict[Identity, ProcessInfo]:
+    def _describe_all(self, live: Live) -> Dict[Identity, ProcessInfo]:
         """One ProcessInfo per (job, rank): a running process wins over a zombie, then the newest."""
         by_key: Dict[Tuple[str, int], Tuple[Identity, ProcessInfo]] = {}
-        for ident, (p, job, rank) in live.items():
+        for ident, (st, job, rank) in live.items():
             try:
                 tracked = self._jobs.get(job)
-                info = replace(ProcessProbe._describe(p, self._known.get(ident), rank), job=job,
-                               hccl_env=tracked.hccl_env if tracked is not None else ())
-            except psutil.Error:
+                info = describe(st, self._known.get(ident), self._comms.get(ident), rank, job=job,
+                                hccl_env=tracked.hccl_env if tracked is not None else ())
+            except (OSError, ValueError):
                 continue
             key = (job, rank)
             old = by_key.get(key)

@@ -1,4 +1,5 @@
-"""The process probe: finds the training ranks with psutil and records their state each round.
+"""The process probe: finds the training ranks with psutil and records their state each round
+from /proc (`watchdog.procstat`: a stat and a statm read per rank, psutil's values).
 
 A rank is identified by (pid, create_time), never by pid alone: after a crash the kernel may hand
 the pid to an unrelated process, which must not be taken for the rank. Once a rank has been seen,
@@ -26,6 +27,7 @@ from watchdog.discovery.model import ProcRecord
 from watchdog.discovery.procfs import read_record
 from watchdog.observations import ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
+from watchdog.procstat import PROC, ProcStat, long_name, read_cmdline, read_rss, read_stat
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +112,47 @@ def _ancestor_pids(rec: ProcRecord, by_pid: Dict[int, ProcRecord]) -> List[int]:
     return out
 
 
+def describe(st: ProcStat, prev: Optional[ProcessInfo], prev_comm: Optional[str], rank: Optional[int],
+             job: Optional[str] = None, hccl_env: Tuple[Tuple[str, str], ...] = (), proc: str = PROC) -> ProcessInfo:
+    """A rank's record from its stat line read this round (`st`), one statm read for its memory,
+    and its command line only when the process is new or its command name changed (an exec)
+    since `prev` was made (`prev_comm`: its command name then). The values are psutil's; the name
+    is psutil's name() when first seen, then kept while the command name stays (so a zombie keeps
+    the full name of a long command). Raises OSError or ValueError when the process went
+    meanwhile: the rank is then left out this round."""
+    try:
+        rss = read_rss(st.pid, proc)
+    except PermissionError:
+        rss = 0
+    fresh = prev is None or st.comm != prev_comm
+    cmd: Tuple[str, ...] = () if prev is None or fresh else prev.cmdline
+    name = st.comm if prev is None or fresh else prev.name
+    if not cmd:
+        try:
+            argv = read_cmdline(st.pid, proc)
+        except PermissionError:
+            argv = []
+        cmd = redact_argv(argv)[0] if argv else ()  # alerts and status show it: no credentials
+        if fresh or argv:  # (a process caught mid-exec shows no command line yet)
+            name = long_name(st.comm, argv)
+    if not cmd and prev is not None:
+        cmd = prev.cmdline  # a zombie has no command line left; keep the last one seen
+    delta = None if prev is None else max(0.0, st.cpu_seconds - prev.cpu_seconds)
+    return ProcessInfo(pid=st.pid, rank=rank, state=st.state, create_time=st.create_time, cpu_seconds=st.cpu_seconds,
+                       cpu_delta=delta, rss_bytes=rss, threads=st.threads, cmdline=cmd, name=name,
+                       hccl_env=hccl_env, job=job)
+
+
+def follow(ident: Identity, proc: str = PROC) -> Optional[ProcStat]:
+    """The process of a known identity, read afresh: None when it is gone, unreadable, or its pid
+    now belongs to another process (a different start time)."""
+    try:
+        st = read_stat(ident[0], proc)
+    except (OSError, ValueError):
+        return None
+    return st if abs(st.create_time - ident[1]) <= 0.01 else None
+
+
 def one_per_rank(infos: Dict[Identity, ProcessInfo]) -> Dict[Identity, ProcessInfo]:
     """At most one process per rank number (a running one before a zombie, then the newest), so
     no metric or finding is ever emitted twice with one label set."""
@@ -135,6 +178,8 @@ class ProcessProbe(Probe):
         self._cmd_re = re.compile(cfg.cmdline) if cfg.cmdline else None
         # Runtime state, kept across reloads.
         self._known: Dict[Identity, ProcessInfo] = {}
+        #: Command name of each known rank when it was described (a change means an exec).
+        self._comms: Dict[Identity, str] = {}
         self._gone: Dict[int, ProcessInfo] = {}
         self._first_seen_at: Optional[float] = None
         self._own_pids = self._ancestry(os.getpid())
@@ -193,106 +238,70 @@ class ProcessProbe(Probe):
             return False
         return True
 
-    # -- observation -----------------------------------------------------------------------
     @staticmethod
-    def _describe(p: psutil.Process, prev: Optional[ProcessInfo], rank: Optional[int]) -> ProcessInfo:
-        with p.oneshot():
-            state = p.status()
-            create = p.create_time()
-            try:
-                t = p.cpu_times()
-                cpu = float(t.user + t.system)
-            except (psutil.AccessDenied, psutil.ZombieProcess):
-                cpu = prev.cpu_seconds if prev else 0.0
-            try:
-                rss = int(p.memory_info().rss)
-            except (psutil.AccessDenied, psutil.ZombieProcess):
-                rss = 0
-            try:
-                threads = int(p.num_threads())
-            except (psutil.AccessDenied, psutil.ZombieProcess):
-                threads = 0
-            try:
-                name = p.name()
-            except psutil.Error:
-                name = prev.name if prev else ""
-            if prev is not None and prev.cmdline and name == prev.name:
-                cmd = prev.cmdline  # the same process (pid and start time), no exec: read once
-            else:
-                try:
-                    cmd = redact_argv(p.cmdline())[0]  # alerts and status show it: no credentials
-                except (psutil.AccessDenied, psutil.ZombieProcess):
-                    cmd = ()
-            if not cmd and prev is not None:
-                cmd = prev.cmdline  # a zombie has no command line left; keep the last one seen
-        delta = None if prev is None else max(0.0, cpu - prev.cpu_seconds)
-        return ProcessInfo(pid=p.pid, rank=rank, state=str(state), create_time=create, cpu_seconds=cpu,
-                           cpu_delta=delta, rss_bytes=rss, threads=threads, cmdline=cmd, name=name)
-
-    @staticmethod
-    def _env_rank(p: psutil.Process) -> Optional[int]:
+    def _env_rank(pid: int) -> Optional[int]:
         # Whitelisted keys only (environments hold secrets); None for another user's process
         # (environ not readable): the rank then falls back to start order.
-        rec = read_record(p.pid, BASE_KEYS)
+        rec = read_record(pid, BASE_KEYS)
         return rank_from_environ(rec.env) if rec is not None and rec.env is not None else None
 
-    def collect(self) -> Collected:
-        now = time.time()
+    def _select(self) -> Dict[Identity, ProcStat]:
+        """Known ranks followed by identity first (zombies and stopped ranks stay visible, a
+        reused pid is not the rank), then the processes the selectors match that are ranks."""
         try:
             parents = self._parent_pids()
-            found: Dict[Identity, psutil.Process] = {}
-            # Follow known ranks by identity first: zombies and stopped ranks stay visible.
-            for ident in list(self._known):
-                pid, create = ident
-                try:
-                    p = psutil.Process(pid)
-                    if abs(p.create_time() - create) > 0.01:
-                        continue  # pid reused by another process: the rank is gone
-                    found[ident] = p
-                except psutil.NoSuchProcess:
-                    continue
+            found = {ident: st for ident, st in ((i, follow(i)) for i in self._known) if st is not None}
             matched: Dict[Identity, psutil.Process] = {}
+            stats: Dict[Identity, ProcStat] = {}
             for p in self._candidates():
                 if not self._matches(p, parents):
                     continue
                 try:
-                    matched.setdefault((p.pid, p.create_time()), p)
-                except psutil.NoSuchProcess:
+                    st = read_stat(p.pid)
+                except (OSError, ValueError):
                     continue
+                ident = (p.pid, st.create_time)
+                matched.setdefault(ident, p)
+                stats.setdefault(ident, st)
             for ident in ranks_among(matched, known=set(found)):
-                found.setdefault(ident, matched[ident])
+                found.setdefault(ident, stats[ident])
         except psutil.Error as exc:
             raise ProbeError(f"cannot list processes: {exc}") from None
+        return found
 
+    def collect(self) -> Collected:
+        now = time.time()
+        found = self._select()
         infos: Dict[Identity, ProcessInfo] = {}
-        new: List[Tuple[Identity, psutil.Process]] = []
-        for ident, p in found.items():
+        new: List[Tuple[Identity, ProcStat]] = []
+        for ident, st in found.items():
             prev = self._known.get(ident)
+            if prev is None:
+                new.append((ident, st))
+                continue
             try:
-                if prev is not None:
-                    infos[ident] = self._describe(p, prev, prev.rank)
-                else:
-                    new.append((ident, p))
-            except psutil.NoSuchProcess:
+                infos[ident] = describe(st, prev, self._comms.get(ident), prev.rank)
+            except (OSError, ValueError):
                 continue
         # New processes: rank from the environment, else the lowest free rank in start order.
         taken = {i.rank for i in infos.values() if i.rank is not None}
-        pending: List[Tuple[Identity, psutil.Process, Optional[int]]] = []
-        for ident, p in new:
-            rank = self._env_rank(p)
+        pending: List[Tuple[Identity, ProcStat, Optional[int]]] = []
+        for ident, st in new:
+            rank = self._env_rank(ident[0])
             if rank is not None:
                 taken.add(rank)
-            pending.append((ident, p, rank))
+            pending.append((ident, st, rank))
         pending.sort(key=lambda t: (t[0][1], t[0][0]))
-        for ident, p, rank in pending:
+        for ident, st, rank in pending:
             if rank is None:
                 rank = next(r for r in range(len(taken) + len(pending) + 1) if r not in taken)
                 taken.add(rank)
             try:
-                infos[ident] = self._describe(p, None, rank)
-            except psutil.NoSuchProcess:
+                infos[ident] = describe(st, None, None, rank)
+            except (OSError, ValueError):
                 continue
         infos = one_per_rank(infos)
+        self._comms = {ident: found[ident].comm for ident in infos}
 
         for ident, old in self._known.items():
             if ident not in infos and old.rank is not None:
