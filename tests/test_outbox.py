@@ -174,3 +174,26 @@ def test_an_outbox_row_queued_by_an_older_version_is_sent_unmarked(tmp_path):
     assert store.interrupted_attempts() == 0
     row = store.next_due("s", time.time())
     assert (row.ikey, row.attempts, row.repeat) == ("k1", 1, False)
+
+
+def test_an_idle_sender_sleeps_until_a_row_is_committed(tmp_path):
+    """Counted: with nothing queued a sender waits for a wake (up to IDLE_WAIT), not a short
+    poll; a committed row wakes it at once."""
+    from watchdog.alerting import outbox as outbox_mod
+
+    with Receiver("slack") as rx:
+        store, ob = outbox(tmp_path, [{"type": "slack", "name": "s", "url": rx.url}])
+        ob.start()
+        try:
+            worker = ob._workers["s"]
+            waits = []
+            real_wait = worker.wake.wait
+            worker.wake.wait = lambda timeout=None: waits.append(timeout) or real_wait(timeout)
+            worker.wake.set()  # one step with nothing queued
+            wait_for(lambda: waits, what="the sender asleep")
+            assert waits[-1] == outbox_mod.IDLE_WAIT
+            ob.enqueue([("s", "k1", "firing", note(1))])
+            rx.wait_for(1)
+            wait_for(lambda: store.outbox_stats()[0] == 0, what="row removed after delivery")
+        finally:
+            ob.stop()

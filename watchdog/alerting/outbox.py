@@ -38,6 +38,12 @@ log = logging.getLogger("watchdog.alerts.outbox")
 
 RESULTS = ("sent", "retried", "failed", "expired")
 MAX_RETRY_AFTER = 3600.0
+#: A sender with nothing queued sleeps until a row is committed for it (`wake`), or this long at
+#: most. Why not a short poll: every row is committed by this process, which wakes the sender,
+#: and an idle sender waking every few seconds for a database query was CPU for nothing.
+IDLE_WAIT = 300.0
+#: Longest sleep while rows wait for a retry time or the rate limit (the wall clock may step).
+BUSY_WAIT = 5.0
 
 
 class RateLimiter:
@@ -104,7 +110,7 @@ class _Worker:
                 log.error("sender %s: %s", self.channel.name, scrub(text, self.channel.secrets()))
                 delay = 2.0
             if delay > 0:
-                self.wake.wait(min(delay, 5.0))
+                self.wake.wait(delay if delay == IDLE_WAIT else min(delay, BUSY_WAIT))
                 self.wake.clear()
         if self._session is not None:
             self._session.close()
@@ -124,7 +130,7 @@ class _Worker:
         row = store.next_due(ch.name, now)
         if row is None:
             nxt = store.next_time(ch.name)
-            return 5.0 if nxt is None else max(0.05, nxt - now)
+            return IDLE_WAIT if nxt is None else min(BUSY_WAIT, max(0.05, nxt - now))
         cfg = self.outbox.config
         if now - row.created > cfg.max_age:
             store.done(row.id)
