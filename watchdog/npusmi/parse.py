@@ -63,6 +63,8 @@ MAX_OUTPUT_CHARS = 4 << 20
 PROCESS_TABLE_SINCE = 23
 #: Longest run of digits taken as a number (beyond it a value is garbage, not a reading).
 MAX_DIGITS = 18
+_WHOLE = re.compile(r"\d{1,%d}" % MAX_DIGITS)
+_SEPARATOR = re.compile(r"\+[-=+]*\+")
 #: Failure texts are short; longer lines are only searched in their first characters.
 _FAILURE_SCAN_CHARS = 512
 
@@ -150,7 +152,7 @@ def _num(text: str, kind: type, what: str, line_no: int, line: str):
 
 
 def _int(text: str, what: str, line_no: int, line: str) -> int:
-    if not re.fullmatch(r"\d{1,%d}" % MAX_DIGITS, text):
+    if not _WHOLE.fullmatch(text):
         raise NpuSmiParseError(f"{what} is not a number: {text!r}", line_no, line)
     return int(text)
 
@@ -238,7 +240,7 @@ def parse_info(text: str) -> NpuObservation:
             continue
         last_line_no = idx
         if line.startswith("+"):
-            if not re.fullmatch(r"\+[-=+]*\+", line):  # a separator cut short is a cut table
+            if not _SEPARATOR.fullmatch(line):  # a separator cut short is a cut table
                 raise NpuSmiParseError("not a table separator", idx, raw)
             if row1 is not None:
                 raise NpuSmiParseError("device row without its second row (chip, bus id)", row1[0], lines[row1[0] - 1])
