@@ -165,7 +165,7 @@ class ProcTable:
                 entry = self._look(pid, ino, prev, full, now_ticks, keys, proc)
                 if entry is not None:
                     known[pid] = entry
-                    if prev is None or entry[1] is not prev[1] or entry[4] != prev[4]:
+                    if prev is None or entry[1] != prev[1] or entry[4] != prev[4]:
                         changed.add(pid)
             changed.update(pid for pid in self._watched | self._marked if pid not in known)
             self._known = known
