@@ -6,6 +6,7 @@ watchdog only while rounds really complete, and keeps STATUS= current.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import queue
@@ -357,6 +358,10 @@ class Daemon:
                     self.ready = True
                     self.notifier.ready(self.status_line())
                     log.info("first probe round complete: %s", self.status_line())
+                    # What start-up made (modules, config, the first rounds) lives as long as the
+                    # daemon: keep the cyclic collector from walking it again in every full pass.
+                    gc.collect()
+                    gc.freeze()
                 ready = self.ready
                 if ready and ping_every and now - last_ping >= ping_every:
                     if self.scheduler.completing_rounds():
