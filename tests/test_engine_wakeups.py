@@ -198,7 +198,7 @@ def test_timer_meets_every_deadline_a_fine_poll_meets(tmp_path, engines, rx):
                                **{"for": {"stall": "3s", "command_check": "0s", "log_oom": "0s"},
                                   "channels": [{"type": "webhook", "name": "hook", "url": rx.url},
                                                {"type": "alertmanager", "name": "am", "url": am.url,
-                                                "resend_interval": "20s"}]})
+                                                "resend_interval": "25s"}]})
         results = []
         for name, run in (("poll", run_poll), ("timer", run_timer)):
             c = cfg(name)
