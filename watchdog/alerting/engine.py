@@ -95,10 +95,17 @@ class AlertEngine:
     # -- the daemon's interface --------------------------------------------------------------
     def process(self, findings: List[Finding], now: Optional[float] = None) -> None:
         with self._lock:
+            now = self.clock() if now is None else now
+            # Nothing found, nothing was found, no alert, nothing due: the pass would change
+            # nothing (the idle daemon's every detector pass), so it is not run.
+            idle = not findings and not self._present and not self.alerts and self._have_findings \
+                and now < self._due_at
             self._current = list(findings)
             self._present = {f.key: f for f in findings}
             self._have_findings = True
-            self._evaluate(self.clock() if now is None else now, observe=True)
+            if idle:
+                return
+            self._evaluate(now, observe=True)
             if self._due_at < self._sleeping_until:
                 self._wake.set()  # something is due before the timer would wake
 

@@ -93,8 +93,10 @@ class IncrementalDetectors:
 
     def run(self, view: StateView, config: Config, trigger: Optional[str] = None,
             fresh_within: float = 0.0) -> Tuple[List[Finding], List[str]]:
-        """`fresh_within` (periodic passes): a detector that ran this recently (a probe round of its
-        own triggered it) keeps its answer instead of running again."""
+        """`fresh_within`: a detector that ran this recently keeps its answer instead of running
+        again (periodic passes); after a probe's round, a detector that has not run for this long
+        runs too (what the next periodic pass would do, done while the view is at hand, so that
+        pass finds everything fresh and is skipped, see `all_fresh`)."""
         if view.summaries is None:
             view = self.prepare(view, config)
         findings: List[Finding] = []
@@ -112,6 +114,17 @@ class IncrementalDetectors:
         if name not in self._last:
             return True
         deps = self._triggers.get(name)
+        fresh = fresh_within > 0 and 0 <= now - self._ran_at.get(name, -1e18) < fresh_within
         if trigger is not None:
-            return deps is None or trigger in deps
-        return not (fresh_within > 0 and deps is not None and 0 <= now - self._ran_at.get(name, -1e18) < fresh_within)
+            return deps is None or trigger in deps or (fresh_within > 0 and not fresh)
+        return not (fresh and deps is not None)
+
+    def all_fresh(self, now: float, fresh_within: float) -> bool:
+        """Every detector ran within `fresh_within` of `now`: a periodic pass would run none of
+        those with trigger lists, so the daemon may skip it (checked before building a view)."""
+        return all(name in self._last and 0 <= now - self._ran_at.get(name, -1e18) < fresh_within
+                   for name, _ in self.detectors)
+
+    def last_findings(self) -> List[Finding]:
+        """The answers of the last pass, as a pass that ran no detector would report them."""
+        return [f for name, _ in self.detectors for f in self._last.get(name, ())]
