@@ -217,3 +217,25 @@ def test_timer_meets_every_deadline_a_fine_poll_meets(tmp_path, engines, rx):
     assert timed == polled  # the same messages, at the same times
     assert not timer_engine.alert_states() and not poll_engine.alert_states()
     assert timer_engine.timer_passes < 60  # the poll made 2080 passes
+
+
+def test_while_an_alert_fires_a_silence_change_takes_effect_within_a_second(tmp_path, engines):
+    """The `silence` CLI writes from its own process; with no detector pass in between, the
+    timer notices (one cheap query a second, only while something fires) and releases at once
+    what the removed silence held back."""
+    cfg = make_config(tmp_path, "http://127.0.0.1:9/hook", group_window="0s")
+    e = new_engine(engines, cfg)
+    cli = AlertStore(cfg.paths.state_dir)
+    try:
+        t0 = e.clock.now
+        s = cli.add_silence(["rule=stall"], t0, t0 + 3600, "tester", "maintenance")
+        sent = []
+        notify = e._notification
+        e._notification = lambda kind, batch, now: (sent.append((kind, now - t0)), notify(kind, batch, now))[1]
+        e.process([f("stall", "critical")])
+        [a] = e.alert_states()
+        assert a.state == "firing" and a.muted == f"silenced:{s.id}" and sent == []
+        run_timer(e, t0 + 20, [(t0 + 5.25, lambda: cli.remove_silence(s.id))])
+        assert sent and sent[0][0] == "firing" and 5.25 <= sent[0][1] <= 5.25 + 1.0
+    finally:
+        cli.close()

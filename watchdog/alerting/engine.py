@@ -51,7 +51,10 @@ MAX_SLEEP = 30.0
 #: Sleep after a timer pass that left something already due (a restored alert's hold ending: its
 #: absence counts from its last sighting only from the next pass): the cadence of the old poll.
 RETRY_SLEEP = 1.0
-#: Shortest sleep: a deadline a hair away is taken with the next one rather than spun for.
+#: While an alert fires, how often the timer checks (one cheap query) whether the `silence` CLI
+#: added or removed a silence, so that it takes effect within a second, as it always did.
+SILENCE_POLL = 1.0
+#: Shortest sleep, so that no clock oddity can make the timer spin.
 MIN_SLEEP = 0.01
 
 
@@ -83,6 +86,9 @@ class AlertEngine:
         self._due_at = float("inf")
         self._passed_at = clock()
         self._sleeping_until = float("inf")
+        #: Set by each pass: an alert fires, so the timer watches for silence changes.
+        self._watch_silences = False
+        self._polled_at = clock()
         #: Timer passes run (a test counts them).
         self.timer_passes = 0
         self._wake = threading.Event()
@@ -188,10 +194,15 @@ class AlertEngine:
             now = self.clock()
             # A clock set back (now before the last pass) counts as MAX_SLEEP passed.
             ran = now >= self._due_at or not self._passed_at <= now < self._passed_at + MAX_SLEEP
+            if not ran and self._watch_silences and not self._polled_at <= now < self._polled_at + SILENCE_POLL:
+                self._polled_at = now
+                ran = self.muter.changed()
             if ran:
                 self.timer_passes += 1
                 self.tick(now)
             wait = min(self._due_at - now, self._passed_at + MAX_SLEEP - now)
+            if self._watch_silences:
+                wait = min(wait, self._polled_at + SILENCE_POLL - now)
             if ran and self._due_at <= now:
                 wait = RETRY_SLEEP
             wait = max(wait, MIN_SLEEP)
@@ -210,10 +221,12 @@ class AlertEngine:
         if observe:
             lifecycle.observe(self.alerts, self._present, now, tr)
         lifecycle.advance(self.alerts, self._present, now, cfg.for_rule, cfg.resolve_delay, tr)
-        if not observe or any(a.state == "firing" for a in self.alerts.values()):
+        self._watch_silences = any(a.state == "firing" for a in self.alerts.values())
+        if self._watch_silences or not observe:
             # Silences mute firing alerts only: a pass without one needs no look at them (the
             # timer's passes keep their hourly pruning going).
             self.muter.load_silences(now)
+            self._polled_at = now
         mute = self._mute(tr)
         self._schedule(mute, now, tr.changed)
         notes = self._flush(mute, now, tr.changed)

@@ -93,6 +93,10 @@ class Muter:
             self._last_prune = now
             self.store.prune_silences(now - 7 * 86400)
 
+    def changed(self) -> bool:
+        """Whether the silences may have changed since the last read (one cheap query)."""
+        return self.store.silences_version() != self._version
+
     def next_change(self, now: float) -> float:
         """When the set of active silences changes next by time alone (a start or an end after
         `now`; infinity when none): the engine's timer wakes then."""
