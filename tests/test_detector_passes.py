@@ -62,7 +62,7 @@ def test_a_detector_that_raises_is_reported_and_others_still_run():
     assert errors == ["npu: RuntimeError: bug"] and [f.rule for f in findings] == ["logs_rule"]
 
 
-def test_a_round_also_runs_what_the_next_periodic_pass_would_and_then_it_has_nothing_to_do():
+def test_a_round_just_before_a_periodic_pass_runs_what_that_pass_would():
     calls = []
     passes = IncrementalDetectors([(n, counting(n, calls)) for n in ("core", "npu", "liveness", "logs")])
     config = load_config_text("")
@@ -70,13 +70,16 @@ def test_a_round_also_runs_what_the_next_periodic_pass_would_and_then_it_has_not
     passes.run(store.view(now=100.0), config)
     calls.clear()
     passes.run(store.view(now=102.0), config, "heartbeat", fresh_within=4.0)
-    assert sorted(calls) == ["core", "liveness"]  # npu and logs ran 2 s ago: fresh
+    assert sorted(calls) == ["core", "liveness"]  # no periodic pass near: only its own detectors
+    calls.clear()
+    passes.run(store.view(now=103.0), config, "heartbeat", fresh_within=4.0, next_check=103.5)
+    assert sorted(calls) == ["core", "liveness"]  # npu and logs will still be fresh at 103.5
     assert passes.all_fresh(103.9, 4.0) and not passes.all_fresh(104.0, 4.0)
     calls.clear()
-    passes.run(store.view(now=105.0), config, "heartbeat", fresh_within=4.0)
-    # npu and logs have not run for 5 s: this round's pass runs them, as a periodic pass would.
+    passes.run(store.view(now=105.0), config, "heartbeat", fresh_within=4.0, next_check=107.0)
+    # npu and logs would be 7 s old at the periodic pass due at 107: this round's pass runs them.
     assert sorted(calls) == ["core", "liveness", "logs", "npu"]
-    assert passes.all_fresh(106.0, 4.0)
+    assert passes.all_fresh(107.0, 4.0)
     assert sorted(f.labels["d"] for f in passes.last_findings()) == ["core", "liveness", "logs", "npu"]
 
 

@@ -53,6 +53,9 @@ RETAIN_SECONDS = 120.0
 #: the next probe round's pass (the tick comes every TICK_SECONDS; the margin only skips a
 #: coalesced double fire).
 FRESH_WITHIN = 0.8 * TICK_SECONDS
+#: How late a periodic tick may come (a busy scheduler): a round's pass judges freshness this
+#: much after the tick's nominal time.
+TICK_LATENESS = 0.5
 #: Queued (like a signal) when every probe has finished its first round, so READY=1 goes out at
 #: once instead of at the main loop's next wake-up.
 FIRST_ROUND = -2
@@ -115,10 +118,12 @@ class Daemon:
         return self.runtime.config
 
     # -- evaluation ------------------------------------------------------------------------
-    def evaluate(self, trigger: Optional[str] = None, fresh_within: float = 0.0, periodic: bool = False) -> None:
+    def evaluate(self, trigger: Optional[str] = None, fresh_within: float = 0.0, periodic: bool = False,
+                 next_check: Optional[float] = None) -> None:
         """One detector pass over a consistent view, handed to the engine: all detectors, or after
-        a probe's round (`trigger`) those that probe feeds and those not run for `fresh_within`.
-        A `periodic` pass that would change nothing is skipped (see `_needless`)."""
+        a probe's round (`trigger`) those that probe feeds (and, see `IncrementalDetectors.run`,
+        those the periodic pass due at `next_check` would run). A `periodic` pass that would
+        change nothing is skipped (see `_needless`)."""
         with self._eval_lock:
             if periodic and self._needless(fresh_within):
                 self.periodic_skipped += 1
@@ -126,7 +131,7 @@ class Daemon:
             self.passes += 1
             config = self.config
             view = self.detectors.prepare(self.state.view(), config)
-            findings, errors = self.detectors.run(view, config, trigger, fresh_within)
+            findings, errors = self.detectors.run(view, config, trigger, fresh_within, next_check)
             if errors:
                 self.runtime.bump("detector_errors")
             self.runtime.detector_errors = errors
@@ -142,7 +147,14 @@ class Daemon:
 
     def _after_round(self, probe: str) -> None:
         if not self.stopping:
-            self.evaluate(probe, fresh_within=FRESH_WITHIN)
+            self.evaluate(probe, fresh_within=FRESH_WITHIN, next_check=self._next_check())
+
+    def _next_check(self) -> Optional[float]:
+        """The (wall-clock) time of the next periodic pass when it is less than FRESH_WITHIN
+        away: what a round's pass runs then spares that pass (probe rounds come in bursts every
+        10 s, periodic passes every 5 s, so every other one is spared at idle)."""
+        ahead = self._last_periodic_eval + TICK_SECONDS - time.monotonic()
+        return time.time() + ahead + TICK_LATENESS if 0 <= ahead < FRESH_WITHIN else None
 
     def _after_complete_round(self) -> None:
         # Every probe finished a round: the alerting dead-man ping (if configured) goes out.
