@@ -49,9 +49,8 @@ LOOP_STALL_SECONDS = 15.0
 #: hour of raw samples was most of the daemon's memory growth (~30 MB at 64 ranks). With discovery
 #: each job's summaries are fed the same way (watchdog.detectors.jobs.JobSummaries).
 RETAIN_SECONDS = 120.0
-#: A detector that ran this recently keeps its answer in a periodic pass; one that has not runs in
-#: the next probe round's pass (the tick comes every TICK_SECONDS; the margin only skips a
-#: coalesced double fire).
+#: A detector that ran this recently keeps its answer in a periodic pass (the tick comes every
+#: TICK_SECONDS; the margin only skips a coalesced double fire).
 FRESH_WITHIN = 0.8 * TICK_SECONDS
 #: How late a periodic tick may come (a busy scheduler): a round's pass judges freshness this
 #: much after the tick's nominal time.
