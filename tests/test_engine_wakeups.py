@@ -17,7 +17,6 @@ import pytest
 
 from tests.fakes.receivers import Receiver
 from tests.test_alert_engine import Clock, f, make_config
-from watchdog.alerting import engine as engine_mod
 from watchdog.alerting.engine import MAX_SLEEP, AlertEngine
 from watchdog.alerting.store import AlertStore
 
