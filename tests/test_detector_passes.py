@@ -60,3 +60,64 @@ def test_a_detector_that_raises_is_reported_and_others_still_run():
     passes = IncrementalDetectors([("npu", broken), ("logs", counting("logs", calls))])
     findings, errors = passes.run(StateStore().view(), load_config_text(""))
     assert errors == ["npu: RuntimeError: bug"] and [f.rule for f in findings] == ["logs_rule"]
+
+
+def test_a_round_just_before_a_periodic_pass_runs_what_that_pass_would():
+    calls = []
+    passes = IncrementalDetectors([(n, counting(n, calls)) for n in ("core", "npu", "liveness", "logs")])
+    config = load_config_text("")
+    store = StateStore()
+    passes.run(store.view(now=100.0), config)
+    calls.clear()
+    passes.run(store.view(now=102.0), config, "heartbeat", fresh_within=4.0)
+    assert sorted(calls) == ["core", "liveness"]  # no periodic pass near: only its own detectors
+    calls.clear()
+    passes.run(store.view(now=103.0), config, "heartbeat", fresh_within=4.0, next_check=103.5)
+    assert sorted(calls) == ["core", "liveness"]  # npu and logs will still be fresh at 103.5
+    assert passes.all_fresh(103.9, 4.0) and not passes.all_fresh(104.0, 4.0)
+    calls.clear()
+    passes.run(store.view(now=105.0), config, "heartbeat", fresh_within=4.0, next_check=107.0)
+    # npu and logs would be 7 s old at the periodic pass due at 107: this round's pass runs them.
+    assert sorted(calls) == ["core", "liveness", "logs", "npu"]
+    assert passes.all_fresh(107.0, 4.0)
+    assert sorted(f.labels["d"] for f in passes.last_findings()) == ["core", "liveness", "logs", "npu"]
+
+
+def test_daemon_skips_a_periodic_pass_only_when_it_would_change_nothing(tmp_path):
+    import time
+
+    from watchdog.daemon import Daemon
+
+    cfg = load_config_text(f"paths: {{state_dir: {tmp_path / 'state'}}}\nhttp: {{enabled: false}}\n")
+    d = Daemon(cfg, None)
+    try:
+        calls = []
+        found = []
+
+        def core(view, config):
+            calls.append("core")
+            return []
+
+        def liveness(view, config):
+            calls.append("liveness")
+            return list(found)
+
+        d.detectors = IncrementalDetectors([("core", core), ("liveness", liveness)])
+        d._after_round("heartbeat")
+        assert d.passes == 1 and sorted(calls) == ["core", "liveness"]
+
+        def periodic(ran_ago: float) -> None:
+            d.detectors._ran_at = {n: time.time() - ran_ago for n in d.detectors._ran_at}
+            d._last_periodic_eval = 0.0
+            d._periodic()
+
+        periodic(0.0)  # everything fresh, nothing found: skipped, no view built
+        assert d.passes == 1 and d.periodic_skipped == 1
+        periodic(10.0)  # stale: runs
+        assert d.passes == 2 and d.periodic_skipped == 1
+        found.append(Finding(rule="heartbeat_stale", severity="warning", summary="x", labels={"rank": "0"}))
+        d._after_round("heartbeat")
+        periodic(0.0)  # fresh, but something was found: the engine is handed it again, as before
+        assert d.passes == 4 and d.periodic_skipped == 1
+    finally:
+        d.stop()

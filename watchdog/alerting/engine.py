@@ -15,10 +15,12 @@ next incident pages again. Reminders repeat while firing. Muted alerts that were
 sent at once when their silence ends or their root cause clears (if they still hold).
 
 Everything (alerts, silences, outbox) lives in SQLite in the state directory, so a restart
-neither re-pages what was sent nor forgets what is firing. A timer thread re-evaluates every
-second (group windows, resolve delays, reminders, silence expiry) between detector passes; all
-work here is local (SQLite), sending happens in the outbox's own threads. The clock is injected,
-so tests drive the engine on a fake clock (`timer=False`, then `tick`).
+neither re-pages what was sent nor forgets what is firing. Between detector passes a timer thread
+re-evaluates when something can be due by time alone (a group window, a `for`, a resolve delay, a
+reminder, an Alertmanager refresh, a silence starting or ending: each pass computes the earliest),
+and at least every MAX_SLEEP seconds; it used to poll every second, which cost CPU at idle for
+nothing. All work here is local (SQLite), sending happens in the outbox's own threads. The clock
+is injected, so tests drive the engine on a fake clock (`timer=False`, then `tick`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,17 @@ from watchdog.rulecatalog import JOB_LABELS, warmup
 log = logging.getLogger("watchdog.alerts")
 
 GROUP_LABELS = JOB_LABELS
+#: The timer's longest sleep without a pass: bounds what a wall-clock jump or an unforeseen
+#: deadline could delay, and keeps the hourly silence pruning going on an idle engine.
+MAX_SLEEP = 30.0
+#: Sleep after a timer pass that left something already due (a restored alert's hold ending: its
+#: absence counts from its last sighting only from the next pass): the cadence of the old poll.
+RETRY_SLEEP = 1.0
+#: While an alert fires, how often the timer checks (one cheap query) whether the `silence` CLI
+#: added or removed a silence, so that it takes effect within a second, as it always did.
+SILENCE_POLL = 1.0
+#: Shortest sleep, so that no clock oddity can make the timer spin.
+MIN_SLEEP = 0.01
 
 
 class AlertEngine:
@@ -68,6 +81,17 @@ class AlertEngine:
         self._have_findings = False
         self._am_last: Dict[str, float] = {}
         self._first_round = False
+        #: On the engine's clock: when the next pass can change something by time alone, when
+        #: the last pass ran, and until when the timer sleeps.
+        self._due_at = float("inf")
+        self._passed_at = clock()
+        self._sleeping_until = float("inf")
+        #: Set by each pass: an alert fires, so the timer watches for silence changes.
+        self._watch_silences = False
+        self._polled_at = clock()
+        #: Timer passes run (a test counts them).
+        self.timer_passes = 0
+        self._wake = threading.Event()
         self._stop = threading.Event()
         self._timer: Optional[threading.Thread] = None
         if timer:
@@ -77,15 +101,25 @@ class AlertEngine:
     # -- the daemon's interface --------------------------------------------------------------
     def process(self, findings: List[Finding], now: Optional[float] = None) -> None:
         with self._lock:
+            now = self.clock() if now is None else now
+            # Nothing found, nothing was found, no alert, nothing due: the pass would change
+            # nothing (the idle daemon's every detector pass), so it is not run.
+            idle = not findings and not self._present and not self.alerts and self._have_findings \
+                and now < self._due_at
             self._current = list(findings)
             self._present = {f.key: f for f in findings}
             self._have_findings = True
-            self._evaluate(self.clock() if now is None else now, observe=True)
+            if idle:
+                return
+            self._evaluate(now, observe=True)
+            if self._due_at < self._sleeping_until:
+                self._wake.set()  # something is due before the timer would wake
 
     def tick(self, now: Optional[float] = None) -> None:
         """A timer pass: group windows, resolve delays, reminders, silence expiry."""
         with self._lock:
             now = self.clock() if now is None else now
+            self._passed_at = now
             if self._have_findings:
                 self._evaluate(now, observe=False)
             else:
@@ -106,6 +140,7 @@ class AlertEngine:
                 for ch in self.outbox.channels.values():
                     ch.alerting = config.alerting
             self.deadman.configure(config.alerting)
+            self._due_now()  # intervals, delays, channels and inhibitions may have changed
 
     def round_complete(self) -> None:
         """Every probe finished a round: restored alerts start their warm-up (the first time), and
@@ -114,10 +149,12 @@ class AlertEngine:
             self._first_round = True
             with self._lock:
                 lifecycle.first_round_done(self.alerts, self.clock())
+                self._due_now()  # the restored alerts' holds end sooner
         self.deadman.ping()
 
     def close(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._timer is not None:
             self._timer.join(2.0)
         self.outbox.stop()
@@ -132,24 +169,64 @@ class AlertEngine:
             return list(self.alerts.values())
 
     def silences_active(self) -> int:
+        """Read afresh (cheap unless they changed): passes re-read the silences only while an
+        alert fires, the only time they mute anything."""
         with self._lock:
+            self.muter.load_silences(self.clock())
             return len(self.muter.active)
 
     # -- evaluation ---------------------------------------------------------------------------
     def _tick_loop(self) -> None:
-        while not self._stop.wait(1.0):
+        while not self._stop.is_set():
             try:
-                self.tick()
+                wait = self._timer_pass()
             except Exception:
                 log.exception("alert engine evaluation failed")
+                wait = RETRY_SLEEP
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def _timer_pass(self) -> float:
+        """A pass when something is due (or MAX_SLEEP passed without one); returns how long to
+        sleep. `process`, `reconfigure` and the first complete round wake the timer early when
+        they make something due sooner."""
+        with self._lock:
+            now = self.clock()
+            # A clock set back (now before the last pass) counts as MAX_SLEEP passed.
+            ran = now >= self._due_at or not self._passed_at <= now < self._passed_at + MAX_SLEEP
+            if not ran and self._watch_silences and not self._polled_at <= now < self._polled_at + SILENCE_POLL:
+                self._polled_at = now
+                ran = self.muter.changed()
+            if ran:
+                self.timer_passes += 1
+                self.tick(now)
+            wait = min(self._due_at - now, self._passed_at + MAX_SLEEP - now)
+            if self._watch_silences:
+                wait = min(wait, self._polled_at + SILENCE_POLL - now)
+            if ran and self._due_at <= now:
+                wait = RETRY_SLEEP
+            wait = max(wait, MIN_SLEEP)
+            self._sleeping_until = now + wait
+            return wait
+
+    def _due_now(self) -> None:
+        """Have the timer run a pass at once (the caller holds the lock)."""
+        self._due_at = -float("inf")
+        self._wake.set()
 
     def _evaluate(self, now: float, observe: bool) -> None:
         cfg = self.config.alerting
-        self.muter.load_silences(now)
+        self._passed_at = now
         tr = lifecycle.Transitions()
         if observe:
             lifecycle.observe(self.alerts, self._present, now, tr)
         lifecycle.advance(self.alerts, self._present, now, cfg.for_rule, cfg.resolve_delay, tr)
+        self._watch_silences = any(a.state == "firing" for a in self.alerts.values())
+        if self._watch_silences or not observe:
+            # Silences mute firing alerts only: a pass without one needs no look at them (the
+            # timer's passes keep their hourly pruning going).
+            self.muter.load_silences(now)
+            self._polled_at = now
         mute = self._mute(tr)
         self._schedule(mute, now, tr.changed)
         notes = self._flush(mute, now, tr.changed)
@@ -165,6 +242,22 @@ class AlertEngine:
         # would leave an alert marked as sent whose message was never queued.
         self.store.commit_alerts([self.alerts[fp] for fp in tr.changed if fp in self.alerts], tr.deleted, items)
         self.outbox.wake([channel for channel, *_ in items])
+        self._due_at = self._next_due(mute, now)
+
+    def _next_due(self, mute: Dict[str, Optional[str]], now: float) -> float:
+        """The earliest time a pass without new findings could change something: the state
+        machine's next transition, an open group's window, a reminder, an Alertmanager refresh,
+        a silence starting or ending. Each term mirrors a time test of this pass."""
+        cfg = self.config.alerting
+        times = [lifecycle.next_transition(self.alerts, self._present, cfg.for_rule, cfg.resolve_delay),
+                 self.muter.next_change(now)]
+        times += self.groups.deadlines.values()
+        if cfg.reminder > 0:
+            times += [a.last_notified + cfg.reminder for a in self.alerts.values()
+                      if a.state == "firing" and a.notified and not mute.get(a.fp) and a.last_notified is not None]
+        times += [self._am_last[ch.name] + ch.cfg.resend_interval for ch in self.outbox.channels.values()
+                  if ch.type == "alertmanager" and ch.name in self._am_last]
+        return min(times)
 
     def _mute(self, tr: lifecycle.Transitions) -> Dict[str, Optional[str]]:
         """Why each firing alert is muted now (None: not muted). Evidence is requested for what just

@@ -123,6 +123,24 @@ def advance(alerts: Dict[str, AlertRow], present: Mapping[str, Finding], now: fl
             a.held_until = None  # warmed up: from now on the normal rules apply
 
 
+def next_transition(alerts: Mapping[str, AlertRow], present: Mapping[str, Finding],
+                    for_rule: Callable[[str], float], resolve_delay: float) -> float:
+    """The earliest time `advance` would change an alert without new findings (infinity when
+    none): a present pending alert's `for` ending, an absent alert's resolve delay ending, a
+    restart hold ending. The engine's timer sleeps until then instead of polling."""
+    times = []
+    for fp, a in alerts.items():
+        held = a.held_until
+        if held is not None:
+            times.append(held)
+        here = fp in present
+        if a.state == "pending" and here:
+            times.append(a.pending_since + for_rule(a.rule))
+        elif a.state in ("pending", "firing") and not here:
+            times.append(max(a.last_seen, held or 0.0) + resolve_delay)
+    return min(times, default=float("inf"))
+
+
 def incident_resolutions(alerts: Dict[str, AlertRow], tr: Transitions) -> List[List[AlertRow]]:
     """Incidents whose every alert has resolved: each is one resolved message (the rows are
     removed). Alerts sent without an incident (older state files) resolve on their own."""

@@ -51,17 +51,32 @@ class FiringIndex:
 
 
 class Muter:
-    """Silences loaded from the store (cached per id) plus the configured inhibitions."""
+    """Silences from the store (kept in memory, re-read only when they may have changed) plus the
+    configured inhibitions."""
 
     def __init__(self, store: AlertStore):
         self.store = store
         self.active: List[Tuple[Silence, List[Matcher]]] = []
         self._cache: Dict[str, List[Matcher]] = {}
         self._last_prune = 0.0
+        self._silences: List[Silence] = []
+        self._version: Optional[tuple] = None
+        #: Reads of the silences table (a test counts them: one per change, not one per pass).
+        self.reads = 0
 
     def load_silences(self, now: float) -> None:
+        """The silences active at `now`. The table is read again only when another process (the
+        `silence` CLI) or this one wrote since the last read; a silence's start or end passing
+        needs no read (see `next_change`)."""
+        version = self.store.silences_version()
+        if version != self._version:
+            self._silences = self.store.silences()
+            self._version = version
+            self.reads += 1
+            ids = {s.id for s in self._silences}
+            self._cache = {k: v for k, v in self._cache.items() if k in ids}
         active = []
-        for s in self.store.silences():
+        for s in self._silences:
             if not s.active(now):
                 continue
             ms = self._cache.get(s.id)
@@ -77,6 +92,16 @@ class Muter:
         if now - self._last_prune > 3600:
             self._last_prune = now
             self.store.prune_silences(now - 7 * 86400)
+
+    def changed(self) -> bool:
+        """Whether the silences may have changed since the last read (one cheap query)."""
+        return self.store.silences_version() != self._version
+
+    def next_change(self, now: float) -> float:
+        """When the set of active silences changes next by time alone (a start or an end after
+        `now`; infinity when none): the engine's timer wakes then."""
+        times = [t for s in self._silences for t in (s.starts_at, s.ends_at) if t > now]
+        return min(times, default=float("inf"))
 
     def reason(self, a: AlertRow, index: FiringIndex, rules: Sequence[InhibitRule]) -> Optional[str]:
         """"silenced:<id>", "inhibited:<rule>" or None (send it)."""

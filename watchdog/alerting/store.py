@@ -142,6 +142,8 @@ class AlertStore:
         os.makedirs(state_dir, mode=0o700, exist_ok=True)
         self.path = db_path(state_dir)
         self._lock = threading.RLock()
+        #: Silence writes made through this connection (SQLite's data_version does not count them).
+        self._silence_writes = 0
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
@@ -271,7 +273,16 @@ class AlertStore:
         with self._tx() as db:
             db.execute("INSERT INTO silences VALUES (?,?,?,?,?,?,?)",
                        (s.id, json.dumps(s.matchers), s.starts_at, s.ends_at, s.created_by, s.comment, s.created_at))
+            self._silence_writes += 1
         return s
+
+    def silences_version(self) -> tuple:
+        """Changes whenever the silences may have changed: a commit by another connection (the
+        `silence` CLI runs in its own process; `PRAGMA data_version` tells, without reading a
+        table) or a silence write through this one. Lets the engine keep them in memory instead
+        of querying the table at every evaluation."""
+        with self._lock:
+            return self._db.execute("PRAGMA data_version").fetchone()[0], self._silence_writes
 
     def silences(self) -> List[Silence]:
         with self._lock:
@@ -287,11 +298,13 @@ class AlertStore:
             if len(rows) != 1:
                 return False
             db.execute("DELETE FROM silences WHERE id=?", (rows[0][0],))
+            self._silence_writes += 1
         return True
 
     def prune_silences(self, older_than: float) -> None:
         with self._tx() as db:
-            db.execute("DELETE FROM silences WHERE ends_at < ?", (older_than,))
+            if db.execute("DELETE FROM silences WHERE ends_at < ?", (older_than,)).rowcount:
+                self._silence_writes += 1
 
     # -- outbox ----------------------------------------------------------------------------
     def enqueue(self, items: List[tuple]) -> None:

@@ -1,7 +1,7 @@
 """`npu-watchdog silence add|list|remove` and `npu-watchdog test-alert`.
 
-Silences are rows in the alerting database of the state directory; the running daemon reads them
-every second, so no reload is needed. `test-alert` renders a clearly marked message and sends it
+Silences are rows in the alerting database of the state directory; the running daemon notices a
+change within a second while an alert fires (SQLite's data_version), so no reload is needed. `test-alert` renders a clearly marked message and sends it
 through each channel's real code path (rendering, signing, HTTP, verdict), synchronously.
 """
 

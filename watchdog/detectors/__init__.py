@@ -92,15 +92,19 @@ class IncrementalDetectors:
         return replace(self.summaries.attach(view, config), job_summaries=self.jobs)
 
     def run(self, view: StateView, config: Config, trigger: Optional[str] = None,
-            fresh_within: float = 0.0) -> Tuple[List[Finding], List[str]]:
-        """`fresh_within` (periodic passes): a detector that ran this recently (a probe round of its
-        own triggered it) keeps its answer instead of running again."""
+            fresh_within: float = 0.0, next_check: Optional[float] = None) -> Tuple[List[Finding], List[str]]:
+        """`fresh_within` (periodic passes): a detector that ran this recently keeps its answer
+        instead of running again. `next_check` (a probe round's pass, when the next periodic pass
+        is due in less than `fresh_within`): a detector that pass would run (it would not be
+        fresh then) runs now, while the view is at hand, so that pass finds everything fresh and
+        can be skipped (see `all_fresh`); it keeps the periodic passes' promise, every answer
+        less than `fresh_within` old at each of them."""
         if view.summaries is None:
             view = self.prepare(view, config)
         findings: List[Finding] = []
         errors: List[str] = []
         for name, fn in self.detectors:
-            if self._due(name, view.now, trigger, fresh_within):
+            if self._due(name, view.now, trigger, fresh_within, next_check):
                 got, err = run_detectors([(name, fn)], view, config)
                 self._last[name] = got
                 self._ran_at[name] = view.now
@@ -108,10 +112,24 @@ class IncrementalDetectors:
             findings.extend(self._last[name])
         return findings, errors
 
-    def _due(self, name: str, now: float, trigger: Optional[str], fresh_within: float) -> bool:
+    def _due(self, name: str, now: float, trigger: Optional[str], fresh_within: float,
+             next_check: Optional[float] = None) -> bool:
         if name not in self._last:
             return True
         deps = self._triggers.get(name)
         if trigger is not None:
-            return deps is None or trigger in deps
-        return not (fresh_within > 0 and deps is not None and 0 <= now - self._ran_at.get(name, -1e18) < fresh_within)
+            return deps is None or trigger in deps or (
+                next_check is not None and not self._fresh(name, next_check, fresh_within))
+        return not (deps is not None and self._fresh(name, now, fresh_within))
+
+    def _fresh(self, name: str, now: float, fresh_within: float) -> bool:
+        return fresh_within > 0 and 0 <= now - self._ran_at.get(name, -1e18) < fresh_within
+
+    def all_fresh(self, now: float, fresh_within: float) -> bool:
+        """Every detector ran within `fresh_within` of `now`: a periodic pass would run none of
+        those with trigger lists, so the daemon may skip it (checked before building a view)."""
+        return all(name in self._last and self._fresh(name, now, fresh_within) for name, _ in self.detectors)
+
+    def last_findings(self) -> List[Finding]:
+        """The answers of the last pass, as a pass that ran no detector would report them."""
+        return [f for name, _ in self.detectors for f in self._last.get(name, ())]
