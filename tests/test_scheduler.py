@@ -40,7 +40,7 @@ def test_hung_round_is_abandoned_and_reported_without_blocking_others():
     store = StateStore()
     release = threading.Event()
     rounds = []
-    sched = ProbeScheduler(store, 5.0, 0.0, on_round=rounds.append, tick=lambda: None)
+    sched = ProbeScheduler(store, 5.0, 0.0, on_round=lambda batch: rounds.extend(batch), tick=lambda: None)
     blocking, counting = Blocking("blocking", release), Counting("counting")
     sched.start([blocking, counting])
     try:
@@ -91,3 +91,33 @@ def test_completing_rounds_false_when_scheduler_is_wedged():
     sched = ProbeScheduler(store, 5.0, 0.0, on_round=lambda n: None, tick=lambda: None)
     sched.last_tick = time.monotonic() - 120
     assert not sched.completing_rounds()
+
+
+class Timed(Probe):
+    """Records when each round starts; takes `work` seconds."""
+
+    def __init__(self, name, interval, work):
+        self.name, self.interval, self.timeout, self.work, self.starts = name, interval, 5.0, work, []
+
+    def collect(self):
+        self.starts.append(time.monotonic())
+        time.sleep(self.work)
+        return Collected(len(self.starts), "ok")
+
+
+def test_probes_of_one_interval_run_together_and_their_batch_gets_one_pass():
+    """One random offset per daemon (jitter), not per run: probes with the same interval start
+    their rounds together, and the last of a batch to finish hands the whole batch to one
+    detector pass (counted)."""
+    store = StateStore()
+    batches = []
+    sched = ProbeScheduler(store, 5.0, 0.3, on_round=batches.append, tick=lambda: None)
+    fast, slow = Timed("fast", 1.0, 0.0), Timed("slow", 1.0, 0.15)
+    sched.start([fast, slow])
+    try:
+        wait_for(lambda: len(fast.starts) >= 4 and len(slow.starts) >= 4, timeout=20, what="four rounds each")
+    finally:
+        sched.shutdown()
+    n = min(len(fast.starts), len(slow.starts))
+    assert all(abs(f - s) < 0.1 for f, s in zip(fast.starts[:n], slow.starts[:n])), (fast.starts, slow.starts)
+    assert batches[:3] == [frozenset({"fast", "slow"})] * 3, batches

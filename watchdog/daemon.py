@@ -13,7 +13,7 @@ import queue
 import signal
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
 from watchdog import __version__, fdbudget, statelock
 from watchdog.alerting.engine import build_engine
@@ -119,7 +119,7 @@ class Daemon:
         return self.runtime.config
 
     # -- evaluation ------------------------------------------------------------------------
-    def evaluate(self, trigger: Optional[str] = None, fresh_within: float = 0.0, periodic: bool = False,
+    def evaluate(self, trigger: Optional[Union[str, AbstractSet[str]]] = None, fresh_within: float = 0.0, periodic: bool = False,
                  next_check: Optional[float] = None) -> None:
         """One detector pass over a consistent view, handed to the engine: all detectors, or after
         a probe's round (`trigger`) those that probe feeds (and, see `IncrementalDetectors.run`,
@@ -146,9 +146,10 @@ class Daemon:
         before building a view: at idle this skips about half of the periodic passes."""
         return self.detectors.all_fresh(time.time(), fresh_within) and not self.detectors.last_findings()
 
-    def _after_round(self, probe: str) -> None:
+    def _after_round(self, probes: FrozenSet[str]) -> None:
+        """A detector pass for a batch of rounds that finished together (see ProbeScheduler._gather)."""
         if not self.stopping:
-            self.evaluate(probe, fresh_within=FRESH_WITHIN, next_check=self._next_check())
+            self.evaluate(probes, fresh_within=FRESH_WITHIN, next_check=self._next_check())
 
     def _next_check(self) -> Optional[float]:
         """The (wall-clock) time of the next periodic pass when it is less than FRESH_WITHIN

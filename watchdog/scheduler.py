@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 import queue
+import random
 import threading
 import time
-from datetime import datetime
-from typing import Callable, Dict, List, Optional
+from datetime import datetime, timedelta, timezone
+from typing import Callable, Dict, FrozenSet, List, Optional
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
@@ -35,6 +36,9 @@ TICK_SECONDS = 5.0
 EVENT_GAP = 0.25
 #: How long a follower thread waits for events before checking that its probe is still current.
 FOLLOW_WAIT = 5.0
+#: Rounds started this close together form one batch: the last of them to finish runs the
+#: detector pass for all (see `ProbeScheduler._finish`).
+BATCH_SECONDS = 0.5
 
 
 class _Round:
@@ -88,13 +92,20 @@ class ProbeScheduler:
     """Owns the APScheduler instance and the probes' round bookkeeping."""
 
     def __init__(self, store: StateStore, default_timeout: float, jitter: float,
-                 on_round: Callable[[str], None], tick: Callable[[], None],
+                 on_round: Callable[[FrozenSet[str]], None], tick: Callable[[], None],
                  on_complete_round: Optional[Callable[[], None]] = None,
                  on_first_round: Optional[Callable[[], None]] = None):
         self.store = store
         self.default_timeout = default_timeout
         self.jitter = jitter
+        #: Called after rounds with the probes whose rounds finished (a batch at once, see `_finish`).
         self.on_round = on_round
+        #: Probes whose finished rounds wait for the rest of their batch.
+        self._gathered: set = set()
+        #: Every schedule is shifted by one random offset (0..jitter) drawn at start, not per run:
+        #: a fleet still does not probe in lock-step, while this daemon's probes of one interval
+        #: run together (one wake-up, one detector pass for their batch, warm caches).
+        self._anchor = datetime.now(timezone.utc) + timedelta(seconds=random.uniform(0.0, jitter or 0.0))
         #: Called when every probe has finished a round (none timed out or hung) since the last call.
         self.on_complete_round = on_complete_round
         self._round_done: set = set()
@@ -104,6 +115,8 @@ class ProbeScheduler:
         self._tick_fn = tick
         self.probes: Dict[str, Probe] = {}
         self._inflight: Dict[str, _Round] = {}
+        #: When each probe's latest round started (monotonic), for batching (`_gather`).
+        self._started: Dict[str, float] = {}
         self._completed: Dict[str, float] = {}
         self._first_done: Dict[str, threading.Event] = {}
         self._lock = threading.Lock()
@@ -148,12 +161,15 @@ class ProbeScheduler:
         self._first_done.setdefault(probe.name, threading.Event())
         self.store.register(probe.name, probe.interval)
         self._sched.add_job(
-            self._run_probe, IntervalTrigger(seconds=probe.interval, jitter=self.jitter or None),
+            self._run_probe, self._trigger(probe.interval),
             args=[probe.name], id=probe.name, name=probe.name, replace_existing=True,
             next_run_time=datetime.now().astimezone(),
         )
         if callable(getattr(probe, "wait_change", None)):
             threading.Thread(target=self._follow, args=(probe,), name=f"follow-{probe.name}", daemon=True).start()
+
+    def _trigger(self, interval: float) -> IntervalTrigger:
+        return IntervalTrigger(seconds=interval, start_date=self._anchor, timezone=timezone.utc)
 
     def _follow(self, probe: Probe) -> None:
         """Run a round of `probe` whenever it reports a change (until it is replaced or stopped)."""
@@ -189,7 +205,7 @@ class ProbeScheduler:
         for p in probes:
             old = self.probes.get(p.name)
             if old is not None and old.reconfigure(p):
-                self._sched.reschedule_job(p.name, trigger=IntervalTrigger(seconds=old.interval, jitter=jitter or None))
+                self._sched.reschedule_job(p.name, trigger=self._trigger(old.interval))
                 self.store.register(p.name, old.interval)
                 continue
             if old is not None:
@@ -242,6 +258,7 @@ class ProbeScheduler:
         rnd = _Round(probe)
         with self._lock:
             self._inflight[name] = rnd
+            self._started[name] = rnd.started
             worker = self._workers.get(name)
             if worker is None:
                 worker = self._workers[name] = _Worker(name)
@@ -284,11 +301,27 @@ class ProbeScheduler:
             ev.set()
         self._note_first_round()
         try:
-            if evaluate:
-                self.on_round(name)
+            batch = self._gather(name) if evaluate else None
+            if batch:
+                self.on_round(batch)
         except Exception:
             log.exception("evaluation after probe %s failed", name)
         self._note_round(name, complete)
+
+    def _gather(self, name: str) -> Optional[FrozenSet[str]]:
+        """The probes to evaluate for now: none while another round of this round's batch (started
+        within BATCH_SECONDS of it) is still under way, since the last of them evaluates for all.
+        Another round counts only while it is under way: a hung one is not waited for (its batch
+        mates' detectors then run in the next periodic pass, which runs whatever is not fresh)."""
+        with self._lock:
+            self._gathered.add(name)
+            mine = self._started.get(name)
+            if mine is not None and any(
+                    other != name and not rnd.done.is_set() and abs(rnd.started - mine) < BATCH_SECONDS
+                    for other, rnd in self._inflight.items()):
+                return None
+            batch, self._gathered = frozenset(self._gathered), set()
+            return batch
 
     def _note_first_round(self) -> None:
         with self._lock:

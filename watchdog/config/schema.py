@@ -123,7 +123,8 @@ class ProbesConfig(StrictModel):
 
     #: Maximum time a single probe round may take unless the probe sets its own `timeout`.
     default_timeout: Duration = Field(default="20s")
-    #: Random delay (0..jitter) added to each run, so a fleet does not probe in lock-step.
+    #: Random offset (0..jitter), drawn once at start, shifting every probe's schedule, so a fleet
+    #: does not probe in lock-step; this daemon's probes of one interval run together.
     jitter: Duration = Field(default="1s")
     #: How long the detectors remember a series: a rank or chip not seen for this long is
     #: forgotten, and a condition's start is not looked for further back.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import AbstractSet, Callable, Dict, List, Optional, Tuple, Union
 
 from dataclasses import replace
 
@@ -73,7 +73,8 @@ def run_detectors(detectors: List[Tuple[str, Detector]], view: StateView, config
 
 
 class IncrementalDetectors:
-    """The daemon's detector passes: full (trigger None) or after one probe's round."""
+    """The daemon's detector passes: full (trigger None) or after rounds of some probes (a probe
+    name, or a set of names: a batch of rounds that finished together)."""
 
     def __init__(self, detectors: List[Tuple[str, Detector]]):
         self.detectors = detectors
@@ -91,7 +92,7 @@ class IncrementalDetectors:
         self.jobs.keep(jobs_of(view))
         return replace(self.summaries.attach(view, config), job_summaries=self.jobs)
 
-    def run(self, view: StateView, config: Config, trigger: Optional[str] = None,
+    def run(self, view: StateView, config: Config, trigger: Optional[Union[str, AbstractSet[str]]] = None,
             fresh_within: float = 0.0, next_check: Optional[float] = None) -> Tuple[List[Finding], List[str]]:
         """`fresh_within` (periodic passes): a detector that ran this recently keeps its answer
         instead of running again. `next_check` (a probe round's pass, when the next periodic pass
@@ -112,13 +113,14 @@ class IncrementalDetectors:
             findings.extend(self._last[name])
         return findings, errors
 
-    def _due(self, name: str, now: float, trigger: Optional[str], fresh_within: float,
+    def _due(self, name: str, now: float, trigger: Optional[Union[str, AbstractSet[str]]], fresh_within: float,
              next_check: Optional[float] = None) -> bool:
         if name not in self._last:
             return True
         deps = self._triggers.get(name)
         if trigger is not None:
-            return deps is None or trigger in deps or (
+            fed = deps is not None and (trigger in deps if isinstance(trigger, str) else not trigger.isdisjoint(deps))
+            return deps is None or fed or (
                 next_check is not None and not self._fresh(name, next_check, fresh_within))
         return not (deps is not None and self._fresh(name, now, fresh_within))
 

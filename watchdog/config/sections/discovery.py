@@ -28,7 +28,8 @@ class DiscoveryConfig(StrictModel):
     enabled: bool = False
     #: The process table is scanned on every round of the process probe; the logs and heartbeat
     #: probes reuse a scan up to this old, plus `probes.jitter` and 1 s (the process round due
-    #: rescans). A scan reads the command line and environment only of processes new since the last.
+    #: rescans). A scan reads the command line and environment only of processes new since the last
+    #: (docs/discovery.md says what else it reads, and how often).
     interval: Duration = Field(default="10s", gt=0)
     #: Probes discovery switches on and points at the jobs, unless enabled explicitly under `probes:`.
     feed: List[FeedName] = Field(default_factory=lambda: ["process", "logs", "heartbeat", "npu"])
