@@ -10,7 +10,7 @@ import os
 import stat
 import threading
 from dataclasses import replace
-from typing import Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, Iterable, Iterator, List, Optional, Set, Tuple
 
 from watchdog.discovery.environ import parse_environ, rank_of
 from watchdog.discovery.model import ProcRecord
@@ -36,15 +36,18 @@ def parse_stat(text: str) -> Tuple[str, int, int]:
 
 def _stat_of(pid: int, proc: str) -> Tuple[str, str, int, int, int]:
     """(comm, state, ppid, start ticks, owner uid) of a process: one open, read and fstat (the
-    files of /proc/<pid> belong to the process's user, as the folder does)."""
+    files of /proc/<pid> belong to the process's user, as the folder does). Only the fields up
+    to the start time are split (a scan does this for dozens of processes)."""
     fd = os.open(f"{proc}/{pid}/stat", os.O_RDONLY)
     try:
-        text = os.read(fd, 4096).decode("utf-8", "replace")
+        raw = os.read(fd, 4096)
         uid = os.fstat(fd).st_uid
     finally:
         os.close(fd)
-    comm, ppid, start = parse_stat(text)
-    return comm, text[text.rindex(")") + 2:].split(None, 1)[0], ppid, start, uid
+    lpar, rpar = raw.index(b"("), raw.rindex(b")")
+    fields = raw[rpar + 2:].split(None, 20)
+    return (raw[lpar + 1:rpar].decode("utf-8", "replace"), fields[0].decode("ascii", "replace"), int(fields[1]),
+            int(fields[19]), uid)
 
 
 def list_pids(proc: str = PROC) -> List[int]:
@@ -125,7 +128,8 @@ class ProcTable:
         self._lock = threading.Lock()
         self.settled, self.full_every, self.rotate = settled, full_every, max(1, rotate)
         self._keys: FrozenSet[str] = frozenset()
-        #: pid -> (identity, record or None (kernel thread, zombie), read settled, /proc inode, state)
+        #: pid -> (identity, record or None (kernel thread, zombie), read settled, /proc inode, state,
+        #: carries a rank marker)
         self._known: Dict[int, _Known] = {}
         #: Pids whose `stat` is read every scan (the ancestors of rank-marked processes).
         self._watched: FrozenSet[int] = frozenset()
@@ -171,8 +175,8 @@ class ProcTable:
             self._known = known
             self._logs = {pid: v for pid, v in self._logs.items() if pid in known}
             out = {pid: k[1] for pid, k in known.items() if k[1] is not None and k[4] != "Z"}
-            watched = frozenset(watch_set(out))
-            marked = frozenset(pid for pid, rec in out.items() if rec.env is not None and rank_of(rec.env) is not None)
+            marked = frozenset(pid for pid, k in known.items() if k[5] and k[4] != "Z")
+            watched = frozenset(watch_set(out, marked))
             if changed & (self._watched | watched | self._marked | marked):
                 self.generation += 1  # a rank, or a launcher or wrapper above one, came, went or changed
             self._watched, self._marked = watched, marked
@@ -204,19 +208,26 @@ class ProcTable:
             rec = prev[1]
             if rec is not None and rec.ppid != ppid:  # re-parented (its parent exited)
                 rec = replace(rec, ppid=ppid)
-            return ident, rec, True, ino, state
+            return ident, rec, True, ino, state, prev[5]
         settled = now_ticks - start >= self.settled * CLOCK_TICKS
         self.records_read += 1
-        return ident, read_record(pid, keys, proc), settled, ino, state
+        rec = read_record(pid, keys, proc)
+        return ident, rec, settled, ino, state, is_marked(rec)
 
 
-def watch_set(records: Dict[int, ProcRecord]) -> Set[int]:
-    """The launchers, wrappers and other ancestors of processes carrying a rank marker: what a
-    job's grouping hangs on. (The marked processes themselves are followed by the process probe
-    every round; here they are looked at in turn like other processes.)"""
+def is_marked(rec: Optional[ProcRecord]) -> bool:
+    """The process carries a rank marker in its environment (it may be a rank)."""
+    return rec is not None and rec.env is not None and rank_of(rec.env) is not None
+
+
+def watch_set(records: Dict[int, ProcRecord], marked: Optional[Iterable[int]] = None) -> Set[int]:
+    """The launchers, wrappers and other ancestors of processes carrying a rank marker (`marked`,
+    else found in `records`): what a job's grouping hangs on. (The marked processes themselves
+    are followed by the process probe every round; here they are looked at in turn.)"""
     out: Set[int] = set()
-    for rec in records.values():
-        if rec.env is None or rank_of(rec.env) is None:
+    for mpid in (marked if marked is not None else [p for p, r in records.items() if is_marked(r)]):
+        rec = records.get(mpid)
+        if rec is None:
             continue
         pid = rec.ppid
         while pid > 1 and pid not in out and pid in records and len(out) < 1 << 16:
@@ -225,8 +236,8 @@ def watch_set(records: Dict[int, ProcRecord]) -> Set[int]:
     return out
 
 
-#: (identity, record, read settled, /proc inode, state letter)
-_Known = Tuple[Tuple[int, str, int], Optional[ProcRecord], bool, int, str]
+#: (identity, record, read settled, /proc inode, state letter, carries a rank marker)
+_Known = Tuple[Tuple[int, str, int], Optional[ProcRecord], bool, int, str, bool]
 
 
 def _uptime(proc: str) -> float:
