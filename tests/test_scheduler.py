@@ -121,3 +121,45 @@ def test_probes_of_one_interval_run_together_and_their_batch_gets_one_pass():
     n = min(len(fast.starts), len(slow.starts))
     assert all(abs(f - s) < 0.1 for f, s in zip(fast.starts[:n], slow.starts[:n])), (fast.starts, slow.starts)
     assert batches[:3] == [frozenset({"fast", "slow"})] * 3, batches
+
+
+class Gated(Probe):
+    """A round that waits for `release`; its result is `quiet` (nothing new, like a logs round
+    that read no new lines)."""
+
+    def __init__(self, name, quiet):
+        self.name, self.interval, self.timeout, self.quiet = name, 3600.0, 30.0, quiet
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def collect(self):
+        self.entered.set()
+        self.release.wait(30)
+        return Collected(1, "ok", quiet=self.quiet)
+
+
+def test_a_round_waiting_for_a_quiet_batch_mate_is_still_evaluated(monkeypatch):
+    """A round that finishes first leaves the detector pass to the last of its batch; when that
+    last one is a quiet round (it evaluates nothing of its own), the waiting round must still get
+    its pass, not sit unevaluated until some later round happens to gather it."""
+    import watchdog.scheduler as scheduler_mod
+
+    monkeypatch.setattr(scheduler_mod, "BATCH_SECONDS", 3600.0)  # both rounds in one batch, however slow the machine
+    store = StateStore()
+    batches = []
+    sched = ProbeScheduler(store, 30.0, 0.0, on_round=batches.append, tick=lambda: None)
+    npu, logs = Gated("npu", quiet=False), Gated("logs", quiet=True)
+    for p in (npu, logs):
+        sched.probes[p.name] = p
+        store.register(p.name, p.interval)
+    npu.release.set()
+    slow = threading.Thread(target=sched.run_now, args=("logs",))
+    slow.start()
+    try:
+        assert logs.entered.wait(30)
+        sched.run_now("npu")  # finishes while the logs round is under way: leaves the pass to it
+        assert batches == []
+    finally:
+        logs.release.set()
+        slow.join(30)
+        sched.shutdown()
+    assert batches == [frozenset({"npu"})]

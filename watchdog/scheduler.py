@@ -301,20 +301,25 @@ class ProbeScheduler:
             ev.set()
         self._note_first_round()
         try:
-            batch = self._gather(name) if evaluate else None
+            batch = self._gather(name, own=evaluate)
             if batch:
                 self.on_round(batch)
         except Exception:
             log.exception("evaluation after probe %s failed", name)
         self._note_round(name, complete)
 
-    def _gather(self, name: str) -> Optional[FrozenSet[str]]:
+    def _gather(self, name: str, own: bool = True) -> Optional[FrozenSet[str]]:
         """The probes to evaluate for now: none while another round of this round's batch (started
         within BATCH_SECONDS of it) is still under way, since the last of them evaluates for all.
         Another round counts only while it is under way: a hung one is not waited for (its batch
-        mates' detectors then run in the next periodic pass, which runs whatever is not fresh)."""
+        mates' detectors then run in the next periodic pass, which runs whatever is not fresh).
+        A quiet round (`own` False) adds nothing of its own, but when it is the last of its batch
+        it still hands over the rounds that waited for it."""
         with self._lock:
-            self._gathered.add(name)
+            if own:
+                self._gathered.add(name)
+            elif not self._gathered:
+                return None
             mine = self._started.get(name)
             if mine is not None and any(
                     other != name and not rnd.done.is_set() and abs(rnd.started - mine) < BATCH_SECONDS
