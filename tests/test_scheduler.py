@@ -163,3 +163,38 @@ def test_a_round_waiting_for_a_quiet_batch_mate_is_still_evaluated(monkeypatch):
         slow.join(30)
         sched.shutdown()
     assert batches == [frozenset({"npu"})]
+
+
+class GatedLines(Gated):
+    """A probe with change events (like the logs probe) whose round found new matches."""
+
+    def wait_change(self, timeout):
+        return False
+
+
+def test_a_round_that_found_log_matches_is_evaluated_without_waiting_for_a_slow_batch_mate(monkeypatch):
+    """A NaN line read by the logs probe is judged as soon as its round ends, as before rounds were
+    batched: it does not wait for an npu round of its batch that is still running (npu-smi may take
+    seconds, up to the probe timeout)."""
+    import watchdog.scheduler as scheduler_mod
+
+    monkeypatch.setattr(scheduler_mod, "BATCH_SECONDS", 3600.0)
+    store = StateStore()
+    batches = []
+    sched = ProbeScheduler(store, 30.0, 0.0, on_round=batches.append, tick=lambda: None)
+    npu, logs = Gated("npu", quiet=False), GatedLines("logs", quiet=False)
+    for p in (npu, logs):
+        sched.probes[p.name] = p
+        store.register(p.name, p.interval)
+    logs.release.set()
+    slow = threading.Thread(target=sched.run_now, args=("npu",))
+    slow.start()
+    try:
+        assert npu.entered.wait(30)
+        sched.run_now("logs")
+        assert batches == [frozenset({"logs"})]
+    finally:
+        npu.release.set()
+        slow.join(30)
+        sched.shutdown()
+    assert batches == [frozenset({"logs"}), frozenset({"npu"})]

@@ -292,36 +292,41 @@ class ProbeScheduler:
                                          last_success=time.time(), last_duration=duration, last_error=None,
                                          last_result=rnd.result.summary)
         quiet = finished and rnd.error is None and rnd.result is not None and rnd.result.quiet
-        self._finish(name, complete=finished, evaluate=not quiet)
+        # A round of a probe with change events that found something (new log matches: a NaN
+        # line) is judged at once, not after a slow batch mate (an npu round may take seconds).
+        found = (finished and rnd.error is None and rnd.result is not None and not quiet
+                 and callable(getattr(probe, "wait_change", None)))
+        self._finish(name, complete=finished, evaluate=not quiet, wait=not found)
 
-    def _finish(self, name: str, complete: bool = True, evaluate: bool = True) -> None:
+    def _finish(self, name: str, complete: bool = True, evaluate: bool = True, wait: bool = True) -> None:
         self._completed[name] = time.monotonic()
         ev = self._first_done.get(name)
         if ev is not None:
             ev.set()
         self._note_first_round()
         try:
-            batch = self._gather(name, own=evaluate)
+            batch = self._gather(name, own=evaluate, wait=wait)
             if batch:
                 self.on_round(batch)
         except Exception:
             log.exception("evaluation after probe %s failed", name)
         self._note_round(name, complete)
 
-    def _gather(self, name: str, own: bool = True) -> Optional[FrozenSet[str]]:
+    def _gather(self, name: str, own: bool = True, wait: bool = True) -> Optional[FrozenSet[str]]:
         """The probes to evaluate for now: none while another round of this round's batch (started
         within BATCH_SECONDS of it) is still under way, since the last of them evaluates for all.
         Another round counts only while it is under way: a hung one is not waited for (its batch
         mates' detectors then run in the next periodic pass, which runs whatever is not fresh).
         A quiet round (`own` False) adds nothing of its own, but when it is the last of its batch
-        it still hands over the rounds that waited for it."""
+        it still hands over the rounds that waited for it. With `wait` False this round does not
+        wait for its batch mates: it takes what has gathered now (later ones gather on their own)."""
         with self._lock:
             if own:
                 self._gathered.add(name)
             elif not self._gathered:
                 return None
             mine = self._started.get(name)
-            if mine is not None and any(
+            if wait and mine is not None and any(
                     other != name and not rnd.done.is_set() and abs(rnd.started - mine) < BATCH_SECONDS
                     for other, rnd in self._inflight.items()):
                 return None
