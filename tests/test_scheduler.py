@@ -198,3 +198,25 @@ def test_a_round_that_found_log_matches_is_evaluated_without_waiting_for_a_slow_
         slow.join(30)
         sched.shutdown()
     assert batches == [frozenset({"logs"}), frozenset({"npu"})]
+
+
+def test_rounds_after_the_first_follow_the_daemons_random_offset(monkeypatch):
+    """`probes.jitter`: one random offset per daemon shifts every probe's schedule, so a fleet
+    started together does not probe in lock-step. The first round runs at once (start, reload);
+    the next ones must fall on the shifted grid, not on `interval` after that first round."""
+    import watchdog.scheduler as scheduler_mod
+
+    monkeypatch.setattr(scheduler_mod.random, "uniform", lambda a, b: 1000.0)  # the drawn offset
+    store = StateStore()
+    t0 = time.time()
+    sched = ProbeScheduler(store, 5.0, 1800.0, on_round=lambda batch: None, tick=lambda: None)
+    probe = Counting("counting")
+    probe.interval = 3600.0
+    sched.start([probe])
+    try:
+        wait_for(lambda: probe.n >= 1 and (sched.next_runs()["counting"] or 0) > t0 + 10, what="the first round")
+        nxt = sched.next_runs()["counting"]
+    finally:
+        sched.shutdown()
+    phase = (nxt - (t0 + 1000.0)) % 3600.0  # on the daemon's grid (t0 + 1000 s + k * 3600 s),
+    assert min(phase, 3600.0 - phase) < 60, nxt - t0  # not the first round + 3600 s
