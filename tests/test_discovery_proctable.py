@@ -266,3 +266,27 @@ def test_an_unchanged_table_reuses_the_jobs_and_a_change_is_seen_at_once(tmp_pat
     seen = [[r.pid for r in scan_mod.discover(opts, None, table).jobs[0].ranks] for _ in range(3)]
     gone = seen.index([300])  # at its turn, within `rotate` scans; described again at once
     assert seen[gone:] == [[300]] * (3 - gone) and len(calls) >= 3
+
+
+def test_a_ranks_new_log_file_is_seen_within_rotate_scans(tmp_path):
+    """A rank's log files are listed again every `rotate` scans (docs/discovery.md, Cost), also
+    when the jobs were described again in between (a new rank, here at scan 2) and the jobs are
+    otherwise reused: a rank that reopens its stdout onto a new file is seen on it by then."""
+    from watchdog.discovery import scan as scan_mod
+
+    (tmp_path / "uptime").write_text("100000.00 1.00\n")
+    old_log, new_log = tmp_path / "old.log", tmp_path / "new.log"
+    old_log.write_text("")
+    new_log.write_text("")
+    _fake_process(tmp_path, 300, start=100, env="RANK=0\0MASTER_ADDR=n1\0MASTER_PORT=29500")
+    (tmp_path / "300" / "fd").mkdir()
+    os.symlink(str(old_log), tmp_path / "300" / "fd" / "1")
+    opts = scan_mod.ScanOptions(proc=str(tmp_path), home_of=lambda uid: None, owner_ok=lambda path, uid: True)
+    table = procfs.ProcTable(settled=0.0, full_every=0, rotate=3)
+    assert scan_mod.discover(opts, None, table).jobs[0].ranks[0].logs == (str(old_log),)  # scan 1
+    _fake_process(tmp_path, 301, start=100, env="RANK=1\0MASTER_ADDR=n1\0MASTER_PORT=29500")
+    assert len(scan_mod.discover(opts, None, table).jobs[0].ranks) == 2  # scan 2: described again
+    os.unlink(tmp_path / "300" / "fd" / "1")
+    os.symlink(str(new_log), tmp_path / "300" / "fd" / "1")  # just after its logs were listed
+    seen = [scan_mod.discover(opts, None, table).jobs[0].ranks[0].logs for _ in range(3)]  # scans 3-5
+    assert (str(new_log),) in seen, seen

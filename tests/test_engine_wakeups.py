@@ -238,3 +238,25 @@ def test_while_an_alert_fires_a_silence_change_takes_effect_within_a_second(tmp_
         assert sent and sent[0][0] == "firing" and 5.25 <= sent[0][1] <= 5.25 + 1.0
     finally:
         cli.close()
+
+
+def test_a_metrics_scrape_right_after_a_silence_change_does_not_hide_it_from_the_timer(tmp_path, engines):
+    """Reading the silences for the `silences_active` gauge takes in the change the timer watches
+    for (`PRAGMA data_version`); the timer must still run its pass, so the alert the removed
+    silence held back is sent within a second, scrape or not."""
+    cfg = make_config(tmp_path, "http://127.0.0.1:9/hook", group_window="0s")
+    e = new_engine(engines, cfg)
+    cli = AlertStore(cfg.paths.state_dir)
+    try:
+        t0 = e.clock.now
+        s = cli.add_silence(["rule=stall"], t0, t0 + 3600, "tester", "maintenance")
+        sent = []
+        notify = e._notification
+        e._notification = lambda kind, batch, now: (sent.append((kind, now - t0)), notify(kind, batch, now))[1]
+        e.process([f("stall", "critical")])
+        assert e.alert_states()[0].muted == f"silenced:{s.id}" and sent == []
+        run_timer(e, t0 + 20, [(t0 + 5.25, lambda: cli.remove_silence(s.id)),
+                               (t0 + 5.5, lambda: e.silences_active() == 0 or pytest.fail("still active"))])
+        assert sent and sent[0][0] == "firing" and 5.25 <= sent[0][1] <= 5.25 + 1.0, sent
+    finally:
+        cli.close()

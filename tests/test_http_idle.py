@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import selectors
 import threading
 import time
@@ -42,3 +43,19 @@ def test_the_accept_loop_wakes_only_for_connections_and_stop(monkeypatch):
         threading.Thread(target=lambda: (ep.stop(), done.set()), daemon=True).start()
         assert done.wait(5.0), "stop returns at once"
     assert ep.thread is not None and not ep.thread.is_alive()
+
+
+def test_a_second_stop_writes_to_no_descriptor_the_first_one_freed(tmp_path):
+    """`stop` closes the loop's wake pipe; a second `stop` (the daemon's shutdown path may run
+    twice) must not write its wake byte to whatever file now holds that descriptor number."""
+    ep = httpserver.HttpEndpoint("127.0.0.1", 0, _Registry(), lambda: {}, lambda: (True, "ok"))
+    ep.start()
+    ep.stop()
+    files = [tmp_path / f"f{i}" for i in range(4)]
+    fds = [os.open(str(p), os.O_WRONLY | os.O_CREAT, 0o600) for p in files]  # take the freed numbers
+    try:
+        ep.stop()
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert [p.read_bytes() for p in files] == [b""] * 4

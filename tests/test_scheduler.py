@@ -121,3 +121,102 @@ def test_probes_of_one_interval_run_together_and_their_batch_gets_one_pass():
     n = min(len(fast.starts), len(slow.starts))
     assert all(abs(f - s) < 0.1 for f, s in zip(fast.starts[:n], slow.starts[:n])), (fast.starts, slow.starts)
     assert batches[:3] == [frozenset({"fast", "slow"})] * 3, batches
+
+
+class Gated(Probe):
+    """A round that waits for `release`; its result is `quiet` (nothing new, like a logs round
+    that read no new lines)."""
+
+    def __init__(self, name, quiet):
+        self.name, self.interval, self.timeout, self.quiet = name, 3600.0, 30.0, quiet
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def collect(self):
+        self.entered.set()
+        self.release.wait(30)
+        return Collected(1, "ok", quiet=self.quiet)
+
+
+def test_a_round_waiting_for_a_quiet_batch_mate_is_still_evaluated(monkeypatch):
+    """A round that finishes first leaves the detector pass to the last of its batch; when that
+    last one is a quiet round (it evaluates nothing of its own), the waiting round must still get
+    its pass, not sit unevaluated until some later round happens to gather it."""
+    import watchdog.scheduler as scheduler_mod
+
+    monkeypatch.setattr(scheduler_mod, "BATCH_SECONDS", 3600.0)  # both rounds in one batch, however slow the machine
+    store = StateStore()
+    batches = []
+    sched = ProbeScheduler(store, 30.0, 0.0, on_round=batches.append, tick=lambda: None)
+    npu, logs = Gated("npu", quiet=False), Gated("logs", quiet=True)
+    for p in (npu, logs):
+        sched.probes[p.name] = p
+        store.register(p.name, p.interval)
+    npu.release.set()
+    slow = threading.Thread(target=sched.run_now, args=("logs",))
+    slow.start()
+    try:
+        assert logs.entered.wait(30)
+        sched.run_now("npu")  # finishes while the logs round is under way: leaves the pass to it
+        assert batches == []
+    finally:
+        logs.release.set()
+        slow.join(30)
+        sched.shutdown()
+    assert batches == [frozenset({"npu"})]
+
+
+class GatedLines(Gated):
+    """A probe with change events (like the logs probe) whose round found new matches."""
+
+    def wait_change(self, timeout):
+        return False
+
+
+def test_a_round_that_found_log_matches_is_evaluated_without_waiting_for_a_slow_batch_mate(monkeypatch):
+    """A NaN line read by the logs probe is judged as soon as its round ends, as before rounds were
+    batched: it does not wait for an npu round of its batch that is still running (npu-smi may take
+    seconds, up to the probe timeout)."""
+    import watchdog.scheduler as scheduler_mod
+
+    monkeypatch.setattr(scheduler_mod, "BATCH_SECONDS", 3600.0)
+    store = StateStore()
+    batches = []
+    sched = ProbeScheduler(store, 30.0, 0.0, on_round=batches.append, tick=lambda: None)
+    npu, logs = Gated("npu", quiet=False), GatedLines("logs", quiet=False)
+    for p in (npu, logs):
+        sched.probes[p.name] = p
+        store.register(p.name, p.interval)
+    logs.release.set()
+    slow = threading.Thread(target=sched.run_now, args=("npu",))
+    slow.start()
+    try:
+        assert npu.entered.wait(30)
+        sched.run_now("logs")
+        assert batches == [frozenset({"logs"})]
+    finally:
+        npu.release.set()
+        slow.join(30)
+        sched.shutdown()
+    assert batches == [frozenset({"logs"}), frozenset({"npu"})]
+
+
+def test_rounds_after_the_first_follow_the_daemons_random_offset(monkeypatch):
+    """`probes.jitter`: one random offset per daemon shifts every probe's schedule, so a fleet
+    started together does not probe in lock-step. The first round runs at once (start, reload);
+    the next ones must fall on the shifted grid, not on `interval` after that first round."""
+    import watchdog.scheduler as scheduler_mod
+
+    monkeypatch.setattr(scheduler_mod.random, "uniform", lambda a, b: 1000.0)  # the drawn offset
+    store = StateStore()
+    t0 = time.time()
+    sched = ProbeScheduler(store, 5.0, 1800.0, on_round=lambda batch: None, tick=lambda: None)
+    probe = Counting("counting")
+    probe.interval = 3600.0
+    sched.start([probe])
+    try:
+        wait_for(lambda: probe.n >= 1 and (sched.next_runs()["counting"] or 0) > t0 + 10, what="the first round")
+        nxt = sched.next_runs()["counting"]
+    finally:
+        sched.shutdown()
+    phase = (nxt - (t0 + 1000.0)) % 3600.0  # on the daemon's grid (t0 + 1000 s + k * 3600 s),
+    assert min(phase, 3600.0 - phase) < 60, nxt - t0  # not the first round + 3600 s

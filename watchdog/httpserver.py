@@ -182,7 +182,9 @@ class HttpEndpoint:
                         self.server._handle_request_noblock()
 
     def stop(self) -> None:
-        if self.thread is not None:
+        """Idempotent: a second call must not write to (or close) descriptors the first one
+        closed, which by then may belong to any file of the daemon."""
+        if self.thread is not None and not self._stopping:
             self._stopping = True
             os.write(self._wake_w, b"x")
             self.thread.join(10.0)

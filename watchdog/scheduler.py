@@ -10,6 +10,7 @@ Subprocesses inside probes have their own timeouts and kill their process group.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import random
 import threading
@@ -39,6 +40,28 @@ FOLLOW_WAIT = 5.0
 #: Rounds started this close together form one batch: the last of them to finish runs the
 #: detector pass for all (see `ProbeScheduler._finish`).
 BATCH_SECONDS = 0.5
+
+
+class _PhasedTrigger(IntervalTrigger):
+    """An interval trigger whose runs stay on its grid (start_date + k * interval) after a run
+    off the grid. Why: a probe's first round runs at once (start, reload), and APScheduler's own
+    trigger counts the next run from that one, which dropped the daemon's random offset (every
+    node started together probed in lock-step). Always after the previous run, so APScheduler's
+    catch-up loop ends."""
+
+    def get_next_fire_time(self, previous_fire_time: Optional[datetime], now: datetime) -> Optional[datetime]:
+        if previous_fire_time is None:
+            return super().get_next_fire_time(previous_fire_time, now)
+        base, length = self.start_date.timestamp(), self.interval_length
+        # The grid's first run more than half an interval after the previous one: a run on the
+        # grid is followed by the next one, a run off it (at once) by one 0.5 to 1.5 intervals on.
+        after = previous_fire_time + timedelta(seconds=length / 2)
+        steps = math.floor((after.timestamp() - base) / length) + 1
+        nxt = datetime.fromtimestamp(base + steps * length, tz=self.timezone)
+        while nxt <= after:  # rounding (floats, microseconds)
+            steps += 1
+            nxt = datetime.fromtimestamp(base + steps * length, tz=self.timezone)
+        return nxt
 
 
 class _Round:
@@ -169,7 +192,7 @@ class ProbeScheduler:
             threading.Thread(target=self._follow, args=(probe,), name=f"follow-{probe.name}", daemon=True).start()
 
     def _trigger(self, interval: float) -> IntervalTrigger:
-        return IntervalTrigger(seconds=interval, start_date=self._anchor, timezone=timezone.utc)
+        return _PhasedTrigger(seconds=interval, start_date=self._anchor, timezone=timezone.utc)
 
     def _follow(self, probe: Probe) -> None:
         """Run a round of `probe` whenever it reports a change (until it is replaced or stopped)."""
@@ -292,31 +315,41 @@ class ProbeScheduler:
                                          last_success=time.time(), last_duration=duration, last_error=None,
                                          last_result=rnd.result.summary)
         quiet = finished and rnd.error is None and rnd.result is not None and rnd.result.quiet
-        self._finish(name, complete=finished, evaluate=not quiet)
+        # A round of a probe with change events that found something (new log matches: a NaN
+        # line) is judged at once, not after a slow batch mate (an npu round may take seconds).
+        found = (finished and rnd.error is None and rnd.result is not None and not quiet
+                 and callable(getattr(probe, "wait_change", None)))
+        self._finish(name, complete=finished, evaluate=not quiet, wait=not found)
 
-    def _finish(self, name: str, complete: bool = True, evaluate: bool = True) -> None:
+    def _finish(self, name: str, complete: bool = True, evaluate: bool = True, wait: bool = True) -> None:
         self._completed[name] = time.monotonic()
         ev = self._first_done.get(name)
         if ev is not None:
             ev.set()
         self._note_first_round()
         try:
-            batch = self._gather(name) if evaluate else None
+            batch = self._gather(name, own=evaluate, wait=wait)
             if batch:
                 self.on_round(batch)
         except Exception:
             log.exception("evaluation after probe %s failed", name)
         self._note_round(name, complete)
 
-    def _gather(self, name: str) -> Optional[FrozenSet[str]]:
+    def _gather(self, name: str, own: bool = True, wait: bool = True) -> Optional[FrozenSet[str]]:
         """The probes to evaluate for now: none while another round of this round's batch (started
         within BATCH_SECONDS of it) is still under way, since the last of them evaluates for all.
         Another round counts only while it is under way: a hung one is not waited for (its batch
-        mates' detectors then run in the next periodic pass, which runs whatever is not fresh)."""
+        mates' detectors then run in the next periodic pass, which runs whatever is not fresh).
+        A quiet round (`own` False) adds nothing of its own, but when it is the last of its batch
+        it still hands over the rounds that waited for it. With `wait` False this round does not
+        wait for its batch mates: it takes what has gathered now (later ones gather on their own)."""
         with self._lock:
-            self._gathered.add(name)
+            if own:
+                self._gathered.add(name)
+            elif not self._gathered:
+                return None
             mine = self._started.get(name)
-            if mine is not None and any(
+            if wait and mine is not None and any(
                     other != name and not rnd.done.is_set() and abs(rnd.started - mine) < BATCH_SECONDS
                     for other, rnd in self._inflight.items()):
                 return None

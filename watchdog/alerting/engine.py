@@ -170,8 +170,11 @@ class AlertEngine:
 
     def silences_active(self) -> int:
         """Read afresh (cheap unless they changed): passes re-read the silences only while an
-        alert fires, the only time they mute anything."""
+        alert fires, the only time they mute anything. A change read here is one the timer's
+        poll (`Muter.changed`) would no longer see: while an alert fires, a pass follows at once."""
         with self._lock:
+            if self._watch_silences and self.muter.changed():
+                self._due_now()
             self.muter.load_silences(self.clock())
             return len(self.muter.active)
 

@@ -183,11 +183,14 @@ class ProcTable:
             return out
 
     def logs_of(self, pid: int, proc: str = PROC) -> Tuple[str, ...]:
-        """`rank_logs` of a process, listed again when it is a new process or `rotate` scans old."""
+        """`rank_logs` of a process, listed again when it is a new process or was listed before the
+        latest scan that is a multiple of `rotate`: the jobs are described again at those scans
+        (`scan.discover`), so a listing is never older than `rotate` scans (an age test instead
+        let a listing made just after such a scan live through the next one, to 2 * rotate - 1)."""
         with self._lock:
             entry, cached = self._known.get(pid), self._logs.get(pid)
             ident = entry[0] if entry is not None else None
-            if cached is not None and cached[0] == ident and self.scans - cached[1] < self.rotate:
+            if cached is not None and cached[0] == ident and cached[1] // self.rotate == self.scans // self.rotate:
                 return cached[2]
         found = rank_logs(pid, proc)
         if ident is not None:
