@@ -1,3 +1,5 @@
+import subprocess
+
 import pytest
 
 from tests.helpers import Daemon
@@ -16,3 +18,21 @@ def make_daemon(tmp_path):
     yield factory
     for d in started:
         d.stop()
+
+
+@pytest.fixture
+def procs():
+    """Starts real processes (stdin from /dev/null unless given); kills and reaps them at the end."""
+    started = []
+
+    def start(argv, **kw):
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        p = subprocess.Popen(argv, **kw)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+        p.wait()

@@ -218,20 +218,27 @@ def test_timer_meets_every_deadline_a_fine_poll_meets(tmp_path, engines, rx):
     assert timer_engine.timer_passes < 60  # the poll made 2080 passes
 
 
+def silenced_stall(tmp_path, engines):
+    """An engine with a stall alert firing under a silence added by a CLI's own store: (engine,
+    that store, the silence, the (kind, seconds after start) of each notification, start)."""
+    cfg = make_config(tmp_path, "http://127.0.0.1:9/hook", group_window="0s")
+    e = new_engine(engines, cfg)
+    cli = AlertStore(cfg.paths.state_dir)
+    t0 = e.clock.now
+    s = cli.add_silence(["rule=stall"], t0, t0 + 3600, "tester", "maintenance")
+    sent = []
+    notify = e._notification
+    e._notification = lambda kind, batch, now: (sent.append((kind, now - t0)), notify(kind, batch, now))[1]
+    e.process([f("stall", "critical")])
+    return e, cli, s, sent, t0
+
+
 def test_while_an_alert_fires_a_silence_change_takes_effect_within_a_second(tmp_path, engines):
     """The `silence` CLI writes from its own process; with no detector pass in between, the
     timer notices (one cheap query a second, only while something fires) and releases at once
     what the removed silence held back."""
-    cfg = make_config(tmp_path, "http://127.0.0.1:9/hook", group_window="0s")
-    e = new_engine(engines, cfg)
-    cli = AlertStore(cfg.paths.state_dir)
+    e, cli, s, sent, t0 = silenced_stall(tmp_path, engines)
     try:
-        t0 = e.clock.now
-        s = cli.add_silence(["rule=stall"], t0, t0 + 3600, "tester", "maintenance")
-        sent = []
-        notify = e._notification
-        e._notification = lambda kind, batch, now: (sent.append((kind, now - t0)), notify(kind, batch, now))[1]
-        e.process([f("stall", "critical")])
         [a] = e.alert_states()
         assert a.state == "firing" and a.muted == f"silenced:{s.id}" and sent == []
         run_timer(e, t0 + 20, [(t0 + 5.25, lambda: cli.remove_silence(s.id))])
@@ -244,16 +251,8 @@ def test_a_metrics_scrape_right_after_a_silence_change_does_not_hide_it_from_the
     """Reading the silences for the `silences_active` gauge takes in the change the timer watches
     for (`PRAGMA data_version`); the timer must still run its pass, so the alert the removed
     silence held back is sent within a second, scrape or not."""
-    cfg = make_config(tmp_path, "http://127.0.0.1:9/hook", group_window="0s")
-    e = new_engine(engines, cfg)
-    cli = AlertStore(cfg.paths.state_dir)
+    e, cli, s, sent, t0 = silenced_stall(tmp_path, engines)
     try:
-        t0 = e.clock.now
-        s = cli.add_silence(["rule=stall"], t0, t0 + 3600, "tester", "maintenance")
-        sent = []
-        notify = e._notification
-        e._notification = lambda kind, batch, now: (sent.append((kind, now - t0)), notify(kind, batch, now))[1]
-        e.process([f("stall", "critical")])
         assert e.alert_states()[0].muted == f"silenced:{s.id}" and sent == []
         run_timer(e, t0 + 20, [(t0 + 5.25, lambda: cli.remove_silence(s.id)),
                                (t0 + 5.5, lambda: e.silences_active() == 0 or pytest.fail("still active"))])

@@ -10,8 +10,6 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence
 
-import pytest
-
 from tests.helpers import wait_for
 from watchdog.config import load_config_text
 from watchdog.discovery.model import Discovered, JobInfo, RankInfo
@@ -54,22 +52,6 @@ class Feed:
                                         ranks=ranks),) if ranks else ())
 
 
-@pytest.fixture
-def procs():
-    started = []
-
-    def start(argv, **kw):
-        p = subprocess.Popen(argv, stdin=subprocess.PIPE, **kw)
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
-
-
 def sleepers(procs, n: int) -> List[subprocess.Popen]:
     out = [procs(["sleep", "600"]) for _ in range(n)]
     for p in out:
@@ -110,7 +92,7 @@ EXEC_LATER = ("import os, sys\n"
 
 
 def test_a_rank_that_execs_is_read_again_once_and_stays_the_same_rank(procs):
-    p = procs([sys.executable, "-c", EXEC_LATER])
+    p = procs([sys.executable, "-c", EXEC_LATER], stdin=subprocess.PIPE)
     wait_for(lambda: read_cmdline(p.pid)[:1] == [sys.executable], what="python up")
     probe = probe_for([p.pid])
     before = by_pid(probe)[p.pid]

@@ -20,22 +20,6 @@ RENAMED = ("import sys, time\n"
            "time.sleep(600)\n")
 
 
-@pytest.fixture
-def procs():
-    started = []
-
-    def start(argv, **kw):
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **kw)
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
-
-
 def renamed(procs, comm: str) -> subprocess.Popen:
     p = procs([sys.executable, "-c", RENAMED, comm], stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline() == "ready\n"

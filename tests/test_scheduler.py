@@ -137,6 +137,18 @@ class Gated(Probe):
         return Collected(1, "ok", quiet=self.quiet)
 
 
+def batch_of(*probes):
+    """A scheduler that knows `probes` (rounds run by hand with `run_now`) and the batches it
+    hands to the detector pass."""
+    store = StateStore()
+    batches = []
+    sched = ProbeScheduler(store, 30.0, 0.0, on_round=batches.append, tick=lambda: None)
+    for p in probes:
+        sched.probes[p.name] = p
+        store.register(p.name, p.interval)
+    return sched, batches
+
+
 def test_a_round_waiting_for_a_quiet_batch_mate_is_still_evaluated(monkeypatch):
     """A round that finishes first leaves the detector pass to the last of its batch; when that
     last one is a quiet round (it evaluates nothing of its own), the waiting round must still get
@@ -144,13 +156,8 @@ def test_a_round_waiting_for_a_quiet_batch_mate_is_still_evaluated(monkeypatch):
     import watchdog.scheduler as scheduler_mod
 
     monkeypatch.setattr(scheduler_mod, "BATCH_SECONDS", 3600.0)  # both rounds in one batch, however slow the machine
-    store = StateStore()
-    batches = []
-    sched = ProbeScheduler(store, 30.0, 0.0, on_round=batches.append, tick=lambda: None)
     npu, logs = Gated("npu", quiet=False), Gated("logs", quiet=True)
-    for p in (npu, logs):
-        sched.probes[p.name] = p
-        store.register(p.name, p.interval)
+    sched, batches = batch_of(npu, logs)
     npu.release.set()
     slow = threading.Thread(target=sched.run_now, args=("logs",))
     slow.start()
@@ -179,13 +186,8 @@ def test_a_round_that_found_log_matches_is_evaluated_without_waiting_for_a_slow_
     import watchdog.scheduler as scheduler_mod
 
     monkeypatch.setattr(scheduler_mod, "BATCH_SECONDS", 3600.0)
-    store = StateStore()
-    batches = []
-    sched = ProbeScheduler(store, 30.0, 0.0, on_round=batches.append, tick=lambda: None)
     npu, logs = Gated("npu", quiet=False), GatedLines("logs", quiet=False)
-    for p in (npu, logs):
-        sched.probes[p.name] = p
-        store.register(p.name, p.interval)
+    sched, batches = batch_of(npu, logs)
     logs.release.set()
     slow = threading.Thread(target=sched.run_now, args=("npu",))
     slow.start()
