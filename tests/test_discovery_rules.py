@@ -181,12 +181,13 @@ def test_heartbeat_named_by_a_rank_must_belong_to_its_user(tmp_path):
 
 
 def test_proc_stat_with_odd_command_names():
-    from watchdog.discovery.procfs import parse_stat
+    from watchdog.procstat import parse_stat  # the one stat parser, discovery's too
 
-    line = "4242 (python (rank) 0) S 4000 4242 4242 0 -1 4194560 " + " ".join(["0"] * 12) + " 987654 0 0"
-    comm, ppid, start = parse_stat(line)
+    line = b"4242 (python (rank) 0) S 4000 4242 4242 0 -1 4194560 " + b" ".join([b"0"] * 12) + b" 987654 0 0"
+    st = parse_stat(line, boot=0.0)
+    comm, ppid, start = st.comm, st.ppid, st.start_ticks
     assert (comm, ppid, start) == ("python (rank) 0", 4000, 987654)
     import pytest
 
     with pytest.raises((ValueError, IndexError)):
-        parse_stat("garbage without parentheses")
+        parse_stat(b"garbage without parentheses", boot=0.0)

@@ -12,6 +12,7 @@ import threading
 from dataclasses import replace
 from typing import Dict, FrozenSet, Iterable, Iterator, List, Optional, Set, Tuple
 
+from watchdog import procstat
 from watchdog.discovery.environ import parse_environ, rank_of
 from watchdog.discovery.model import ProcRecord
 
@@ -27,27 +28,18 @@ def _read(path: str, limit: int = 1 << 20) -> bytes:
         return fh.read(limit)
 
 
-def parse_stat(text: str) -> Tuple[str, int, int]:
-    """(comm, ppid, start ticks) from /proc/<pid>/stat; comm may hold spaces and parentheses."""
-    lpar, rpar = text.index("("), text.rindex(")")
-    fields = text[rpar + 2:].split()
-    return text[lpar + 1:rpar], int(fields[1]), int(fields[19])
-
-
 def _stat_of(pid: int, proc: str) -> Tuple[str, str, int, int, int]:
     """(comm, state, ppid, start ticks, owner uid) of a process: one open, read and fstat (the
-    files of /proc/<pid> belong to the process's user, as the folder does). Only the fields up
-    to the start time are split (a scan does this for dozens of processes)."""
+    files of /proc/<pid> belong to the process's user, as the folder does). The state is
+    psutil's name for it (`zombie`, ...), as the process probe's (watchdog.procstat)."""
     fd = os.open(f"{proc}/{pid}/stat", os.O_RDONLY)
     try:
-        raw = os.read(fd, 4096)
+        raw = os.read(fd, procstat.STAT_BYTES)
         uid = os.fstat(fd).st_uid
     finally:
         os.close(fd)
-    lpar, rpar = raw.index(b"("), raw.rindex(b")")
-    fields = raw[rpar + 2:].split(None, 20)
-    return (raw[lpar + 1:rpar].decode("utf-8", "replace"), fields[0].decode("ascii", "replace"), int(fields[1]),
-            int(fields[19]), uid)
+    st = procstat.parse_stat(raw, boot=0.0)  # (the start time is kept in ticks here)
+    return st.comm, st.state, st.ppid, st.start_ticks, uid
 
 
 def list_pids(proc: str = PROC) -> List[int]:
@@ -58,7 +50,7 @@ def read_record(pid: int, keys: FrozenSet[str], proc: str = PROC) -> Optional[Pr
     """One process, or None when it is gone or is a kernel thread (no command line)."""
     base = f"{proc}/{pid}"
     try:
-        comm, ppid, start = parse_stat(_read(base + "/stat", 4096).decode("utf-8", "replace"))
+        st = procstat.parse_stat(_read(base + "/stat", procstat.STAT_BYTES), boot=0.0)
         raw_cmd = _read(base + "/cmdline", MAX_CMDLINE)
         uid = os.stat(base).st_uid
     except (OSError, ValueError, IndexError):
@@ -70,7 +62,8 @@ def read_record(pid: int, keys: FrozenSet[str], proc: str = PROC) -> Optional[Pr
         env: Optional[Dict[str, str]] = parse_environ(_read(base + "/environ"), keys)
     except OSError:
         env = None
-    return ProcRecord(pid=pid, ppid=ppid, uid=uid, start_ticks=start, name=comm, cmdline=cmdline, env=env)
+    return ProcRecord(pid=pid, ppid=st.ppid, uid=uid, start_ticks=st.start_ticks, name=st.comm, cmdline=cmdline,
+                      env=env)
 
 
 def read_all(keys: FrozenSet[str], proc: str = PROC) -> Dict[int, ProcRecord]:
@@ -174,8 +167,8 @@ class ProcTable:
             changed.update(pid for pid in self._watched | self._marked if pid not in known)
             self._known = known
             self._logs = {pid: v for pid, v in self._logs.items() if pid in known}
-            out = {pid: k[1] for pid, k in known.items() if k[1] is not None and k[4] != "Z"}
-            marked = frozenset(pid for pid, k in known.items() if k[5] and k[4] != "Z")
+            out = {pid: k[1] for pid, k in known.items() if k[1] is not None and k[4] != "zombie"}
+            marked = frozenset(pid for pid, k in known.items() if k[5] and k[4] != "zombie")
             watched = frozenset(watch_set(out, marked))
             if changed & (self._watched | watched | self._marked | marked):
                 self.generation += 1  # a rank, or a launcher or wrapper above one, came, went or changed
@@ -239,7 +232,7 @@ def watch_set(records: Dict[int, ProcRecord], marked: Optional[Iterable[int]] = 
     return out
 
 
-#: (identity, record, read settled, /proc inode, state letter, carries a rank marker)
+#: (identity, record, read settled, /proc inode, state (psutil's name), carries a rank marker)
 _Known = Tuple[Tuple[int, str, int], Optional[ProcRecord], bool, int, str, bool]
 
 
@@ -301,28 +294,12 @@ def _fd_targets(pid: int, proc: str) -> Iterator[Tuple[str, str]]:
             yield fd, target
 
 
-_BOOT: Dict[str, float] = {}
-
-
 def boot_time(proc: str = PROC) -> float:
-    """The boot time (`btime` of /proc/stat, fixed while the machine runs): read once per procfs
-    root, as /proc/stat is long on a many-core machine."""
-    if proc not in _BOOT:
-        found = _read_boot_time(proc)
-        if not found:
-            return found
-        _BOOT[proc] = found
-    return _BOOT[proc]
-
-
-def _read_boot_time(proc: str) -> float:
+    """The boot time (`btime` of /proc/stat, read once per procfs root); 0.0 when it cannot be read."""
     try:
-        for line in _read(f"{proc}/stat").decode("ascii", "replace").splitlines():
-            if line.startswith("btime "):
-                return float(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0.0
+        return procstat.boot_time(proc)
+    except RuntimeError:
+        return 0.0
 
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+CLOCK_TICKS = procstat.CLOCK_TICKS
