@@ -99,13 +99,6 @@ class SourceStats:
 Consumer = Callable[[Followed, bytes, int], None]
 
 
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def static_dir(pattern: str) -> str:
     """The directory of a path pattern up to its first glob character (what must be listable)."""
     parts = pattern.split(os.sep)
