@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -149,6 +150,20 @@ def batch_of(*probes):
     return sched, batches
 
 
+@contextlib.contextmanager
+def round_under_way(sched, gated):
+    """Inside the block, a round of `gated` is under way (run in a thread, held at its gate);
+    after it, the round is released and has finished."""
+    slow = threading.Thread(target=sched.run_now, args=(gated.name,))
+    slow.start()
+    try:
+        assert gated.entered.wait(30)
+        yield
+    finally:
+        gated.release.set()
+        slow.join(30)
+
+
 def test_a_round_waiting_for_a_quiet_batch_mate_is_still_evaluated(monkeypatch):
     """A round that finishes first leaves the detector pass to the last of its batch; when that
     last one is a quiet round (it evaluates nothing of its own), the waiting round must still get
@@ -159,15 +174,11 @@ def test_a_round_waiting_for_a_quiet_batch_mate_is_still_evaluated(monkeypatch):
     npu, logs = Gated("npu", quiet=False), Gated("logs", quiet=True)
     sched, batches = batch_of(npu, logs)
     npu.release.set()
-    slow = threading.Thread(target=sched.run_now, args=("logs",))
-    slow.start()
     try:
-        assert logs.entered.wait(30)
-        sched.run_now("npu")  # finishes while the logs round is under way: leaves the pass to it
-        assert batches == []
+        with round_under_way(sched, logs):
+            sched.run_now("npu")  # finishes while the logs round is under way: leaves the pass to it
+            assert batches == []
     finally:
-        logs.release.set()
-        slow.join(30)
         sched.shutdown()
     assert batches == [frozenset({"npu"})]
 
@@ -189,15 +200,11 @@ def test_a_round_that_found_log_matches_is_evaluated_without_waiting_for_a_slow_
     npu, logs = Gated("npu", quiet=False), GatedLines("logs", quiet=False)
     sched, batches = batch_of(npu, logs)
     logs.release.set()
-    slow = threading.Thread(target=sched.run_now, args=("npu",))
-    slow.start()
     try:
-        assert npu.entered.wait(30)
-        sched.run_now("logs")
-        assert batches == [frozenset({"logs"})]
+        with round_under_way(sched, npu):
+            sched.run_now("logs")
+            assert batches == [frozenset({"logs"})]
     finally:
-        npu.release.set()
-        slow.join(30)
         sched.shutdown()
     assert batches == [frozenset({"logs"}), frozenset({"npu"})]
 

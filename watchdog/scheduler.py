@@ -314,11 +314,11 @@ class ProbeScheduler:
                 self.store.update_status(name, up=True, hung=False, runs_total=runs, last_run=now,
                                          last_success=time.time(), last_duration=duration, last_error=None,
                                          last_result=rnd.result.summary)
-        quiet = finished and rnd.error is None and rnd.result is not None and rnd.result.quiet
+        ok = finished and rnd.error is None and rnd.result is not None
+        quiet = ok and rnd.result.quiet
         # A round of a probe with change events that found something (new log matches: a NaN
         # line) is judged at once, not after a slow batch mate (an npu round may take seconds).
-        found = (finished and rnd.error is None and rnd.result is not None and not quiet
-                 and callable(getattr(probe, "wait_change", None)))
+        found = ok and not quiet and callable(getattr(probe, "wait_change", None))
         self._finish(name, complete=finished, evaluate=not quiet, wait=not found)
 
     def _finish(self, name: str, complete: bool = True, evaluate: bool = True, wait: bool = True) -> None:
