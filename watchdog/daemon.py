@@ -186,7 +186,7 @@ class Daemon:
                 "next_run": nexts.get(st.name), "last_result": st.last_result, "last_error": st.last_error,
             })
         return {
-            "version": __version__, "pid": os.getpid(), "host": self.config.node.name, JOB_LABEL: self.config.job.name,
+            "version": __version__, "pid": os.getpid(), "host": self.config.node.name, JOB_LABEL: self.config.job_label,
             "started_at": self.runtime.started_at, "config_path": self.config_path,
             "config_loaded_at": self.runtime.config_loaded_at,
             "probes": probes,

@@ -33,6 +33,9 @@ class ProcessInfo:
     hccl_env: Tuple[Tuple[str, str], ...] = ()
     #: The discovered job this rank belongs to (None: the process probe's explicit selectors).
     job: Optional[str] = None
+    #: The NPU the rank runs on, as discovery found it (npu-smi's process table, else the
+    #: rank's device variables), kept once known: a chip that vanishes still names its job.
+    npu: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,9 @@ class NpuObservation:
     chip_map: Dict[int, Tuple[int, int]] = field(default_factory=dict)
     #: Why the last `npu-smi info -m` failed (the previous mapping is kept), else None.
     chip_map_error: Optional[str] = None
+    #: Discovery feeds the probe and npu-smi is not on this node (yet) while no training job
+    #: runs: nothing to see, and not a fault (with a job, the probe reports `npu_smi_missing`).
+    absent: bool = False
 
 
 # --- log probe -----------------------------------------------------------------------------

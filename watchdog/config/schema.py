@@ -165,6 +165,9 @@ class Config(StrictModel):
     discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig)
     #: Per fed probe: "config" (explicit settings win), "discovery" or "off" (set at validation).
     _feeds: dict = PrivateAttr(default_factory=dict)
+    #: This config is one discovered job's (watchdog.detectors.jobs.job_config): its findings
+    #: carry the job's name.
+    _job_scoped: bool = PrivateAttr(default=False)
 
     @model_validator(mode="after")
     def _resolve_discovery(self) -> "Config":
@@ -186,5 +189,16 @@ class Config(StrictModel):
 
     @property
     def base_labels(self) -> dict:
-        """The labels every finding of this node carries."""
+        """The labels every finding of this node carries: the host, and the job when there is one
+        to name. Where discovery finds the ranks, a job's findings are made with that job's config
+        (`watchdog.detectors.jobs.job_config`, which names it), and what belongs to no job (a
+        chip no rank holds, the watcher itself) carries no `training_job` label: never the default
+        name of a job that does not exist."""
+        if self.fed_by_discovery("process") and not self._job_scoped:
+            return {"host": self.node.name}
         return {"host": self.node.name, JOB_LABEL: self.job.name}
+
+    @property
+    def job_label(self) -> str:
+        """The `training_job` value of what is not a discovered job's ("" where there is none)."""
+        return self.base_labels.get(JOB_LABEL, "")

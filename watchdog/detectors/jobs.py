@@ -1,9 +1,16 @@
 """One detector pass per discovered job, so each job's findings carry its own job label.
 
-A detector written for one job (liveness, stall, logs) is wrapped with `per_job`: when the process
-probe reports discovered jobs, the detector runs once per job over a view holding only that job's
-ranks, heartbeats and log matches, with a config whose `job.name` is the job's, and its HCCL
-timeouts stretching the log cascade window. Without discovered jobs it runs once, unchanged.
+A detector written for one job (liveness, stall, logs, the NPU rules) is wrapped with `per_job`:
+when the process probe reports discovered jobs, the detector runs once per job over a view holding
+only that job's ranks, heartbeats, log matches and NPU chips, with a config whose `job.name` is
+the job's, and its HCCL timeouts stretching the log cascade window. Without discovered jobs it
+runs once, unchanged.
+
+This module is the one place where a chip is attributed to a job (`chip_owners`): the rank pids
+npu-smi's process table lists on it, else the NPU the rank's device variables name. A detector
+wrapped with `per_job(fn, node_rest=True)` also runs once over the chips no job holds, with the
+node's labels only (no `training_job`): a device finding is a job's or the node's, never a
+made-up job's.
 """
 
 from __future__ import annotations
@@ -14,14 +21,61 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
-from watchdog.observations import JobState, ProcessObservation
+from watchdog.observations import JobState, NpuObservation, ProcessObservation
 from watchdog.state import Sample, StateView
 from watchdog.summaries import Summaries
 
 Detector = Callable[[StateView, Config], List[Finding]]
 
 
-def _filter(probe: str, value: Any, job: JobState, first: bool) -> Any:
+ChipKey = Tuple[int, int]
+#: The pseudo-job of the chips no job holds (a name no discovered job can have: not label-safe).
+NODE = "\0node"
+
+
+def chip_owners(obs: NpuObservation, procs: Optional[ProcessObservation]) -> Dict[ChipKey, str]:
+    """Which job holds each chip of one npu-smi round (present or missing); chips no job holds
+    are left out. A chip belongs to the job one of whose rank pids npu-smi lists on it; failing
+    that (a container's npu-smi sees no processes, a card gone from the table), to the job whose
+    rank runs on that NPU by discovery (`ProcessInfo.npu`: npu-smi's table when it named the
+    rank, else ASCEND_DEVICE_ID/DEVICE_ID or the local rank through ASCEND_RT_VISIBLE_DEVICES)."""
+    if procs is None:
+        return {}
+    ranks = procs.processes + procs.gone
+    by_pid = {p.pid: p.job for p in ranks if p.job}
+    by_npu: Dict[int, str] = {}
+    for p in ranks:
+        if p.job and p.npu is not None:
+            by_npu.setdefault(p.npu, p.job)
+    out: Dict[ChipKey, str] = {}
+    for p in obs.processes:
+        job = by_pid.get(p.pid)
+        if job is not None:
+            out.setdefault((p.npu, p.chip), job)
+    for c in obs.chips + obs.missing:
+        key = (c.npu, c.chip)
+        if key not in out and c.npu in by_npu:
+            out[key] = by_npu[c.npu]
+    return out
+
+
+def _npu_filter(value: NpuObservation, owners: Dict[ChipKey, str], job: str) -> NpuObservation:
+    mine = lambda key: owners.get(key, NODE) == job  # noqa: E731
+    return replace(value, chips=tuple(c for c in value.chips if mine((c.npu, c.chip))),
+                   processes=tuple(p for p in value.processes if mine((p.npu, p.chip))),
+                   missing=tuple(c for c in value.missing if mine((c.npu, c.chip))))
+
+
+def _owners(view: StateView, value: NpuObservation) -> Dict[ChipKey, str]:
+    """chip_owners of one npu round against the newest process round (once per pass and round)."""
+    sample = view.latest("process")
+    procs = sample.value if sample is not None and isinstance(sample.value, ProcessObservation) else None
+    return view.once(("chip_owners", id(value), id(procs)), lambda: chip_owners(value, procs))
+
+
+def _filter(probe: str, value: Any, job: JobState, first: bool, view: Optional[StateView] = None) -> Any:
+    if probe == "npu" and isinstance(value, NpuObservation) and view is not None:
+        return _npu_filter(value, _owners(view, value), job.name)
     if probe == "process" and isinstance(value, ProcessObservation):
         mine = tuple(p for p in value.processes if p.job == job.name)
         return replace(value, processes=mine, gone=tuple(g for g in value.gone if g.job == job.name),
@@ -37,7 +91,7 @@ def _filter(probe: str, value: Any, job: JobState, first: bool) -> Any:
 
 
 #: The probes whose samples a job's view filters; the others' summaries are the node's.
-FILTERED = ("process", "heartbeat", "logs")
+FILTERED = ("process", "heartbeat", "logs", "npu")
 
 
 class JobHistory(abc.Sequence):  # type: ignore[type-arg]
@@ -81,7 +135,7 @@ class JobSummaries:
 
     def keep(self, jobs: Tuple[JobState, ...]) -> None:
         """Forget the summaries of jobs no longer reported."""
-        names = {j.name for j in jobs}
+        names = {j.name for j in jobs} | {NODE}
         for key in [k for k in self._jobs if k[0] not in names]:
             del self._jobs[key]
         for name in [n for n in self._configs if n not in names]:
@@ -110,7 +164,7 @@ def job_view(view: StateView, job: JobState, first: bool, config: Optional[Confi
     for probe in FILTERED:
         hist = view.samples.get(probe)
         if hist:
-            samples[probe] = JobHistory(hist, lambda v, p=probe: _filter(p, v, job, first))
+            samples[probe] = JobHistory(hist, lambda v, p=probe: _filter(p, v, job, first, view))
     shared = {k: v for k, v in (view.summaries or {}).items() if k not in FILTERED}
     # Its own memo: the runner's answers are the whole node's.
     jv = replace(view, samples=samples, summaries=shared, memo={}, job_summaries=None)
@@ -120,10 +174,19 @@ def job_view(view: StateView, job: JobState, first: bool, config: Optional[Confi
     return jv
 
 
+def node_view(view: StateView, config: Optional[Config] = None) -> StateView:
+    """The view of the node's own chips (those no discovered job holds): a job's view of the
+    pseudo-job NODE, so it holds no rank, heartbeat or log match, and a chip in it counts as held
+    only when npu-smi lists a process on it that is no discovered job's."""
+    return job_view(view, JobState(NODE, 0.0), False, config)
+
+
 def job_config(config: Config, job: JobState) -> Config:
     """The config as one job's pass sees it: the job's own name. (Its HCCL timeouts come with its
     ranks, `ProcessInfo.hccl_env`, which watchdog.hccl reads from the job's view.)"""
-    return config.model_copy(update={"job": config.job.model_copy(update={"name": job.name})})
+    cfg = config.model_copy(update={"job": config.job.model_copy(update={"name": job.name})})
+    cfg._job_scoped = True
+    return cfg
 
 
 def jobs_of(view: StateView) -> Tuple[JobState, ...]:
@@ -133,18 +196,28 @@ def jobs_of(view: StateView) -> Tuple[JobState, ...]:
     return sample.value.jobs
 
 
-def per_job(fn: Detector) -> Detector:
+def per_job(fn: Detector, node_rest: bool = False) -> Detector:
+    """`fn` once per discovered job over the job's view; with `node_rest` (device rules) also once
+    over the chips no job holds, labelled with the node only."""
     def detect(view: StateView, config: Config) -> List[Finding]:
         jobs = jobs_of(view)
         if not jobs:
             return fn(view, config)
         out: List[Finding] = []
-        for i, job in enumerate(jobs):
-            out.extend(fn(*_job_pass(view, config, job, i == 0)))
+        for jv, cfg in job_passes(view, config):
+            out.extend(fn(jv, cfg))
+        if node_rest:
+            out.extend(fn(view.once(("node_pass", id(config)), lambda: node_view(view, config)), config))
         return out
 
     detect.__doc__ = fn.__doc__
     return detect
+
+
+def job_passes(view: StateView, config: Config) -> List[Tuple[StateView, Config]]:
+    """(view, config) of each discovered job's pass, shared by the per-job detectors and the
+    per-job metrics of one pass; empty without discovered jobs."""
+    return [_job_pass(view, config, job, i == 0) for i, job in enumerate(jobs_of(view))]
 
 
 def _job_pass(view: StateView, config: Config, job: JobState, first: bool) -> Tuple[StateView, Config]:

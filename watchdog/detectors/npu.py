@@ -2,7 +2,9 @@
 the progress signals the fused stall rule also uses).
 
 Rules: `npu_idle`, `npu_busy_hang`, `npu_low_util`, `hbm_growth`, `npu_unhealthy`, `npu_missing`,
-`npu_temperature`; one finding per chip, labelled host, job, npu, chip. Every duration is wall time
+`npu_temperature`; one finding per chip, labelled host, npu, chip and the job that holds the chip
+(where discovery finds the jobs, each job's pass sees its own chips and a last pass the chips no
+job holds, without a job label: see watchdog.detectors.jobs). Every duration is wall time
 between sample times. While the npu probe is down nothing here fires: stale readings are not
 evidence (probe_down reports the blindness).
 """
@@ -28,6 +30,7 @@ from watchdog.detectors.series import (
     max_drawdown,
     window_points,
 )
+from watchdog.detectors.jobs import per_job
 from watchdog.findings import Finding
 from watchdog.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.observations import NpuChip, NpuObservation
@@ -311,8 +314,7 @@ def _missing(view: StateView, config: Config, summary: NpuSummary) -> List[Findi
     for m in latest.missing:
         last_seen.setdefault((m.npu, m.chip), None)
     out = []
-    missing = sorted(k for k in last_seen if k not in present)
-    for key in missing:
+    for key in sorted(k for k in last_seen if k not in present):
         seen_at = last_seen[key]
         out.append(Finding(
             rule="npu_missing", severity="critical",
@@ -320,16 +322,29 @@ def _missing(view: StateView, config: Config, summary: NpuSummary) -> List[Findi
             labels=_labels(config, key), hint=HINT_MISSING, value="missing", since=seen_at,
             details={"last_seen": seen_at, "chips_visible": len(present), "chips_seen": len(last_seen)},
         ))
-    if tc.expected_chips and len(present) + len(missing) < tc.expected_chips:
-        out.append(Finding(
-            rule="npu_missing", severity="critical",
-            summary=f"only {len(present)} of {tc.expected_chips} expected NPU chips are visible",
-            labels=dict(config.base_labels), hint=HINT_MISSING, value=f"{len(present)}/{tc.expected_chips}",
-            since=summary.first_at,
-            details={"chips_visible": len(present), "chips_expected": tc.expected_chips,
-                     "visible": [f"{n}/{c}" for n, c in sorted(present)]},
-        ))
     return out
+
+
+def _expected(view: StateView, config: Config) -> List[Finding]:
+    """Fewer chips than `trends.expected_chips` on the node (seen or vanished): a node finding,
+    judged once over the whole node's chips."""
+    tc = config.trends
+    if not tc.expected_chips:
+        return []
+    summary: NpuSummary = view.summary("npu", config)
+    latest = summary.latest.value
+    present = {(c.npu, c.chip) for c in latest.chips}
+    known = set(summary.seen_since(view.now - config.probes.history)) | {(m.npu, m.chip) for m in latest.missing}
+    if len(present | known) >= tc.expected_chips:
+        return []
+    return [Finding(
+        rule="npu_missing", severity="critical",
+        summary=f"only {len(present)} of {tc.expected_chips} expected NPU chips are visible",
+        labels=dict(config.base_labels), hint=HINT_MISSING, value=f"{len(present)}/{tc.expected_chips}",
+        since=summary.first_at,
+        details={"chips_visible": len(present), "chips_expected": tc.expected_chips,
+                 "visible": [f"{n}/{c}" for n, c in sorted(present)]},
+    )]
 
 
 def _temperature(view: StateView, config: Config, summary: NpuSummary) -> List[Finding]:
@@ -353,9 +368,8 @@ def _temperature(view: StateView, config: Config, summary: NpuSummary) -> List[F
     return out
 
 
-def detect(view: StateView, config: Config) -> List[Finding]:
-    if not config.trends.enabled or blind_reason(view, "npu"):
-        return []
+def _detect_chips(view: StateView, config: Config) -> List[Finding]:
+    """The per-chip rules over the chips of one view (a job's, the node's rest, or all)."""
     summary: NpuSummary = view.summary("npu", config)
     if summary.latest is None:
         return []
@@ -369,6 +383,19 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     out += _missing(view, config, summary)
     out += _temperature(view, config, summary)
     return out
+
+
+#: Each job's chips in its own pass (its job label and heartbeat phase), then the chips no job
+#: holds with the node's labels (watchdog.detectors.jobs: the one place chips are attributed).
+_per_chip = per_job(_detect_chips, node_rest=True)
+
+
+def detect(view: StateView, config: Config) -> List[Finding]:
+    if not config.trends.enabled or blind_reason(view, "npu"):
+        return []
+    if view.summary("npu", config).latest is None:
+        return []
+    return _per_chip(view, config) + _expected(view, config)
 
 TRIGGERS = ("npu",)
 

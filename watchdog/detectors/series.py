@@ -29,10 +29,15 @@ DONE_PHASE = "done"
 
 # --- probe readiness ---------------------------------------------------------------------
 
-def probe_configured(config: Config, probe: str) -> bool:
-    """Whether the user asked for this evidence source (an unconfigured one is left out)."""
+def probe_configured(config: Config, probe: str, view: Optional[StateView] = None) -> bool:
+    """Whether the user asked for this evidence source (an unconfigured one is left out). With
+    the view: where discovery feeds the npu probe and the node has no npu-smi (yet), the NPUs are
+    no evidence source (`npu_smi_missing` says so), rather than a blind one that silences the
+    other sources."""
     p = config.probes
     if probe == "npu":
+        if view is not None and config.fed_by_discovery("npu") and npu_smi_absent(view):
+            return False
         return bool(p.npu.enabled)
     if probe == "process":
         return bool(p.process.enabled)
@@ -41,6 +46,20 @@ def probe_configured(config: Config, probe: str) -> bool:
     if probe == "logs":
         return bool(p.logs.enabled and (p.logs.sources or config.fed_by_discovery("logs")))
     return False
+
+
+def npu_smi_absent(view: StateView) -> bool:
+    """The npu probe finds no npu-smi program on this node: its last round said so (no job ran),
+    or it is down for that reason (watchdog.npusmi.run's `missing`)."""
+    from watchdog.npusmi.run import reason_of  # (the runner imports the observations only)
+
+    status = view.status("npu")
+    if status is None:
+        return False
+    if not status.up:
+        return not status.hung and reason_of(status.last_error) == "missing"
+    sample = view.latest("npu")
+    return sample is not None and bool(getattr(sample.value, "absent", False))
 
 
 def blind_reason(view: StateView, probe: str) -> Optional[str]:
@@ -54,8 +73,11 @@ def blind_reason(view: StateView, probe: str) -> Optional[str]:
         return f"probe {probe} is not running"
     if not status.up:
         return f"probe {probe} is down"
-    if view.latest(probe) is None:
+    latest = view.latest(probe)
+    if latest is None:
         return f"probe {probe} has no observation yet"
+    if getattr(latest.value, "absent", False):
+        return f"probe {probe}: its program is not on this node"
     return None
 
 

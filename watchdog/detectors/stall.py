@@ -230,7 +230,7 @@ def _assess(view: StateView, config: Config) -> StallAssessment:
         return StallAssessment(False, "the job reports phase done", phase=DONE_PHASE)
 
     for probe in ("heartbeat", "logs", "npu", "process"):
-        if probe_configured(config, probe):
+        if probe_configured(config, probe, view):
             reason = blind_reason(view, probe)
             if reason:
                 return StallAssessment(False, f"cannot judge: {reason}", phase, threshold)
@@ -247,7 +247,7 @@ def _assess(view: StateView, config: Config) -> StallAssessment:
         sources.extend(progress.sources)
 
     devices: List[DeviceState] = []
-    if probe_configured(config, "npu"):
+    if probe_configured(config, "npu", view):
         devices = [d for d in _device_states(view, config) if d.state != "unknown"]
         active = [d for d in devices if d.state == "active"]
         if active:

@@ -75,6 +75,11 @@ class DiscoveryFeed:
         with self._lock:
             self._npu_by_pid = dict(mapping)
 
+    def npu_processes(self) -> Dict[int, int]:
+        """npu-smi's process table as last handed in (pid -> NPU)."""
+        with self._lock:
+            return dict(self._npu_by_pid)
+
     def refresh(self) -> Discovered:
         """Scan now; a failure is counted and raised (the calling probe reports it)."""
         with self._lock:

@@ -1,8 +1,11 @@
 """Which probes discovery feeds, decided once per loaded config (explicit settings win).
 
 A probe enabled under `probes:` keeps its explicit settings ("config"); a probe named in
-`discovery.feed` and not enabled is switched on and fed by discovery ("discovery"); the npu probe
-only where its npu-smi program exists, so a machine without NPUs does not report it down.
+`discovery.feed` and not enabled is switched on and fed by discovery ("discovery"). The npu probe
+is fed whether or not npu-smi is there now: it looks for the program every round (a driver
+mounted after boot is picked up without a reload), reports nothing while no job runs on a node
+without it (a machine without NPUs does not report it down), and `npu_smi_missing` once a
+training job runs there.
 """
 
 from __future__ import annotations
@@ -30,8 +33,6 @@ def resolve(config: Any) -> Dict[str, str]:
             out[name] = "config"
         elif not d.enabled or name not in d.feed:
             out[name] = "off"
-        elif name == "npu" and not npu_smi_present(section.npu_smi):
-            out[name] = f"off: {section.npu_smi} not found"
         else:
             out[name] = "discovery"
             section.enabled = True

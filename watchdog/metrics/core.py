@@ -42,7 +42,7 @@ METRICS = [
 def samples(rt: Any) -> Iterator[MetricSample]:
     cfg = rt.config
     yield MetricSample("npu_watchdog_build_info", {"version": __version__, "python": platform.python_version()}, 1)
-    yield MetricSample("npu_watchdog_node_info", {"host": cfg.node.name, JOB_LABEL: cfg.job.name}, 1)
+    yield MetricSample("npu_watchdog_node_info", {"host": cfg.node.name, JOB_LABEL: cfg.job_label}, 1)
     yield MetricSample("npu_watchdog_start_time_seconds", {}, rt.started_at)
     for st in rt.state.statuses():
         p = {"probe": st.name}

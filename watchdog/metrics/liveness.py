@@ -53,7 +53,7 @@ METRICS: List[MetricDef] = [
 
 def samples(rt: Any) -> Iterator[MetricSample]:
     cfg = rt.config
-    job = cfg.job.name
+    job = cfg.job_label
     view = rt.state.view()
     #: (job, rank) -> pid and heartbeat path, for rank_info.
     info: Dict[Tuple[str, str], Dict[str, str]] = {}

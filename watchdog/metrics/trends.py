@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, List
 
+from watchdog.detectors.jobs import job_passes
 from watchdog.detectors.npu import hbm_trends
 from watchdog.detectors.series import job_progress
 from watchdog.detectors.stall import assess
@@ -46,8 +47,12 @@ def _compute(view: StateView, cfg: Config) -> Iterator[MetricSample]:
         if tr.growing and tr.eta_seconds is not None:
             yield MetricSample("npu_watchdog_npu_hbm_full_eta_seconds",
                                {"npu": str(npu), "chip": str(chip)}, round(tr.eta_seconds, 1))
-    job = {JOB_LABEL: cfg.job.name}
-    yield MetricSample("npu_watchdog_job_stalled", job, 1 if assess(view, cfg).stalled else 0)
-    progress = job_progress(view, cfg)
-    if progress.at is not None:
-        yield MetricSample("npu_watchdog_job_progress_age_seconds", job, max(view.now - progress.at, 0.0))
+    # One series per discovered job, from the very views its stall pass reads; else the config's job.
+    for jv, jcfg in job_passes(view, cfg) or [(view, cfg)]:
+        job = {JOB_LABEL: jcfg.job_label}
+        if not job[JOB_LABEL]:
+            continue  # discovery on, no job on the node: no job to say anything about
+        yield MetricSample("npu_watchdog_job_stalled", job, 1 if assess(jv, jcfg).stalled else 0)
+        progress = job_progress(jv, jcfg)
+        if progress.at is not None:
+            yield MetricSample("npu_watchdog_job_progress_age_seconds", job, max(jv.now - progress.at, 0.0))

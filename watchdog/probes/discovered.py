@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Set, Tuple
 
 from watchdog.config.schema import Config
@@ -47,6 +47,9 @@ class _Job:
     #: The HCCL variables the ranks' environments set (watchdog.hccl reads them per job); empty
     #: when none does, so the config or the CANN defaults apply.
     hccl_env: Tuple[Tuple[str, str], ...] = ()
+    #: rank pid -> its NPU: npu-smi's process table wins, else the first the environment gave;
+    #: kept while the rank lives, so a card that drops out of npu-smi still names its job.
+    npus: Dict[int, int] = field(default_factory=dict)
 
 
 def log_tail(path: str, size: int = TAIL_BYTES) -> str:
@@ -160,7 +163,10 @@ class DiscoveredProcessProbe(Probe):
         t.hccl_env = () if job.hccl.source != "environment" else tuple(
             (k, str(v)) for k, v in (("HCCL_EXEC_TIMEOUT", job.hccl.exec_timeout_s),
                                      ("HCCL_CONNECT_TIMEOUT", job.hccl.connect_timeout_s)) if v is not None)
+        table = self.feed.npu_processes()
         for r in job.ranks:
+            if r.npu is not None and (r.pid in table or r.pid not in t.npus):
+                t.npus[r.pid] = r.npu
             t.logs.update(r.logs)
             if r.heartbeat:
                 t.heartbeats[r.rank] = r.heartbeat
@@ -173,6 +179,8 @@ class DiscoveredProcessProbe(Probe):
                 tracked = self._jobs.get(job)
                 info = describe(st, self._known.get(ident), self._comms.get(ident), rank, job=job,
                                 hccl_env=tracked.hccl_env if tracked is not None else ())
+                if tracked is not None and ident[0] in tracked.npus:
+                    info = replace(info, npu=tracked.npus[ident[0]])
             except (OSError, ValueError):
                 continue
             key = (job, rank)

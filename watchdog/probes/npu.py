@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from watchdog.config.sections.npu import NpuProbeConfig
-from watchdog.npusmi.run import NpuSmiRunError, query_chip_map, query_health, query_info
+from watchdog.npusmi.run import NpuSmiRunError, query_chip_map, query_health, query_info, resolve
 from watchdog.observations import NpuChip, NpuObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
 
@@ -39,10 +39,12 @@ CHIP_MAP_RETRY = 60.0
 class NpuProbe(Probe):
     name = "npu"
 
-    def __init__(self, cfg: NpuProbeConfig, feed: Any = None):
+    def __init__(self, cfg: NpuProbeConfig, feed: Any = None, follow_node: bool = False):
         self._apply(cfg)
         #: Discovery (when on) learns each rank's NPU from npu-smi's process table.
         self.feed = feed
+        #: Fed by discovery (no explicit settings): npu-smi may come later (see collect).
+        self.follow_node = follow_node and feed is not None
         #: Last reading of every chip seen since the daemon started.
         self.seen: Dict[Key, NpuChip] = {}
         #: Health details per chip: (monotonic time of the query, codes, information lines).
@@ -63,11 +65,18 @@ class NpuProbe(Probe):
         if not isinstance(new, NpuProbe):
             return False
         self._apply(new.cfg)
+        self.follow_node = new.follow_node and self.feed is not None
         return True
 
     def collect(self) -> Collected:
         cfg = self.cfg
         started = time.monotonic()
+        if self.follow_node and resolve(cfg.npu_smi) is None and not self._job_running():
+            # Fed by discovery: npu-smi is looked for every round (a driver mounted after boot
+            # is picked up by the next round); without it and without a job there is nothing
+            # to watch. With a job, query_info below fails as `missing` (npu_smi_missing).
+            return Collected(NpuObservation(None, (), (), absent=True),
+                             f"{cfg.npu_smi} not found; no training job on this node")
         try:
             obs = query_info(cfg.npu_smi, cfg.command_timeout)
         except NpuSmiRunError as exc:
@@ -82,6 +91,10 @@ class NpuProbe(Probe):
         if self.feed is not None:
             self.feed.set_npu_processes({p.pid: p.npu for p in obs.processes})
         return Collected(obs, self._summary(obs))
+
+    def _job_running(self) -> bool:
+        found = self.feed.latest()
+        return found is not None and bool(found.jobs)
 
     def _refresh_chip_map(self, keys: set, started: float) -> None:
         """Re-read `npu-smi info -m` when due; a failure keeps the last good mapping."""
@@ -153,4 +166,5 @@ def build(ctx: ProbeContext) -> List[Probe]:
     cfg: Optional[NpuProbeConfig] = ctx.config.probes.npu
     if cfg is None or not cfg.enabled:
         return []
-    return [NpuProbe(cfg, ctx.discovery_feed() if ctx.config.discovery.enabled else None)]
+    return [NpuProbe(cfg, ctx.discovery_feed() if ctx.config.discovery.enabled else None,
+                     follow_node=ctx.config.fed_by_discovery("npu"))]

@@ -301,7 +301,7 @@ class SnapshotTaker:
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "time_unix": started,
             "host": config.node.name,
-            JOB_LABEL: config.job.name,
+            JOB_LABEL: finding.labels.get(JOB_LABEL) or config.job_label,
             "daemon": {"name": "npu-watchdog", "version": __version__, "pid": os.getpid(),
                        "python": platform.python_version()},
             "budget_seconds": scfg.budget,
