@@ -69,7 +69,7 @@ class Node:
     def findings(self, now: float, rule: str) -> List[Finding]:
         got, errors = self.runner.run(self.store.view(now=now), self.config)
         assert errors == []
-        return sorted((f for f in got if f.rule == rule), key=lambda f: int(f.labels["npu"]))
+        return sorted((f for f in got if f.rule == rule), key=lambda f: int(f.labels.get("npu", -1)))
 
 
 def test_chip_owners_prefers_the_process_table_then_the_ranks_npu():
