@@ -18,7 +18,12 @@ import uuid
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from tests.helpers import REPO, wait_for
+import json
+import threading
+
+import psutil
+
+from tests.helpers import REPO, free_port, http_get, wait_for
 
 FAKES = REPO / "tests" / "fakes" / "trainjob"
 TORCHRUN = FAKES / "torchrun"
@@ -28,13 +33,16 @@ TAG = "NPU_WATCHDOG_TEST_JOB"
 
 class TrainJob:
     def __init__(self, root: Path, ranks: int = 4, style: str = "torchrun", workers: int = 0,
-                 env: Optional[Dict[str, str]] = None, tag: Optional[str] = None, port: str = "29500"):
+                 env: Optional[Dict[str, str]] = None, tag: Optional[str] = None, port: str = "29500",
+                 first_device: int = 0):
         self.root = Path(root)
         self.logs = self.root / "logs"
         self.ctl = self.root / "ctl"
         for d in (self.logs, self.ctl):
             d.mkdir(parents=True, exist_ok=True)
         self.ranks, self.style, self.workers, self.port = ranks, style, workers, port
+        #: MindSpore style: rank i gets DEVICE_ID first_device + i.
+        self.first_device = first_device
         self.tag = tag or f"t-{uuid.uuid4().hex[:12]}"
         self.env = dict(os.environ, FAKE_TRAIN_CONTROL=str(self.ctl), **{TAG: self.tag}, **(env or {}))
         self.env.pop("RANK", None)
@@ -53,7 +61,7 @@ class TrainJob:
         if self.style == "bash":
             return ["bash", "-c", " ".join(f"'{a}'" for a in launch) + "; exit $?"]
         if self.style == "mindspore":
-            script = (f"for i in $(seq 0 {self.ranks - 1}); do RANK_ID=$i DEVICE_ID=$i RANK_SIZE={self.ranks} "
+            script = (f"for i in $(seq 0 {self.ranks - 1}); do RANK_ID=$i DEVICE_ID=$((i + {self.first_device})) RANK_SIZE={self.ranks} "
                       f"'{sys.executable}' '{TRAIN}' {' '.join(work)} > '{self.logs}'/rank$i.log 2>&1 & done; wait")
             return ["bash", "-c", script]
         raise ValueError(self.style)
@@ -73,6 +81,42 @@ class TrainJob:
 
     def finish(self) -> None:
         (self.ctl / "finish").touch()
+
+    def hang(self) -> None:
+        """Every rank blocks as in a collective that never returns, until `resume`."""
+        (self.ctl / "hang").touch()
+
+    def resume(self) -> None:
+        (self.ctl / "hang").unlink()
+
+    @property
+    def hung(self) -> bool:
+        return (self.ctl / "hang").exists() or any(self.ctl.glob("oom-*"))
+
+    def oom(self, rank: int) -> None:
+        """That rank dies of NPU out of memory; its peers report an HCCL timeout and block."""
+        (self.ctl / f"oom-{rank}").touch()
+
+    def rank_pids(self) -> Dict[int, int]:
+        """rank -> pid of the live rank processes (the launcher's or the shell's children)."""
+        out: Dict[int, int] = {}
+        if self.proc is None:
+            return out
+        try:
+            kids = psutil.Process(self.proc.pid).children()
+        except psutil.NoSuchProcess:
+            return out
+        for k in kids:
+            try:
+                env = k.environ()
+                if k.status() == psutil.STATUS_ZOMBIE:
+                    continue
+            except (psutil.Error, OSError):
+                continue
+            rank = env.get("RANK", env.get("RANK_ID"))
+            if rank is not None and env.get(TAG) == self.tag:
+                out[int(rank)] = k.pid
+        return out
 
     def wait(self, timeout: float = 30) -> int:
         assert self.proc is not None
@@ -96,3 +140,163 @@ class TrainJob:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class FakeNpuNode:
+    """The fake npu-smi of a node whose process table follows the jobs' ranks (a thread rewrites
+    its scenario every 0.2 s): each placed job holds NPUs first..first+ranks-1 (rank r on
+    first+r); a live rank is listed on its NPU, which is busy while its job trains and idle
+    (AI Core 0) while it hangs; a lost card vanishes from the table. `present=False` keeps
+    npu-smi off PATH until `install()` (a driver mounted after boot)."""
+
+    def __init__(self, root: Path, npus: int = 8, present: bool = True):
+        self.root = Path(root)
+        self.bin = self.root / "bin"
+        self.bin.mkdir(parents=True, exist_ok=True)
+        self.scenario = self.root / "npu-smi.json"
+        self.npus = npus
+        self.jobs: List[tuple] = []
+        self.lost: set = set()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self.refresh()
+        if present:
+            self.install()
+
+    def install(self) -> None:
+        link = self.bin / "npu-smi"
+        if not link.exists():
+            link.symlink_to(REPO / "tests" / "fakes" / "npu-smi")
+
+    def env(self) -> Dict[str, str]:
+        return {"PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}", "FAKE_NPU_SMI_SCENARIO": str(self.scenario)}
+
+    def place(self, job: TrainJob, first_npu: int, listed: bool = True) -> None:
+        """`listed=False`: npu-smi lists none of the job's processes (as inside a container);
+        only the ranks' device variables say where they run."""
+        self.jobs.append((job, first_npu, listed))
+        self.refresh()
+
+    def lose(self, npu: int) -> None:
+        self.lost.add(npu)
+        self.refresh()
+
+    def refresh(self) -> None:
+        devices: Dict[str, Dict] = {str(n): {"aicore": 0, "hbm_used_mb": 3400} for n in range(self.npus)}
+        processes = []
+        for job, first, listed in self.jobs:
+            busy = not job.hung
+            for rank, pid in job.rank_pids().items():
+                npu = first + rank
+                devices[str(npu)] = {"aicore": 85 if busy else 0, "hbm_used_mb": 41000}
+                if listed:
+                    processes.append({"npu": npu, "chip": 0, "pid": pid, "name": "python3", "memory_mb": 40000})
+        for n in self.lost:
+            devices[str(n)] = {"gone": True}
+        doc = {"generate": {"npus": self.npus}, "devices": devices, "processes": processes}
+        tmp = self.scenario.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, self.scenario)
+
+    def _follow(self) -> None:
+        while not self._stop.wait(0.2):
+            self.refresh()
+
+    def __enter__(self) -> "FakeNpuNode":
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+
+SHIPPED = REPO / "config" / "npu-watchdog.example.yaml"
+
+
+class ShippedDaemon:
+    """The daemon on the zero-config path: the shipped example config (no `job`, `probes` or
+    paths; only `overrides` of time constants merged in, when a test must be shorter), with the
+    environment variables it reads: listen address, the two channels' URLs, and the discovery
+    scope that keeps other tests' training processes out of view."""
+
+    def __init__(self, root: Path, env: Dict[str, str], only_env: str, feishu: str, webhook: str,
+                 overrides: Optional[Dict] = None):
+        import yaml
+
+        self.root = Path(root)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = SHIPPED
+        if overrides:
+            doc = yaml.safe_load(SHIPPED.read_text())
+            _merge(doc, overrides)
+            config = self.root / "config.yaml"
+            config.write_text(yaml.safe_dump(doc, sort_keys=False))
+        self.env = dict(os.environ, **env, NPU_WATCHDOG_LISTEN=f"127.0.0.1:{self.port}",
+                        NPU_WATCHDOG_DISCOVERY_ONLY=only_env, FEISHU_WEBHOOK_URL=feishu, OPS_WEBHOOK_URL=webhook)
+        self.env.pop("RANK", None)
+        self.log_path = self.root / "daemon.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "watchdog", "run", "-c", str(config), "--state-dir",
+                                      str(self.root / "state")], env=self.env, stdout=self._log, stderr=self._log,
+                                     cwd=str(REPO))
+
+    def get(self, path: str) -> str:
+        assert self.proc.poll() is None, self.log_path.read_text()
+        return http_get(self.url + path)[1]
+
+    def status(self) -> Dict:
+        return json.loads(self.get("/api/status"))
+
+    def jobs(self) -> List[Dict]:
+        try:
+            return self.status()["discovery"]["jobs"]
+        except OSError:
+            return []
+
+    def findings(self) -> List[Dict]:
+        return self.status()["findings"]
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+    def __enter__(self) -> "ShippedDaemon":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _merge(base: Dict, over: Dict) -> None:
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            _merge(base[k], v)
+        else:
+            base[k] = v
+
+
+def sent(webhook, feishu) -> Dict[str, Dict[str, int]]:
+    """Messages received per channel and status: the webhook's by rule too ("webhook:<rule>"),
+    a webhook message counting once for each rule it carries."""
+    out: Dict[str, Dict[str, int]] = {"webhook": {"firing": 0, "resolved": 0}, "feishu": {"firing": 0, "resolved": 0}}
+    for r in webhook.accepted():
+        body = r.json
+        out["webhook"][body["status"]] += 1
+        for rule in sorted({a["labels"]["alertname"] for a in body["alerts"]}):
+            out.setdefault(f"webhook:{rule}", {"firing": 0, "resolved": 0})[body["status"]] += 1
+    for r in feishu.accepted():
+        out["feishu"]["resolved" if r.json["card"]["header"]["template"] == "green" else "firing"] += 1
+    return out
+
+
+def webhook_labels(webhook) -> List[Dict[str, str]]:
+    return [dict(a["labels"], _status=r.json["status"]) for r in webhook.accepted() for a in r.json["alerts"]]

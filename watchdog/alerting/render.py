@@ -157,7 +157,9 @@ class Message:
         what = esc(groups[0].headline) if groups else "no alerts"
         if len(groups) > 1:
             what += f" (+{len(groups) - 1} more rule{'s' if len(groups) > 2 else ''})"
-        return f"{head} {esc(self.host)}/{esc(self.job)}: {what}"
+        # A node finding (a chip no job holds, the watcher itself) names the host only.
+        where = f"{esc(self.host)}/{esc(self.job)}" if self.job else esc(self.host)
+        return f"{head} {where}: {what}"
 
     def dashboard(self) -> Optional[str]:
         """The first alert's dashboard link (one per message: it is filled per host and job)."""

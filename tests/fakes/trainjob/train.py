@@ -3,7 +3,11 @@ and obeys control files in $FAKE_TRAIN_CONTROL:
 
 - `nan-<rank>`: print one NaN loss line;   - `exit-<rank>`: exit 1 now;
 - `finish`: phase `done` in the heartbeat, rank 0 prints "Training completed." (unless
-  $FAKE_TRAIN_QUIET_END is set), all exit 0.
+  $FAKE_TRAIN_QUIET_END is set), all exit 0;
+- `hang`: while it exists, every rank blocks as in a collective that never returns (no step, no
+  line, no heartbeat, no CPU), then carries on;
+- `oom-<rank>`: that rank prints torch_npu's NPU out-of-memory traceback and exits 1; every other
+  rank then reports an HCCL timeout naming it (once) and blocks, as peers in a collective do.
 
 Its rank comes from RANK, else RANK_ID. `--workers N` forks N data-loader-like children (same command
 line and environment, RANK included; they exit with their parent).
@@ -28,6 +32,26 @@ def heartbeat(path, rank, step, phase):
     os.replace(tmp, path)
 
 
+def blocked(ctl, rank):
+    """Hung in a collective: the whole job (`hang`), or the peers of a rank that died of OOM."""
+    if os.path.exists(os.path.join(ctl, "hang")):
+        return True
+    if os.path.exists(os.path.join(ctl, f"oom-{rank}")):
+        print("Traceback (most recent call last):\n  File \"train.py\", line 88, in <module>\n"
+              "    loss = model(batch)\nRuntimeError: NPU out of memory. Tried to allocate 2.00 GiB "
+              f"(NPU {rank}; 60.97 GiB total capacity; 57.80 GiB already allocated; 1.02 GiB free)", flush=True)
+        sys.exit(1)
+    dead = [n for n in os.listdir(ctl) if n.startswith("oom-")]
+    if not dead:
+        return False
+    said = os.path.join(ctl, f"peer-said-{rank}")
+    if not os.path.exists(said):
+        open(said, "w").close()
+        print(f"[ERROR] HCCL EI0002: The wait execution of the Notify register times out. Reason: the Notify "
+              f"register has not received the Notify record from remote rank: [{dead[0][4:]}].", flush=True)
+    return True
+
+
 def main() -> int:
     rank = int(os.environ.get("RANK", os.environ.get("RANK_ID", "0")))
     ctl = os.environ.get("FAKE_TRAIN_CONTROL", "")
@@ -41,6 +65,9 @@ def main() -> int:
             os._exit(0)
     step, said_nan = 0, False
     while True:
+        if ctl and blocked(ctl, rank):
+            time.sleep(0.2)
+            continue
         step += 1
         print(f" iteration {step:8d}/ 100000 | lm loss: {2.0 - step * 1e-4:.6E} | grad norm: 0.75 |", flush=True)
         heartbeat(hb, rank, step, "train")
