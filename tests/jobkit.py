@@ -227,6 +227,7 @@ class ShippedDaemon:
         import yaml
 
         self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = SHIPPED

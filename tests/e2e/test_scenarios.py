@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO, duplicate_series, wait_for
+from watchdog.config.load import load_config_text
+from watchdog.demo.scenario import state_dir
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +31,19 @@ def test_every_fault_pages_exactly_once(demo):
     run = demo()
     results = {r.name.split(":")[0].split(" (")[0]: r for r in run.play()}
     assert all(r.ok for r in results.values()), [(r.name, r.messages, r.delivered_at) for r in results.values()]
-    assert not duplicate_series(run.metrics_text())  # a launcher, wrapper or worker never doubles a rank
+    metrics = run.metrics_text()
+    assert not duplicate_series(metrics)  # a launcher, wrapper or worker never doubles a rank
+    # The zero-config path: the shipped example (its discovery feeds every probe), no job name,
+    # no probe enabled with explicit selectors or paths, npu-smi found on PATH.
+    assert "job" not in run.config and "paths" not in run.config
+    assert not any(sec.get("enabled") for sec in run.config["probes"].values() if isinstance(sec, dict))
+    assert "npu_smi" not in run.config["probes"]["npu"] or run.config["probes"]["npu"]["npu_smi"] == "npu-smi"
+    cfg = load_config_text(run.config_path.read_text())
+    assert set(cfg.feeds.values()) == {"discovery"} and not cfg.job_name_explicit
+    # Nothing names a job that does not exist: every alert and every series is llama-demo's or the node's.
+    sent = [a for r in run.receiver.hooks() for a in r.body.get("alerts", [])]
+    assert sent and {a["labels"].get("training_job") for a in sent} <= {"llama-demo", None}
+    assert 'training_job="training"' not in metrics and 'training_job="llama-demo"' in metrics
     for benign in ("healthy training", "long checkpoint", "training resumes after the checkpoint"):
         assert results[benign].messages == 0, benign
 
@@ -40,7 +54,7 @@ def test_every_fault_pages_exactly_once(demo):
     assert alert["labels"]["host"] == "demo-node-01"
     assert "collective_hang" in alert["annotations"]["summary"]
     assert "Entry-" in alert["annotations"]["hint"]
-    assert Path(alert["annotations"]["snapshot"]).parent == run.out / "snapshots"
+    assert Path(alert["annotations"]["snapshot"]).parent == state_dir(run.out) / "snapshots"
 
     assert results["recovery"].resolved == 1 and results["recovery"].messages == 0
 
@@ -68,7 +82,7 @@ def test_every_fault_pages_exactly_once(demo):
     crash = results["rank crash"]
     assert crash.messages == 1 and names({"alerts": crash.alerts}) == ["rank_missing"]
     assert crash.alerts[0]["labels"]["rank"] == ("6" if run.node.npus > 6 else "3")
-    snaps = list((run.out / "snapshots").glob("*.tar.gz"))
+    snaps = list((state_dir(run.out) / "snapshots").glob("*.tar.gz"))
     assert snaps and all(p.stat().st_mode & 0o077 == 0 for p in snaps)
 
 

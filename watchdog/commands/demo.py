@@ -28,7 +28,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 def main(args: argparse.Namespace) -> int:
     from watchdog.demo.node import DemoSetupError
-    from watchdog.demo.scenario import DemoRun, summary_table
+    from watchdog.demo.scenario import DemoRun, state_dir, summary_table
 
     if args.speed <= 0:
         print("npu-watchdog demo: --speed must be positive", file=sys.stderr)
@@ -51,7 +51,8 @@ def main(args: argparse.Namespace) -> int:
         run.close()
     print("\nTimeline (times after injection):\n")
     print(summary_table(results))
-    snaps = sorted((out / "snapshots").glob("*.tar.gz")) if (out / "snapshots").exists() else []
+    snap_dir = state_dir(out) / "snapshots"
+    snaps = sorted(snap_dir.glob("*.tar.gz")) if snap_dir.exists() else []
     print(f"\nEverything is in {out}: daemon.log, config.yaml, metrics.txt, timeline.json, "
-          f"{len(snaps)} snapshot(s) in snapshots/")
+          f"{len(snaps)} snapshot(s) in {snap_dir.relative_to(out)}/")
     return 0 if results and all(r.ok for r in results) else 1

@@ -45,19 +45,28 @@ def _d(seconds: float) -> str:
 TIME_BASE = 0.5
 
 
+#: The config `make install` ships (discovery on): the demo runs on it, the zero-config path.
+SHIPPED_CONFIG = REPO / "config" / "npu-watchdog.example.yaml"
+
+
 def demo_config(node: SimulatedNode, out: Path, receiver_url: str, port: int, speed: float = 1.0) -> Dict[str, Any]:
-    """The daemon config of the simulated node: every probe on, time constants scaled by `speed`."""
+    """The shipped example config as `make install` puts it on a node (discovery finds the job,
+    its ranks, NPUs, logs, plogs and heartbeats; npu-smi is found on PATH), with the simulated
+    node's scope, the receiver's channels and the time constants scaled by `speed`: no `job`, no
+    probe selectors or paths, no npu-smi path. (The state folder is given on the command line.)"""
     s = max(speed, 0.05)
-    return {
+    doc: Dict[str, Any] = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    for key in ("job", "paths"):
+        doc.pop(key, None)
+    doc["probes"].pop("commands", None)  # the example's shared-filesystem check is not this node's
+    _merge(doc, {
         "node": {"name": "demo-node-01"},
-        # No process selector, heartbeat path or log glob: discovery finds them. The job's ranks
-        # carry NPU_WATCHDOG_JOB=llama-demo; the name here also labels the node-level (NPU) alerts.
-        "job": {"name": "llama-demo"},
+        # The job's ranks carry NPU_WATCHDOG_JOB=llama-demo (discovery's name_env): its label.
         "discovery": {"enabled": True, "interval": _d(1 * s), "only_env": f"{DEMO_TAG}={node.tag}",
                       "forget_after": _d(120 * s)},
-        "paths": {"state_dir": str(out / "state"), "snapshot_dir": str(out / "snapshots")},
         "http": {"listen": f"127.0.0.1:{port}"},
         "logging": {"level": "info", "format": "text"},
+        # Time constants only: each probe stays fed by discovery (none is enabled here).
         "probes": {
             "jitter": "0s",
             "history": "30m",
@@ -66,8 +75,7 @@ def demo_config(node: SimulatedNode, out: Path, receiver_url: str, port: int, sp
                           "stale_after": {"init": _d(60 * s), "train": _d(20 * s), "eval": _d(60 * s),
                                           "checkpoint": _d(90 * s), "default": _d(20 * s)},
                           "no_progress_after": _d(20 * s), "start_grace": _d(60 * s)},
-            "npu": {"enabled": True, "interval": _d(1 * s), "npu_smi": node.npu_smi, "command_timeout": "3s",
-                    "failing_after": _d(5 * s)},
+            "npu": {"interval": _d(1 * s), "command_timeout": "3s", "failing_after": _d(5 * s)},
             "logs": {"interval": _d(0.5 * s), "hold": _d(15 * s), "cascade_window": _d(60 * s)},
         },
         "trends": {"idle_for": _d(60 * s), "busy_for": _d(60 * s), "low_util_for": _d(120 * s),
@@ -85,7 +93,13 @@ def demo_config(node: SimulatedNode, out: Path, receiver_url: str, port: int, sp
             ],
         },
         "snapshots": {"enabled": True, "budget": "10s", "min_interval": _d(30 * s)},
-    }
+    })
+    return doc
+
+
+def state_dir(out: Path) -> Path:
+    """The demo daemon's state folder (given with --state-dir); its snapshots are in `snapshots/`."""
+    return out / "state"
 
 
 #: The notification id every rendered message ends with (`... · firing · id <20 hex>`).
@@ -160,7 +174,8 @@ class DemoRun:
     def start_daemon(self) -> None:
         env = {**os.environ, **self.node.env(), "PYTHONPATH": str(REPO)}
         self._daemon_log = open(self.out / "daemon.log", "ab")
-        self.daemon = subprocess.Popen([sys.executable, "-m", "watchdog", "run", "-c", str(self.config_path)],
+        self.daemon = subprocess.Popen([sys.executable, "-m", "watchdog", "run", "-c", str(self.config_path),
+                                        "--state-dir", str(state_dir(self.out))],
                                        stdout=self._daemon_log, stderr=self._daemon_log, env=env, cwd=str(REPO))
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

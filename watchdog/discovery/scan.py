@@ -14,7 +14,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 
 from watchdog.discovery import procfs
 from watchdog.discovery.cmdline import redact_argv
-from watchdog.discovery.environ import (DEVICE_KEYS, HEARTBEAT_ENV, LOCAL_RANK_KEYS, LOCAL_WORLD_SIZE_KEYS,
+from watchdog.discovery.environ import (CONTAINER_DEVICES_KEY, DEVICE_KEYS, HEARTBEAT_ENV, LOCAL_RANK_KEYS, LOCAL_WORLD_SIZE_KEYS,
                                         WORLD_SIZE_KEYS, first_int, wanted_keys)
 from watchdog.discovery.group import RawJob, group_jobs
 from watchdog.discovery.model import (Discovered, HcclTimeouts, JobInfo, LauncherInfo, ProcRecord, RankInfo)
@@ -83,9 +83,11 @@ def label_safe(text: str, fallback: str = "job") -> str:
 
 def npu_of(env: Mapping[str, str], local_rank: Optional[int]) -> Optional[int]:
     """The NPU a rank uses from its environment: device id (or the local rank) through the
-    visible-devices list when one is set."""
+    visible-devices list when one is set (ASCEND_RT_VISIBLE_DEVICES, else the container's
+    ASCEND_VISIBLE_DEVICES)."""
     logical = first_int(env, DEVICE_KEYS[1:])
-    visible = [v.strip() for v in env.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    listed = env.get("ASCEND_RT_VISIBLE_DEVICES", "").strip() or env.get(CONTAINER_DEVICES_KEY, "")
+    visible = [v.strip() for v in listed.split(",") if v.strip()]
     if visible:
         index = logical if logical is not None else local_rank
         if index is not None and index < len(visible) and visible[index].isdigit():
