@@ -15,7 +15,10 @@ def assert_unique_series(text: str) -> None:
 
 
 def config(job: TrainJob, hook: str, **discovery) -> dict:
-    discovery = {"enabled": True, "only_env": job.only_env, "forget_after": "4s", "interval": "1s", **discovery}
+    # No npu feed: this machine has no npu-smi, and a job on a node without it pages
+    # `npu_smi_missing` (tests/e2e/test_zero_config_jobs.py); these tests are about the ranks.
+    discovery = {"enabled": True, "only_env": job.only_env, "forget_after": "4s", "interval": "1s",
+                 "feed": ["process", "logs", "heartbeat"], **discovery}
     return {
         "job": {},
         "discovery": discovery,

@@ -163,10 +163,12 @@ class DiscoveredProcessProbe(Probe):
         t.hccl_env = () if job.hccl.source != "environment" else tuple(
             (k, str(v)) for k, v in (("HCCL_EXEC_TIMEOUT", job.hccl.exec_timeout_s),
                                      ("HCCL_CONNECT_TIMEOUT", job.hccl.connect_timeout_s)) if v is not None)
-        table = self.feed.npu_processes()
+        table: Optional[Dict[int, int]] = None
         for r in job.ranks:
-            if r.npu is not None and (r.pid in table or r.pid not in t.npus):
-                t.npus[r.pid] = r.npu
+            if r.npu is not None:
+                table = self.feed.npu_processes() if table is None else table
+                if r.pid in table or r.pid not in t.npus:
+                    t.npus[r.pid] = r.npu
             t.logs.update(r.logs)
             if r.heartbeat:
                 t.heartbeats[r.rank] = r.heartbeat
