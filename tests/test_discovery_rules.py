@@ -87,6 +87,8 @@ def test_npu_heartbeat_hccl_and_names():
     assert npu_of({"ASCEND_RT_VISIBLE_DEVICES": "4,5", "ASCEND_DEVICE_ID": "1"}, 0) == 5
     assert npu_of({"DEVICE_ID": "3"}, None) == 3
     assert npu_of({}, 2) is None and npu_of({"ASCEND_RT_VISIBLE_DEVICES": "0"}, 3) is None
+    # Unicode digits (another user's hostile environment) are no numbers: never a failed scan.
+    assert npu_of({"DEVICE_ID": "\u00b2"}, None) is None and npu_of({"ASCEND_RT_VISIBLE_DEVICES": "\u00b2"}, 0) is None
     # In a container: the runtime's device list, unless the rank narrows it itself.
     assert npu_of({"ASCEND_VISIBLE_DEVICES": "4,5,6,7", "DEVICE_ID": "2"}, None) == 6
     assert npu_of({"ASCEND_VISIBLE_DEVICES": "4,5,6,7"}, 1) == 5
