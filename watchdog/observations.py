@@ -205,6 +205,9 @@ class LogObservation:
     #: Per configured source: epoch time of the newest progress line (an iteration/step report no
     #: failure rule matches; see watchdog.logrules.progress), kept across restarts.
     progress_at: Dict[str, float] = field(default_factory=dict)
+    #: The same per discovered job (job -> source -> time): a job's stall judges its own lines,
+    #: never another job's on the node (watchdog.detectors.jobs puts it in the job's view).
+    job_progress_at: Dict[str, Dict[str, float]] = field(default_factory=dict)
 
 
 # --- command checks ------------------------------------------------------------------------

@@ -85,8 +85,10 @@ def _filter(probe: str, value: Any, job: JobState, first: bool, view: Optional[S
         return replace(value, readings=tuple(r for r in value.readings
                                              if r.job == job.name or (r.job is None and first)))
     if probe == "logs" and hasattr(value, "active"):
-        return replace(value, active=tuple(a for a in value.active
-                                           if a.job == job.name or (a.job is None and first)))
+        # A job's log progress is its own files' (a second job's lines are not its progress).
+        own = value.job_progress_at.get(job.name, {}) if value.job_progress_at else value.progress_at
+        return replace(value, active=tuple(a for a in value.active if a.job == job.name or (a.job is None and first)),
+                       progress_at=own)
     return value
 
 

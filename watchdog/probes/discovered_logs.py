@@ -84,6 +84,9 @@ class DiscoveredLogsProbe(LogsProbe):
             self._files[path] = (labels, now)
         for path in [p for p, (_, seen) in self._files.items() if now - seen > self.dcfg.forget_after]:
             del self._files[path]
+        jobs = {lab[1] for lab, _ in self._files.values()}
+        for job in [j for j in self.job_progress_at if j not in jobs]:
+            del self.job_progress_at[job]
         specs: List[SourceSpec] = []
         for source in (TRAIN, PLOG):
             files = sorted((p, lab[1], lab[2]) for p, (lab, _) in self._files.items() if lab[0] == source)

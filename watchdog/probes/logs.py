@@ -98,6 +98,8 @@ class LogsProbe(Probe):
         self.active: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
         #: Per source: newest progress line time (the stall rule's log progress), persisted.
         self.progress_at: Dict[str, float] = {}
+        #: The same per discovered job (the discovered logs probe forgets a job with its files).
+        self.job_progress_at: Dict[str, Dict[str, float]] = {}
         self.tailer.extra_state = self._active_state
         self._restore_active(self.tailer.saved_extra.get("active"), time.time())
         self._restore_progress(self.tailer.saved_extra.get("progress_at"))
@@ -179,6 +181,8 @@ class LogsProbe(Probe):
             block = data if stop >= len(data) else data[:stop]  # progress lines: complete ones only
             if self.progress.found(block, lambda text: bool(self.matcher.match_text(text))):
                 self.progress_at[f.source] = now
+                if f.job is not None:
+                    self.job_progress_at.setdefault(f.job, {})[f.source] = now
 
         self._refresh_sources(now)
         self._read(consume, now)
@@ -199,6 +203,7 @@ class LogsProbe(Probe):
             last_line_at={n: s.last_line_at for n, s in stats.items() if s.last_line_at is not None},
             lines_read={n: s.lines_round for n, s in stats.items()},
             progress_at=dict(self.progress_at),
+            job_progress_at={j: dict(v) for j, v in self.job_progress_at.items()},
             active=tuple(self._active_records()),
             sources={n: replace(s) for n, s in stats.items()},
             matches_total=dict(self.extractor.matched),
