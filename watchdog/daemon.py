@@ -224,7 +224,8 @@ class Daemon:
         up = sum(1 for s in sts if s.up)
         findings = self.engine.current()
         crit = sum(1 for f in findings if f.severity == "critical")
-        return f"{up}/{len(sts)} probes up, {len(findings)} findings ({crit} critical), job {self.config.job.name}"
+        job = self.config.job_label or "(discovered per job)"
+        return f"{up}/{len(sts)} probes up, {len(findings)} findings ({crit} critical), job {job}"
 
     # -- lifecycle -------------------------------------------------------------------------
     def _build_probes(self, config: Config) -> List[Any]:
@@ -352,7 +353,7 @@ class Daemon:
         self._install_signal_handlers()
         self.scheduler.start(probes)
         log.info("npu-watchdog %s started: host=%s training_job=%s probes=%s", __version__, config.node.name,
-                 config.job.name, ",".join(p.name for p in probes) or "(none)")
+                 config.job_label or "(discovered per job)", ",".join(p.name for p in probes) or "(none)")
         self._report_setup(config)
         # READY=1 after the first round of every probe (bounded by the longest probe timeout).
         first_budget = max([self.scheduler.timeout_of(p) for p in probes] + [1.0]) + 2.0
