@@ -198,3 +198,19 @@ def test_proc_stat_with_odd_command_names():
 
     with pytest.raises((ValueError, IndexError)):
         parse_stat(b"garbage without parentheses", boot=0.0)
+
+
+def test_plog_folder_created_after_the_daemon_started_is_followed_from_the_next_scan(tmp_path):
+    """Feeds follow the node: each scan lists the ranks' plog folders as they are now."""
+    from watchdog.discovery.model import Discovered, JobInfo, RankInfo
+    from watchdog.probes.discovered_logs import plan_files
+
+    plog = tmp_path / "log" / "debug" / "plog"
+    job = JobInfo(name="j", launcher=None, world_size=1, local_world_size=1,
+                  ranks=(RankInfo(rank=0, local_rank=0, pid=4242, npu=0),), plog_dirs=(str(plog),))
+    found = Discovered(jobs=(job,))
+    assert plan_files(found) == {}  # CANN has not written a line yet: no folder
+    plog.mkdir(parents=True)
+    (plog / "plog-4242_20261201.log").write_text("[ERROR] HCCL ...\n")
+    (plog / "plog-999_20261201.log").write_text("another process\n")
+    assert plan_files(found) == {str(plog / "plog-4242_20261201.log"): ("plog", "j", "0")}
