@@ -123,3 +123,16 @@ def test_stall_metrics_are_per_discovered_job_and_never_a_default_name():
     samples = trend_metrics.evaluate(view, n.config)
     jobs = sorted(s.labels[JOB_LABEL] for s in samples if s.name == "npu_watchdog_job_stalled")
     assert jobs == ["job-a", "job-b"]
+
+
+def test_chips_changing_hands_when_a_job_restarts_are_not_lost_cards():
+    n = Node()
+    n.feed(T0, T0 + 100, node({k: 80.0 for k in range(8)}))
+    only_a = ProcessObservation(processes=tuple(p for p in two_jobs().processes if p.job == "job-a"),
+                                jobs=(JobState("job-a", T0), JobState("job-b", T0)), discovered=True)
+    # B restarts: for a round no rank holds its chips (they are the node's), then they are B's again.
+    n.store.put("process", only_a, at=T0 + 110)
+    n.store.put("npu", node({k: 80.0 for k in range(8)}), at=T0 + 110)
+    assert n.findings(T0 + 110, "npu_missing") == []
+    n.feed(T0 + 120, T0 + 140, node({k: 80.0 for k in range(8)}))
+    assert n.findings(T0 + 140, "npu_missing") == []

@@ -8,7 +8,7 @@ All times are epoch seconds (time.time()); all sizes bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 
 # --- process probe -------------------------------------------------------------------------
@@ -174,6 +174,10 @@ class NpuObservation:
     #: Discovery feeds the probe and npu-smi is not on this node (yet) while no training job
     #: runs: nothing to see, and not a fault (with a job, the probe reports `npu_smi_missing`).
     absent: bool = False
+    #: In one job's view (watchdog.detectors.jobs): every chip npu-smi shows on the node, so a
+    #: chip that only changed hands (a job restarting) is never taken for a lost one. None: the
+    #: whole node's observation (`chips` is all of them).
+    node_chips: Optional[FrozenSet[Tuple[int, int]]] = None
 
 
 # --- log probe -----------------------------------------------------------------------------

@@ -63,7 +63,8 @@ def _npu_filter(value: NpuObservation, owners: Dict[ChipKey, str], job: str) -> 
     mine = lambda key: owners.get(key, NODE) == job  # noqa: E731
     return replace(value, chips=tuple(c for c in value.chips if mine((c.npu, c.chip))),
                    processes=tuple(p for p in value.processes if mine((p.npu, p.chip))),
-                   missing=tuple(c for c in value.missing if mine((c.npu, c.chip))))
+                   missing=tuple(c for c in value.missing if mine((c.npu, c.chip))),
+                   node_chips=frozenset((c.npu, c.chip) for c in value.chips))
 
 
 def _owners(view: StateView, value: NpuObservation) -> Dict[ChipKey, str]:

@@ -313,14 +313,20 @@ def _missing(view: StateView, config: Config, summary: NpuSummary) -> List[Findi
     # The probe remembers vanished chips beyond the store's history (NpuObservation.missing).
     for m in latest.missing:
         last_seen.setdefault((m.npu, m.chip), None)
+    on_node = present
+    if latest.node_chips is not None:
+        # A job's view: a chip may be absent from it because it changed hands (its job restarted);
+        # only what the probe reports gone from npu-smi (attributed to this job) is missing.
+        on_node = latest.node_chips
+        last_seen = {k: v for k, v in last_seen.items() if k in {(m.npu, m.chip) for m in latest.missing}}
     out = []
-    for key in sorted(k for k in last_seen if k not in present):
+    for key in sorted(k for k in last_seen if k not in on_node):
         seen_at = last_seen[key]
         out.append(Finding(
             rule="npu_missing", severity="critical",
-            summary=f"{_chip_name(key)} is missing from npu-smi ({len(present)} chips visible)",
+            summary=f"{_chip_name(key)} is missing from npu-smi ({len(on_node)} chips visible)",
             labels=_labels(config, key), hint=HINT_MISSING, value="missing", since=seen_at,
-            details={"last_seen": seen_at, "chips_visible": len(present), "chips_seen": len(last_seen)},
+            details={"last_seen": seen_at, "chips_visible": len(on_node), "chips_seen": len(last_seen)},
         ))
     return out
 
