@@ -13,7 +13,8 @@ METRICS = [
     MetricDef("npu_watchdog_build_info", "gauge", ("version", "python"),
               "Always 1; the daemon's version and Python version."),
     MetricDef("npu_watchdog_node_info", "gauge", ("host", JOB_LABEL),
-              "Always 1; the node and job names this daemon watches (join on it across the fleet)."),
+              "Always 1; the node and job names this daemon watches (join on it across the fleet); "
+              "training_job is empty where discovery finds the jobs (each series names its own)."),
     MetricDef("npu_watchdog_start_time_seconds", "gauge", (),
               "Unix time the daemon started."),
     MetricDef("npu_watchdog_probe_up", "gauge", ("probe",),
