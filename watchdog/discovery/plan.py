@@ -24,7 +24,7 @@ def npu_smi_present(program: str) -> bool:
 
 
 def resolve(config: Any) -> Dict[str, str]:
-    """probe -> "config" | "discovery" | "off" | "off: <why>"; switches fed probes on."""
+    """probe -> "config" | "discovery" | "off"; switches fed probes on."""
     out: Dict[str, str] = {}
     d = config.discovery
     for name in FEEDS:
