@@ -306,7 +306,6 @@ def _health(view: StateView, config: Config, summary: NpuSummary) -> List[Findin
 
 
 def _missing(view: StateView, config: Config, summary: NpuSummary) -> List[Finding]:
-    tc = config.trends
     latest = summary.latest.value
     present = {(c.npu, c.chip) for c in latest.chips}
     last_seen: Dict[ChipKey, Optional[float]] = dict(summary.seen_since(view.now - config.probes.history))
