@@ -5,21 +5,23 @@
 per-rank files. Every job carries a unique `NPU_WATCHDOG_TEST_JOB` tag in its ranks' environment,
 so a daemon or `discover` restricted with `discovery.only_env` sees this test's job only, even
 when other tests run training processes on the same machine.
+
+`FakeNpuNode` is the fake npu-smi of such a node, its process table following the jobs' ranks;
+`ShippedDaemon` runs the daemon on the zero-config path (the shipped example config).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Dict, List, Optional
-
-import json
-import threading
 
 import psutil
 
