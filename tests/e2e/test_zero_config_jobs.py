@@ -74,7 +74,7 @@ def test_collective_hang_of_65s_then_resume_is_one_page_and_one_resolve(tmp_path
                 idle_seen += [f for f in d.findings() if f["rule"] == "npu_idle"]
                 time.sleep(1)
             job.resume()
-            assert sent(hook, fs)["webhook:stall"]["firing"] == 1, d.findings()
+            assert sent(hook, fs).get("webhook:stall", {}).get("firing") == 1, (sent(hook, fs), d.findings())
             wait_for(lambda: sent(hook, fs)["webhook"]["resolved"] and sent(hook, fs)["feishu"]["resolved"],
                      timeout=150, what="the resolved messages")
             time.sleep(15)  # anything else would have come by now
