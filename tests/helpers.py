@@ -195,3 +195,25 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+
+
+class ProcView:
+    """A /proc that shows only the given processes: a folder of links `<pid>` -> the real
+    `/proc/<pid>` (plus `uptime`), for tests that scan the process table. Why: the real /proc of
+    a shared machine changes under a test (other work starts, execs and ends processes), so a
+    test that counts what a scan read must see only its own processes."""
+
+    def __init__(self, root: Path, pids=()) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.symlink("/proc/uptime", self.root / "uptime")
+        for pid in pids:
+            self.add(pid)
+
+    @property
+    def path(self) -> str:
+        return str(self.root)
+
+    def add(self, pid: int) -> int:
+        os.symlink(f"/proc/{pid}", self.root / str(pid))
+        return pid
