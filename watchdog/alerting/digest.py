@@ -37,7 +37,10 @@ class RuleGroup:
         self.since = _earliest(a.get("since") or a.get("starts_at") for a in self.alerts)
         ends = [a.get("ends_at") for a in self.alerts if isinstance(a.get("ends_at"), (int, float))]
         self.ended: Optional[float] = max(ends) if ends else None
-        self.headline = headline(rule, self.labels, self.step)
+        counts = [a["count"] for a in self.alerts if isinstance(a.get("count"), int)]
+        #: Matching lines behind the group (log rules; None when no alert counts lines).
+        self.lines: Optional[int] = sum(counts) if counts else None
+        self.headline = headline(rule, self.labels, self.step, self.lines)
         self.hint = next((str(a["hint"]) for a in self.alerts if a.get("hint")), "")
         self.evidence = self._evidence()
         self.snapshots = [str(a["snapshot"]) for a in self.alerts if a.get("snapshot")]
