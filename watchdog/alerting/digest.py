@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 from watchdog.alerting.clock import Clock
 from watchdog.alerting.wording import compact, headline, phrase
+from watchdog.runbook import runbook_link  # noqa: F401 - the one link builder; channels import it here
 from watchdog.steps import find_step
 from watchdog.findings import SEVERITY_RANK
 
@@ -93,11 +94,6 @@ def silence_command(rule: str) -> str:
     return f"npu-watchdog silence add --match rule={rule} --for {SILENCE_FOR}"
 
 
-def runbook_link(base: Optional[str], rule: str) -> Optional[str]:
-    """`<base>#<rule>`: the rule's section of docs/runbook.md (anchors are the rule names)."""
-    if not base:
-        return None
-    return f"{base.split('#', 1)[0]}#{rule}"
 
 
 @dataclass(frozen=True)

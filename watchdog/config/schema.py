@@ -173,6 +173,14 @@ class Config(StrictModel):
         self._feeds = resolve(self)
         return self
 
+    @model_validator(mode="after")
+    def _own_runbook(self) -> "Config":
+        """Runbook links point at the runbook this daemon serves unless a base is configured."""
+        from watchdog.runbook import own_base
+
+        self.alerting._own_runbook = own_base(self.http.enabled, self.http.host, self.http.port)
+        return self
+
     def fed_by_discovery(self, probe: str) -> bool:
         return self._feeds.get(probe) == "discovery"
 

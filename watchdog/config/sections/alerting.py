@@ -12,7 +12,7 @@ import logging
 import re
 from typing import Dict, List, Literal, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from watchdog.config.types import Duration, Secret, StrictModel
 from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL
@@ -20,9 +20,6 @@ from watchdog.rulecatalog import JOB_LABELS
 
 log = logging.getLogger("watchdog.config")
 
-#: A placeholder (the reserved `.example` domain): set `alerting.runbook_url` to where your team
-#: hosts docs/runbook.md (a wiki, your Git server); the anchors are the rule names.
-DEFAULT_RUNBOOK_URL = "https://npu-watchdog.example/docs/runbook.md"
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -250,9 +247,14 @@ class AlertingConfig(StrictModel):
     #: Time zone of the times in messages (an IANA name such as `Asia/Shanghai`); the UTC offset
     #: is always printed next to the time, so a reader elsewhere is never misled.
     display_timezone: str = "UTC"
-    #: Base of the runbook links in messages: `<runbook_url>#<rule>`. Point it at a copy of
-    #: docs/runbook.md your on-call people can open (an internal Git server, a wiki export).
-    runbook_url: str = DEFAULT_RUNBOOK_URL
+    #: Base of the runbook links in messages: `<runbook_url>#<rule>` (`{lang}` in it becomes the
+    #: message's language). Unset: the runbook this daemon serves itself,
+    #: `http://<listen address>:<port>/runbook/<lang>` (the host name when it listens on all
+    #: addresses), which works on an air-gapped node; set it to a copy your on-call people can
+    #: open from elsewhere (an internal wiki or Git server). No links when unset and `http` is off.
+    runbook_url: Optional[str] = None
+    #: The daemon's own runbook base (set by the whole config, which knows `http.listen`).
+    _own_runbook: Optional[str] = PrivateAttr(default=None)
 
     model_config = dict(StrictModel.model_config, populate_by_name=True)
 
@@ -266,8 +268,8 @@ class AlertingConfig(StrictModel):
 
     @field_validator("runbook_url")
     @classmethod
-    def _runbook(cls, v: str) -> str:
-        if not re.match(r"^https?://[^\s<>|\[\]()`\"'#]+$", v):
+    def _runbook(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not re.match(r"^https?://[^\s<>|\[\]()`\"'#]+$", v):
             raise ValueError("runbook_url must be an http(s) URL without spaces, brackets, quotes or a #fragment")
         return v
 
@@ -285,6 +287,10 @@ class AlertingConfig(StrictModel):
         if self.mode == "fleet" and not any(c.type == "alertmanager" for c in self.channels):
             raise ValueError("mode fleet needs a channel of type alertmanager (the fleet's alerts go there)")
         return self
+
+    def runbook_base(self) -> Optional[str]:
+        """The base runbook links are built from: the configured one, else the daemon's own."""
+        return self.runbook_url or self._own_runbook
 
     def sends_direct(self, channel_type: str, rule: str) -> bool:
         """Whether a channel of `channel_type` takes alerts of `rule` from this node: always in
