@@ -94,24 +94,30 @@ def _inline(text: str) -> str:
 
 
 def _blocks(md: str) -> List[Tuple[str, List[str]]]:
-    """(kind, lines) blocks: heading, code (indented), list, paragraph."""
+    """(kind, lines) blocks: heading, code (indented after a blank line), list-item, para."""
     blocks: List[Tuple[str, List[str]]] = []
+    prev = "blank"
     for raw in md.splitlines():
         line = raw.rstrip()
-        kind = ("blank" if not line.strip() else "code" if raw.startswith("    ") and
-                (not blocks or blocks[-1][0] in ("blank", "code")) else "heading" if line.startswith("#")
-                else "list" if re.match(r"^[-*] ", line) else "para")
-        if kind == "para" and blocks and blocks[-1][0] == "list" and raw.startswith("  "):
-            kind = "list"  # a list item's continuation line
-        if kind == "list" and re.match(r"^[-*] ", line):
-            blocks.append(("list-item", [line[2:]]))
+        if not line.strip():
+            prev = "blank"
             continue
-        if blocks and kind == blocks[-1][0] and kind in ("code", "para"):
-            blocks[-1][1].append(raw[4:] if kind == "code" else line)
-        elif kind == "list" and blocks and blocks[-1][0] == "list-item":
-            blocks[-1][1].append(line.strip())
+        if raw.startswith("    ") and prev in ("blank", "code"):
+            kind, text = "code", raw[4:]
+        elif line.startswith("#"):
+            kind, text = "heading", line
+        elif re.match(r"^[-*] ", line):
+            kind, text = "list-item", line[2:]
         else:
-            blocks.append((kind, [raw[4:] if kind == "code" else line]))
+            kind, text = "para", line.strip()
+        same = blocks and prev != "blank" and (
+            (kind == "code" and prev == "code") or
+            (kind == "para" and blocks[-1][0] in ("para", "list-item")))
+        if same or (kind == "code" and blocks and blocks[-1][0] == "code" and prev == "blank"):
+            blocks[-1][1].append(text)
+        else:
+            blocks.append((kind, [text]))
+        prev = kind
     return blocks
 
 
