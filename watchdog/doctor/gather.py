@@ -296,6 +296,17 @@ def detect_channels(config: Config) -> List[str]:
     return names
 
 
+def placeholder_checks(config: Config) -> List[CheckResult]:
+    """A channel URL that is still a placeholder fails (alerts would reach nobody); a placeholder
+    link in messages warns. Reported by key path, never with the URL (it is a credential)."""
+    from watchdog.config.placeholders import placeholders
+
+    return [CheckResult("daemon", "placeholder_url", FAIL if ph.channel else WARN, ph.line(),
+                        "put the real webhook URL in the config (or in the ${ENV} it reads)" if ph.channel else
+                        "remove it to link the daemon's own runbook, or set your real address",
+                        details={"key": ph.path}) for ph in placeholders(config)]
+
+
 def _log_engine_check(config: Config) -> CheckResult:
     from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
 
@@ -338,6 +349,7 @@ def daemon_checks(opts: DoctorOptions, npu: NpuSmiResult) -> List[CheckResult]:
     out.append(check_private_tmp(read_unit(), config.probes.heartbeat.paths,
                                  [p for src in config.probes.logs.sources for p in src.paths]))
     channels = detect_channels(config)
+    out.extend(placeholder_checks(config))
     if channels:
         out.append(CheckResult("daemon", "channels", PASS, f"{len(channels)} channel(s): {', '.join(channels)}"))
     else:
