@@ -63,8 +63,11 @@ def parse_matcher(text: str) -> "Matcher":
 class Matcher(StrictModel):
     """One label condition. `rule` and `severity` can be matched like any label."""
 
+    #: Label to match (`rule` and `severity` work too).
     name: str
+    #: `=` equal, `!=` not equal, `=~` regex matches, `!~` regex does not match.
     op: Literal["=", "!=", "=~", "!~"] = "="
+    #: The value or regular expression.
     value: str
 
     @field_validator("name")
@@ -94,7 +97,9 @@ def _matchers(v: object) -> object:
 class RateLimit(StrictModel):
     """At most `count` messages per `per` (a sliding window)."""
 
+    #: At most this many messages ...
     count: int = Field(ge=1, le=1_000_000)
+    #: ... per this long (messages beyond wait in the outbox, none is dropped).
     per: Duration
 
 
@@ -115,6 +120,7 @@ class ChannelConfig(StrictModel):
     bearer_token: Optional[Secret] = None
     #: `webhook`/`alertmanager`: extra request headers (values are secrets).
     headers: Dict[str, Secret] = Field(default_factory=dict)
+    #: Only alerts at or above this severity go to this channel.
     min_severity: Literal["info", "warning", "critical"] = "warning"
     #: Label matchers (`rule=stall`, `rank=~0|1`, `severity!=info`); all must match.
     matchers: List[Matcher] = Field(default_factory=list)
@@ -125,6 +131,7 @@ class ChannelConfig(StrictModel):
     #: Override the vendor's documented limits (defaults: Feishu 5/s and 100/min, Slack 1/s,
     #: DingTalk and WeCom 20/min, none for webhook and alertmanager).
     rate_limits: Optional[List[RateLimit]] = None
+    #: Time allowed to connect to the receiver before a retry.
     connect_timeout: Duration = Field(default="5s")
     #: Longest wait for any one read of the answer.
     read_timeout: Duration = Field(default="10s")
@@ -184,8 +191,11 @@ class InhibitRule(StrictModel):
     """While an alert of a `source` rule fires, alerts of the `target` rules that carry the same
     values for every `equal` label are not sent (they stay tracked and show in status)."""
 
+    #: Rules whose firing mutes the targets.
     source: List[str] = Field(min_length=1)
+    #: Rules muted while a source fires (their symptoms).
     target: List[str] = Field(min_length=1)
+    #: Labels that must be equal between source and target (default: same host and training job).
     equal: List[str] = Field(default_factory=lambda: list(JOB_LABELS))
 
     @field_validator("equal")
@@ -214,6 +224,7 @@ class AlertingConfig(StrictModel):
     resolve_delay: Duration = Field(default="1m")
     #: Re-notify an alert still firing after this long (0s: never).
     reminder: Duration = Field(default="4h")
+    #: Send a message when an alert resolves.
     send_resolved: bool = True
     #: How long a finding must hold before it fires, per rule; rules not listed use `default_for`.
     default_for: Duration = Field(default="0s")
@@ -227,11 +238,13 @@ class AlertingConfig(StrictModel):
     #: Requested (GET) after every complete round of all probes, so an external checker can page
     #: when this node goes silent.
     deadman_url: Optional[Secret] = None
+    #: Timeout of one dead-man request.
     deadman_timeout: Duration = Field(default="5s")
     #: Give up delivering a notification this old (logged and counted as `expired`).
     max_age: Duration = Field(default="6h")
     #: Retry backoff: doubles from `retry_initial` up to `retry_max`, with jitter.
     retry_initial: Duration = Field(default="2s")
+    #: Longest wait between two delivery attempts (the backoff doubles up to it).
     retry_max: Duration = Field(default="5m")
     #: Recent log lines (finding evidence) shown per alert; trimmed further to fit a channel's limit.
     max_log_lines: int = Field(default=10, ge=0, le=100)
