@@ -296,12 +296,26 @@ def detect_channels(config: Config) -> List[str]:
     return names
 
 
+def runbook_check(config: Config) -> CheckResult:
+    """Where the runbook links of messages point (the daemon's own page unless configured)."""
+    from watchdog.runbook import runbook_link
+
+    link = runbook_link(config.alerting.runbook_base(), "stall")
+    if link is None:
+        return CheckResult("daemon", "runbook_links", WARN, "messages carry no runbook link (http is off and "
+                           "alerting.runbook_url is unset)", "turn http on or set alerting.runbook_url")
+    own = config.alerting.runbook_url is None
+    return CheckResult("daemon", "runbook_links", PASS, f"messages link the runbook at {link.split('#')[0]}"
+                       + (" (served by this daemon)" if own else " (alerting.runbook_url)"), details={"url": link})
+
+
 def placeholder_checks(config: Config) -> List[CheckResult]:
     """A channel URL that is still a placeholder fails (alerts would reach nobody); a placeholder
     link in messages warns. Reported by key path, never with the URL (it is a credential)."""
     from watchdog.config.placeholders import placeholders
 
-    return [CheckResult("daemon", "placeholder_url", FAIL if ph.channel else WARN, ph.line(),
+    out = [runbook_check(config)]
+    return out + [CheckResult("daemon", "placeholder_url", FAIL if ph.channel else WARN, ph.line(),
                         "put the real webhook URL in the config (or in the ${ENV} it reads)" if ph.channel else
                         "remove it to link the daemon's own runbook, or set your real address",
                         details={"key": ph.path}) for ph in placeholders(config)]
