@@ -135,3 +135,19 @@ def test_a_configured_external_base_wins_and_its_links_work():
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_every_dashboard_link_we_show_uses_the_shipped_dashboards_uid_and_variables():
+    """A dashboard link with another uid, or a variable the dashboard lacks, opens a 404 or an
+    unfiltered board: the example config and the docs must use the shipped one's."""
+    board = json.loads((REPO / "contrib" / "grafana" / "npu-watchdog.json").read_text())
+    variables = {v["name"] for v in board["templating"]["list"]}
+    pages = [REPO / "config" / "npu-watchdog.example.yaml", REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    found = []
+    for page in pages:
+        for m in re.finditer(r"https?://[^\s\"'`]+/d/([A-Za-z0-9_-]+)[^\s\"'`]*", page.read_text(encoding="utf-8")):
+            found.append((page.name, m.group(1)))
+            assert m.group(1) == board["uid"], f"{page.name}: dashboard uid {m.group(1)!r}, shipped {board['uid']!r}"
+            for var in re.findall(r"var-([A-Za-z0-9_]+)=", m.group(0)):
+                assert var in variables, f"{page.name}: var-{var} is not a variable of the dashboard"
+    assert ("npu-watchdog.example.yaml", board["uid"]) in found
