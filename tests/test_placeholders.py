@@ -76,10 +76,14 @@ def test_the_deadman_url_is_checked_too():
 
 def test_doctor_says_where_runbook_links_point(tmp_path):
     cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"http": {"listen": "10.0.0.7:19841"}, "paths": {"state_dir": str(tmp_path)}}))
+    report = json.loads(run_cli("doctor", "--json", "-c", str(cfg), timeout=120).stdout)
+    [c] = [c for c in report["checks"] if c["name"] == "runbook_links"]
+    assert c["status"] == "pass" and "http://10.0.0.7:19841/runbook/en (served by this daemon)" in c["reason"]
     cfg.write_text(yaml.safe_dump({"http": {"listen": "127.0.0.1:19841"}, "paths": {"state_dir": str(tmp_path)}}))
     report = json.loads(run_cli("doctor", "--json", "-c", str(cfg), timeout=120).stdout)
     [c] = [c for c in report["checks"] if c["name"] == "runbook_links"]
-    assert c["status"] == "pass" and "http://127.0.0.1:19841/runbook/en (served by this daemon)" in c["reason"]
+    assert c["status"] == "warn" and "only on this node" in c["reason"]
     cfg.write_text(yaml.safe_dump({"http": {"enabled": False}, "paths": {"state_dir": str(tmp_path)}}))
     report = json.loads(run_cli("doctor", "--json", "-c", str(cfg), timeout=120).stdout)
     [c] = [c for c in report["checks"] if c["name"] == "runbook_links"]

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.fakes.receivers import Receiver
-from tests.helpers import REPO, check_link, http_get, message_links, run_cli, wait_for
+from tests.helpers import REPO, check_link, http_get, message_links, run_cli
 from watchdog import runbook
 from watchdog.config.load import load_config_text
 from watchdog.rulecatalog import names

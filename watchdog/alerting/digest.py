@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 from watchdog.alerting.clock import Clock
 from watchdog.alerting.wording import compact, headline, phrase
-from watchdog.runbook import runbook_link  # noqa: F401 - the one link builder; channels import it here
+from watchdog.runbook import runbook_link  # the one link builder (channels import it from here too)
 from watchdog.steps import find_step
 from watchdog.findings import SEVERITY_RANK
 

@@ -305,6 +305,11 @@ def runbook_check(config: Config) -> CheckResult:
         return CheckResult("daemon", "runbook_links", WARN, "messages carry no runbook link (http is off and "
                            "alerting.runbook_url is unset)", "turn http on or set alerting.runbook_url")
     own = config.alerting.runbook_url is None
+    if own and config.http.host in ("127.0.0.1", "::1", "localhost"):
+        return CheckResult("daemon", "runbook_links", WARN, f"messages link the runbook at {link.split('#')[0]}, "
+                           "which opens only on this node (http.listen is a loopback address)",
+                           "listen where on-call people can reach it (http.listen, e.g. 0.0.0.0:9841, which "
+                           "links by host name) or set alerting.runbook_url", details={"url": link})
     return CheckResult("daemon", "runbook_links", PASS, f"messages link the runbook at {link.split('#')[0]}"
                        + (" (served by this daemon)" if own else " (alerting.runbook_url)"), details={"url": link})
 
