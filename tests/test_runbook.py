@@ -48,7 +48,6 @@ def test_the_page_is_self_contained_and_escapes_everything():
           "[ok](https://wiki.internal/p) [top](#rule_a) `a<b` **b&c**\n\n- one\n  more\n- two\n\n    code <x>\n")
     out = runbook.to_html(md, "t", "en")
     assert "<script" not in out and "&lt;script&gt;" in out
-    assert "javascript:" not in out.split("<body>")[1].replace("&#x27;", "") or 'href="javascript' not in out
     assert 'href="javascript' not in out and 'href="other.md' not in out
     assert '<a href="https://wiki.internal/p">ok</a>' in out and '<a href="#rule_a">top</a>' in out
     assert '<h2 id="rule_a">' in out and "<code>a&lt;b</code>" in out and "<strong>b&amp;c</strong>" in out
