@@ -153,7 +153,7 @@ def test_a_nan_on_8_ranks_is_a_message_of_a_few_lines(kind):
     assert text.count("bad batch") == 2  # the hint once per rule (two rules), not once per alert
     assert text.count("snapshots/") == 1  # the snapshot once per message
     assert "npu-watchdog silence add --match rule=log_nan --for 2h" in text
-    assert "runbook.md#log_nan" in req.text
+    assert "/runbook/en#log_nan" in req.text  # the daemon's own runbook by default
 
 
 def test_display_time_zone_shows_the_offset_and_how_long_ago():
@@ -184,11 +184,19 @@ def test_feishu_buttons_and_slack_context_line():
     fs = deliver("feishu", nan_on_8_ranks()).json
     buttons = [e for e in fs["card"]["body"]["elements"] if e["tag"] == "button"]
     assert [b["text"]["content"] for b in buttons] == ["Dashboard", "Runbook"]
-    assert buttons[1]["behaviors"][0]["default_url"].endswith("runbook.md#log_nan")
+    assert buttons[1]["behaviors"][0]["default_url"].endswith("/runbook/en#log_nan")
     sl = deliver("slack", nan_on_8_ranks()).json
     ctx = sl["blocks"][-1]
     assert ctx["type"] == "context"
-    assert "Dashboard" in ctx["elements"][0]["text"] and "Runbook" in ctx["elements"][1]["text"]
+    assert "Dashboard" in ctx["elements"][0]["text"] and "Runbook" not in json.dumps(ctx)
+
+
+def test_a_one_rule_slack_message_links_its_runbook_once():
+    body = nan_on_8_ranks()
+    body["alerts"] = [a for a in body["alerts"] if a["rule"] == "log_nan"]
+    sl = json.dumps(deliver("slack", body).json)
+    assert sl.count("|Runbook>") == 1, sl
+    assert sl.count("/runbook/en#log_nan") == 1
 
 
 def test_webhook_and_alertmanager_carry_description_and_runbook_url():

@@ -1,4 +1,5 @@
-"""Generated blocks in docs/: the metric table, the rule table and the config reference.
+"""Generated blocks in docs/: the metric table, the rule table and the config reference; and
+generated pages: docs/runbook.md (from the runbook the daemon serves, watchdog/runbook/en.md).
 
 Each block sits between `<!-- NAME:start -->` and `<!-- NAME:end -->` in its page. `make docs`
 (`python -m watchdog.docsgen`) rewrites them from the code; a test fails when one is stale, so the
@@ -40,6 +41,18 @@ BLOCKS: Dict[Tuple[str, str], Callable[[], str]] = {
 }
 
 
+def _runbook_page() -> str:
+    from watchdog.runbook import docs_page
+
+    return docs_page()
+
+
+#: Pages generated whole: page -> the function that renders it.
+PAGES: Dict[str, Callable[[], str]] = {
+    "docs/runbook.md": _runbook_page,
+}
+
+
 def _replace(text: str, name: str, body: str) -> str:
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     if start not in text or end not in text:
@@ -56,6 +69,10 @@ def stale(root: Path = REPO) -> List[str]:
         text = (root / page).read_text(encoding="utf-8")
         if _replace(text, name, render()) != text:
             out.append(f"{page}#{name}")
+    for page, render in PAGES.items():
+        path = root / page
+        if not path.exists() or path.read_text(encoding="utf-8") != render():
+            out.append(page)
     return out
 
 
@@ -69,6 +86,12 @@ def update(root: Path = REPO) -> List[str]:
         if new != text:
             path.write_text(new, encoding="utf-8")
             changed.append(f"{page}#{name}")
+    for page, render in PAGES.items():
+        path = root / page
+        text = render()
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            changed.append(page)
     return changed
 
 

@@ -1,4 +1,5 @@
-"""The HTTP endpoint: `/metrics`, `/healthz`, `/api/status` and a small landing page at `/`.
+"""The HTTP endpoint: `/metrics`, `/healthz`, `/api/status`, the runbook (`/runbook/<lang>`) and a
+small status page at `/`.
 
 Everything served reads cached state; no request ever runs a probe or a subprocess, so a hung
 npu-smi cannot slow a scrape.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import functools
 import html
 import json
 import logging
@@ -26,7 +28,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from watchdog import __version__
+from watchdog import __version__, runbook
 from watchdog.findings import JOB_LABEL
 from watchdog.discovery.status import summary_lines
 from watchdog.metrics.collector import CONTENT_TYPE
@@ -120,6 +122,11 @@ class HttpEndpoint:
             "/api/status": self._status,
             "/": self._index,
         }
+        # The runbook every message links to (watchdog.runbook): one page per shipped language.
+        for lang in runbook.languages():
+            self.routes[f"/runbook/{lang}"] = functools.partial(self._runbook, lang)
+        if runbook.DEFAULT_LANGUAGE in runbook.languages():
+            self.routes["/runbook"] = functools.partial(self._runbook, runbook.DEFAULT_LANGUAGE)
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -229,6 +236,9 @@ class HttpEndpoint:
         body = json.dumps(self.status_fn(), indent=2, default=str, ensure_ascii=False)
         return 200, "application/json", body.encode("utf-8")
 
+    def _runbook(self, lang: str) -> Tuple[int, str, bytes]:
+        return 200, "text/html; charset=utf-8", runbook.page(lang)
+
     def _index(self) -> Tuple[int, str, bytes]:
         st = self.status_fn()
         rows = "".join(
@@ -245,7 +255,7 @@ class HttpEndpoint:
             f"<h1>npu-watchdog {html.escape(__version__)}</h1>"
             f"<p>host {html.escape(st['host'])}, job {html.escape(st[JOB_LABEL])}</p>"
             "<p><a href='/metrics'>/metrics</a> &middot; <a href='/healthz'>/healthz</a> &middot; "
-            "<a href='/api/status'>/api/status</a></p>"
+            "<a href='/api/status'>/api/status</a> &middot; <a href='/runbook'>runbook</a></p>"
             f"<h2>Discovered training jobs</h2><ul>{jobs}</ul>"
             f"<h2>Probes</h2><table border='1'><tr><th>probe</th><th>state</th><th>last</th></tr>{rows}</table>"
             f"<h2>Findings in force</h2><ul>{findings}</ul></body></html>"

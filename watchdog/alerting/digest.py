@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 from watchdog.alerting.clock import Clock
 from watchdog.alerting.wording import compact, headline, phrase
+from watchdog.runbook import runbook_link  # the one link builder (channels import it from here too)
 from watchdog.steps import find_step
 from watchdog.findings import SEVERITY_RANK
 
@@ -37,7 +38,10 @@ class RuleGroup:
         self.since = _earliest(a.get("since") or a.get("starts_at") for a in self.alerts)
         ends = [a.get("ends_at") for a in self.alerts if isinstance(a.get("ends_at"), (int, float))]
         self.ended: Optional[float] = max(ends) if ends else None
-        self.headline = headline(rule, self.labels, self.step)
+        counts = [a["count"] for a in self.alerts if isinstance(a.get("count"), int)]
+        #: Matching lines behind the group (log rules; None when no alert counts lines).
+        self.lines: Optional[int] = sum(counts) if counts else None
+        self.headline = headline(rule, self.labels, self.step, self.lines)
         self.hint = next((str(a["hint"]) for a in self.alerts if a.get("hint")), "")
         self.evidence = self._evidence()
         self.snapshots = [str(a["snapshot"]) for a in self.alerts if a.get("snapshot")]
@@ -90,11 +94,6 @@ def silence_command(rule: str) -> str:
     return f"npu-watchdog silence add --match rule={rule} --for {SILENCE_FOR}"
 
 
-def runbook_link(base: Optional[str], rule: str) -> Optional[str]:
-    """`<base>#<rule>`: the rule's section of docs/runbook.md (anchors are the rule names)."""
-    if not base:
-        return None
-    return f"{base.split('#', 1)[0]}#{rule}"
 
 
 @dataclass(frozen=True)

@@ -388,6 +388,8 @@ class AlertEngine:
             "value": f.get("value"), "since": f.get("since") or a.firing_since, "starts_at": a.firing_since,
             "ends_at": (a.last_seen if status == "resolved" else None), "evidence": ev, "snapshot": a.snapshot,
             "dashboard": dashboard_link(cfg.dashboard_url, a.labels, a.rule),
+            # Matching lines behind a log finding (titles say "5 lines"); None for other rules.
+            "count": _count((f.get("details") or {}).get("count")),
         }
 
     def _notification(self, kind: str, batch: List[AlertRow], now: float) -> Dict[str, Any]:
@@ -402,6 +404,10 @@ class AlertEngine:
         return {"kind": kind, "status": status, "ikey": ikey, "created": now,
                 "group": {k: first.get(k, "") for k in GROUP_LABELS},
                 "alerts": [self._alert_body(a, status, now) for a in batch]}
+
+
+def _count(v: Any) -> Optional[int]:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 def build_engine(config: Config, runtime: Any) -> AlertEngine:

@@ -229,7 +229,9 @@ def clock_of(alerting: Any, now: Optional[float] = None) -> Clock:
 
 
 def runbook_of(alerting: Any) -> Optional[str]:
-    return safe_url(getattr(alerting, "runbook_url", None))
+    """The runbook base of the messages: configured, else the daemon's own (see AlertingConfig)."""
+    base = alerting.runbook_base() if hasattr(alerting, "runbook_base") else getattr(alerting, "runbook_url", None)
+    return safe_url(base)
 
 
 def compose(msg: Message, st: Style, shown: List[RuleGroup], d: Detail, names: bool, alerting: Any,

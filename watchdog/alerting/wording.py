@@ -111,12 +111,16 @@ def scope(labels_list: Sequence[Dict[str, str]]) -> str:
     return text
 
 
-def headline(rule: str, labels_list: Sequence[Dict[str, str]], step: Optional[tuple]) -> str:
-    """`NaN loss at iteration 5426 on ranks 0-7`."""
+def headline(rule: str, labels_list: Sequence[Dict[str, str]], step: Optional[tuple],
+             lines: Optional[int] = None) -> str:
+    """`NaN loss at iteration 5426 on ranks 0-7`; with several matching lines, where they began
+    and how many: `NaN loss from iteration 5426 on ranks 0-7, 3 lines`."""
     out = phrase(rule)
     if rule != "log_custom":  # the log rule's own name only tells something for custom rules
         labels_list = [{k: v for k, v in lb.items() if k != "log_rule"} for lb in labels_list]
+    many = lines is not None and lines > 1
     if step:
-        out += f" at {step[0]} {step[1]}"
+        out += f" {'from' if many else 'at'} {step[0]} {step[1]}"
     where = scope(labels_list)
-    return f"{out} {where}" if where else out
+    out = f"{out} {where}" if where else out
+    return f"{out}, {lines} lines" if many else out

@@ -341,7 +341,7 @@ class DemoRun:
             step.messages = len(self.messages_since(step.injected_at))
             step.expect_resolved = 1
             step.channels = self.channel_counts(step.injected_at)
-            self.say(f"    {step.resolved} resolved message(s); per channel {step.channels}")
+            self.say(f"    {step.resolved} resolved message(s); {channel_text(step.channels)}")
         return cleared
 
     def restart_job(self) -> None:
@@ -406,6 +406,12 @@ class DemoRun:
         (self.out / "timeline.json").write_text(json.dumps([r.__dict__ for r in self.results], indent=1, default=str))
 
 
+def channel_text(channels: Dict[str, Dict[str, int]]) -> str:
+    """`oncall-slack 1 firing + 1 resolved, timeline 1 firing + 1 resolved`: counts for a reader."""
+    return ", ".join(f"{name} {c.get('firing', 0)} firing + {c.get('resolved', 0)} resolved"
+                     for name, c in sorted(channels.items())) or "no channel"
+
+
 def summary_table(results: List[StepResult]) -> str:
     rows = [("step", "expected", "detected", "delivered", "firing/resolved", "result")]
     for r in results:
@@ -414,7 +420,7 @@ def summary_table(results: List[StepResult]) -> str:
         want = 0 if r.expect is None else r.expect_messages
         counts = f"{r.messages}/{r.resolved}" + ("" if r.expect_resolved is None else f" (want {want}/{r.expect_resolved})")
         verdict = "ok" if r.ok else ("MISSED" if r.expect and r.delivered_at is None else "WRONG COUNT")
-        rows.append((r.name[:48], r.expect or "no alert", det, dlv, counts, verdict))
+        rows.append((r.name, r.expect or "no alert", det, dlv, counts, verdict))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

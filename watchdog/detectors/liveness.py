@@ -21,10 +21,12 @@ from watchdog.config.schema import Config
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.config.types import format_duration
 from watchdog.detectors.jobs import per_job
+from watchdog.detectors.logs import first_line
 from watchdog.findings import Finding
 from watchdog.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_wait
 from watchdog.observations import HeartbeatObservation, HeartbeatReading, ProcessInfo, ProcessObservation
 from watchdog.state import StateView
+from watchdog.steps import find_step
 
 STALE_HINT = ("The rank has not written its heartbeat within the threshold for its phase. Check the rank's "
               "log tail and `py-spy dump --pid <pid>`; if every rank is quiet, suspect a hung collective "
@@ -244,6 +246,50 @@ def _throughput_drop(view: StateView, config: Config, r: HeartbeatReading) -> Op
             "unit": r.throughput_unit}
 
 
+
+def _nan_log_match(view: StateView, config: Config, r: HeartbeatReading, streak_at: float):
+    """The NaN log match of this rank that belongs to the current run of NaN heartbeats (its
+    lines still came after the run began), else None. A heartbeat is written at most every so
+    often and read every probe round, so it may skip the first NaN step; the log line names it."""
+    sample = view.latest("logs")
+    slack = 3 * max(float(config.probes.heartbeat.interval), float(config.probes.logs.interval)) + 5.0
+    best = None
+    for a in getattr(sample.value, "active", ()) if sample is not None else ():
+        if a.category != "nan" or a.rank is None or r.rank is None or str(a.rank) != str(r.rank):
+            continue
+        if a.last_at < streak_at - slack:
+            continue  # an earlier divergence, before a restart from a checkpoint
+        if best is None or a.first_at < best.first_at:
+            best = a
+    return best
+
+
+def _nan_finding(view: StateView, config: Config, r: HeartbeatReading, label: str,
+                 labels: Dict[str, str], common: Dict[str, object]) -> Finding:
+    """`loss_nan` naming where the divergence began (the first NaN step seen, or the first NaN
+    log line of that rank when it names an earlier iteration) and since when, not the newest step:
+    on-call rolls back to before it."""
+    which = [n for n, v in (("loss", r.loss), ("grad_norm", r.grad_norm)) if _not_finite(v)]
+    track = view.summary("heartbeat", config).rank(r)
+    streak_at, first_step = track.nan_first if track is not None and track.nan_first else (r.beat_time, r.step)
+    word, lines = "step", None
+    match = _nan_log_match(view, config, r, streak_at or view.now)
+    if match is not None:
+        logged = find_step([first_line(match)])
+        if logged is not None and (first_step is None or logged[1] <= first_step):
+            word, first_step = logged
+        streak_at = min(x for x in (streak_at, match.first_at) if x is not None)
+        lines = match.count
+    where = f" from {word} {first_step}" if first_step is not None else ""
+    newest = f"; newest step {r.step}" if r.step is not None and r.step != first_step else ""
+    return Finding(
+        rule="loss_nan", severity="critical",
+        summary=f"rank {label} {' and '.join(which)} not finite{where} (loss={r.loss}, grad_norm={r.grad_norm}{newest})",
+        labels=labels, value=", ".join(which), since=streak_at, hint=NAN_HINT,
+        details={**common, "loss": str(r.loss), "grad_norm": str(r.grad_norm), "first_step": first_step,
+                 "first_at": streak_at, **({"count": lines} if lines is not None else {})},
+    )
+
 def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List[Finding]:
     cfg = config.probes.heartbeat
     sample = view.latest("heartbeat")
@@ -327,14 +373,7 @@ def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List
                         details={**detail, "stuck_seconds": stuck, "limit_seconds": limit},
                     ))
         if _not_finite(r.loss) or _not_finite(r.grad_norm):
-            which = [n for n, v in (("loss", r.loss), ("grad_norm", r.grad_norm)) if _not_finite(v)]
-            out.append(Finding(
-                rule="loss_nan", severity="critical",
-                summary=f"rank {label} {' and '.join(which)} not finite at step {r.step} "
-                        f"(loss={r.loss}, grad_norm={r.grad_norm})",
-                labels=labels, value=", ".join(which), since=r.beat_time, hint=NAN_HINT,
-                details={**common, "loss": str(r.loss), "grad_norm": str(r.grad_norm)},
-            ))
+            out.append(_nan_finding(view, config, r, label, labels, common))
         collapse = _loss_scale_collapse(view, config, r)
         if collapse:
             out.append(Finding(

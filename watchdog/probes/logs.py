@@ -60,6 +60,9 @@ class ActiveMatch:
     device: Optional[int] = None
     #: The discovered job whose rank wrote the line (None for configured sources).
     job: Optional[str] = None
+    #: The first matching line of this run of matches (`summary` is the newest): where a NaN
+    #: began is where to roll back to, so titles and hints name this one.
+    first_summary: str = ""
 
 
 @dataclass(frozen=True)
@@ -246,7 +249,8 @@ class LogsProbe(Probe):
         a = self.active.get(key)
         if a is None:
             a = {"rule": r, "rank": f.rank, "job": f.job, "source": f.source, "path": f.path, "first_at": now,
-                 "count": 0, "evidence": deque(maxlen=EVIDENCE_LINES), "device": raw.device}
+                 "count": 0, "evidence": deque(maxlen=EVIDENCE_LINES), "device": raw.device,
+                 "first_summary": raw.text}
             self.active[key] = a
         a["last_at"] = now
         a["count"] += 1
@@ -273,7 +277,7 @@ class LogsProbe(Probe):
             rows.append({"rule": a["rule"].id, "rank": a["rank"], "source": a["source"], "path": a["path"],
                          "first_at": a["first_at"], "last_at": a["last_at"], "count": a["count"],
                          "summary": a.get("summary", ""), "evidence": list(a["evidence"]),
-                         "device": a.get("device")})
+                         "device": a.get("device"), "first_summary": a.get("first_summary", "")})
         return {"active": rows, "progress_at": dict(self.progress_at)}
 
     def _restore_progress(self, saved: Any) -> None:
@@ -305,6 +309,7 @@ class LogsProbe(Probe):
                     "rule": rule, "rank": None if rank is None else str(rank), "source": str(row["source"]),
                     "path": str(row["path"]), "first_at": float(row["first_at"]), "last_at": last_at,
                     "count": int(row["count"]), "summary": str(row.get("summary", "")), "device": device,
+                    "first_summary": str(row.get("first_summary", "")),
                     "evidence": deque((str(x) for x in row.get("evidence", [])), maxlen=EVIDENCE_LINES)}
             except (KeyError, TypeError, ValueError):
                 log.warning("dropped an unreadable saved log match: %.200r", row)
@@ -319,7 +324,8 @@ class LogsProbe(Probe):
                 rule=r.id, category=r.category, severity=r.severity, role=r.role, title=r.title, rank=a["rank"],
                 source=a["source"], path=a["path"], first_at=a["first_at"], last_at=a["last_at"], count=a["count"],
                 summary=a["summary"], evidence=tuple(a["evidence"]), hint=r.hint, hint_early=r.hint_early,
-                hint_late=r.hint_late, device=a["device"], job=a.get("job")))
+                hint_late=r.hint_late, device=a["device"], job=a.get("job"),
+                first_summary=a.get("first_summary") or a["summary"]))
         return out
 
 

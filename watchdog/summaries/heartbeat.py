@@ -31,11 +31,15 @@ def reading_time(sample_time: float, r: HeartbeatReading) -> float:
     return sample_time
 
 
+def _finite(v: Optional[float]) -> bool:
+    return v is None or math.isfinite(v)
+
+
 class RankTrack:
     """What the history says about one rank, folded reading by reading."""
 
     __slots__ = ("last_usable_at", "last", "state", "run_first", "scales", "scale_drops",
-                 "throughput")
+                 "throughput", "nan_first")
 
     def __init__(self) -> None:
         self.last_usable_at: Optional[float] = None
@@ -46,6 +50,10 @@ class RankTrack:
         self.scales: Window[Tuple[float, bool]] = Window()
         self.scale_drops = 0
         self.throughput = SplitMedian()
+        #: (time, step) of the first reading of the current run of non-finite loss/grad norm
+        #: readings; None while the values are finite. Where a divergence began is where to roll
+        #: back to, so the NaN alert names it, not the newest step.
+        self.nan_first: Optional[Tuple[float, Optional[int]]] = None
 
     def add(self, t: float, r: HeartbeatReading, keep: float) -> None:
         if r.exists and r.error is None:
@@ -54,6 +62,11 @@ class RankTrack:
                 self.state = state
                 self.run_first = reading_time(t, r)
             self.last, self.last_usable_at = r, t
+            if not _finite(r.loss) or not _finite(r.grad_norm):
+                if self.nan_first is None:
+                    self.nan_first = (reading_time(t, r), r.step)
+            else:
+                self.nan_first = None
         if r.loss_scale is not None and r.error is None:
             fell = len(self.scales) > 0 and r.loss_scale < self.scales.last()[1][0]
             self.scales.append(t, (r.loss_scale, fell))

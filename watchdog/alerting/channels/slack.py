@@ -7,7 +7,7 @@ from typing import Any, Dict, List
 
 from watchdog.alerting.channels.base import Channel, Verdict, http_verdict
 from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import (SLACK, Message, compose, escape_plain, escape_slack, first_runbook, mentions_for,
+from watchdog.alerting.render import (SLACK, Message, compose, escape_plain, escape_slack, mentions_for,
                                       repeat_prefix)
 
 SECTION_MAX = 3000
@@ -53,8 +53,9 @@ class SlackChannel(Channel):
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = " ".join(filter(None, (slack_mention(m) for m in mentions_for(msg, self.cfg.mentions))))
         fallback = (ments + " " if ments else "") + repeat_prefix(msg) + msg.title(escape_slack)
-        links = [SLACK.link(label, url) for label, url in (("Dashboard", msg.dashboard()),
-                                                           ("Runbook", first_runbook(msg, self.alerting))) if url]
+        # The Runbook link is in each rule's text already (per rule): the context line carries the
+        # dashboard only, so a one-rule message shows one Runbook link, not two.
+        links = [SLACK.link("Dashboard", url) for url in (msg.dashboard(),) if url]
 
         def build(shown, detail, names) -> Dict[str, Any]:
             parts = compose(msg, SLACK, shown, detail, names, self.alerting)
