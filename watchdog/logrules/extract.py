@@ -71,6 +71,16 @@ class _Traceback:
     line_time: Optional[float] = None
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """One slice ready for `Extractor.consume`: its normalised bytes, the length that counts, and
+    the (start, end) spans of the lines that may match (the matcher's bulk stage)."""
+
+    block: bytes
+    size: int
+    spans: List[Tuple[int, int]]
+
+
 @dataclass
 class StreamState:
     #: Complete lines consumed before the next byte (None when unknown: started at the end).
@@ -89,6 +99,9 @@ class Extractor:
         self.max_line_bytes = matcher.max_line_bytes
         #: Raw (pre-threshold) matching lines per rule id: the matches counter.
         self.matched: Dict[str, int] = {r.id: 0 for r in matcher.rules}
+        #: Lines on which any rule matched (before thresholds): what `grep -c` with the same
+        #: patterns counts (`scan --count`).
+        self.matched_lines = 0
 
     def feed(self, st: StreamState, block: bytes, now: Optional[float], stop: Optional[int] = None) -> List[RawEvent]:
         """Process one slice of complete lines, `block[:stop]` (ending in a newline, or a forced cut).
@@ -97,26 +110,41 @@ class Extractor:
         `scan`: then the last timestamp seen in the file is used, or a count without window).
         Newlines are counted once per slice, piecewise up to each hit and then to the end.
         """
+        return self.consume(st, self.prepare(block, stop), now)
+
+    def prepare(self, block: bytes, stop: Optional[int] = None) -> Prepared:
+        """The stateless half of `feed`: normalised bytes and the candidate lines of a slice.
+
+        Needs no stream state, so `scan` runs it for the next slice in a worker thread (RE2
+        releases the GIL) while `consume` handles the current one in order.
+        """
         if stop is not None and stop >= len(block):
             stop = None
-        elif stop is not None and (b"\x1b" in block or b"\x00" in block):
-            # Normalising removes bytes: cut first, so `stop` cannot land past the last complete
-            # line (only coloured or torn logs pay for this copy).
-            block, stop = block[:stop], None
-        block = normalize(block)  # colour codes and NULs must not hide a failure line
+        if b"\x1b" in block or b"\x00" in block:  # two memchr passes; most logs stop here
+            if stop is not None:
+                # Normalising removes bytes: cut first, so `stop` cannot land past the last
+                # complete line (only coloured or torn logs pay for this copy).
+                block, stop = block[:stop], None
+            block = normalize(block)  # colour codes and NULs must not hide a failure line
+        size = len(block) if stop is None else stop
+        return Prepared(block, size, self.matcher.candidates(block, size))
+
+    def consume(self, st: StreamState, prepared: Prepared, now: Optional[float]) -> List[RawEvent]:
+        """The stateful half of `feed`, for slices in file order: rules, thresholds, line numbers."""
+        block, size = prepared.block, prepared.size
         out: List[RawEvent] = []
         base = st.line_no
-        size = len(block) if stop is None else stop
         pos = 0
         # A traceback still open from the previous slice continues at the top of this one.
         if st.tb is not None:
             pos = self._continue_tb(st, block, 0, out, size)
         counted_pos, counted = 0, 0
-        for start, end in self.matcher.candidates(block, size):
+        for start, end in prepared.spans:
             text = decode_line(block[start:end], self.max_line_bytes)
             rules = self.matcher.match_text(text)
             if not rules:
                 continue
+            self.matched_lines += 1
             counted += block.count(b"\n", counted_pos, start)
             counted_pos = start
             line_no = None if base is None else base + counted + 1

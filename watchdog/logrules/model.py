@@ -72,7 +72,7 @@ def _as_list(value: Any, what: str, rid: str) -> List[str]:
 
 
 def parse_duration_text(value: Any, rid: str) -> float:
-    from watchdog.config.types import parse_duration  # local: keeps this module import-light
+    from watchdog.durations import parse_duration
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     try:
@@ -153,7 +153,8 @@ def load_pack(name: str) -> Tuple[Rule, ...]:
         text = resources.files("watchdog.logrules").joinpath("packs").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
         import yaml  # only when a pack is loaded: the CLI imports this module for its names
 
-        doc = yaml.safe_load(text)
+        # libyaml's loader where PyYAML has it: `scan` loads every pack before reading a byte.
+        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
             raise RuleError(f"pack {name}: expected a mapping with a `rules` list")
         rules = tuple(make_rule(r, name) for r in doc["rules"])
