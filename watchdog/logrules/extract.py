@@ -18,6 +18,7 @@ from watchdog.logrules.device import device_of
 from watchdog.logrules.matcher import Matcher, decode_line
 from watchdog.logrules.model import Rule
 from watchdog.logrules.normalize import normalize
+from watchdog.losscale import ScaleTrack, collapsed
 
 #: Longest text kept per line for display (alerts, evidence, scan output).
 DISPLAY_CHARS = 400
@@ -87,6 +88,8 @@ class StreamState:
     line_no: Optional[int] = 0
     tb: Optional[_Traceback] = None
     hits: Dict[str, Deque[float]] = field(default_factory=dict)
+    #: Loss-scale values per trend rule (window maximum only).
+    scales: Dict[str, ScaleTrack] = field(default_factory=dict)
     last_time: Optional[float] = None
     #: Lines fed so far (also when line_no is unknown): the tailer's line counter reads it
     #: instead of counting the newlines of every slice a second time.
@@ -162,7 +165,10 @@ class Extractor:
                     # end < len: the line ended with a newline; else the traceback stays open.
                     pos = self._continue_tb(st, block, end + 1, out, size) if end < size else end
                     continue
-                if not self._passes(st, rule, ts, now):
+                if rule.trend is not None:
+                    if not self._collapsing(st, rule, text, ts, now):
+                        continue
+                elif not self._passes(st, rule, ts, now):
                     continue
                 out.append(RawEvent(rule, line_no, clip(text), (clip(text),), ts, device_of(text)))
         nlines = counted + block.count(b"\n", counted_pos, size)
@@ -190,6 +196,18 @@ class Extractor:
         while len(q) > th.count:
             q.popleft()
         return len(q) >= th.count
+
+    def _collapsing(self, st: StreamState, rule: Rule, text: str, ts: Optional[float],
+                    now: Optional[float]) -> bool:
+        """A trend rule fires when the scale this line reports has collapsed (watchdog.losscale):
+        judged on the values of this stream, within the rule's window."""
+        assert rule.trend is not None
+        value = rule.scale_of(text)
+        if value is None:
+            return False
+        t = ts if ts is not None else (now if now is not None else st.last_time)
+        peak = st.scales.setdefault(rule.id, ScaleTrack()).add(t, value, rule.trend.window)
+        return collapsed(rule.trend, value, peak)
 
     # -- tracebacks -------------------------------------------------------------------------
     def _continue_tb(self, st: StreamState, block: bytes, pos: int, out: List[RawEvent], n: int) -> int:

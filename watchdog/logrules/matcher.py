@@ -41,8 +41,14 @@ def effective_engine(requested: str = "auto") -> str:
     return requested
 
 
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+
+
 def _scoped(pattern: str) -> str:
-    """A leading `(?i)` becomes `(?i:...)` so patterns can be joined into one alternation."""
+    """A leading `(?i)` becomes `(?i:...)` so patterns can be joined into one alternation; named
+    groups (a trend rule's `(?P<scale>...)`) become plain groups, since a name may appear in
+    several joined patterns and only the rule's own regexes read it."""
+    pattern = _NAMED_GROUP.sub("(?:", pattern)
     if pattern.startswith("(?i)"):
         return "(?i:" + pattern[4:] + ")"
     return "(?:" + pattern + ")"
@@ -82,13 +88,14 @@ class Matcher:
             opts.never_nl = True          # a match never spans two lines
             opts.never_capture = True
             opts.max_mem = 256 << 20
-            self._bulk = _re2.compile("|".join(alternatives).encode("utf-8"), options=opts)
+            # (?m): `^`/`$` mean a line's start and end here as they do on one line in stage 2.
+            self._bulk = _re2.compile(("(?m)" + "|".join(alternatives)).encode("utf-8"), options=opts)
         else:
             lits = sorted({lit.encode("utf-8") for r in self.rules if r.literals for lit in r.literals})
             self._literals = tuple(lits)
             rest = [_scoped(p) for r in self.rules if not r.literals for p in r.patterns]
             if rest:
-                self._no_literal_bulk = re.compile("|".join(rest).encode("utf-8"))
+                self._no_literal_bulk = re.compile("|".join(rest).encode("utf-8"), re.MULTILINE)
 
     # -- stage 1 ------------------------------------------------------------------------------
     def candidates(self, block: bytes, stop: Optional[int] = None) -> List[Tuple[int, int]]:

@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 
 from watchdog.logrules import SHIPPED_PACKS  # noqa: E402 - re-exported for the rule loader
+from watchdog.losscale import ScaleTrend, parse_scale
 
 CATEGORIES = SHIPPED_PACKS + ("custom",)
 ROLES = ("root", "cascade")
@@ -58,9 +59,20 @@ class Rule:
     kind: str = "line"
     pack: str = "custom"
     compiled: Tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    #: A rule that reads a loss scale (`(?P<scale>...)` in every pattern) and fires only when the
+    #: scale's trend says it collapsed (watchdog.losscale), instead of on every matching line.
+    trend: Optional[ScaleTrend] = None
 
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.compiled)
+
+    def scale_of(self, text: str) -> Optional[float]:
+        """The loss scale a trend rule's first matching pattern captured, else None."""
+        for p in self.compiled:
+            m = p.search(text)
+            if m is not None and "scale" in p.groupindex:
+                return parse_scale(m.group("scale"))
+        return None
 
 
 def _as_list(value: Any, what: str, rid: str) -> List[str]:
@@ -89,7 +101,7 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
     if not isinstance(rid, str) or not _ID.match(rid):
         raise RuleError(f"pack {pack}: rule id {rid!r} must be lower-case letters, digits and _ (2-64)")
     known = {"id", "category", "severity", "patterns", "literals", "role", "title", "hint",
-             "hint_early", "hint_late", "threshold", "kind"}
+             "hint_early", "hint_late", "threshold", "kind", "trend"}
     unknown = set(data) - known
     if unknown:
         raise RuleError(f"rule {rid}: unknown keys {sorted(unknown)}")
@@ -128,6 +140,7 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
             raise RuleError(f"rule {rid}: threshold.count must be an integer >= 1")
         window = parse_duration_text(th.get("window", "10m"), rid)
         threshold = Threshold(count=count, window=window)
+    trend = _trend(data.get("trend"), rid, compiled, threshold, kind)
     text = {k: data.get(k, "") for k in ("title", "hint", "hint_early", "hint_late")}
     for k, v in text.items():
         if not isinstance(v, str):
@@ -136,8 +149,31 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
         id=rid, category=category, severity=severity, patterns=tuple(patterns), literals=tuple(literals),
         role=role, title=text["title"].strip() or rid, hint=" ".join(text["hint"].split()),
         hint_early=" ".join(text["hint_early"].split()), hint_late=" ".join(text["hint_late"].split()),
-        threshold=threshold, kind=kind, pack=pack, compiled=tuple(compiled),
+        threshold=threshold, kind=kind, pack=pack, compiled=tuple(compiled), trend=trend,
     )
+
+
+def _trend(data: Any, rid: str, compiled: List[Any], threshold: Optional[Threshold], kind: str) -> Optional[ScaleTrend]:
+    """`trend: {fall: 32, below: 128, floor: 1, window: 10m}` of a loss-scale rule, validated."""
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) - {"fall", "below", "floor", "window"}:
+        raise RuleError(f"rule {rid}: trend must be {{fall: 32, below: 128, floor: 1, window: 10m}}")
+    if threshold is not None or kind != "line":
+        raise RuleError(f"rule {rid}: a trend rule is a line rule without a threshold")
+    if not all("scale" in p.groupindex for p in compiled):
+        raise RuleError(f"rule {rid}: every pattern of a trend rule captures the scale as (?P<scale>...)")
+    base = ScaleTrend()
+    values = {}
+    for key in ("fall", "below", "floor"):
+        v = data.get(key, getattr(base, key))
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
+            raise RuleError(f"rule {rid}: trend.{key} must be a finite number >= 0, got {v!r}")
+        values[key] = float(v)
+    if values["fall"] < 1:
+        raise RuleError(f"rule {rid}: trend.fall is a ratio (>= 1), got {values['fall']!r}")
+    window = parse_duration_text(data.get("window", "10m"), rid)
+    return ScaleTrend(fall=values["fall"], below=values["below"], floor=values["floor"], window=window)
 
 
 _PACK_CACHE: Dict[str, Tuple[Rule, ...]] = {}
