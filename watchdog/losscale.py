@@ -54,6 +54,8 @@ class ScaleTrack:
         value within the window, `value` included."""
         self._seq += 1
         key = float(self._seq) if t is None else t
+        if not math.isfinite(value):  # never a maximum; the judgement reads it directly
+            return self._max[0][1] if self._max else value
         span = float(UNTIMED_VALUES) if t is None else window
         q = self._max
         while q and q[-1][1] <= value:

@@ -202,12 +202,14 @@ class Extractor:
         """A trend rule fires when the scale this line reports has collapsed (watchdog.losscale):
         judged on the values of this stream, within the rule's window."""
         assert rule.trend is not None
-        value = rule.scale_of(text)
-        if value is None:
+        values = rule.scales_of(text)
+        if not values:
             return False
         t = ts if ts is not None else (now if now is not None else st.last_time)
-        peak = st.scales.setdefault(rule.id, ScaleTrack()).add(t, value, rule.trend.window)
-        return collapsed(rule.trend, value, peak)
+        track = st.scales.setdefault(rule.id, ScaleTrack())
+        for value in values:  # the previous scale first, where the line names it
+            peak = track.add(t, value, rule.trend.window)
+        return collapsed(rule.trend, values[-1], peak)
 
     # -- tracebacks -------------------------------------------------------------------------
     def _continue_tb(self, st: StreamState, block: bytes, pos: int, out: List[RawEvent], n: int) -> int:

@@ -66,13 +66,18 @@ class Rule:
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.compiled)
 
-    def scale_of(self, text: str) -> Optional[float]:
-        """The loss scale a trend rule's first matching pattern captured, else None."""
+    def scales_of(self, text: str) -> Tuple[float, ...]:
+        """The loss scales a trend rule's first matching pattern captured: the previous one
+        (`(?P<prior>...)`, where the line says it, e.g. DeepSpeed's `Attempted loss scale: 64,
+        reducing to 32`) and the new one (`(?P<scale>...)`); empty when none was readable."""
         for p in self.compiled:
             m = p.search(text)
-            if m is not None and "scale" in p.groupindex:
-                return parse_scale(m.group("scale"))
-        return None
+            if m is None or "scale" not in p.groupindex:
+                continue
+            new = parse_scale(m.group("scale"))
+            prior = parse_scale(m.group("prior")) if "prior" in p.groupindex else None
+            return tuple(v for v in (prior, new) if v is not None) if new is not None else ()
+        return ()
 
 
 def _as_list(value: Any, what: str, rid: str) -> List[str]:
