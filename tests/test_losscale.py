@@ -30,7 +30,7 @@ def test_track_keeps_the_window_maximum_only():
     for i, v in enumerate((32.0, 16.0, 8.0), 1):
         assert tr.add(i * 60.0, v, 600) == 64.0
     assert tr.add(700.0, 4.0, 600) == 16.0    # 64 (t=0) and 32 (t=60) left the window
-    assert tr.peak(200.0) == 8.0
+    assert tr.peak(150.0) == 8.0
     # A rising scale replaces every smaller value: memory is bounded by the falling run.
     for i in range(1000):
         tr.add(800.0 + i, float(i), 600)
