@@ -38,7 +38,7 @@ def test_track_keeps_the_window_maximum_only():
     # Without a clock the window is the last UNTIMED_VALUES values.
     un = ScaleTrack()
     un.add(None, 1e6, 0)
-    for _ in range(UNTIMED_VALUES):
+    for _ in range(UNTIMED_VALUES + 1):
         peak = un.add(None, 2.0, 0)
     assert peak == 2.0
 
