@@ -4,7 +4,8 @@ A rule is a record, not code: id, category, severity, one or more regexes, optio
 the prefilter, an optional threshold (count within a window), its role in a cascade and a hint.
 Patterns must stay in the subset that both Python `re` and RE2 understand (no look-around, no
 back-references), because the fast engine is RE2 when installed and Python `re` otherwise, and
-both must give the same answer.
+both must give the same answer; `^`/`$` mean a line's start and end. A `trend` rule reads a loss
+scale (`(?P<scale>...)`) and fires on the scale's trend (watchdog.losscale), not on every match.
 """
 
 from __future__ import annotations
