@@ -247,3 +247,21 @@ def test_unknown_metric_column_is_kept_not_misplaced():
     c0 = chip(obs, 0)
     assert c0.extra == (("NPU-Util(%)", "42"),) and c0.hugepages_total == 0 and c0.temp_c == 34.0
     hash(c0)  # chips stay hashable records
+
+
+def test_processes_unknown_reach_metrics_and_doctor_as_unknown():
+    """No process table: no `npu_watchdog_npu_processes` sample (not a made-up 0) and doctor
+    says the processes are unknown instead of passing "no process holds a device"."""
+    from watchdog.doctor.devices import check_devices
+    from watchdog.doctor.model import PASS, SKIPPED
+    from watchdog.metrics.npu import chip_samples
+
+    unknown = parse_info(read("info_310B4_23.0.0_no_process_table.txt"))
+    names = {s.name for s in chip_samples(unknown)}
+    assert "npu_watchdog_npu_processes" not in names and "npu_watchdog_npu_health" in names
+    known = parse_info(read("info_910B3_8card_25.2.0_procs.txt"))
+    assert "npu_watchdog_npu_processes" in {s.name for s in chip_samples(known)}
+    procs = [c for c in check_devices(unknown, None, 0.1) if c.name == "processes"]
+    assert [c.status for c in procs] == [SKIPPED] and "unknown" in procs[0].reason
+    idle = parse_info(read("info_910_A3_16die_24.1.rc3.5_idle.txt"))
+    assert [c.status for c in check_devices(idle, None, 0.1) if c.name == "processes"] == [PASS]
