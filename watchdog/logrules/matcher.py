@@ -14,7 +14,7 @@ Python's `re` over a joined alternation is ~10x slower than grep, which is why s
 from __future__ import annotations
 
 import re
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from watchdog.logrules.model import Rule
 
@@ -80,6 +80,12 @@ class Matcher:
         self._bulk: Any = None
         self._literals: Tuple[bytes, ...] = ()
         self._no_literal_bulk: Optional[Any] = None
+        # Stage 2's literal guard: each distinct literal once, and the rules it admits.
+        admits: Dict[str, Set[int]] = {}
+        for i, r in enumerate(self.rules):
+            for lit in r.literals:
+                admits.setdefault(lit, set()).add(i)
+        self._guard = tuple((lit, frozenset(ix)) for lit, ix in sorted(admits.items()))
         alternatives = [_scoped(p) for r in self.rules for p in r.patterns]
         if not alternatives:
             return
@@ -147,10 +153,15 @@ class Matcher:
         hits: List[Rule] = []
         seen = set()
         low = text.lower()
-        for r in self.rules:
+        # Each distinct literal is looked for once per line (not once per rule that names it).
+        admitted: Set[int] = set()
+        for lit, rules in self._guard:
+            if lit in low:
+                admitted |= rules
+        for i, r in enumerate(self.rules):
             if r.category in seen:
                 continue
-            if r.literals and not any(lit in low for lit in r.literals):
+            if r.literals and i not in admitted:
                 continue
             if r.matches(text):
                 hits.append(r)
