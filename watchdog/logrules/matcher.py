@@ -6,8 +6,10 @@ Two stages, so that speed never changes the answer:
    literals are searched with `bytes.find` on a lower-cased copy of the slice (rules without
    literals fall back to a combined Python `re` pass). Either way the result is a superset.
 2. Exact: each candidate line (truncated to `max_line_bytes`, decoded with replacement) is
-   checked against every rule's Python `re` patterns (ASCII mode). Per category, the first rule
-   in pack order wins, so a line is one event per category at most.
+   checked against every rule's Python `re` patterns (ASCII mode), but only for rules one of whose
+   literals the line contains (each distinct literal is looked for once). Per category, the first
+   rule in pack order wins, so a line is one event per category at most.
+The bulk stage runs in multi-line mode, so `^`/`$` mean a line's start and end in both stages.
 Python's `re` over a joined alternation is ~10x slower than grep, which is why stage 1 exists.
 """
 
