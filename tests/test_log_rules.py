@@ -115,7 +115,8 @@ def test_shared_fixtures(engine: str) -> None:
         "plog_hccl_notify_wait_timeout_heartbeat_lost.log": {"hccl_notify_wait_timeout", "hccl_heartbeat_lost"},
         "plog_hccl_link_establish_timeout.log": {"hccl_socket_timeout", "hccl_link_error"},
         "plog_hccl_no_connect_allreduce_error.log": {"hccl_link_error", "hccl_call_failed"},
-        "plog_mixed_runtime_hccl_errors.log": {"hccl_socket_timeout", "device_sdma_error", "hccl_roce_cqe_error"},
+        "plog_mixed_runtime_hccl_errors.log": {"hccl_socket_timeout", "device_sdma_error", "hccl_roce_cqe_error",
+                                               "device_driver_error"},
         "hisi_logs_history.log": {"device_ts_exception"},
     }
     for name, rules in expect.items():

@@ -96,3 +96,18 @@ def test_scan_report_prints_precision_and_recall(tmp_path: Path) -> None:
     (tmp_path / "nomark.log").write_text("no annotation\n")
     r = scan("--report", str(tmp_path / "nomark.log"))
     assert r.returncode == 2 and "nomark.log:1" in r.stderr
+
+
+def test_scan_count_prints_the_lines_any_rule_matches(tmp_path: Path) -> None:
+    """`--count` is what `grep -c` with the rules' patterns prints: matching lines before
+    thresholds (a single overflow skip line counts, though it raises no event)."""
+    log = tmp_path / "rank0.log"
+    log.write_text("step 1\n"
+                   "RuntimeError: NPU out of memory. Tried to allocate 1.00 GiB\n"
+                   "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768\n"
+                   "step 2\n")
+    r = scan("--count", str(log))
+    assert (r.returncode, r.stdout.strip()) == (1, "2"), r.stderr
+    log.write_text("step 1\n")
+    r = scan("--count", str(log))
+    assert (r.returncode, r.stdout.strip()) == (0, "0"), r.stderr

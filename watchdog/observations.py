@@ -168,6 +168,9 @@ class NpuObservation:
     chip_map: Dict[int, Tuple[int, int]] = field(default_factory=dict)
     #: Why the last `npu-smi info -m` failed (the previous mapping is kept), else None.
     chip_map_error: Optional[str] = None
+    #: False when the table has no process table at all (npu-smi 22.x and older, 310B boards):
+    #: then `processes` is empty because nobody knows, not because no process holds a chip.
+    processes_known: bool = True
 
 
 # --- log probe -----------------------------------------------------------------------------

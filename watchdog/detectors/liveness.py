@@ -23,6 +23,7 @@ from watchdog.config.types import format_duration
 from watchdog.detectors.jobs import per_job
 from watchdog.detectors.logs import first_line
 from watchdog.findings import Finding
+from watchdog.losscale import ScaleTrend, collapsed
 from watchdog.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_wait
 from watchdog.observations import HeartbeatObservation, HeartbeatReading, ProcessInfo, ProcessObservation
 from watchdog.state import StateView
@@ -223,11 +224,11 @@ def _loss_scale_collapse(view: StateView, config: Config, r: HeartbeatReading) -
     track = view.summary("heartbeat", config).rank(r)
     if r.loss_scale is None or track is None:
         return None
-    drops, first = track.loss_scales(view.now - cfg.loss_scale.window)
-    if r.loss_scale <= cfg.loss_scale.min or (drops >= cfg.loss_scale.drops and first is not None
-                                              and r.loss_scale < first):
-        return {"loss_scale": r.loss_scale, "drops": drops, "window": cfg.loss_scale.window,
-                "window_start_scale": first}
+    ls = cfg.loss_scale
+    peak = track.loss_scale_peak(view.now - ls.window)
+    trend = ScaleTrend(fall=2.0 ** ls.drops, below=ls.below, floor=ls.min, window=ls.window)
+    if collapsed(trend, r.loss_scale, peak):
+        return {"loss_scale": r.loss_scale, "window_peak": peak, "window": ls.window}
     return None
 
 
@@ -379,7 +380,9 @@ def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List
             out.append(Finding(
                 rule="loss_scale_collapse", severity="warning",
                 summary=f"rank {label} loss scale collapsed to {r.loss_scale:g} "
-                        f"({collapse['drops']} reductions in {_fmt(cfg.loss_scale.window)})",
+                        + (f"(from {collapse['window_peak']:g} within {_fmt(cfg.loss_scale.window)})"
+                           if collapse["window_peak"] and collapse["window_peak"] > r.loss_scale
+                           else f"(at or below {cfg.loss_scale.min:g})"),
                 labels=labels, value=f"{r.loss_scale:g}",
                 hint="Gradients overflow at every step: the updates are being skipped or are meaningless. "
                      "Look for a bad batch, a too-high learning rate, or switch to bf16.",

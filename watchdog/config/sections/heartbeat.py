@@ -65,9 +65,12 @@ class LossScaleConfig(StrictModel):
 
     #: At or below this value the scale has collapsed, however it got there.
     min: float = Field(default=1.0, ge=0)
-    #: ... or this many decreases within `window` (a few early overflow skips are normal).
-    drops: int = Field(default=8, ge=1, le=100_000)
-    #: The window in which `drops` decreases of the loss scale count as a collapse.
+    #: ... or it fell by at least 2^drops (this many halvings) from its highest value within
+    #: `window` (judged on the values, not on how many readings fell) ...
+    drops: int = Field(default=5, ge=1, le=1000)
+    #: ... and it is now at or below this: the start-up calibration from 2^32 ends far above it.
+    below: float = Field(default=128.0, gt=0)
+    #: The window in which the scale's highest value is taken (see `drops`).
     window: Duration = Field(default="30m")
 
 
