@@ -40,3 +40,13 @@ def acquire(state_dir: str) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
     return fd
+
+
+def held(fd: int, state_dir: str) -> bool:
+    """Whether `fd` is still the lock file of `state_dir`: false once the file or the whole folder
+    was deleted (or replaced) under the daemon, when a second daemon could take a new lock there."""
+    try:
+        here, ours = os.stat(os.path.join(state_dir, LOCK_NAME)), os.fstat(fd)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (ours.st_dev, ours.st_ino)
