@@ -37,8 +37,8 @@ from watchdog.alerting.muting import FiringIndex, Muter, mutual, source_alert
 from watchdog.alerting.outbox import DeadMan, Outbox
 from watchdog.alerting.render import dashboard_link
 from watchdog.alerting.routing import route
-from watchdog.alerting.storagefault import (STORAGE_ERRORS, STORAGE_RETRY, Carry, SavePoint, StorageHealth,
-                                            apply_carry, describe)
+from watchdog.alerting.storagefault import (STORAGE_ERRORS, STORAGE_RETRY, Carry, RedoQuiet, SavePoint,
+                                            StorageHealth, apply_carry, describe)
 from watchdog.alerting.store import AlertRow, AlertStore
 from watchdog.config.schema import Config
 from watchdog.detectors.selfstate import unwritable_finding
@@ -88,6 +88,8 @@ class AlertEngine:
         self.health = StorageHealth()
         #: What rolled-back passes learnt about the alerts they created (see storagefault).
         self._carry: Carry = {}
+        self._quiet = RedoQuiet(self._carry)
+        lifecycle.log.addFilter(self._quiet)
         #: On the engine's clock: when the next pass can change something by time alone, when
         #: the last pass ran, and until when the timer sleeps.
         self._due_at = float("inf")
@@ -174,6 +176,7 @@ class AlertEngine:
         self.deadman.ping()
 
     def close(self) -> None:
+        lifecycle.log.removeFilter(self._quiet)
         self._stop.set()
         self._wake.set()
         if self._timer is not None:
@@ -251,7 +254,8 @@ class AlertEngine:
                 self._pass(now, observe)
             except STORAGE_ERRORS as exc:
                 self._carry.update(saved.restore(self.alerts, self.groups.deadlines, self._am_last))
-                if attempt == 1 and self._heal():
+                readonly = getattr(exc, "sqlite_errorname", "").startswith("SQLITE_READONLY")
+                if attempt == 1 and self._heal(reopen=readonly):
                     observe = True  # the pass again, with what it had observed
                     continue
                 self._storage_failed(exc, now)
@@ -260,10 +264,10 @@ class AlertEngine:
             self._storage_ok(now)
             return
 
-    def _heal(self) -> bool:
+    def _heal(self, reopen: bool = False) -> bool:
         """Re-create a deleted state folder or database (see AlertStore.heal); True if it did."""
         try:
-            what = self.store.heal()
+            what = self.store.heal(reopen)
         except STORAGE_ERRORS as exc:  # the failed commit that follows is what reports it
             log.debug("cannot re-create the state folder now: %s", describe(exc))
             return False

@@ -15,6 +15,7 @@ snapshot it already asked for (so the evidence is not captured twice).
 from __future__ import annotations
 
 import copy
+import logging
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
@@ -106,3 +107,21 @@ def apply_carry(alerts: Mapping[str, AlertRow], carry: Carry, present: Mapping[s
             a.pending_since = first_seen
         if snapshot and not a.snapshot:
             a.snapshot = snapshot
+
+
+class RedoQuiet(logging.Filter):
+    """Passes redone after failed commits would log "finding pending" and "alert firing" again
+    at every retry (every 2 s for as long as the disk is full): the lines of alerts a rolled-back
+    pass created (those in the carry) are logged the first time only."""
+
+    EVENTS = ("finding_new", "alert_firing")
+
+    def __init__(self, carry: Carry):
+        super().__init__()
+        self.carry = carry
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "event", None) not in self.EVENTS:
+            return True
+        finding = getattr(record, "finding", None)
+        return not isinstance(finding, dict) or finding.get("key") not in self.carry

@@ -256,14 +256,20 @@ class AlertStore:
         or with its folder, or replaced): one `stat`, cheap enough for every turn of the main loop."""
         return _identity(self.path) != self._identity
 
-    def heal(self) -> str:
+    def heal(self, reopen: bool = False) -> str:
         """Re-create a state folder or database deleted under the running daemon. The deleted file
         lives on while the connection holds it open, so SQLite's backup copies it, alerts, silences
         and queued notifications alike, into a new private file (0600, in a 0700 folder), renamed
         into place only when complete. Returns what was done ("" when nothing was missing); raises
-        OSError or sqlite3.Error when it cannot be done now (the caller retries)."""
+        OSError or sqlite3.Error when it cannot be done now (the caller retries). With `reopen`
+        (a write met a read-only database) the connection is opened anew."""
         with self._lock:
             if not self.moved():
+                if reopen:
+                    # SQLite opened a read-only file read-only for good: a new connection sees
+                    # the folder writable again once it is (a remount read-write).
+                    old, self._db = self._db, self._connect(self.path)
+                    old.close()
                 return ""
             folder = os.path.dirname(self.path) or "."
             made = not os.path.isdir(folder)
