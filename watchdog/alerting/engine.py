@@ -252,8 +252,10 @@ class AlertEngine:
             saved = SavePoint.take(self.alerts, self.groups.deadlines, self._am_last)
             try:
                 self._pass(now, observe)
-            except STORAGE_ERRORS as exc:
+            except Exception as exc:  # a bug as much as a full disk: nothing uncommitted stays
                 self._carry.update(saved.restore(self.alerts, self.groups.deadlines, self._am_last))
+                if not isinstance(exc, STORAGE_ERRORS):
+                    raise
                 readonly = getattr(exc, "sqlite_errorname", "").startswith("SQLITE_READONLY")
                 if attempt == 1 and self._heal(reopen=readonly):
                     observe = True  # the pass again, with what it had observed
