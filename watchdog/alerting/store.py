@@ -75,6 +75,17 @@ def db_path(state_dir: str) -> str:
     return os.path.join(state_dir, DB_NAME)
 
 
+#: SQLite's errors that tell of the disk or of another process, not of the file's content.
+_STORAGE_CODES = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_BUSY",
+                  "SQLITE_LOCKED", "SQLITE_PERM", "SQLITE_NOMEM")
+
+
+def storage_fault(exc: BaseException) -> bool:
+    """Whether an SQLite error is the storage's (full, read-only, locked) rather than damage."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith(_STORAGE_CODES)
+
+
 def _identity(path: str) -> Optional[tuple]:
     """(device, inode) of the file at `path`, None when there is none."""
     try:
@@ -156,8 +167,8 @@ class AlertStore:
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
-            if not quarantine_damaged:
-                raise
+            if not quarantine_damaged or storage_fault(exc):
+                raise  # a full or read-only disk is no reason to set a good database aside
             self._close_quietly()
             statefiles.quarantine(self.path, f"not a usable SQLite database: {exc}", ("-journal", "-wal", "-shm"))
             self._open()
