@@ -235,7 +235,8 @@ def test_deleted_state_folder_is_recreated_and_the_page_arrives_once(make_daemon
         # Re-created at once: there was no time when the folder could not be written.
         assert messages(ops) == []
         assert d.metrics()["npu_watchdog_state_writable"] == 1
-        # The folder's lock is taken again: a second daemon on it is refused.
+        # The folder's lock is taken again (at the main loop's next turn): a second daemon is refused.
+        wait_for(lambda: "lock of the state folder" in d.log(), what="the lock taken again")
         second = make_daemon(config(tmp_path, pager, ops), start=False)
         second.start(wait=False)
         assert second.proc.wait(30) == 1, second.log()
