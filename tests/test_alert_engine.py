@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.fakes.receivers import Receiver
+from tests.helpers import wait_for
 from watchdog.alerting.engine import AlertEngine
 from watchdog.alerting.store import AlertStore
 from watchdog.config.load import load_config_text
@@ -505,3 +506,28 @@ def test_a_database_deleted_under_the_engine_is_recreated_with_its_content(tmp_p
     assert sorted(copy.load_alerts()) == sorted([old.key, new.key])
     assert [s.comment for s in copy.silences()] == ["kept"]
     assert e.storage_health().writable and e.storage_health().errors_total == 0
+
+
+def test_state_unwritable_is_sent_again_to_alertmanager_while_it_lasts(tmp_path, engines):
+    """Alertmanager forgets an alert after its alert_ttl unless it is sent again: the episode's
+    alert (sent from memory) is refreshed every resend_interval, then resolved once."""
+    def resolved(r) -> bool:  # a firing alert ends an hour (alert_ttl) from now; a resolved one now
+        return r.json[0]["endsAt"] < time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + 600))
+
+    with Receiver("alertmanager") as am:
+        ch = {"type": "alertmanager", "name": "am", "url": am.url, "min_severity": "info",
+              "resend_interval": "1s", "alert_ttl": "1h"}
+        e = new_engine(engines, make_config(tmp_path, am.url, channels=[ch]))
+        Driver(e).hold([], 0.4)
+        _immutable(tmp_path / "state", True)
+        try:
+            Driver(e).hold([f("job_gone", "critical")], 3.2)
+            am.wait_for(3)
+        finally:
+            _immutable(tmp_path / "state", False)
+        e.tick()
+        wait_for(lambda: any(resolved(r) for r in am.accepted()), what="the resolve")
+        got = am.accepted()
+        assert {a["labels"]["alertname"] for r in got for a in r.json} == {"state_unwritable"}
+        assert [resolved(r) for r in got] == [False] * (len(got) - 1) + [True]
+        assert 4 <= len(got) <= 6, len(got)  # the first, a refresh a second for ~3 s, the resolve

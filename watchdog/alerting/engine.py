@@ -320,6 +320,7 @@ class AlertEngine:
         h.error = describe(exc)
         if h.since is not None:
             log.debug("state folder still not writable: %s", h.error)
+            self._refresh_unwritable(now)
             return
         h.since = now
         log.error("cannot write the state folder %s (%s): new alerts are held in memory and sent once it can be "
@@ -328,6 +329,19 @@ class AlertEngine:
         f = self._unwritable_finding()
         h.row = AlertRow(f.key, f.rule, f.severity, dict(f.labels), f.to_dict(), "firing", now, now, now)
         self._send_direct("firing", h.row, now)
+        h.refreshed = {ch.name: now for ch in self.outbox.channels.values() if ch.type == "alertmanager"}
+
+    def _refresh_unwritable(self, now: float) -> None:
+        """Alertmanager forgets a firing alert after its `alert_ttl` unless it is sent again: the
+        episode's alert is, every `resend_interval`, as `_am_refresh` does for the stored ones."""
+        h = self.health
+        for ch in self.outbox.channels.values():
+            if h.row is None or ch.type != "alertmanager" or ch.name not in h.refreshed:
+                continue
+            if now - h.refreshed[ch.name] >= ch.cfg.resend_interval:
+                h.refreshed[ch.name] = now
+                note = dict(self._notification("refresh", [h.row], now), only=ch.name)
+                self.outbox.send_from_memory(route(note, [ch], self.config.alerting.sends_direct))
 
     def _storage_ok(self, now: float) -> None:
         self._carry.clear()
@@ -339,7 +353,7 @@ class AlertEngine:
         if h.row is not None:
             h.row.last_seen = now
             self._send_direct("resolved", h.row, now)
-        h.since, h.error, h.row = None, "", None
+        h.since, h.error, h.row, h.refreshed = None, "", None, {}
 
     def _unwritable_finding(self) -> Finding:
         """The finding of the current episode; its evidence names the findings whose alerts wait."""

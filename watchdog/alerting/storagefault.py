@@ -48,6 +48,9 @@ class StorageHealth:
     errors_total: int = 0
     #: The `state_unwritable` alert sent for the current episode (its resolve reuses it).
     row: Optional[AlertRow] = None
+    #: Alertmanager channel -> when the episode's alert was last sent there (it expires unless
+    #: re-sent, like every firing alert: see AlertEngine._am_refresh).
+    refreshed: Dict[str, float] = field(default_factory=dict)
 
     @property
     def writable(self) -> bool:
