@@ -153,6 +153,8 @@ OFF_DASHBOARD = {
     "npu_watchdog_log_unreadable_paths": "alerted as log_unreadable",
     "npu_watchdog_log_offsets_saved": "alerted as log_offsets_unsaved",
     "npu_watchdog_log_offsets_save_errors_total": "alerted as log_offsets_unsaved",
+    "npu_watchdog_state_writable": "alerted as state_unwritable (sent directly)",
+    "npu_watchdog_state_write_errors_total": "alerted as state_unwritable (sent directly)",
     "npu_watchdog_discovered_ranks": "ranks alive / expected is plotted; `npu-watchdog discover` lists them",
     "npu_watchdog_discovery_errors_total": "discovery internals (docs/discovery.md)",
     "npu_watchdog_discovery_processes": "discovery internals (docs/discovery.md)",

@@ -53,6 +53,7 @@ RULE_PHRASES: Dict[str, str] = {
     "command_check": "Command check failed",
     "path_unmatched": "Watched path matches nothing",
     "state_damaged": "Watchdog state damaged",
+    "state_unwritable": "Watchdog state folder not writable",
 }
 
 def phrase(rule: str) -> str:
