@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from watchdog.config.schema import Config
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.config.types import format_duration
+from watchdog.detectors.cause import explain
 from watchdog.detectors.jobs import per_job
 from watchdog.findings import Finding
 from watchdog.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_wait
@@ -171,6 +172,7 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
         out.append(_job_gone(base, obs, summary.gone.since, sample.time))
     elif alive:
         out.extend(_missing_ranks(view, config, obs, alive, done))
+    out = [explain(view, config, f) for f in out]  # why the ranks are gone, when anything knows
 
     rules = (("zombie", "rank_zombie", "critical", pcfg.zombie_after,
               "The rank exited but its parent (the launcher) has not reaped it; the job is broken. "
@@ -407,7 +409,8 @@ def _detect_job(view: StateView, config: Config) -> List[Finding]:
     done, all_done = _done_ranks(view)
     return _process_findings(view, config, done, all_done) + _heartbeat_findings(view, config, done)
 
-TRIGGERS = ("process", "heartbeat")
+#: A kernel record (an OOM kill, a segfault) names why a rank is gone: its message says so at once.
+TRIGGERS = ("process", "heartbeat", "kernel")
 
 
 def _process_warmup(c: Config, f: dict) -> float:
