@@ -96,3 +96,46 @@ class TrainJob:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class MemoryCgroup:
+    """A fresh memory cgroup with a small limit (v2 `memory.max`, else v1 `memory.limit_in_bytes`)
+    holding only the processes moved into it: a real OOM kill of exactly those. Removed on exit."""
+
+    def __init__(self, limit_bytes: int):
+        self.limit = limit_bytes
+        name = f"npu-watchdog-test-{uuid.uuid4().hex[:8]}"
+        v2 = Path("/sys/fs/cgroup")
+        if "memory" in _read(v2 / "cgroup.controllers").split():
+            self.path, self.limit_file = v2 / name, "memory.max"
+        elif (v2 / "memory" / "memory.limit_in_bytes").exists():
+            self.path, self.limit_file = v2 / "memory" / name, "memory.limit_in_bytes"
+        else:
+            raise RuntimeError("no memory cgroup controller on this machine")
+
+    def __enter__(self) -> "MemoryCgroup":
+        self.path.mkdir()
+        (self.path / self.limit_file).write_text(str(self.limit))
+        return self
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def __exit__(self, *exc: object) -> None:
+        wait_for(lambda: not _read(self.path / "cgroup.procs").strip(), timeout=30, what="cgroup empty")
+        self.path.rmdir()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def memory_cgroups_usable() -> bool:
+    try:
+        with MemoryCgroup(64 << 20):
+            return os.geteuid() == 0
+    except (OSError, RuntimeError):
+        return False

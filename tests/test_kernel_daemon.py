@@ -1,0 +1,153 @@
+"""The real daemon with the kernel probe on this machine's /dev/kmsg, and real ranks that die:
+a segfault, an OOM kill by a real memory cgroup, a SIGKILL with nothing in the kernel log.
+
+The machine's kernel log holds other people's records (their segfaults and OOM kills become
+node findings of this daemon too), so every assertion is scoped to this test's own job and pids.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.receivers import Receiver
+from tests.helpers import wait_for
+from tests.jobkit import MemoryCgroup, TrainJob, memory_cgroups_usable
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not os.access("/dev/kmsg", os.R_OK), reason="/dev/kmsg not readable")]
+
+
+def config(job: TrainJob, hook: str) -> dict:
+    return {
+        "job": {},
+        "discovery": {"enabled": True, "only_env": job.only_env, "forget_after": "60s", "interval": "1s"},
+        "probes": {"process": {"interval": "1s"}, "logs": {"interval": "1s"}, "heartbeat": {"interval": "1s"},
+                   "kernel": {"enabled": True, "interval": "1s"}},
+        "alerting": {"group_window": "1s", "resolve_delay": "1m", "retry_initial": "300ms", "retry_max": "1s",
+                     "channels": [{"type": "webhook", "name": "hook", "url": hook}]},
+        "snapshots": {"enabled": False},
+    }
+
+
+def pages_about(rx, job: str, rank: str, status: str = "firing"):
+    """Messages (webhook requests) with an alert about this job's rank."""
+    out = []
+    for r in rx.accepted():
+        if r.json["status"] != status:
+            continue
+        mine = [a for a in r.json["alerts"]
+                if a["labels"].get("training_job") == job and a["labels"].get("rank") == rank]
+        if mine:
+            out.append(mine)
+    return out
+
+
+def text_of(alerts) -> str:
+    return json.dumps(alerts)
+
+
+def rank_pid(d, rank: int) -> int:
+    def find():
+        for j in d.status()["discovery"]["jobs"]:
+            for r in j["ranks"]:
+                if r["rank"] == rank:
+                    return r["pid"]
+        return None
+    return wait_for(find, timeout=20, what=f"rank {rank} discovered")
+
+
+def started(d, job: TrainJob, name: str, ranks: int) -> None:
+    key = f'npu_watchdog_job_ranks_alive{{training_job="{name}"}}'
+    wait_for(lambda: d.metrics().get(key) == ranks, timeout=30, what="ranks followed by the process probe")
+    wait_for(lambda: d.metrics().get('npu_watchdog_probe_up{probe="kernel"}') == 1, timeout=20,
+             what="kernel probe up")
+
+
+def test_segfault_pages_once_naming_the_rank_and_a_restart_does_not_replay(tmp_path, make_daemon):
+    name = "segv-job"
+    job = TrainJob(tmp_path / "j", ranks=2, env={"NPU_WATCHDOG_JOB": name})
+    with Receiver("webhook") as rx:
+        d = make_daemon(config(job, rx.url))
+        with job:
+            started(d, job, name, 2)
+            pid = rank_pid(d, 1)
+            (job.ctl / "segv-1").touch()
+            wait_for(lambda: pages_about(rx, name, "1"), timeout=30, what="a page for rank 1")
+            time.sleep(4)  # the kernel finding and rank_missing are one event: nothing may follow
+            pages = pages_about(rx, name, "1")
+            assert len(pages) == 1, pages
+            text = text_of(pages[0])
+            assert "segfault at" in text and f"[{pid}]" in text, text
+            assert {a["labels"]["alertname"] for a in pages[0]} <= {"kernel_crash", "rank_missing"}
+            st = json.loads((Path(d.config["paths"]["state_dir"]) / "kernel-kmsg.json").read_text())
+            assert st["data"]["seq"] > 0
+            assert any(e["pid"] == pid and e["rule"] == "kernel_segfault" for e in st["data"]["recent"])
+            d.stop()
+            before = len(rx.accepted())
+            d.start()
+            started(d, job, name, 1)
+            time.sleep(5)  # a replayed record would page within a second or two
+            assert len(pages_about(rx, name, "1")) == 1
+            assert pages_about(rx, name, "1", "resolved") == []
+            again = [r for r in rx.accepted()[before:] if f"[{pid}]: segfault" in json.dumps(r.json)]
+            assert again == [], again
+
+
+@pytest.mark.skipif(not memory_cgroups_usable(), reason="needs root and a memory cgroup controller")
+def test_oom_kill_by_a_memory_cgroup_pages_once_naming_the_rank(tmp_path, make_daemon):
+    name = "oom-job"
+    job = TrainJob(tmp_path / "j", ranks=2, env={"NPU_WATCHDOG_JOB": name})
+    with Receiver("webhook") as rx:
+        d = make_daemon(config(job, rx.url))
+        with job, MemoryCgroup(96 << 20) as cg:
+            started(d, job, name, 2)
+            pid = rank_pid(d, 0)
+            cg.add(pid)
+            (job.ctl / "oom-0").touch()
+            wait_for(lambda: pages_about(rx, name, "0"), timeout=40, what="a page for rank 0")
+            time.sleep(4)
+            pages = pages_about(rx, name, "0")
+            assert len(pages) == 1, pages
+            text = text_of(pages[0])
+            assert "out of memory" in text.lower() and f"process {pid}" in text, text
+            d.stop()
+            d.start()
+            started(d, job, name, 1)
+            time.sleep(5)
+            assert len(pages_about(rx, name, "0")) == 1
+            assert pages_about(rx, name, "0", "resolved") == []
+
+
+def test_sigkill_without_kernel_or_log_line_pages_once_with_its_last_error_lines(tmp_path, make_daemon):
+    name = "kill-job"
+    job = TrainJob(tmp_path / "j", ranks=2, env={"NPU_WATCHDOG_JOB": name})
+    words = ("loading shard 17 of /data/corpus\n"
+             "ERROR dataloader: worker 3 could not read shard 17 (input/output problem)\n"
+             "retrying in 5 s with WANDB_API_KEY=abcd1234efgh5678\n")
+    with Receiver("webhook") as rx:
+        d = make_daemon(config(job, rx.url))
+        with job:
+            started(d, job, name, 2)
+            pid = rank_pid(d, 1)
+            tmp = job.ctl / "words.tmp"
+            tmp.write_text(words)
+            tmp.rename(job.ctl / "words-1")
+            log = job.logs / "rank1.log"
+            wait_for(lambda: "could not read shard 17" in log.read_text(), timeout=20, what="the rank's last words")
+            time.sleep(2)  # read by the logs probe (events or its 1 s round)
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: pages_about(rx, name, "1"), timeout=30, what="a page for rank 1")
+            time.sleep(3)
+            pages = pages_about(rx, name, "1")
+            assert len(pages) == 1, pages
+            assert [a["labels"]["alertname"] for a in pages[0]] == ["rank_missing"]
+            text = text_of(pages[0])
+            assert "worker 3 could not read shard 17" in text, text
+            assert "abcd1234efgh5678" not in text  # redacted
+            assert "segfault" not in text and "out of memory" not in text.lower()
