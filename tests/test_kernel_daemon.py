@@ -129,7 +129,8 @@ def test_sigkill_without_kernel_or_log_line_pages_once_with_its_last_error_lines
     job = TrainJob(tmp_path / "j", ranks=2, env={"NPU_WATCHDOG_JOB": name})
     words = ("loading shard 17 of /data/corpus\n"
              "ERROR dataloader: worker 3 could not read shard 17 (input/output problem)\n"
-             "retrying in 5 s with WANDB_API_KEY=abcd1234efgh5678\n")
+             "RuntimeError: upload to https://hooks.example/x?token=abcd1234efgh5678 failed\n"
+             "waiting for the next shard\n")
     with Receiver("webhook") as rx:
         d = make_daemon(config(job, rx.url))
         with job:
@@ -149,5 +150,5 @@ def test_sigkill_without_kernel_or_log_line_pages_once_with_its_last_error_lines
             assert [a["labels"]["alertname"] for a in pages[0]] == ["rank_missing"]
             text = text_of(pages[0])
             assert "worker 3 could not read shard 17" in text, text
-            assert "abcd1234efgh5678" not in text  # redacted
+            assert "upload to" in text and "abcd1234efgh5678" not in text and "[REDACTED]" in text
             assert "segfault" not in text and "out of memory" not in text.lower()

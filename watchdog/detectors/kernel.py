@@ -19,9 +19,6 @@ from watchdog.observations import KernelEvent, KernelObservation
 from watchdog.rulecatalog import Rule, probe_wait
 from watchdog.state import StateView
 
-#: Finding rule per kernel rule category (user rules may use any log category).
-FINDING_RULE = {"oom": "kernel_oom", "crash": "kernel_crash", "device": "kernel_device"}
-OTHER = "kernel_event"
 #: Severity of a record about a process that is no rank (at most).
 NODE_PROCESS_SEVERITY = "warning"
 
@@ -92,8 +89,13 @@ def _finding(evs: List[Tuple[KernelEvent, Dict[str, str]]]) -> Finding:
     who = f"rank {labels['rank']} (pid {last.pid})" if "rank" in labels else (
         f"pid {last.pid}" if last.pid is not None else "the node")
     pids = sorted({e.pid for e, _ in evs if e.pid is not None})
+    # One finding rule per kernel rule category; any other category (user rules) is an event.
+    for category, rule in (("oom", "kernel_oom"), ("crash", "kernel_crash"), ("device", "kernel_device"),
+                           (last.category, "kernel_event")):
+        if last.category == category:
+            break
     return Finding(
-        rule=FINDING_RULE.get(last.category, OTHER), severity=severity,
+        rule=rule, severity=severity,
         summary=f"{who}: {last.title} (kernel log): {last.text[:200]}",
         labels=labels, hint=last.hint, value=str(len(evs)), since=evs[0][0].time,
         details={"kernel_rule": last.rule, "pids": pids, "seq": [e.seq for e, _ in evs][-20:],
@@ -113,11 +115,11 @@ RULES = (
     Rule("kernel_oom", "critical", "The kernel's OOM killer killed a process: a rank (its labels say "
          "which) or another process of the node (a warning then).",
          "The job's host memory (data loader workers, pinned memory), the memory cgroup limit; `dmesg`.",
-         same_event=("rank_missing", "job_gone", "log_oom"), warmup=_wait),
+         same_event=("rank_missing", "job_gone"), warmup=_wait),
     Rule("kernel_crash", "critical", "The kernel reports a segmentation fault or a CPU trap (general "
          "protection, invalid opcode) of a rank, or of another process of the node (a warning then).",
          "The library named after `in` in the line; a core dump or `PYTHONFAULTHANDLER=1`; versions.",
-         same_event=("rank_missing", "job_gone", "log_crash"), warmup=_wait),
+         same_event=("rank_missing", "job_gone"), warmup=_wait),
     Rule("kernel_device", "critical", "The kernel reports a hardware fault: host memory ECC, a PCIe AER "
          "error, or an NPU driver error (device heartbeat lost, task scheduler exception).",
          "The card named by the line (`npu-smi info -t health`), the DIMM or PCIe port; `dmesg`.",

@@ -427,6 +427,10 @@ _RANK_SYMPTOMS = Inhibits(("heartbeat_stale", "heartbeat_no_progress", "rank_str
 _JOB_SYMPTOMS = Inhibits(("stall", "log_hccl", "log_traceback", "npu_idle", "npu_low_util", "npu_busy_hang",
                           "heartbeat_stale", "heartbeat_no_progress", "throughput_drop", "rank_straggler"))
 
+#: The kernel's record of a rank's death (an OOM kill, a segfault) is the same event as the rank
+#: or the job being gone: the first to fire pages, the other is folded into it.
+_KERNEL_DEATH = ("kernel_oom", "kernel_crash")
+
 RULES = (
     Rule("process_not_started", "warning", "No training process (or heartbeat file) appeared within "
          "`start_grace` of the watchdog starting.",
@@ -435,10 +439,11 @@ RULES = (
          warmup=lambda c, f: max(float(c.probes.process.start_grace), float(c.probes.heartbeat.start_grace))),
     Rule("job_gone", "critical", "Every training process of the job is gone while no rank declared `done`.",
          "The last lines of the rank logs and `dmesg` (OOM killer, driver errors).",
-         inhibits=(_JOB_SYMPTOMS, Inhibits(("rank_missing", "rank_zombie"))), warmup=_process_warmup),
+         inhibits=(_JOB_SYMPTOMS, Inhibits(("rank_missing", "rank_zombie"))), warmup=_process_warmup,
+         same_event=_KERNEL_DEATH),
     Rule("rank_missing", "critical", "A rank process exited (or never appeared) while the others run.",
          "That rank's log and `dmesg`; then restart the job from the last checkpoint.",
-         inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS), warmup=_process_warmup),
+         inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS), warmup=_process_warmup, same_event=_KERNEL_DEATH),
     Rule("rank_zombie", "critical", "A rank exited but its launcher has not reaped it for `zombie_after`.",
          "The launcher process and the rank's last log lines.",
          inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS),
