@@ -129,7 +129,7 @@ def test_sigkill_without_kernel_or_log_line_pages_once_with_its_last_error_lines
     job = TrainJob(tmp_path / "j", ranks=2, env={"NPU_WATCHDOG_JOB": name})
     words = ("loading shard 17 of /data/corpus\n"
              "ERROR dataloader: worker 3 could not read shard 17 (input/output problem)\n"
-             "RuntimeError: upload to https://hooks.example/x?token=abcd1234efgh5678 failed\n"
+             "RuntimeError: upload to the tracker failed with WANDB_API_KEY=abcd1234efgh5678\n"
              "waiting for the next shard\n")
     with Receiver("webhook") as rx:
         d = make_daemon(config(job, rx.url))
