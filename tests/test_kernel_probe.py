@@ -261,3 +261,13 @@ def test_kernel_events_for_pids_is_scoped_to_the_pids():
     v = view_with([event(pid=1), event(pid=2, rule="kernel_oom_kill", category="oom"), event(pid=3)])
     assert [e.pid for e in kdet.kernel_events_for_pids(v, [2, 3])] == [2, 3]
     assert kdet.kernel_events_for_pids(v, []) == ()
+
+
+def test_a_user_rule_may_name_the_pid():
+    c = Config.model_validate({"probes": {"kernel": {"rules": [
+        {"id": "my_kill", "patterns": ["reaper took \\d+"], "pid": "reaper took (\\d+)"}]}}})
+    (k,) = [k for k in kernel_ruleset(user_rules=[r.as_rule_data() for r in c.probes.kernel.rules])
+            if k.rule.id == "my_kill"]
+    assert pid_of(k, "reaper took 812") == 812
+    with pytest.raises(ValueError, match="exactly one group"):
+        Config.model_validate({"probes": {"kernel": {"rules": [{"id": "x2", "patterns": ["a"], "pid": "a"}]}}})
