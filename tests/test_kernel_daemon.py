@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tarfile
 import time
 from pathlib import Path
 
@@ -100,6 +101,18 @@ def test_segfault_pages_once_naming_the_rank_and_a_restart_does_not_replay(tmp_p
 
 
 @pytest.mark.skipif(not memory_cgroups_usable(), reason="needs root and a memory cgroup controller")
+def test_an_unreadable_kernel_log_is_a_probe_down(tmp_path, make_daemon):
+    d = make_daemon({"probes": {"kernel": {"enabled": True, "interval": "1s", "device": str(tmp_path / "no-kmsg")}},
+                     "alerting": {"for": {"probe_down": "0s"}}})
+    wait_for(lambda: d.metrics().get('npu_watchdog_probe_up{probe="kernel"}') == 0, timeout=20, what="kernel probe down")
+    st = d.status()
+    probe = next(p for p in st["probes"] if p["name"] == "kernel")
+    assert "cannot read the kernel log" in probe["last_error"]
+    wait_for(lambda: any(f["rule"] == "probe_down" and f["labels"].get("probe") == "kernel" for f in d.status()["findings"]),
+             timeout=20, what="probe_down finding")
+    assert "cannot read the kernel log" in d.log()
+
+
 def test_oom_kill_by_a_memory_cgroup_pages_once_naming_the_rank(tmp_path, make_daemon):
     name = "oom-job"
     job = TrainJob(tmp_path / "j", ranks=2, env={"NPU_WATCHDOG_JOB": name})
@@ -124,6 +137,11 @@ def test_oom_kill_by_a_memory_cgroup_pages_once_naming_the_rank(tmp_path, make_d
             assert pages_about(rx, name, "0", "resolved") == []
 
 
+def manifest(archive: Path) -> dict:
+    with tarfile.open(archive) as tar:
+        return json.load(tar.extractfile(f"{archive.name[: -len('.tar.gz')]}/manifest.json"))
+
+
 def test_sigkill_without_kernel_or_log_line_pages_once_with_its_last_error_lines(tmp_path, make_daemon):
     name = "kill-job"
     job = TrainJob(tmp_path / "j", ranks=2, env={"NPU_WATCHDOG_JOB": name})
@@ -131,8 +149,13 @@ def test_sigkill_without_kernel_or_log_line_pages_once_with_its_last_error_lines
              "ERROR dataloader: worker 3 could not read shard 17 (input/output problem)\n"
              "RuntimeError: upload to the tracker failed with WANDB_API_KEY=abcd1234efgh5678\n"
              "waiting for the next shard\n")
+    snaps = tmp_path / "snaps"
     with Receiver("webhook") as rx:
-        d = make_daemon(config(job, rx.url))
+        cfg = config(job, rx.url)
+        cfg["paths"] = {"state_dir": str(tmp_path / "state"), "snapshot_dir": str(snaps)}
+        cfg["snapshots"] = {"enabled": True, "min_free_space": "1MiB", "budget": "10s", "dmesg_lines": 10,
+                            "max_stack_processes": 0}
+        d = make_daemon(cfg)
         with job:
             started(d, job, name, 2)
             pid = rank_pid(d, 1)
@@ -152,3 +175,9 @@ def test_sigkill_without_kernel_or_log_line_pages_once_with_its_last_error_lines
             assert "worker 3 could not read shard 17" in text, text
             assert "upload to" in text and "abcd1234efgh5678" not in text and "[REDACTED]" in text
             assert "segfault" not in text and "out of memory" not in text.lower()
+            # The same cause is in the snapshot the page asked for.
+            archive = wait_for(lambda: sorted(snaps.glob("*rank_missing.tar.gz")), timeout=60, what="snapshot")[0]
+            cause = manifest(archive)["trigger"]["finding"]["details"]["cause"]
+            assert cause["kind"] == "last_lines" and cause["source"] == str(job.logs / "rank1.log")
+            assert any("worker 3 could not read shard 17" in x for x in cause["lines"])
+            assert not any("abcd1234efgh5678" in x for x in cause["lines"])
