@@ -108,3 +108,21 @@ def test_the_ring_looks_only_at_a_slice_tail():
     for i in range(5):
         big.feed(f"/f{i}", "train", None, None, b"x\n", 2, 0.0)
     assert [x.path for x in big.snapshot()] == ["/f3", "/f4"]
+
+
+def test_a_stall_names_a_hung_task_of_one_of_its_ranks():
+    from watchdog.observations import ProcessInfo
+
+    store = StateStore()
+    hung = KernelEvent(seq=3, time=time.time(), rule="kernel_hung_task", category="custom", severity="warning",
+                       title="task blocked in the kernel (hung task)",
+                       text="INFO: task python3:31 blocked for more than 120 seconds.", pid=31)
+    store.put("kernel", KernelObservation(recent=(hung,)))
+    procs = tuple(ProcessInfo(pid=p, rank=r, state="disk-sleep", create_time=0, cpu_seconds=0, cpu_delta=None,
+                              rss_bytes=0, threads=1, job="j") for p, r in ((30, 0), (31, 1)))
+    store.put("process", ProcessObservation(processes=procs, discovered=True))
+    f = Finding(rule="stall", severity="critical", summary="job j stalled for 10m",
+                labels={"host": "n1", "training_job": "j"})
+    got = explain(store.view(), CFG, f)
+    assert "hung task" in got.summary and "python3:31" in got.summary
+    assert got.details["cause"]["kind"] == "kernel"

@@ -3,7 +3,8 @@
 A record naming a rank's pid (OOM kill, segfault, trap, hung task) is that rank's finding, with
 its `training_job`, `rank` and `npu` labels: from discovery when the probe read the record,
 else from the process probe's ranks (alive or gone). Any other record is a node finding; a
-record about some other process (a shell's OOM kill) is at most a warning. A finding stays in
+record about some other process is at most a warning (an OOM kill, a hung task), or info (a
+segfault or trap: that process's own business). A finding stays in
 force for `probes.kernel.hold` after its newest record.
 
 `kernel_events_for_pids` is the one question other rules ask (cause of death, a clean end).
@@ -19,8 +20,10 @@ from watchdog.observations import KernelEvent, KernelObservation
 from watchdog.rulecatalog import Rule, probe_wait
 from watchdog.state import StateView
 
-#: Severity of a record about a process that is no rank (at most).
-NODE_PROCESS_SEVERITY = "warning"
+#: Severity of a record about a process that is no rank, at most: another process's OOM kill or
+#: hung task says the node is short of memory or stuck (warning); its segfault is its own business.
+NODE_PROCESS_SEVERITY = {"crash": "info"}
+NODE_PROCESS_DEFAULT = "warning"
 
 
 def _obs(view: StateView) -> Optional[KernelObservation]:
@@ -84,8 +87,9 @@ def detect(view: StateView, config: Config) -> List[Finding]:
 def _finding(evs: List[Tuple[KernelEvent, Dict[str, str]]]) -> Finding:
     last, labels = evs[-1]
     severity = last.severity
-    if "rank" not in labels and last.pid is not None and SEVERITY_RANK[severity] > SEVERITY_RANK[NODE_PROCESS_SEVERITY]:
-        severity = NODE_PROCESS_SEVERITY
+    cap = NODE_PROCESS_SEVERITY.get(last.category, NODE_PROCESS_DEFAULT)
+    if "rank" not in labels and last.pid is not None and SEVERITY_RANK[severity] > SEVERITY_RANK[cap]:
+        severity = cap
     who = f"rank {labels['rank']} (pid {last.pid})" if "rank" in labels else (
         f"pid {last.pid}" if last.pid is not None else "the node")
     pids = sorted({e.pid for e, _ in evs if e.pid is not None})
