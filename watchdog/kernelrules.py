@@ -13,11 +13,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from watchdog.logrules.model import Rule, RuleError, make_rule
+from watchdog.logrules.model import _UNPORTABLE, Rule, RuleError, make_rule
 
 PACK = "kernel"
 _PACK_CACHE: List[Tuple["KernelRule", ...]] = []
-_UNPORTABLE = re.compile(r"\(\?[=!<]|\(\?P=|\\[1-9]")
 
 __all__ = ["KernelRule", "RuleError", "kernel_ruleset", "load_kernel_pack", "pid_of"]
 

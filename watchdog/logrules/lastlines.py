@@ -13,10 +13,11 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Deque, Dict, Optional, Tuple
 
-#: Lines kept per file, characters kept per line, files remembered at most (least recent dropped).
-KEEP_LINES = 64
+#: Lines kept per file, characters kept per line, files remembered at most (the least recently
+#: written dropped): about 6 MB at worst, a few hundred KB for a node of 8 ranks and their plogs.
+KEEP_LINES = 48
 MAX_LINE_CHARS = 512
-MAX_FILES = 4096
+MAX_FILES = 256
 
 
 @dataclass(frozen=True)
