@@ -280,7 +280,9 @@ def test_another_process_is_a_node_finding_of_lower_severity_and_old_records_exp
     (f,) = kdet.detect(view_with([event(pid=700)]), cfg())
     assert "rank" not in f.labels and f.severity == "info" and "pid 700" in f.summary
     (f,) = kdet.detect(view_with([event(pid=701, rule="kernel_oom_kill", category="oom")]), cfg())
-    assert f.severity == "warning" and f.rule == "kernel_oom"
+    assert f.severity == "info" and f.rule == "kernel_oom"
+    (f,) = kdet.detect(view_with([event(pid=702, rule="kernel_hung_task", category="custom", severity="warning")]), cfg())
+    assert f.severity == "warning" and f.rule == "kernel_event"
     dev = event(pid=None, rule="kernel_ascend_device_lost", category="device", device=1)
     (f,) = kdet.detect(view_with([dev]), cfg())
     assert f.severity == "critical" and f.labels["device"] == "1" and f.rule == "kernel_device"

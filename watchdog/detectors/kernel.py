@@ -3,8 +3,8 @@
 A record naming a rank's pid (OOM kill, segfault, trap, hung task) is that rank's finding, with
 its `training_job`, `rank` and `npu` labels: from discovery when the probe read the record,
 else from the process probe's ranks (alive or gone). Any other record is a node finding; a
-record about some other process is at most a warning (an OOM kill, a hung task), or info (a
-segfault or trap: that process's own business). A finding stays in
+record about some other process is info when it is an OOM kill, segfault or trap (recorded, paging
+nobody), at most a warning otherwise (a hung task). A finding stays in
 force for `probes.kernel.hold` after its newest record.
 
 `kernel_events_for_pids` is the one question other rules ask (cause of death, a clean end).
@@ -21,8 +21,9 @@ from watchdog.rulecatalog import Rule, probe_wait
 from watchdog.state import StateView
 
 #: Severity of a record about a process that is no rank, at most: another process's OOM kill or
-#: hung task says the node is short of memory or stuck (warning); its segfault is its own business.
-NODE_PROCESS_SEVERITY = {"crash": "info"}
+#: segfault is recorded (status, metrics, the snapshot's findings) but pages nobody (channels take
+#: warning and up); a hung task or a lockup says the node itself is stuck (warning).
+NODE_PROCESS_SEVERITY = {"crash": "info", "oom": "info"}
 NODE_PROCESS_DEFAULT = "warning"
 
 
@@ -117,11 +118,11 @@ def _wait(c: Config, f: dict) -> float:
 
 RULES = (
     Rule("kernel_oom", "critical", "The kernel's OOM killer killed a process: a rank (its labels say "
-         "which) or another process of the node (a warning then).",
+         "which) or another process of the node (info then: recorded, paging nobody).",
          "The job's host memory (data loader workers, pinned memory), the memory cgroup limit; `dmesg`.",
          same_event=("rank_missing", "job_gone"), warmup=_wait),
     Rule("kernel_crash", "critical", "The kernel reports a segmentation fault or a CPU trap (general "
-         "protection, invalid opcode) of a rank, or of another process of the node (a warning then).",
+         "protection, invalid opcode) of a rank, or of another process of the node (info then).",
          "The library named after `in` in the line; a core dump or `PYTHONFAULTHANDLER=1`; versions.",
          same_event=("rank_missing", "job_gone"), warmup=_wait),
     Rule("kernel_device", "critical", "The kernel reports a hardware fault: host memory ECC, a PCIe AER "
