@@ -86,6 +86,11 @@ def test_segfault_pages_once_naming_the_rank_and_a_restart_does_not_replay(tmp_p
             text = text_of(pages[0])
             assert "segfault at" in text and f"[{pid}]" in text, text
             assert {a["labels"]["alertname"] for a in pages[0]} <= {"kernel_crash", "rank_missing"}
+            m = d.metrics()
+            segv = [v for k, v in m.items() if k.startswith("npu_watchdog_kernel_matches_total{")
+                    and 'rule="kernel_segfault"' in k and 'category="crash"' in k]
+            assert segv and segv[0] >= 1 and m["npu_watchdog_kernel_records_total"] > 0
+            assert m["npu_watchdog_kernel_position_saved"] == 1
             st = json.loads((Path(d.config["paths"]["state_dir"]) / "kernel-kmsg.json").read_text())
             assert st["data"]["seq"] > 0
             assert any(e["pid"] == pid and e["rule"] == "kernel_segfault" for e in st["data"]["recent"])
