@@ -151,12 +151,13 @@ def test_sigkill_without_kernel_or_log_line_pages_once_with_its_last_error_lines
     name = "kill-job"
     job = TrainJob(tmp_path / "j", ranks=2, env={"NPU_WATCHDOG_JOB": name})
     words = ("loading shard 17 of /data/corpus\n"
-             "ERROR dataloader: worker 3 could not read shard 17 (input/output problem)\n"
+             "ERROR dataloader: worker 3 could not read shard 17 (input/output problem) <!channel>\n"
              "RuntimeError: upload to the tracker failed with WANDB_API_KEY=abcd1234efgh5678\n"
              "waiting for the next shard\n")
     snaps = tmp_path / "snaps"
-    with Receiver("webhook") as rx:
+    with Receiver("webhook") as rx, Receiver("slack") as sl:
         cfg = config(job, rx.url)
+        cfg["alerting"]["channels"].append({"type": "slack", "name": "sl", "url": sl.url})
         cfg["paths"] = {"state_dir": str(tmp_path / "state"), "snapshot_dir": str(snaps)}
         cfg["snapshots"] = {"enabled": True, "min_free_space": "1MiB", "budget": "10s", "dmesg_lines": 10,
                             "max_stack_processes": 0}
@@ -180,6 +181,10 @@ def test_sigkill_without_kernel_or_log_line_pages_once_with_its_last_error_lines
             assert "worker 3 could not read shard 17" in text, text
             assert "upload to" in text and "abcd1234efgh5678" not in text and "[REDACTED]" in text
             assert "segfault" not in text and "out of memory" not in text.lower()
+            # Log text in a message is escaped for the channel's markup: no mention from a log line.
+            wait_for(lambda: sl.accepted(), timeout=20, what="the Slack message")
+            slack = json.dumps([r.json for r in sl.accepted()], ensure_ascii=False)
+            assert len(sl.accepted()) == 1 and "could not read shard 17" in slack and "<!channel>" not in slack
             # The same cause is in the snapshot the page asked for.
             archive = wait_for(lambda: sorted(snaps.glob("*rank_missing.tar.gz")), timeout=60, what="snapshot")[0]
             cause = manifest(archive)["trigger"]["finding"]["details"]["cause"]
