@@ -191,3 +191,27 @@ def test_sigkill_without_kernel_or_log_line_pages_once_with_its_last_error_lines
             assert cause["kind"] == "last_lines" and cause["source"] == str(job.logs / "rank1.log")
             assert any("worker 3 could not read shard 17" in x for x in cause["lines"])
             assert not any("abcd1234efgh5678" in x for x in cause["lines"])
+
+
+def test_the_launchers_exit_report_names_the_signal_of_a_rank_killed_silently(tmp_path, make_daemon):
+    """torchrun's output and the ranks' in one file (`torchrun ... > train.log 2>&1`): a rank killed
+    by a signal leaves no line of its own; the launcher's report of its exit says why. (SIGTERM: the
+    log rules already read torchrun's `exitcode: -9` as a host OOM kill, which pages on its own.)"""
+    name = "launcher-job"
+    job = TrainJob(tmp_path / "j", ranks=2, env={"NPU_WATCHDOG_JOB": name}, shared_log=True)
+    with Receiver("webhook") as rx:
+        cfg = config(job, rx.url)
+        cfg["alerting"]["group_window"] = "3s"  # the launcher's line is read in the same window
+        d = make_daemon(cfg)
+        with job:
+            started(d, job, name, 2)
+            pid = rank_pid(d, 1)
+            os.kill(pid, signal.SIGTERM)
+            wait_for(lambda: pages_about(rx, name, "1"), timeout=30, what="a page for rank 1")
+            time.sleep(3)
+            pages = pages_about(rx, name, "1")
+            mine = [r for r in rx.accepted() if r.json["status"] == "firing" and name in json.dumps(r.json)]
+            assert len(pages) == 1 and len(mine) == 1, mine
+            text = text_of(pages[0])
+            assert f"the launcher reports pid {pid} killed by SIGTERM" in text, text
+            assert f"failed (exitcode: -15) local_rank: 1 (pid: {pid})" in text  # the line itself, as evidence
