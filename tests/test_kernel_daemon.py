@@ -72,7 +72,7 @@ def started(d, job: TrainJob, name: str, ranks: int) -> None:
 
 def test_segfault_pages_once_naming_the_rank_and_a_restart_does_not_replay(tmp_path, make_daemon):
     name = "segv-job"
-    job = TrainJob(tmp_path / "j", ranks=2, env={"NPU_WATCHDOG_JOB": name})
+    job = TrainJob(tmp_path / "j", ranks=2, env={"NPU_WATCHDOG_JOB": name, "ASCEND_RT_VISIBLE_DEVICES": "4,6"})
     with Receiver("webhook") as rx:
         d = make_daemon(config(job, rx.url))
         with job:
@@ -86,6 +86,11 @@ def test_segfault_pages_once_naming_the_rank_and_a_restart_does_not_replay(tmp_p
             text = text_of(pages[0])
             assert "segfault at" in text and f"[{pid}]" in text, text
             assert {a["labels"]["alertname"] for a in pages[0]} <= {"kernel_crash", "rank_missing"}
+            # The kernel's finding is the rank's: its job, rank and NPU (discovery's job model).
+            (kf,) = [f for f in d.status()["findings"] if f["rule"] == "kernel_crash" and f["labels"].get("rank")]
+            assert {k: kf["labels"][k] for k in ("training_job", "rank", "npu")} == \
+                {"training_job": name, "rank": "1", "npu": "6"}
+            assert kf["severity"] == "critical" and f"rank 1 (pid {pid})" in kf["summary"]
             m = d.metrics()
             segv = [v for k, v in m.items() if k.startswith("npu_watchdog_kernel_matches_total{")
                     and 'rule="kernel_segfault"' in k and 'category="crash"' in k]
