@@ -232,6 +232,13 @@ def test_an_unreadable_device_is_a_probe_failure(tmp_path):
         p.collect()
 
 
+def test_the_boot_identity_falls_back_to_the_boot_time(tmp_path):
+    from watchdog.probes.kernel import read_boot_id
+
+    assert read_boot_id(str(tmp_path / "none")) == f"btime-{int(boot_time())}"
+    assert read_boot_id() and not read_boot_id().startswith("btime-")
+
+
 def test_a_damaged_state_file_starts_afresh(tmp_path):
     (tmp_path / STATE_FILE).write_text("{not json")
     cfg = Config.model_validate({"probes": {"kernel": {"enabled": True}}}).probes.kernel

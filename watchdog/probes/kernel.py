@@ -48,10 +48,18 @@ RankLabels = Tuple[str, int, Optional[int], float]  # job, rank, npu, last seen
 
 
 def read_boot_id(path: str = BOOT_ID) -> str:
+    """This boot's identity (sequence numbers restart at each boot); the boot time where the
+    kernel's boot id cannot be read."""
     try:
         with open(path, "r", encoding="ascii", errors="replace") as fh:
-            return fh.read().strip()
+            got = fh.read().strip()
+        if got:
+            return got
     except OSError:
+        pass
+    try:
+        return f"btime-{int(boot_time())}"
+    except (OSError, RuntimeError):
         return ""
 
 
