@@ -310,3 +310,18 @@ def test_a_user_rule_may_name_the_pid():
     assert pid_of(k, "reaper took 812") == 812
     with pytest.raises(ValueError, match="exactly one group"):
         Config.model_validate({"probes": {"kernel": {"rules": [{"id": "x2", "patterns": ["a"], "pid": "a"}]}}})
+
+
+def test_random_bytes_are_a_record_or_a_format_error_never_a_crash():
+    import random
+
+    rnd = random.Random(27)
+    alphabet = b"0123456789,;-c \n\x00\xff=abc"
+    for _ in range(5000):
+        raw = bytes(rnd.choice(alphabet) for _ in range(rnd.randint(0, 40)))
+        try:
+            rec = parse_record(raw)
+        except KmsgFormatError:
+            continue
+        assert rec.seq >= 0 and 0 <= rec.level <= 7 and "\n" not in rec.message
+        judge(rec.message)
