@@ -220,3 +220,26 @@ def test_the_launchers_exit_report_names_the_signal_of_a_rank_killed_silently(tm
             text = text_of(pages[0])
             assert f"the launcher reports pid {pid} killed by SIGTERM" in text, text
             assert f"failed (exitcode: -15) local_rank: 1 (pid: {pid})" in text  # the line itself, as evidence
+
+
+def test_a_segfault_seen_by_the_kernel_and_by_the_launchers_line_is_one_page(tmp_path, make_daemon):
+    """`torchrun ... > train.log 2>&1`: the launcher's `exitcode: -11` line matches a log rule
+    (log_crash) for the same death the kernel reported (kernel_crash): one event, one page."""
+    name = "segv-shared"
+    job = TrainJob(tmp_path / "j", ranks=2, env={"NPU_WATCHDOG_JOB": name}, shared_log=True)
+    with Receiver("webhook") as rx:
+        d = make_daemon(config(job, rx.url))
+        with job:
+            started(d, job, name, 2)
+            pid = rank_pid(d, 1)
+            (job.ctl / "segv-1").touch()
+            log = job.logs / "train.log"
+            wait_for(lambda: f"(exitcode: -11) local_rank: 1 (pid: {pid})" in log.read_text(), timeout=20,
+                     what="the launcher's report")
+            wait_for(lambda: [r for r in rx.accepted() if name in json.dumps(r.json)], timeout=30, what="a page")
+            time.sleep(4)
+            mine = [r.json for r in rx.accepted() if r.json["status"] == "firing" and name in json.dumps(r.json)]
+            assert len(mine) == 1, mine
+            assert f"[{pid}]: segfault at" in json.dumps(mine[0])
+            rules = {f["rule"] for f in d.status()["findings"] if f["labels"].get("training_job") == name}
+            assert {"kernel_crash", "log_crash"} <= rules  # both seen, folded into one page
