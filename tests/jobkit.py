@@ -28,13 +28,17 @@ TAG = "NPU_WATCHDOG_TEST_JOB"
 
 class TrainJob:
     def __init__(self, root: Path, ranks: int = 4, style: str = "torchrun", workers: int = 0,
-                 env: Optional[Dict[str, str]] = None, tag: Optional[str] = None, port: str = "29500"):
+                 env: Optional[Dict[str, str]] = None, tag: Optional[str] = None, port: str = "29500",
+                 shared_log: bool = False):
         self.root = Path(root)
         self.logs = self.root / "logs"
         self.ctl = self.root / "ctl"
         for d in (self.logs, self.ctl):
             d.mkdir(parents=True, exist_ok=True)
         self.ranks, self.style, self.workers, self.port = ranks, style, workers, port
+        #: torchrun style: one file (logs/train.log) for the launcher's and every rank's output,
+        #: as `torchrun ... > train.log 2>&1` makes it, instead of a file per rank.
+        self.shared_log = shared_log
         self.tag = tag or f"t-{uuid.uuid4().hex[:12]}"
         self.env = dict(os.environ, FAKE_TRAIN_CONTROL=str(self.ctl), **{TAG: self.tag}, **(env or {}))
         self.env.pop("RANK", None)
@@ -46,7 +50,8 @@ class TrainJob:
 
     def argv(self) -> List[str]:
         work = ["--workers", str(self.workers)] if self.workers else []
-        launch = [sys.executable, str(TORCHRUN), "--nproc-per-node", str(self.ranks), "--log-dir", str(self.logs),
+        logdir = [] if self.shared_log else ["--log-dir", str(self.logs)]
+        launch = [sys.executable, str(TORCHRUN), "--nproc-per-node", str(self.ranks), *logdir,
                   "--master-port", self.port, str(TRAIN)] + work
         if self.style == "torchrun":
             return launch
@@ -59,6 +64,13 @@ class TrainJob:
         raise ValueError(self.style)
 
     def start(self) -> "TrainJob":
+        if self.shared_log:
+            with open(self.logs / "train.log", "ab") as out:
+                self.proc = subprocess.Popen(self.argv(), env=self.env, start_new_session=True, stdout=out,
+                                             stderr=subprocess.STDOUT)
+            wait_for(lambda: (self.logs / "train.log").read_text().count(" iteration ") >= self.ranks,
+                     timeout=30, what="the ranks logging")
+            return self
         self.proc = subprocess.Popen(self.argv(), env=self.env, start_new_session=True,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(lambda: all((self.logs / f"rank{r}.log").exists() and (self.logs / f"rank{r}.log").stat().st_size
@@ -96,3 +108,46 @@ class TrainJob:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class MemoryCgroup:
+    """A fresh memory cgroup with a small limit (v2 `memory.max`, else v1 `memory.limit_in_bytes`)
+    holding only the processes moved into it: a real OOM kill of exactly those. Removed on exit."""
+
+    def __init__(self, limit_bytes: int):
+        self.limit = limit_bytes
+        name = f"npu-watchdog-test-{uuid.uuid4().hex[:8]}"
+        v2 = Path("/sys/fs/cgroup")
+        if "memory" in _read(v2 / "cgroup.controllers").split():
+            self.path, self.limit_file = v2 / name, "memory.max"
+        elif (v2 / "memory" / "memory.limit_in_bytes").exists():
+            self.path, self.limit_file = v2 / "memory" / name, "memory.limit_in_bytes"
+        else:
+            raise RuntimeError("no memory cgroup controller on this machine")
+
+    def __enter__(self) -> "MemoryCgroup":
+        self.path.mkdir()
+        (self.path / self.limit_file).write_text(str(self.limit))
+        return self
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def __exit__(self, *exc: object) -> None:
+        wait_for(lambda: not _read(self.path / "cgroup.procs").strip(), timeout=30, what="cgroup empty")
+        self.path.rmdir()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def memory_cgroups_usable() -> bool:
+    try:
+        with MemoryCgroup(64 << 20):
+            return os.geteuid() == 0
+    except (OSError, RuntimeError):
+        return False

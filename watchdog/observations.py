@@ -214,3 +214,46 @@ class CommandResult:
     timed_out: bool
     duration_seconds: float
     output_tail: str
+
+
+# --- kernel probe --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KernelEvent:
+    """One /dev/kmsg record a kernel rule matched."""
+
+    seq: int
+    #: Epoch seconds of the record (boot time + its monotonic timestamp).
+    time: float
+    rule: str
+    category: str
+    severity: str
+    title: str
+    #: The record's message, cut to a bounded length.
+    text: str
+    hint: str = ""
+    #: The process the record names (killed, faulting, hung), when the rule knows how to find it.
+    pid: Optional[int] = None
+    #: The device (chip logic id) the record names, e.g. `devid=1` of a driver line.
+    device: Optional[int] = None
+    #: The discovered job, rank and NPU of `pid` when it was a rank as the record was read.
+    job: Optional[str] = None
+    rank: Optional[int] = None
+    npu: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class KernelObservation:
+    #: Matches read this round.
+    events: Tuple[KernelEvent, ...] = ()
+    #: Matches of the last `hold` (newest last, bounded), kept across restarts with the read position.
+    recent: Tuple[KernelEvent, ...] = ()
+    records_total: int = 0
+    matches_total: Dict[str, int] = field(default_factory=dict)
+    #: Records the kernel overwrote before they were read (EPIPE or a sequence gap, also across a
+    #: restart of the daemon), and records not in the /dev/kmsg format.
+    lost_total: int = 0
+    malformed_total: int = 0
+    last_seq: Optional[int] = None
+    #: Why the read position cannot be saved (None when the last save worked).
+    state_error: Optional[str] = None

@@ -14,6 +14,7 @@ from watchdog.config.sections.commands import CommandCheck
 from watchdog.config.sections.discovery import DiscoveryConfig
 from watchdog.config.sections.doctor import DoctorConfig
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
+from watchdog.config.sections.kernel import KernelProbeConfig
 from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.config.sections.npu import NpuProbeConfig
 from watchdog.config.sections.process import ProcessProbeConfig
@@ -145,6 +146,8 @@ class ProbesConfig(StrictModel):
     heartbeat: HeartbeatProbeConfig = Field(default_factory=HeartbeatProbeConfig)
     npu: NpuProbeConfig = Field(default_factory=NpuProbeConfig)
     logs: LogsProbeConfig = Field(default_factory=LogsProbeConfig)
+    #: The kernel log (/dev/kmsg): OOM kills, segfaults, hung tasks, ECC, PCIe AER, NPU driver errors.
+    kernel: KernelProbeConfig = Field(default_factory=KernelProbeConfig)
     commands: List[CommandCheck] = Field(default_factory=list)
 
     @model_validator(mode="after")

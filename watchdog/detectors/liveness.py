@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from watchdog.config.schema import Config
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.config.types import format_duration
+from watchdog.detectors.cause import explain
 from watchdog.detectors.jobs import per_job
 from watchdog.detectors.logs import first_line
 from watchdog.findings import Finding
@@ -174,6 +175,7 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
         out.append(_job_gone(base, obs, summary.gone.since, sample.time))
     elif alive:
         out.extend(_missing_ranks(view, config, obs, alive, done))
+    out = [explain(view, config, f) for f in out]  # why the ranks are gone, when anything knows
 
     rules = (("zombie", "rank_zombie", "critical", pcfg.zombie_after,
               "The rank exited but its parent (the launcher) has not reaped it; the job is broken. "
@@ -449,7 +451,8 @@ def _detect_job(view: StateView, config: Config) -> List[Finding]:
     done, all_done = _done_ranks(view)
     return _process_findings(view, config, done, all_done) + _heartbeat_findings(view, config, done)
 
-TRIGGERS = ("process", "heartbeat")
+#: A kernel record (an OOM kill, a segfault) names why a rank is gone: its message says so at once.
+TRIGGERS = ("process", "heartbeat", "kernel")
 
 
 def _process_warmup(c: Config, f: dict) -> float:
@@ -466,6 +469,10 @@ _RANK_SYMPTOMS = Inhibits(("heartbeat_stale", "heartbeat_no_progress", "rank_str
 _JOB_SYMPTOMS = Inhibits(("stall", "log_hccl", "log_traceback", "npu_idle", "npu_low_util", "npu_busy_hang",
                           "heartbeat_stale", "heartbeat_no_progress", "throughput_drop", "rank_straggler"))
 
+#: The kernel's record of a rank's death (an OOM kill, a segfault) is the same event as the rank
+#: or the job being gone: the first to fire pages, the other is folded into it.
+_KERNEL_DEATH = ("kernel_oom", "kernel_crash")
+
 RULES = (
     Rule("process_not_started", "warning", "No training process (or heartbeat file) appeared within "
          "`start_grace` of the watchdog starting.",
@@ -474,10 +481,11 @@ RULES = (
          warmup=lambda c, f: max(float(c.probes.process.start_grace), float(c.probes.heartbeat.start_grace))),
     Rule("job_gone", "critical", "Every training process of the job is gone while no rank declared `done`.",
          "The last lines of the rank logs and `dmesg` (OOM killer, driver errors).",
-         inhibits=(_JOB_SYMPTOMS, Inhibits(("rank_missing", "rank_zombie"))), warmup=_process_warmup),
+         inhibits=(_JOB_SYMPTOMS, Inhibits(("rank_missing", "rank_zombie"))), warmup=_process_warmup,
+         same_event=_KERNEL_DEATH),
     Rule("rank_missing", "critical", "A rank process exited (or never appeared) while the others run.",
          "That rank's log and `dmesg`; then restart the job from the last checkpoint.",
-         inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS), warmup=_process_warmup),
+         inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS), warmup=_process_warmup, same_event=_KERNEL_DEATH),
     Rule("rank_zombie", "critical", "A rank exited but its launcher has not reaped it for `zombie_after`.",
          "The launcher process and the rank's last log lines.",
          inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS),

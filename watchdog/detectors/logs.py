@@ -199,7 +199,7 @@ RULES = (
     Rule("log_oom", "critical", "A rank ran out of NPU memory; its peers' HCCL timeouts and the job's death "
          "that follow are folded into it.",
          "The allocator numbers in the evidence; lower the micro-batch or enable recomputation.",
-         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS),
+         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, same_event=("kernel_oom",)),
     Rule("log_device", "critical", "The CANN runtime or driver reports a device fault (AI Core error, ECC, "
          "task exception).",
          "The plog and device log of that NPU, `npu-smi info -t health -i <npu>`.",
@@ -207,7 +207,7 @@ RULES = (
     Rule("log_crash", "critical", "A rank crashed natively (fatal signal, faulthandler or crash-handler dump, "
          "`Segmentation fault`): its peers' HCCL timeouts and the job's death that follow are folded into it.",
          "The signal and the native stack in the evidence; `dmesg -T` for the kernel's view; the core dump.",
-         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS),
+         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, same_event=("kernel_crash",)),
     Rule("log_hccl", "critical", "HCCL reports a timeout or a communication error in a collective.",
          "`grep -r 'Entry-' ~/ascend/log/debug/plog/` on every node to find the rank that never arrived.",
          inhibits=(Inhibits(("log_traceback",)),), warmup=_LOGS),

@@ -20,6 +20,7 @@ from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.logrules import follow
 from watchdog.logrules.extract import Extractor, RawEvent
 from watchdog.logrules.inotify import EVERYTHING, DirWatch
+from watchdog.logrules.lastlines import LastLines, LastLinesRing
 from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.progress import ProgressMatcher
 from watchdog.logrules.tail import Followed, SourceSpec, SourceStats, Tailer
@@ -80,6 +81,8 @@ class LogProbeObservation(LogObservation):
     #: Why the read offsets cannot be saved (None when the last save worked) and how often it failed.
     state_error: Optional[str] = None
     state_save_errors_total: int = 0
+    #: Per followed file, its last lines (a vanished rank's last words; watchdog.detectors.cause).
+    last_lines: Tuple[LastLines, ...] = ()
 
 
 def source_specs(cfg: LogsProbeConfig) -> List[SourceSpec]:
@@ -111,6 +114,7 @@ class LogsProbe(Probe):
         self._pending_lock = threading.Lock()
         self._last_full = 0.0
         self._last_save = 0.0
+        self.last_lines = LastLinesRing()
 
     def _set_interval(self, cfg: LogsProbeConfig) -> None:
         # With change events the scheduled round is only the safety rescan; events start the others.
@@ -179,6 +183,7 @@ class LogsProbe(Probe):
         def consume(f: Followed, data: bytes, stop: int) -> None:
             for raw in self.extractor.feed(f.stream, data, now, stop):
                 events.append(self._event(f, raw, now))
+            self.last_lines.feed(f.path, f.source, f.job, f.rank, data, min(stop, len(data)), now)
             block = data if stop >= len(data) else data[:stop]  # progress lines: complete ones only
             if self.progress.found(block, lambda text: bool(self.matcher.match_text(text))):
                 self.progress_at[f.source] = now
@@ -209,6 +214,7 @@ class LogsProbe(Probe):
             unreadable={k: tuple(v) for k, v in unreadable.items()},
             state_error=t.state_error,
             state_save_errors_total=t.state_save_errors_total,
+            last_lines=self.last_lines.snapshot(),
         )
         lines = sum(s.lines_round for s in stats.values())
         summary = f"{followed} files, {lines} lines, {len(events)} events, {len(self.active)} active"

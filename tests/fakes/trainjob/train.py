@@ -2,6 +2,9 @@
 and obeys control files in $FAKE_TRAIN_CONTROL:
 
 - `nan-<rank>`: print one NaN loss line;   - `exit-<rank>`: exit 1 now;
+- `segv-<rank>`: a real segmentation fault (NULL read);  - `oom-<rank>`: allocate host memory
+  until the kernel kills it (the test puts it in a small memory cgroup first);
+- `words-<rank>`: print that file's text, then go silent (a rank that logged errors, then hung);
 - `finish`: phase `done` in the heartbeat, rank 0 prints "Training completed." (unless
   $FAKE_TRAIN_QUIET_END is set), all exit 0.
 
@@ -49,6 +52,19 @@ def main() -> int:
             said_nan = True
         if ctl and os.path.exists(os.path.join(ctl, f"exit-{rank}")):
             return 1
+        if ctl and os.path.exists(os.path.join(ctl, f"segv-{rank}")):
+            import ctypes
+            ctypes.string_at(0)
+        if ctl and os.path.exists(os.path.join(ctl, f"oom-{rank}")):
+            hog = []
+            while True:
+                hog.append(bytearray(1 << 20))
+        words = os.path.join(ctl, f"words-{rank}") if ctl else ""
+        if words and os.path.exists(words):
+            with open(words) as fh:
+                print(fh.read(), end="", flush=True)
+            while True:
+                time.sleep(1)
         if ctl and os.path.exists(os.path.join(ctl, "finish")):
             heartbeat(hb, rank, step, "done")
             if rank == 0 and not os.environ.get("FAKE_TRAIN_QUIET_END"):
