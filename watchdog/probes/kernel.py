@@ -231,6 +231,11 @@ class KernelProbe(Probe):
                          severity=k.rule.severity, title=k.rule.title, text=text, hint=k.rule.hint, pid=pid,
                          device=device_of(text))
         labels = self._ranks.get(pid) if pid is not None else None
+        if labels is None and pid is not None:
+            # A rank discovered since this probe last looked (it may have died at once): the
+            # feed's latest scan still lists it, with its NPU.
+            self._learn_ranks(time.time())
+            labels = self._ranks.get(pid)
         if labels is not None:
             ev = replace(ev, job=labels[0], rank=labels[1], npu=labels[2])
         return ev
