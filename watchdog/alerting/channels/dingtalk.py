@@ -13,7 +13,8 @@ from typing import Any, Dict
 
 from watchdog.alerting.channels.base import Channel, Verdict, as_int, json_body, not_vendor_json
 from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import MARKDOWN, Message, compose, escape_md, first_runbook, mentions_for, repeat_prefix
+from watchdog.alerting.render import MARKDOWN, Message, buttons, compose, escape_md, mentions_for, repeat_prefix
+from watchdog.words import EN, Words
 
 MAX_TEXT_BYTES = 4000
 THROTTLED = {130101, 410100}
@@ -27,14 +28,13 @@ def dingtalk_sign(secret: str, timestamp_ms: int) -> str:
     return urllib.parse.quote_plus(base64.b64encode(mac).decode("ascii"))
 
 
-def markdown_body(msg: Message, alerting: Any, max_bytes: int, head: str, tail: str) -> str:
+def markdown_body(msg: Message, alerting: Any, max_bytes: int, head: str, tail: str, w: Words = EN) -> str:
     """The markdown of DingTalk and WeCom: the title, the rules, links, the tail; at most
     `max_bytes` of UTF-8 (the rules give up detail, then places, never silently)."""
-    links = " · ".join(MARKDOWN.link(label, url) for label, url in (
-        ("Dashboard", msg.dashboard()), ("Runbook", first_runbook(msg, alerting))) if url)
+    links = " · ".join(MARKDOWN.link(label, url) for label, url in buttons(msg, alerting, w))
 
     def build(shown, detail, names) -> str:
-        parts = compose(msg, MARKDOWN, shown, detail, names, alerting)
+        parts = compose(msg, MARKDOWN, shown, detail, names, alerting, w=w)
         body = [head, parts.notice] + parts.groups + [parts.more, parts.snapshot, links, tail, parts.footer]
         return "\n\n".join(p for p in body if p)
 
@@ -55,10 +55,11 @@ class DingTalkChannel(Channel):
         at_all = "all" in ments
         mobiles = [m for m in ments if m.isdigit()]
         users = [m for m in ments if m != "all" and not m.isdigit()]
-        title = msg.title(escape_md)
+        w = self.words
+        title = msg.title(escape_md, w)
         tail = " ".join("@" + m for m in mobiles + users)
-        text = markdown_body(msg, self.alerting, MAX_TEXT_BYTES, f"#### {title}", tail.strip())
-        return {"msgtype": "markdown", "markdown": {"title": (repeat_prefix(msg) + title)[:100], "text": text},
+        text = markdown_body(msg, self.alerting, MAX_TEXT_BYTES, f"#### {title}", tail.strip(), w)
+        return {"msgtype": "markdown", "markdown": {"title": (repeat_prefix(msg, w) + title)[:100], "text": text},
                 "at": {"atMobiles": mobiles, "atUserIds": users, "isAtAll": at_all}}
 
     def request(self, msg: Message):

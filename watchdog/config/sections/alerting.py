@@ -140,6 +140,9 @@ class ChannelConfig(StrictModel):
     resend_interval: Duration = Field(default="1m")
     #: `alertmanager`: `endsAt` of a firing alert is the push time plus this.
     alert_ttl: Duration = Field(default="5m")
+    #: Language of this channel's messages (`en`, `zh`); default: `alerting.language`. One node can
+    #: page a Chinese Feishu group and an English Slack channel about the same incident.
+    language: Optional[Literal["en", "zh"]] = None
 
     @field_validator("type")
     @classmethod
@@ -253,6 +256,10 @@ class AlertingConfig(StrictModel):
     #: Base of the runbook links in messages: `<runbook_url>#<rule>`. Point it at a copy of
     #: docs/runbook.md your on-call people can open (an internal Git server, a wiki export).
     runbook_url: str = DEFAULT_RUNBOOK_URL
+    #: Language of the messages (`en` or `zh`: titles, summaries, hints, buttons; numbers, labels,
+    #: times, paths, commands and log lines stay as they are) and of the runbook page their links
+    #: open. Each channel may set its own `language`.
+    language: Literal["en", "zh"] = "en"
 
     model_config = dict(StrictModel.model_config, populate_by_name=True)
 
