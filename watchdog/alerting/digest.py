@@ -58,7 +58,7 @@ class RuleGroup:
         if rw is None or not rw.summary:
             return own
         labels = dict(self.first.get("labels") or {})
-        where = scope([{k: v for k, v in labels.items() if k != "log_rule"}], w)
+        where = scope([{k: v for k, v in labels.items() if k != "log_rule"}], w) or w.t("where_node")
         return fill(rw.summary, {**labels, "where": where})
 
     def value_in(self, w: Words) -> Any:
@@ -213,11 +213,11 @@ def group_text(g: RuleGroup, st: Style, d: Detail, clock: Clock, runbook: Option
             out[-1] = w.t("summary_value", summary=out[-1], value=e(_one_line(value, 120)))
     hint = g.hint_in(w)
     if d.hint and not resolved and hint:
-        out.append(f"{st.bold(w.t('hint'))}: {e(_one_line(hint, MAX_HINT))}")
+        out.append(f"{st.bold(w.t('hint'))}{w.t('colon')}{e(_one_line(hint, MAX_HINT))}")
     whose, ev = g.evidence
     if d.lines > 0 and ev and not resolved:
         who = " ".join(w.t("evidence_whose", key=w.t(f"{k}_one"), value=v) for k, v in whose.items())
-        out.append(st.bold(w.t("log_lines_whose", whose=e(who)) if who else w.t("log_lines")) + ":")
+        out.append(st.bold(w.t("log_lines_whose", whose=e(who)) if who else w.t("log_lines")) + w.t("colon").rstrip())
         out.append(st.code([e(_one_line(x, MAX_LINE)) for x in ev[-d.lines:]]))
     link = runbook_link(runbook, g.rule, w.language)
     acts = []
@@ -251,7 +251,7 @@ def snapshot_line(groups: Sequence[RuleGroup], st: Style, w: Words = EN) -> str:
                 snaps.append(s)
     if not snaps:
         return ""
-    text = f"{st.bold(w.t('snapshot'))}: {st.escape(snaps[0])}"
+    text = f"{st.bold(w.t('snapshot'))}{w.t('colon')}{st.escape(snaps[0])}"
     return w.t("snapshot_more", snapshot=text, n=len(snaps) - 1) if len(snaps) > 1 else text
 
 

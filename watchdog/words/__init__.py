@@ -32,7 +32,7 @@ DEFAULT_LANGUAGE = "en"
 RULE_FIELDS: Tuple[str, ...] = ("title", "summary", "meaning", "first_check", "hint")
 #: Fields a rule's summary template may name: the alert's place in words and its identity labels.
 SUMMARY_FIELDS = frozenset({"where", "rank", "npu", "chip", "device_id", "probe", "source", "check",
-                            "log_rule", "host", "training_job"})
+                            "log_rule", "host", "training_job", "file"})
 
 _HERE = Path(__file__).resolve().parent
 
