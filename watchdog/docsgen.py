@@ -40,6 +40,23 @@ BLOCKS: Dict[Tuple[str, str], Callable[[], str]] = {
 }
 
 
+def _runbook(language: str) -> Callable[[], str]:
+    def render() -> str:
+        from watchdog.rulecatalog import render_runbook_in
+
+        return render_runbook_in(language)
+
+    return render
+
+
+#: Whole files generated from the code: page -> the function that renders it. The runbook of
+#: each language other than English is package data the daemon serves; its words live in
+#: watchdog/words/<lang>.yaml.
+FILES: Dict[str, Callable[[], str]] = {
+    "watchdog/runbook/zh.md": _runbook("zh"),
+}
+
+
 def _replace(text: str, name: str, body: str) -> str:
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     if start not in text or end not in text:
@@ -56,6 +73,10 @@ def stale(root: Path = REPO) -> List[str]:
         text = (root / page).read_text(encoding="utf-8")
         if _replace(text, name, render()) != text:
             out.append(f"{page}#{name}")
+    for page, render in FILES.items():
+        path = root / page
+        if not path.exists() or path.read_text(encoding="utf-8") != render():
+            out.append(page)
     return out
 
 
@@ -69,6 +90,13 @@ def update(root: Path = REPO) -> List[str]:
         if new != text:
             path.write_text(new, encoding="utf-8")
             changed.append(f"{page}#{name}")
+    for page, render in FILES.items():
+        path = root / page
+        text = render()
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            changed.append(page)
     return changed
 
 

@@ -10,6 +10,7 @@ size limits are met by showing less detail per rule first, then fewer rules (wit
 from __future__ import annotations
 
 import re
+import unicodedata
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -41,9 +42,54 @@ def clean(text: Any) -> str:
     return _CONTROL.sub("", _ANSI.sub("", s))
 
 
+#: Code points that belong to the character before them (or join it to the next): a cut between
+#: them and their neighbour would split what the reader sees as one character.
+_JOINERS = {"\u200c", "\u200d", "\u20e3"}
+
+
+def _clings(ch: str) -> bool:
+    """Whether `ch` belongs to the character before it: combining marks, variation selectors,
+    emoji skin tones and tag characters."""
+    o = ord(ch)
+    return (unicodedata.category(ch) in ("Mn", "Mc", "Me") or 0xFE00 <= o <= 0xFE0F or 0x1F3FB <= o <= 0x1F3FF
+            or 0xE0020 <= o <= 0xE007F or 0xE0100 <= o <= 0xE01EF or ch in _JOINERS)
+
+
+def cut_index(text: str, n: int) -> int:
+    """The largest index <= `n` at which `text` can be cut without splitting a character: never
+    between a base and its combining marks, selectors or modifiers, nor after a joiner."""
+    i = max(0, min(n, len(text)))
+    while 0 < i < len(text) and (_clings(text[i]) or text[i - 1] in _JOINERS):
+        i -= 1
+    return i
+
+
+def cut_chars(text: str, limit: int, mark: str = "…") -> str:
+    """`text` in at most `limit` characters (code points), ending in `mark` when cut."""
+    if len(text) <= limit:
+        return text
+    return text[:cut_index(text, limit - len(mark))] + mark
+
+
+def cut_bytes(text: str, max_bytes: int, mark: str = "…") -> str:
+    """`text` in at most `max_bytes` bytes of UTF-8 (a CJK character is 3 bytes, an emoji 4),
+    ending in `mark` when cut; never splits a character."""
+    if len(text.encode("utf-8")) <= max_bytes:
+        return text
+    budget = max_bytes - len(mark.encode("utf-8"))
+    lo, hi = 0, len(text)
+    while lo < hi:  # the most code points whose UTF-8 fits the budget
+        mid = (lo + hi + 1) // 2
+        if len(text[:mid].encode("utf-8")) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:cut_index(text, lo)] + mark
+
+
 def one_line(text: Any, limit: int) -> str:
     s = " ".join(clean(text).split())
-    return s if len(s) <= limit else s[: limit - 1] + "…"
+    return cut_chars(s, limit)
 
 
 # -- escaping per dialect --------------------------------------------------------------------

@@ -13,7 +13,8 @@ from typing import Any, Dict
 
 from watchdog.alerting.channels.base import Channel, Verdict, as_int, json_body, not_vendor_json
 from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import MARKDOWN, Message, buttons, compose, escape_md, mentions_for, repeat_prefix
+from watchdog.alerting.render import (MARKDOWN, Message, buttons, compose, cut_bytes, cut_chars, escape_md, mentions_for,
+                                      repeat_prefix)
 from watchdog.words import EN, Words
 
 MAX_TEXT_BYTES = 4000
@@ -40,8 +41,7 @@ def markdown_body(msg: Message, alerting: Any, max_bytes: int, head: str, tail: 
 
     text = fit_groups(msg.groups(), build, lambda t: len(t.encode("utf-8")) <= max_bytes, alerting.max_log_lines)
     if len(text.encode("utf-8")) > max_bytes:  # only a pathological title or tail gets here
-        cut = text.encode("utf-8")[: max_bytes - len(tail.encode("utf-8")) - 8].decode("utf-8", "ignore")
-        text = cut + "\n…\n\n" + tail
+        text = cut_bytes(text, max_bytes - len(tail.encode("utf-8")) - 8, "\n…") + "\n\n" + tail
     return text
 
 
@@ -59,7 +59,7 @@ class DingTalkChannel(Channel):
         title = msg.title(escape_md, w)
         tail = " ".join("@" + m for m in mobiles + users)
         text = markdown_body(msg, self.alerting, MAX_TEXT_BYTES, f"#### {title}", tail.strip(), w)
-        return {"msgtype": "markdown", "markdown": {"title": (repeat_prefix(msg, w) + title)[:100], "text": text},
+        return {"msgtype": "markdown", "markdown": {"title": cut_chars(repeat_prefix(msg, w) + title, 100, ""), "text": text},
                 "at": {"atMobiles": mobiles, "atUserIds": users, "isAtAll": at_all}}
 
     def request(self, msg: Message):

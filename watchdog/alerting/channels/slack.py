@@ -7,8 +7,8 @@ from typing import Any, Dict, List
 
 from watchdog.alerting.channels.base import Channel, Verdict, http_verdict
 from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import (SLACK, Message, buttons, compose, escape_plain, escape_slack, mentions_for,
-                                      repeat_prefix)
+from watchdog.alerting.render import (SLACK, Message, buttons, compose, cut_chars, escape_plain, escape_slack,
+                                      mentions_for, repeat_prefix)
 
 SECTION_MAX = 3000
 HEADER_MAX = 150
@@ -28,7 +28,7 @@ def slack_mention(m: str) -> str:
 
 
 def _cut(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return cut_chars(text, n)
 
 
 def section(text: str) -> Dict[str, Any]:
