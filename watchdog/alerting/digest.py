@@ -23,6 +23,8 @@ MAX_HINT = 600
 MAX_SUMMARY = 300
 #: How long the silence command shown in messages mutes a rule (what a night's sleep needs).
 SILENCE_FOR = "2h"
+#: The command that lists every alert on the node (named where a message cannot show them all).
+STATUS_COMMAND = "npu-watchdog status"
 
 
 class RuleGroup:
@@ -239,7 +241,7 @@ def more_rules_line(rest: Sequence[RuleGroup], st: Style, names: bool = True, w:
     if names:
         line = w.t("more_names", line=line, names=", ".join(
             st.escape(w.t("more_name", rule=g.rule, title=phrase(g.rule, w))) for g in rest))
-    return w.t("more_tail", line=line)
+    return w.t("more_tail", line=line, command=st.inline(STATUS_COMMAND))
 
 
 def snapshot_line(groups: Sequence[RuleGroup], st: Style, w: Words = EN) -> str:
@@ -252,7 +254,8 @@ def snapshot_line(groups: Sequence[RuleGroup], st: Style, w: Words = EN) -> str:
     if not snaps:
         return ""
     text = f"{st.bold(w.t('snapshot'))}{w.t('colon')}{st.escape(snaps[0])}"
-    return w.t("snapshot_more", snapshot=text, n=len(snaps) - 1) if len(snaps) > 1 else text
+    return w.t("snapshot_more", snapshot=text, n=len(snaps) - 1, command=st.inline(STATUS_COMMAND)) \
+        if len(snaps) > 1 else text
 
 
 def scope_counts(groups: Sequence[RuleGroup], w: Words = EN) -> str:
