@@ -145,6 +145,9 @@ class Channel:
         self.name = cfg.name
         #: The language this channel writes in: its own, else the engine's.
         self.words: Words = words(getattr(cfg, "language", None) or getattr(alerting, "language", None))
+        #: A fixed "now" for the times in messages ("3m ago"); None: the clock (set by the docs'
+        #: rendered examples so they do not change with every run).
+        self.now: Optional[float] = None
         self.url = secret_value(cfg.url)
         self.secret = secret_value(cfg.secret) if cfg.secret is not None else ""
         self._secrets = secret_fragments(

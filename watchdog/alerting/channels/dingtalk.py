@@ -9,7 +9,7 @@ import hmac
 import json
 import time
 import urllib.parse
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from watchdog.alerting.channels.base import Channel, Verdict, as_int, json_body, not_vendor_json
 from watchdog.alerting.digest import fit_groups
@@ -29,13 +29,14 @@ def dingtalk_sign(secret: str, timestamp_ms: int) -> str:
     return urllib.parse.quote_plus(base64.b64encode(mac).decode("ascii"))
 
 
-def markdown_body(msg: Message, alerting: Any, max_bytes: int, head: str, tail: str, w: Words = EN) -> str:
+def markdown_body(msg: Message, alerting: Any, max_bytes: int, head: str, tail: str, w: Words = EN,
+                  now: Optional[float] = None) -> str:
     """The markdown of DingTalk and WeCom: the title, the rules, links, the tail; at most
     `max_bytes` of UTF-8 (the rules give up detail, then places, never silently)."""
     links = " · ".join(MARKDOWN.link(label, url) for label, url in buttons(msg, alerting, w))
 
     def build(shown, detail, names) -> str:
-        parts = compose(msg, MARKDOWN, shown, detail, names, alerting, w=w)
+        parts = compose(msg, MARKDOWN, shown, detail, names, alerting, now, w=w)
         body = [head, parts.notice] + parts.groups + [parts.more, parts.snapshot, links, tail, parts.footer]
         return "\n\n".join(p for p in body if p)
 
@@ -58,7 +59,7 @@ class DingTalkChannel(Channel):
         w = self.words
         title = msg.title(escape_md, w)
         tail = " ".join("@" + m for m in mobiles + users)
-        text = markdown_body(msg, self.alerting, MAX_TEXT_BYTES, f"#### {title}", tail.strip(), w)
+        text = markdown_body(msg, self.alerting, MAX_TEXT_BYTES, f"#### {title}", tail.strip(), w, self.now)
         return {"msgtype": "markdown", "markdown": {"title": cut_chars(repeat_prefix(msg, w) + title, 100, ""), "text": text},
                 "at": {"atMobiles": mobiles, "atUserIds": users, "isAtAll": at_all}}
 

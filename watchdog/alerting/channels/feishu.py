@@ -49,7 +49,7 @@ class FeishuChannel(Channel):
         links = [button(label, url) for label, url in buttons(msg, self.alerting, w)]
 
         def build(shown, detail, names) -> Dict[str, Any]:
-            parts = compose(msg, MARKDOWN, shown, detail, names, self.alerting, w=w)
+            parts = compose(msg, MARKDOWN, shown, detail, names, self.alerting, self.now, w=w)
             elements: List[Dict[str, Any]] = []
             if parts.notice:
                 elements.append({"tag": "markdown", "content": parts.notice})

@@ -57,7 +57,7 @@ class SlackChannel(Channel):
         links = [SLACK.link(label, url) for label, url in buttons(msg, self.alerting, w)]
 
         def build(shown, detail, names) -> Dict[str, Any]:
-            parts = compose(msg, SLACK, shown, detail, names, self.alerting, w=w)
+            parts = compose(msg, SLACK, shown, detail, names, self.alerting, self.now, w=w)
             blocks: List[Dict[str, Any]] = [
                 {"type": "header", "text": {"type": "plain_text", "text": _cut(msg.title(escape_plain, w), HEADER_MAX),
                                             "emoji": True}}]
