@@ -16,8 +16,8 @@ import yaml
 
 from tests.fakes.receivers import Receiver
 from tests.helpers import REPO
-from tests.message_kit import (ALL_KINDS, CHAT_KINDS, CJK, chat_text, check_limits, deliver, english_left,
-                               incident_64, nan_on_8_ranks, note, alert)
+from tests.message_kit import (ALL_KINDS, CJK, chat_text, check_limits, deliver, english_left, incident_64,
+                               nan_on_8_ranks, note)
 from watchdog import rulecatalog
 from watchdog.alerting.channels import build_channel
 from watchdog.alerting.digest import runbook_link
