@@ -16,12 +16,12 @@ import yaml
 
 from tests.fakes.receivers import Receiver
 from tests.helpers import REPO
-from tests.message_kit import (ALL_KINDS, CJK, chat_text, check_limits, deliver, english_left, incident_64,
+from tests.message_kit import (ALL_KINDS, CJK, alert, chat_text, check_limits, deliver, english_left, incident_64,
                                nan_on_8_ranks, note)
 from watchdog import rulecatalog
 from watchdog.alerting.channels import build_channel
 from watchdog.alerting.digest import runbook_link
-from watchdog.alerting.render import cut_bytes, cut_chars
+from watchdog.alerting.render import Message, cut_bytes, cut_chars, escape_plain
 from watchdog.config.load import load_config_text
 from watchdog.words import LANGUAGES, RULE_FIELDS, SUMMARY_FIELDS, template_fields, words
 
@@ -215,3 +215,26 @@ def test_cuts_count_utf8_bytes_and_keep_characters_whole():
     assert cut_chars("x" * 9 + "и\u0306" * 5, 11) == "x" * 9 + "…"
     assert cut_chars("ab👩\u200d💻cd", 4) == "ab…"
     assert cut_bytes("ab" + "и\u0306" * 3, 9) == "abи\u0306…" and cut_bytes("ab" + "и\u0306" * 3, 8) == "ab…"
+
+
+#: Variants the Chinese text must not use: the glossary (docs/glossary.zh.md) fixes one term each.
+_NOT_OUR_TERMS = {"集体通信": "集合通信", "操作符": "算子", "检查点": "checkpoint", "显卡": "NPU", "GPU": "NPU",
+                  "心跳包": "心跳", "断点重训": "断点续训", "内存溢出": "显存不足（OOM）", "告警级别": "级别"}
+
+
+def test_chinese_text_uses_the_glossary_terms_consistently():
+    glossary = (REPO / "docs" / "glossary.zh.md").read_text(encoding="utf-8")
+    sources = [(REPO / "watchdog" / "words" / "zh.yaml").read_text(encoding="utf-8"),
+               (REPO / "watchdog" / "runbook" / "zh.md").read_text(encoding="utf-8")]
+    for variant, ours in _NOT_OUR_TERMS.items():
+        assert all(variant not in text for text in sources), f"use {ours!r}, not {variant!r}"
+    for term in ("算子", "HBM 显存", "集合通信", "集合通信超时", "心跳", "断点续训", "健康状态", "掉卡"):
+        assert term in glossary, term
+        assert any(term in text for text in sources), f"glossary term {term!r} is used nowhere"
+
+
+def test_a_fleet_incident_title_in_chinese():
+    body = note([alert("log_oom", {"rank": "3", "node": "node-07"}, 1796040000.0)])
+    body["incident"] = {"culprit_root": True, "nodes": 4, "ranks": 32, "symptoms": 12}
+    title = Message(body).title(escape_plain, words("zh"))
+    assert title == "[严重] llama：最先出现的故障 log_oom，位于 node-07 rank=3 | 涉及 4 个节点、32 个 rank，12 条症状告警"
