@@ -112,7 +112,7 @@ def scope(labels_list: Sequence[Dict[str, str]], w: Words = EN) -> str:
     tail = ", ".join(f"{k} {compact(v, 4, w)}" for k, v in sorted(extra.items()))
     text = w.t("scope_on", parts=" ".join(parts)) if parts else ""
     if tail:
-        text = w.t("scope_extra", text=text, tail=tail) if text else f"({tail})"
+        text = w.t("scope_extra", text=text, tail=tail) if text else w.t("scope_extra_only", tail=tail)
     return text
 
 
