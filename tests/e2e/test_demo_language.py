@@ -16,7 +16,8 @@ pytestmark = pytest.mark.slow
 def test_the_chinese_demo_pages_like_the_english_one_in_chinese(demo):
     run = demo(language="zh")
     results = {r.name.split(":")[0].split(" (")[0]: r for r in run.play()}
-    assert all(r.ok for r in results.values()), [(r.name, r.messages, r.channels) for r in results.values()]
+    assert all(r.ok for r in results.values()), [(r.name, r.messages, r.resolved, r.delivered_at, r.channels)
+                                                 for r in results.values() if not r.ok]
     for benign in ("healthy training", "long checkpoint", "training resumes after the checkpoint"):
         assert results[benign].messages == 0, benign
     assert results["HCCL hang"].messages == 1 and results["recovery"].resolved == 1
