@@ -17,6 +17,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from watchdog.findings import JOB_LABEL
 
+if False:  # typing only (watchdog.words is loaded on use)
+    from watchdog.words import RuleWords  # noqa: F401
+
 #: Labels that identify one training job on one node: the default `equal` of an inhibition and
 #: the grouping key of messages.
 JOB_LABELS: Tuple[str, ...] = ("host", JOB_LABEL)
@@ -204,7 +207,52 @@ def render_runbook() -> str:
     return "".join(out).rstrip("\n") + "\n"
 
 
+def rule_words(name: str, language: str = "en") -> "RuleWords":
+    """The words of rule `name` in `language`: English from where each is declared (the rule's
+    meaning and first check here, its title in the message wording; the summary and hint are the
+    finding's own, so empty here), other languages from `watchdog/words/<language>.yaml`."""
+    from watchdog.alerting.wording import phrase
+    from watchdog.words import RuleWords, words
+
+    w = words(language)
+    if w.language != "en":
+        own = w.rule(name)
+        return own if own is not None else RuleWords()
+    r = catalog().get(name)
+    return RuleWords(title=phrase(name), meaning=r.meaning if r else "", first_check=r.first_check if r else "")
+
+
+def render_runbook_in(language: str) -> str:
+    """The runbook page in `language` (English: `render_runbook`); the same sections and anchors
+    (the rule names), the words from `watchdog/words/<language>.yaml`."""
+    from watchdog.words import words
+
+    if language == "en":
+        return render_runbook()
+    w = words(language)
+    out = [f"# {w.t('runbook_title')}\n\n{w.t('runbook_intro')}\n\n"]
+    for r in catalog().values():
+        rw = rule_words(r.name, language)
+        inh = sorted({t for i in r.inhibits for t in i.targets})
+        by = sorted(set(inhibited_by(r.name)))
+        codes = lambda xs: "、".join(f"`{x}`" for x in xs)  # noqa: E731
+        out.append(f'<a id="{r.name}"></a>\n\n## {r.name}\n\n**{rw.title}**：{rw.meaning}\n\n')
+        out.append("- " + w.t("runbook_severity", severity=w.severity(r.severity), duration=_dur(r.default_for),
+                              rule=r.name) + "\n")
+        out.append(f"- {w.t('runbook_check')}{rw.first_check}\n")
+        out.append(f"- {w.t('runbook_hint')}{rw.hint}\n")
+        if r.same_event:
+            out.append("- " + w.t("runbook_same_event", rules=codes(r.same_event)) + "\n")
+        if inh:
+            out.append("- " + w.t("runbook_mutes", rules=codes(inh)) + "\n")
+        if by:
+            out.append("- " + w.t("runbook_muted_by", rules=codes(by)) + "\n")
+        out.append("- " + w.t("runbook_silence", rule=r.name) + "\n\n")
+    return "".join(out).rstrip("\n") + "\n"
+
+
 if __name__ == "__main__":  # pragma: no cover - `python -m watchdog.rulecatalog [table|runbook]`
     import sys
 
-    print(render_runbook() if sys.argv[1:] == ["runbook"] else render_markdown(), end="")
+    args = sys.argv[1:]
+    print(render_runbook_in(args[1] if len(args) > 1 else "en") if args[:1] == ["runbook"] else render_markdown(), end="")

@@ -92,6 +92,13 @@ def demo_config(node: SimulatedNode, out: Path, receiver_url: str, port: int, sp
 _MESSAGE_ID = re.compile(r"\bid ([0-9a-f]{20})\b")
 
 
+def is_resolved_title(line: str) -> bool:
+    """Whether a chat title says its alerts resolved, in any language messages are written in."""
+    from watchdog.words import LANGUAGES, words
+
+    return any(f"] {words(lang).t('kind_resolved')}" in line for lang in LANGUAGES)
+
+
 def _merge(base: Dict[str, Any], over: Dict[str, Any]) -> None:
     """Deep-merge `over` into `base` (dicts merge key by key; anything else replaces)."""
     for k, v in over.items():
@@ -138,7 +145,8 @@ class DemoRun:
     """Owns every process of one demo run; `close()` stops all of them."""
 
     def __init__(self, out: Path, speed: float = 1.0, echo: bool = True, stream: TextIO = sys.stdout,
-                 npus: int = 8, overrides: Optional[Dict[str, Any]] = None, verbose: bool = False):
+                 npus: int = 8, overrides: Optional[Dict[str, Any]] = None, verbose: bool = False,
+                 language: Optional[str] = None):
         self.out = out
         self.speed = speed * TIME_BASE
         self.stream = stream
@@ -149,6 +157,8 @@ class DemoRun:
         self.receiver = Receiver(out=stream, echo=echo and verbose)
         self.port = free_port()
         self.config = demo_config(self.node, out, self.receiver.url, self.port, self.speed)
+        if language:
+            self.config["alerting"]["language"] = language
         _merge(self.config, overrides or {})
         self.config_path = out / "config.yaml"
         self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
@@ -254,7 +264,7 @@ class DemoRun:
                 ident = r.body.get("idempotencyKey")
             elif r.path.startswith("/slack"):
                 channel = "oncall-slack"
-                status = "resolved" if "RESOLVED" in (plain_lines(r.body) or [""])[0] else "firing"
+                status = "resolved" if is_resolved_title((plain_lines(r.body) or [""])[0]) else "firing"
                 found = _MESSAGE_ID.search(json.dumps(r.body))
                 ident = found.group(1) if found else None
             else:
@@ -319,7 +329,7 @@ class DemoRun:
 
     def show_first_message(self, since: float, max_lines: int = 16, resolved: bool = False) -> None:
         """The step's first chat message, as the on-call person reads it (cut to `max_lines`)."""
-        got = [r for r in self.receiver.slack_since(since) if "RESOLVED" not in plain_lines(r.body)[0]] \
+        got = [r for r in self.receiver.slack_since(since) if not is_resolved_title(plain_lines(r.body)[0])] \
             if resolved is False else self.receiver.slack_since(since)
         if self.echo and got:
             self.receiver.print_slack(got[0].body, got[0].at, max_lines=max_lines)

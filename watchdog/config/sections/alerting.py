@@ -144,6 +144,9 @@ class ChannelConfig(StrictModel):
     resend_interval: Duration = Field(default="1m")
     #: `alertmanager`: `endsAt` of a firing alert is the push time plus this.
     alert_ttl: Duration = Field(default="5m")
+    #: Language of this channel's messages (`en`, `zh`); default: `alerting.language`. One node can
+    #: page a Chinese Feishu group and an English Slack channel about the same incident.
+    language: Optional[Literal["en", "zh"]] = None
 
     @field_validator("type")
     @classmethod
@@ -268,6 +271,10 @@ class AlertingConfig(StrictModel):
     runbook_url: Optional[str] = None
     #: The daemon's own runbook base (set by the whole config, which knows `http.listen`).
     _own_runbook: Optional[str] = PrivateAttr(default=None)
+    #: Language of the messages (`en` or `zh`: titles, summaries, hints, buttons; numbers, labels,
+    #: times, paths, commands and log lines stay as they are) and of the runbook page their links
+    #: open. Each channel may set its own `language`.
+    language: Literal["en", "zh"] = "en"
 
     model_config = dict(StrictModel.model_config, populate_by_name=True)
 
