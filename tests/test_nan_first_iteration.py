@@ -50,6 +50,44 @@ def test_three_nan_lines_from_5426_name_5426_in_title_hint_and_count(make_daemon
     assert abs(_epoch(a["startsAt"]) - first_written) < 30  # the first line's time, not the send's
 
 
+@pytest.mark.slow
+def test_after_a_restart_the_nan_match_goes_on_from_its_first_line(make_daemon, tmp_path):
+    """A match saved at stop and read back at start continues (same key as a new line of it):
+    after a restart the finding still names the first NaN iteration and counts every line,
+    instead of a second match from the first line read after the restart."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    log = logdir / "train_rank0.log"
+    log.write_text("iteration 110 | lm loss: 2.31 | grad norm: 1.2\n")
+    config = {"probes": {"jitter": "0s", "logs": {"enabled": True, "interval": "1s", "hold": "10m",
+                                                  "sources": [{"name": "train", "paths": [str(logdir / "*.log")]}]}},
+              "alerting": {"channels": []}}
+
+    def nan_findings(d):
+        return [f for f in d.status()["findings"] if f["rule"] == "log_nan"]
+
+    def write(*ns):
+        with open(log, "a") as fh:
+            fh.write("".join(NAN_LINE.format(n=n) + "\n" for n in ns))
+
+    d = make_daemon(config)
+    wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+    write(111, 112, 113, 114)
+    def counts(d):
+        return [(f["details"]["count"], f["details"]["first_line"].split(" |")[0]) for f in nan_findings(d)]
+
+    wait_for(lambda: counts(d) == [(4, "iteration 111")], what="the first four lines")
+    d.stop()
+    write(115, 116)  # while the daemon is down: read after the restart
+    d.start()
+    wait_for(lambda: counts(d) == [(6, "iteration 111")], what="six lines counted after the restart")
+    write(117)
+    wait_for(lambda: counts(d) == [(7, "iteration 111")], what="seven lines, one match")
+    found = nan_findings(d)
+    assert len(found) == 1, found
+    assert "iteration 111" in found[0]["summary"] and "115" not in found[0]["summary"], found[0]
+
+
 def _epoch(rfc3339: str) -> float:
     from datetime import datetime
 

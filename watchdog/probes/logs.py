@@ -251,7 +251,7 @@ class LogsProbe(Probe):
 
     def _event(self, f: Followed, raw: RawEvent, now: float) -> LogEvent:
         r = raw.rule
-        key = (r.id, f.job or "", f.rank if f.rank is not None else "", "" if raw.device is None else str(raw.device))
+        key = _match_key(r.id, f.job, f.rank, raw.device)
         a = self.active.get(key)
         if a is None:
             a = {"rule": r, "rank": f.rank, "job": f.job, "source": f.source, "path": f.path, "first_at": now,
@@ -283,7 +283,8 @@ class LogsProbe(Probe):
             rows.append({"rule": a["rule"].id, "rank": a["rank"], "source": a["source"], "path": a["path"],
                          "first_at": a["first_at"], "last_at": a["last_at"], "count": a["count"],
                          "summary": a.get("summary", ""), "evidence": list(a["evidence"]),
-                         "device": a.get("device"), "first_summary": a.get("first_summary", "")})
+                         "device": a.get("device"), "first_summary": a.get("first_summary", ""),
+                         "job": a.get("job")})
         return {"active": rows, "progress_at": dict(self.progress_at)}
 
     def _restore_progress(self, saved: Any) -> None:
@@ -308,11 +309,15 @@ class LogsProbe(Probe):
                 if rule is None or now - last_at > self._horizon(rule):
                     continue
                 rank = row.get("rank")
+                rank = None if rank is None else str(rank)
                 device = row.get("device")
                 device = int(device) if isinstance(device, int) else None
-                key = (rule.id, "" if rank is None else str(rank), "" if device is None else str(device))
+                job = row.get("job") if isinstance(row.get("job"), str) else None
+                # The same key as a new line of this match gets, so the match goes on after the
+                # restart (first line, count) instead of a second one starting beside it.
+                key = _match_key(rule.id, job, rank, device)
                 self.active[key] = {
-                    "rule": rule, "rank": None if rank is None else str(rank), "source": str(row["source"]),
+                    "rule": rule, "rank": rank, "job": job, "source": str(row["source"]),
                     "path": str(row["path"]), "first_at": float(row["first_at"]), "last_at": last_at,
                     "count": int(row["count"]), "summary": str(row.get("summary", "")), "device": device,
                     "first_summary": str(row.get("first_summary", "")),
@@ -333,6 +338,12 @@ class LogsProbe(Probe):
                 hint_late=r.hint_late, device=a["device"], job=a.get("job"),
                 first_summary=a.get("first_summary") or a["summary"]))
         return out
+
+
+def _match_key(rule: str, job: Any, rank: Any, device: Any) -> tuple:
+    """One active match per (rule, job, rank, device), as strings: a restored match (read back
+    from JSON) and a new line of it must land on the same key."""
+    return (rule, job or "", "" if rank is None else str(rank), "" if device is None else str(device))
 
 
 #: Position in the schedule (the registry orders probe modules by it).
