@@ -45,7 +45,7 @@ PROGRESS_SAVE_SECONDS = 60.0
 RETRY_DELAY = 0.05
 #: Flight recorder records carried on each reading (shown in /api/status).
 FLIGHT_TAIL = 5
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]{1,9})", re.ASCII)
 
 
 def rank_from_path(path: str) -> Optional[int]:
