@@ -254,7 +254,7 @@ def test_an_unchanged_table_reuses_the_jobs_and_a_change_is_seen_at_once(tmp_pat
     (tmp_path / "uptime").write_text("100000.00 1.00\n")
     for pid, rank in ((300, 0), (301, 1)):
         _fake_process(tmp_path, pid, start=100, env=f"RANK={rank}\0MASTER_ADDR=n1\0MASTER_PORT=29500")
-    opts = scan_mod.ScanOptions(proc=str(tmp_path), home_of=lambda uid: None, owner_ok=lambda path, uid: True)
+    opts = scan_mod.ScanOptions(proc=str(tmp_path), home_of=lambda uid: None)
     table = procfs.ProcTable(settled=0.0, full_every=0, rotate=3)
     first = scan_mod.discover(opts, None, table)  # scan 1
     assert [r.pid for r in first.jobs[0].ranks] == [300, 301] and calls == [1]
@@ -281,7 +281,7 @@ def test_a_ranks_new_log_file_is_seen_within_rotate_scans(tmp_path):
     _fake_process(tmp_path, 300, start=100, env="RANK=0\0MASTER_ADDR=n1\0MASTER_PORT=29500")
     (tmp_path / "300" / "fd").mkdir()
     os.symlink(str(old_log), tmp_path / "300" / "fd" / "1")
-    opts = scan_mod.ScanOptions(proc=str(tmp_path), home_of=lambda uid: None, owner_ok=lambda path, uid: True)
+    opts = scan_mod.ScanOptions(proc=str(tmp_path), home_of=lambda uid: None)
     table = procfs.ProcTable(settled=0.0, full_every=0, rotate=3)
     assert scan_mod.discover(opts, None, table).jobs[0].ranks[0].logs == (str(old_log),)  # scan 1
     _fake_process(tmp_path, 301, start=100, env="RANK=1\0MASTER_ADDR=n1\0MASTER_PORT=29500")

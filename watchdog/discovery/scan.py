@@ -45,19 +45,6 @@ class ScanOptions:
     first_job_name: Optional[str] = None
     #: Home folder of a uid (the plog default lives there); replaceable in tests.
     home_of: Callable[[int], Optional[str]] = field(default=lambda uid: _home(uid))
-    #: Whether a path named in a rank's environment may be read for that rank's user.
-    owner_ok: Callable[[str, int], bool] = field(default=lambda path, uid: owned_by(path, uid))
-
-
-def owned_by(path: str, uid: int) -> bool:
-    """A file named by a rank's environment is read only when that rank's user owns it (or the
-    folder it will appear in): a rank cannot point the root daemon at someone else's file."""
-    for candidate in (path, os.path.dirname(path)):
-        try:
-            return uid == 0 or os.stat(candidate).st_uid == uid
-        except OSError:
-            continue
-    return False
 
 
 _HOMES: Dict[int, Tuple[float, Optional[str]]] = {}
@@ -153,9 +140,9 @@ def _describe_rank(rank: int, rec: ProcRecord, logs: Tuple[str, ...], npu_by_pid
     env = rec.env or {}
     local = first_int(env, LOCAL_RANK_KEYS)
     npu = npu_by_pid.get(rec.pid, npu_of(env, local))
+    # The file is named whoever owns it: the heartbeat probe checks it against `uid` at every read
+    # (watchdog.rankfiles), so a file that is not the rank's user's is a finding, never content.
     hb = heartbeat_path(env, rank, local)
-    if hb is not None and not opts.owner_ok(hb, rec.uid):
-        hb = None
     info = RankInfo(rank=rank, local_rank=local, pid=rec.pid, npu=npu, logs=logs, heartbeat=hb, uid=rec.uid)
     return info, plog_dirs_of(env, opts.home_of(rec.uid))
 
