@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import REPO, wait_for
 from tests.hostile_kit import as_other_user
 from tests.jobkit import TAG, TrainJob
@@ -64,3 +66,31 @@ def test_another_users_unicode_digits_never_fail_discover(tmp_path, procs):
         assert seven["rank"] == 7 and seven["local_rank"] is None and seven["npu"] is None
         hostile_job = next(j for j in jobs if any(r["pid"] == bad[1].pid for r in j["ranks"]))
         assert hostile_job["hccl"]["connect_timeout_s"] == 120
+
+
+@pytest.mark.slow
+def test_another_users_hostile_process_does_not_blind_the_daemon(tmp_path, procs, make_daemon):
+    """The daemon with discovery: another user's `env RANK=² ...` process runs beside a real job.
+    Fails on the code before the fix: every scan failed (the process probe down, no log followed),
+    so the real job's failure line was never detected."""
+    job = TrainJob(tmp_path / "job", ranks=2, env={"NPU_WATCHDOG_JOB": "real-job"})
+    d = make_daemon({"job": {}, "discovery": {"enabled": True, "only_env": job.only_env, "interval": "1s"},
+                     "probes": {"process": {"interval": "1s"}, "logs": {"interval": "1s", "rescan": "1s"}}})
+    with job:
+        bad = _hostile(procs, job.tag, RANK="²", LOCAL_RANK="²", ASCEND_RT_VISIBLE_DEVICES="²",
+                       HCCL_CONNECT_TIMEOUT="²")
+        seven = _hostile(procs, job.tag, RANK="7", LOCAL_RANK="²", ASCEND_RT_VISIBLE_DEVICES="²",
+                         HCCL_EXEC_TIMEOUT="١٢٠")
+        wait_for(lambda: all(open(f"/proc/{p.pid}/cmdline", "rb").read().startswith(b"sleep") for p in (bad, seven)),
+                 what="the hostile processes exec'd")
+        wait_for(lambda: d.metrics().get('npu_watchdog_discovered_ranks{training_job="real-job"}') == 2,
+                 timeout=30, what="the real job discovered")
+        wait_for(lambda: any(p["name"] == "logs" and (p["last_result"] or "").startswith("2 files")
+                             for p in d.status()["probes"]), timeout=30, what="the real job's logs followed")
+        job.nan(1)
+        found = wait_for(lambda: [f for f in d.status()["findings"] if f["rule"] == "log_nan"], timeout=30,
+                         what="the real job's NaN line detected")
+        assert found[0]["labels"]["training_job"] == "real-job"
+        probes = {p["name"]: p for p in d.status()["probes"]}
+        assert probes["process"]["up"] and probes["process"]["errors_total"] == 0, probes["process"]
+        assert d.metrics().get("npu_watchdog_discovery_errors_total") == 0
