@@ -177,7 +177,8 @@ def make_server(relay: Relay) -> ThreadingHTTPServer:
             if self.path == "/healthz":
                 n, oldest = relay.outbox.stats()
                 self._send(200, {"status": "ok", "outbox_pending": n, "outbox_oldest_age_seconds": round(oldest, 3),
-                                 "open_incidents": relay.store.open_incidents()})
+                                 "open_incidents": relay.store.open_incidents(), "bodies_held_bytes": budget.held,
+                                 "bodies_refused_total": budget.refused_total})
             else:
                 self._send(404, {"error": "not found (POST /alertmanager, GET /healthz)"})
 
