@@ -295,8 +295,6 @@ def test_parallel_large_bodies_keep_the_relays_memory_bounded(relay_factory):
                     answers.append((r.status, None))
             except urllib.error.HTTPError as e:
                 answers.append((e.code, e.headers.get("Retry-After")))
-            except OSError as e:  # a refused body's connection may be closed while it is still sent
-                answers.append(("closed", str(e)))
 
         threads = [threading.Thread(target=post) for _ in range(48)]
         for t in threads:
@@ -306,10 +304,10 @@ def test_parallel_large_bodies_keep_the_relays_memory_bounded(relay_factory):
         peak = _vm_kib(relay.proc.pid, "VmHWM") * 1024
         codes = [a[0] for a in answers]
         assert len(answers) == 48 and codes.count(200) >= 1, answers
-        assert all(a == (503, "5") or a[0] in (200, "closed") for a in answers), answers
+        assert all(a == (503, "5") or a[0] == 200 for a in answers), answers
         assert peak < before + 12 * held, f"peak RSS {peak >> 20} MiB (before {before >> 20} MiB)"
         # A body is released just after its answer is sent: the last one may still be held.
         health = wait_for(lambda: [h for h in [json.loads(http_get(relay.url + "/healthz")[1])]
                                    if h["bodies_held_bytes"] == 0], what="every body released")[0]
         assert health["bodies_refused_total"] == codes.count(503)
-        print(f"answers {sorted(map(str, codes))[:3]}..., peak RSS {peak >> 20} MiB, before {before >> 20} MiB")
+        print(f"answers 200: {codes.count(200)}, 503: {codes.count(503)}; peak RSS {peak >> 20} MiB, before {before >> 20} MiB")

@@ -195,6 +195,7 @@ def make_server(relay: Relay) -> ThreadingHTTPServer:
                 self.close_connection = True  # the body is not read
                 return self._send(413, {"error": f"body of {length} bytes is over max_body_bytes ({limit})"})
             if not budget.acquire(length):
+                self._discard(length)  # so the client reads the answer (64 KiB held at a time)
                 self.close_connection = True
                 log.warning("relay: busy, %d bytes of bodies held; a body of %d bytes answered 503", budget.held,
                             length, extra={"event": "relay_busy"})
@@ -204,6 +205,16 @@ def make_server(relay: Relay) -> ThreadingHTTPServer:
                 self._post(length)
             finally:
                 budget.release(length)
+
+        def _discard(self, length: int) -> None:
+            try:
+                while length > 0:
+                    chunk = self.rfile.read(min(length, 65536))
+                    if not chunk:
+                        break
+                    length -= len(chunk)
+            except OSError:
+                pass
 
         def _post(self, length: int) -> None:
             data = self.rfile.read(length)
