@@ -226,9 +226,11 @@ def test_a_file_renamed_away_is_followed_by_inode_through_change_events(tmp_path
 def test_a_line_through_the_old_handle_after_a_rotation_pages_from_its_change_event(make_daemon, tmp_path):
     """The daemon: one scheduled round and one rescan per hour, so within the test's wait only the
     change event of the renamed file can explain the finding (before the fix it came with the
-    rescan, 30 s by default). The daemon's own first-seen time of the finding is compared with
-    the time the line was written, bounded by the rescan: robust to a slow machine, and it fails
-    whenever the line is found by anything but its event."""
+    rescan, 30 s by default). The issue's bound, found within 2 s, is asserted on the daemon's own
+    clock: the finding's `since` is the start of the round that read the line, so the difference
+    to the time the line was written is only the inotify wake-up and the start of that round,
+    never the test's polling, HTTP or the evaluation after it (measured 0.15-0.2 s here; a woken
+    thread waits milliseconds for a CPU even on a loaded 2-core machine)."""
     import time
 
     logdir = tmp_path / "logs"
@@ -254,4 +256,4 @@ def test_a_line_through_the_old_handle_after_a_rotation_pages_from_its_change_ev
         found = wait_for(lambda: _findings(d, "log_nan"), timeout=60, what="log_nan from the renamed file")
     detected_in = found[0]["since"] - written_at
     print(f"line through the old handle detected {detected_in:.2f}s after it was written")
-    assert -1.0 < detected_in < 60.0, found  # the rescan (1 h) never ran; the event did
+    assert -1.0 < detected_in <= 2.0, found  # the rescan (1 h) never ran; the event did
