@@ -18,8 +18,8 @@ from watchdog.discovery.cmdline import redact_argv
 from watchdog.discovery.environ import (DEVICE_KEYS, HEARTBEAT_ENV, LOCAL_RANK_KEYS, LOCAL_WORLD_SIZE_KEYS,
                                         WORLD_SIZE_KEYS, first_int, wanted_keys)
 from watchdog.discovery.group import RawJob, group_jobs
-from watchdog.untrusted import ascii_int
 from watchdog.discovery.model import (Discovered, HcclTimeouts, JobInfo, LauncherInfo, ProcRecord, RankInfo)
+from watchdog.untrusted import ascii_int
 
 #: CANN defaults (seconds) when the ranks' environment does not set them.
 HCCL_EXEC_TIMEOUT_DEFAULT = 1836
@@ -166,7 +166,9 @@ def describe_job(raw: RawJob, records: Dict[int, ProcRecord], logs: Mapping[int,
             # Another user's process whose record cannot be made sense of: skipped and counted,
             # never the end of the scan (the parsers are total; this is the net under them).
             if pid not in _WARNED:
-                _WARNED.add(pid) if len(_WARNED) < 4096 else _WARNED.clear()
+                if len(_WARNED) >= 4096:
+                    _WARNED.clear()
+                _WARNED.add(pid)
                 log.warning("discovery skipped process %d: %s: %s", pid, type(exc).__name__, str(exc)[:200])
             if skipped is not None:
                 skipped.append(pid)
@@ -233,7 +235,7 @@ def discover(opts: ScanOptions, npu_by_pid: Optional[Mapping[int, int]] = None,
         jobs = _describe_jobs(records, procfs.rank_logs, npu_by_pid or {}, opts, skipped)
     else:
         # The same records (and NPU table) describe the same jobs: reuse them, except every
-        # `rotate` scans (rank log files listed again, heartbeat owners checked again).
+        # `rotate` scans (rank log files listed again).
         key = (table.generation, tuple(sorted((npu_by_pid or {}).items())), opts)
         if table.memo is not None and table.memo[0] == key and table.scans % table.rotate:
             jobs, skipped = table.memo[1]  # type: ignore[misc]
