@@ -85,25 +85,53 @@ def test_a_fifo_among_heartbeat_files_is_an_error_of_that_file_only(tmp_path):
     assert "FIFO" in (readings[5].error or "") and readings[5].step is None
 
 
+def _poll(t: Tailer, got: list, now: float) -> None:
+    _finishes(lambda: t.poll(lambda f, data, stop: got.append(data[:stop]), now))
+
+
 def test_the_tailer_refuses_a_log_swapped_for_a_link_and_a_fifo(tmp_path):
-    mine = other_users_dir(tmp_path / "u")
-    log, fifo = mine / "train.log", mine / "rank5.log"
-    write_as_other_user(log, b"")
+    """Fails on the code before the fix: the root-only line was read through the link."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log, fifo = logs / "train.log", logs / "rank5.log"
+    log.write_bytes(b"")
     os.mkfifo(fifo)
-    spec = SourceSpec(name="train", paths=(str(log), str(fifo)), start="beginning",
-                      path_owners=((str(log), OTHER_UID), (str(fifo), OTHER_UID)))
-    t, got = Tailer([spec]), []
-    t.poll(lambda f, data, stop: got.append(data[:stop]), 1.0)
+    t, got = Tailer([SourceSpec(name="train", paths=(str(logs / "*.log"),), start="beginning")]), []
+    _poll(t, got, 1.0)
     with open(log, "ab") as fh:
         fh.write(b"own line\n")
-    t.poll(lambda f, data, stop: got.append(data[:stop]), 2.0)
+    _poll(t, got, 2.0)
     assert b"".join(got) == b"own line\n"
     secret = root_only_secret(tmp_path / "secret.log", "ROOT ONLY LINE\n")
     os.unlink(log)
     log.symlink_to(secret)
-    _finishes(lambda: t.poll(lambda f, data, stop: got.append(data[:stop]), 3.0))
+    _poll(t, got, 3.0)
     assert b"ROOT ONLY" not in b"".join(got)
     assert "symbolic link" in t.errors[str(log)]
+
+
+def test_the_tailer_reads_a_discovered_log_only_as_its_ranks_user(tmp_path):
+    """A rank's log folder swapped for a link to a root folder with a file of the same name: the
+    file read is not the rank's user's (checked on the opened descriptor), so it is refused."""
+    mine = other_users_dir(tmp_path / "u")
+    logs = other_users_dir(mine / "logs")
+    log = logs / "train.log"
+    write_as_other_user(log, b"")
+    spec = SourceSpec(name="train", paths=(str(log),), start="beginning", path_owners=((str(log), OTHER_UID),))
+    t, got = Tailer([spec]), []
+    _poll(t, got, 1.0)
+    with open(log, "ab") as fh:
+        fh.write(b"own line\n")
+    _poll(t, got, 2.0)
+    assert b"".join(got) == b"own line\n" and t.errors == {}
+    rootdir = tmp_path / "rootdir"
+    rootdir.mkdir()
+    root_only_secret(rootdir / "train.log", "ROOT ONLY LINE\n")
+    os.rename(logs, mine / "old-logs")
+    (mine / "logs").symlink_to(rootdir)
+    _poll(t, got, 3.0)
+    assert b"ROOT ONLY" not in b"".join(got)
+    assert "not by the rank's user" in t.errors[str(log)]
 
 
 def _snapshot(cfg: Path) -> dict:
@@ -142,7 +170,7 @@ def test_a_fifo_named_like_a_heartbeat_does_not_cost_the_snapshot_the_files_afte
     for name, fifo in (("heartbeat", hb / "rank5.json"), ("logs:train", logs / "b.log")):
         skipped = {p["what"]: p["reason"] for p in items[name]["problems"]}
         assert skipped == {str(fifo): "not_regular_file"}, items[name]
-    assert manifest["complete"] is True or "heartbeat" not in manifest.get("missing", [])
+    assert manifest["complete"] is True and manifest["missing"] == [], manifest["missing"]  # nothing hung
 
 
 def _as_other_user(*argv: str) -> None:
