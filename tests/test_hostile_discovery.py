@@ -94,3 +94,12 @@ def test_another_users_hostile_process_does_not_blind_the_daemon(tmp_path, procs
         probes = {p["name"]: p for p in d.status()["probes"]}
         assert probes["process"]["up"] and probes["process"]["errors_total"] == 0, probes["process"]
         assert d.metrics().get("npu_watchdog_discovery_errors_total") == 0
+
+
+def test_heartbeat_numbers_written_as_text_are_ascii_only():
+    from watchdog.heartbeat_format import HeartbeatFormatError, parse_heartbeat
+
+    assert parse_heartbeat(b'{"step": "12", "loss": "nan"}').step == 12
+    for bad in (b'{"step": "\xd9\xa1\xd9\xa2"}', b'{"step": "\xc2\xb2"}', b'{"loss": "\xd9\xa1\xd9\xa2"}'):
+        with pytest.raises(HeartbeatFormatError):
+            parse_heartbeat(bad)

@@ -58,7 +58,7 @@ def _float(name: str, value: Any) -> Optional[float]:
         raise HeartbeatFormatError(f"field {name!r}: expected a number, got {value!r}")
     if isinstance(value, (int, float)):
         return float(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and value.isascii():  # float() also takes other scripts' digits
         try:
             return float(value.strip())
         except ValueError:
