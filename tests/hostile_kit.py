@@ -2,13 +2,18 @@
 node may blind or steer the root daemon).
 
 `OTHER_UID` is `nobody` (65534), present on every Debian system; `as_other_user` is a
-`preexec_fn` that drops a child to it, so the test's own processes play the other user.
+`preexec_fn` that drops a child to it, so the test's own processes play the other user; the
+`other_root` fixture (conftest) is a folder it can reach.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 OTHER_UID = 65534
 OTHER_GID = 65534
@@ -21,18 +26,23 @@ def as_other_user() -> None:
     os.setuid(OTHER_UID)
 
 
+@contextlib.contextmanager
+def other_users_root() -> Iterator[Path]:
+    """A folder the other user can reach, outside pytest's temporary root (which is 0700, and
+    which another pytest run on the machine may set back to 0700 at any moment)."""
+    root = Path(tempfile.mkdtemp(prefix="npu-watchdog-test-"))
+    os.chmod(root, 0o711)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def other_users_dir(path: Path) -> Path:
-    """A folder the other user owns (where its job writes heartbeats and logs)."""
+    """A folder the other user owns (where its job writes heartbeats and logs); `path` lies in
+    `other_root`."""
     path.mkdir(parents=True, exist_ok=True)
     os.chown(path, OTHER_UID, OTHER_GID)
-    parent = path.parent
-    while True:  # every ancestor must be searchable by the other user (tmp_path is 0700)
-        mode = parent.stat().st_mode
-        if not mode & 0o001:
-            os.chmod(parent, mode | 0o011)
-        if parent == parent.parent or str(parent) in ("/tmp", "/"):
-            break
-        parent = parent.parent
     return path
 
 

@@ -49,8 +49,8 @@ def _refused(path, uid=None) -> str:
     return info.value.reason
 
 
-def test_the_helper_refuses_links_fifos_devices_and_other_users_files(tmp_path):
-    mine = other_users_dir(tmp_path / "u")
+def test_the_helper_refuses_links_fifos_devices_and_other_users_files(tmp_path, other_root):
+    mine = other_users_dir(other_root / "u")
     good = mine / "rank0.json"
     write_as_other_user(good, b'{"step": 1}\n')
     fd = open_rank_file(str(good), OTHER_UID)
@@ -110,10 +110,10 @@ def test_the_tailer_refuses_a_log_swapped_for_a_link_and_a_fifo(tmp_path):
     assert "symbolic link" in t.errors[str(log)]
 
 
-def test_the_tailer_reads_a_discovered_log_only_as_its_ranks_user(tmp_path):
+def test_the_tailer_reads_a_discovered_log_only_as_its_ranks_user(tmp_path, other_root):
     """A rank's log folder swapped for a link to a root folder with a file of the same name: the
     file read is not the rank's user's (checked on the opened descriptor), so it is refused."""
-    mine = other_users_dir(tmp_path / "u")
+    mine = other_users_dir(other_root / "u")
     logs = other_users_dir(mine / "logs")
     log = logs / "train.log"
     write_as_other_user(log, b"")
@@ -184,10 +184,11 @@ def _swap_for_link(target: Path, link: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_heartbeat_swapped_for_a_link_to_a_root_file_never_shows_its_content(tmp_path, make_daemon, procs):
+def test_a_heartbeat_swapped_for_a_link_to_a_root_file_never_shows_its_content(tmp_path, other_root, make_daemon,
+                                                                               procs):
     """Fails on the code before the fix: the root-only file's content appeared in /api/status."""
     tag, marker = f"t-{uuid.uuid4().hex[:12]}", f"TOPSECRET-{uuid.uuid4().hex[:8]}"
-    mine = other_users_dir(tmp_path / "u")
+    mine = other_users_dir(other_root / "u")
     hbdir = other_users_dir(mine / "hb")
     hb = hbdir / "rank0.json"
     write_as_other_user(hb, json.dumps({"step": 5, "phase": "train", "time": time.time()}).encode())
