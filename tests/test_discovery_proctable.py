@@ -255,7 +255,7 @@ def test_an_unchanged_table_reuses_the_jobs_and_a_change_is_seen_at_once(tmp_pat
     (tmp_path / "uptime").write_text("100000.00 1.00\n")
     for pid, rank in ((300, 0), (301, 1)):
         _fake_process(tmp_path, pid, start=100, env=f"RANK={rank}\0MASTER_ADDR=n1\0MASTER_PORT=29500")
-    opts = scan_mod.ScanOptions(proc=str(tmp_path), home_of=lambda uid: None, owner_ok=lambda path, uid: True)
+    opts = scan_mod.ScanOptions(proc=str(tmp_path), home_of=lambda uid: None)
     table = procfs.ProcTable(settled=0.0, full_every=0, rotate=3)
     first = scan_mod.discover(opts, None, table)  # scan 1
     assert [r.pid for r in first.jobs[0].ranks] == [300, 301] and calls == [1]
@@ -282,7 +282,7 @@ def test_a_ranks_new_log_file_is_seen_within_rotate_scans(tmp_path):
     _fake_process(tmp_path, 300, start=100, env="RANK=0\0MASTER_ADDR=n1\0MASTER_PORT=29500")
     (tmp_path / "300" / "fd").mkdir()
     os.symlink(str(old_log), tmp_path / "300" / "fd" / "1")
-    opts = scan_mod.ScanOptions(proc=str(tmp_path), home_of=lambda uid: None, owner_ok=lambda path, uid: True)
+    opts = scan_mod.ScanOptions(proc=str(tmp_path), home_of=lambda uid: None)
     table = procfs.ProcTable(settled=0.0, full_every=0, rotate=3)
     assert scan_mod.discover(opts, None, table).jobs[0].ranks[0].logs == (str(old_log),)  # scan 1
     _fake_process(tmp_path, 301, start=100, env="RANK=1\0MASTER_ADDR=n1\0MASTER_PORT=29500")
@@ -291,3 +291,22 @@ def test_a_ranks_new_log_file_is_seen_within_rotate_scans(tmp_path):
     os.symlink(str(new_log), tmp_path / "300" / "fd" / "1")  # just after its logs were listed
     seen = [scan_mod.discover(opts, None, table).jobs[0].ranks[0].logs for _ in range(3)]  # scans 3-5
     assert (str(new_log),) in seen, seen
+
+
+def test_a_process_whose_record_cannot_be_parsed_is_skipped_and_counted(tmp_path):
+    """A procfs tree built by hand (the kernel never writes a stat line like this): the process
+    is left out and counted in `skipped` (npu_watchdog_discovery_processes_skipped), the rank
+    beside it is discovered, and a rank whose environment is hostile keeps only its good values."""
+    from watchdog.discovery import scan as scan_mod
+
+    (tmp_path / "uptime").write_text("100000.00 1.00\n")
+    _fake_process(tmp_path, 300, start=100, env="RANK=0\0MASTER_ADDR=n1\0MASTER_PORT=29500")
+    _fake_process(tmp_path, 301, start=100, env="RANK=1\0LOCAL_RANK=\u00b2\0ASCEND_RT_VISIBLE_DEVICES=\u00b2,1\0"
+                                                  "MASTER_ADDR=n1\0MASTER_PORT=29500")
+    _fake_process(tmp_path, 302, start=100, env="RANK=2\0MASTER_ADDR=n1\0MASTER_PORT=29500")
+    (tmp_path / "302" / "stat").write_text("302 (python3) S \u00b2 x\n")
+    opts = scan_mod.ScanOptions(proc=str(tmp_path), home_of=lambda uid: None)
+    found = scan_mod.discover(opts, None, procfs.ProcTable(settled=0.0, full_every=0))
+    ranks = {r.pid: r for j in found.jobs for r in j.ranks}
+    assert sorted(ranks) == [300, 301] and found.skipped == 1
+    assert ranks[301].local_rank is None and ranks[301].npu is None

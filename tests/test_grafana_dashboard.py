@@ -160,6 +160,8 @@ OFF_DASHBOARD = {
     "npu_watchdog_discovery_processes": "discovery internals (docs/discovery.md)",
     "npu_watchdog_discovery_scan_duration_seconds": "discovery internals (docs/discovery.md)",
     "npu_watchdog_discovery_scans_total": "discovery internals (docs/discovery.md)",
+    "npu_watchdog_discovery_processes_skipped": "processes whose records could not be read or parsed "
+                                                "(docs/guarantees.md, hostile processes)",
     "npu_watchdog_kernel_matches_total": "alerted as kernel_oom / kernel_crash / kernel_device / kernel_event",
     "npu_watchdog_kernel_position_saved": "kernel probe internals (docs/detection.md, kernel log)",
     "npu_watchdog_kernel_records_lost_total": "kernel probe internals (records the ring overwrote)",

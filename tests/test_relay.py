@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -234,3 +236,78 @@ def test_relay_checks_the_bearer_token_and_refuses_loops(relay_factory, tmp_path
     r = subprocess.run([sys.executable, "-m", "watchdog", "relay", "-c", str(bad), "--check"],
                        capture_output=True, text=True, cwd=str(REPO), timeout=60)
     assert r.returncode == 2 and "would loop back into Alertmanager" in r.stderr
+
+
+# -- hostile bodies --------------------------------------------------------------------------------
+
+def _nested_labels(depth: int) -> bytes:
+    inner = b'{"a":' * depth + b'"x"' + b"}" * depth
+    return (b'{"version": "4", "groupKey": "k", "status": "firing", "alerts": [{"labels": ' + inner
+            + b', "annotations": {}, "startsAt": "2026-11-30T10:00:00Z"}]}')
+
+
+def test_deeply_nested_bodies_are_a_400_never_a_500(relay_factory):
+    """Fails on the code before the fix: both answered 500 with a traceback (RecursionError), which
+    Alertmanager retries until the alert expires."""
+    with Receiver("feishu") as rx:
+        relay = relay_factory(rx.url, "s")
+        for raw in (b"[" * 100_000 + b"]" * 100_000, _nested_labels(5_000), _nested_labels(40),
+                    b'{"a": ' * 100_000):
+            code, answer = relay.post(None, raw=raw)
+            assert code == 400 and ("nested deeper" in answer["error"] or "not a JSON" in answer["error"]), answer
+        code, answer = relay.post(None, raw=_nested_labels(2))
+        assert code == 400 and "must be a string" in answer["error"]
+        assert relay.post(oom_incident())[0] == 200  # and it still works
+        assert "Traceback" not in relay.log()
+
+
+def _vm_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {key} in /proc/{pid}/status")
+
+
+@pytest.mark.slow
+def test_parallel_large_bodies_keep_the_relays_memory_bounded(relay_factory):
+    """48 parallel POSTs of 15 MB (under max_body_bytes). Fails on the code before the fix: every
+    body was read and parsed at once (peak RSS about 1 GB). The bound is derived from the limits:
+    the relay's resident size before the posts plus 12 times `max_bodies_bytes` (a body held as
+    bytes, as text and as parsed objects, with allocator slack), well under 48 bodies."""
+    from watchdog.relay.config import RelayConfig
+
+    held = RelayConfig.model_fields["max_bodies_bytes"].default
+    now = time.time()
+    alerts = [alert("log_oom", f"node-{i:05d}", now, role="root" if i == 0 else "symptom", rank=str(i % 8),
+                    summary="x" * 400) for i in range(20_000)]
+    body = json.dumps(payload(alerts)).encode()
+    assert 14 << 20 < len(body) < RelayConfig.model_fields["max_body_bytes"].default
+    with Receiver("feishu") as rx:
+        relay = relay_factory(rx.url, "s")
+        before = _vm_kib(relay.proc.pid, "VmRSS") * 1024
+        answers: List[tuple] = []
+
+        def post() -> None:
+            req = urllib.request.Request(relay.url + "/alertmanager", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=300) as r:
+                    answers.append((r.status, None))
+            except urllib.error.HTTPError as e:
+                answers.append((e.code, e.headers.get("Retry-After")))
+
+        threads = [threading.Thread(target=post) for _ in range(48)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+        peak = _vm_kib(relay.proc.pid, "VmHWM") * 1024
+        codes = [a[0] for a in answers]
+        assert len(answers) == 48 and codes.count(200) >= 1, answers
+        assert all(a == (503, "5") or a[0] == 200 for a in answers), answers
+        assert peak < before + 12 * held, f"peak RSS {peak >> 20} MiB (before {before >> 20} MiB)"
+        # A body is released just after its answer is sent: the last one may still be held.
+        health = wait_for(lambda: [h for h in [json.loads(http_get(relay.url + "/healthz")[1])]
+                                   if h["bodies_held_bytes"] == 0], what="every body released")[0]
+        assert health["bodies_refused_total"] == codes.count(503)
+        print(f"answers 200: {codes.count(200)}, 503: {codes.count(503)}; peak RSS {peak >> 20} MiB, before {before >> 20} MiB")

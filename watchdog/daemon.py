@@ -23,6 +23,7 @@ from watchdog.detectors import IncrementalDetectors, load_detectors
 from watchdog.findings import JOB_LABEL
 from watchdog.discovery.feed import feed_for, scan_options
 from watchdog.discovery.status import discovery_status
+from watchdog.flight_recorder import public_record
 from watchdog.httpserver import HttpEndpoint
 from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
 from watchdog.logsetup import set_level
@@ -201,8 +202,8 @@ class Daemon:
         """The newest steps of each rank's flight recorder, as the heartbeat probe last read them."""
         sample = self.state.view().latest("heartbeat")
         readings = getattr(getattr(sample, "value", None), "readings", ())
-        return [{"rank": r.rank, "path": r.path, "records": list(r.flight_tail), "error": r.flight_error}
-                for r in readings if r.flight_tail or r.flight_error]
+        return [{"rank": r.rank, "path": r.path, "records": [public_record(x) for x in r.flight_tail],
+                 "error": r.flight_error} for r in readings if r.flight_tail or r.flight_error]
 
     def healthy(self) -> Tuple[bool, str]:
         if self.stopping:
@@ -338,7 +339,8 @@ class Daemon:
         cap = fdbudget.connection_cap(config.http.max_connections, soft, fdbudget.open_fds())
         try:
             self.http = HttpEndpoint(config.http.host, config.http.port, registry, self.status, self.healthy,
-                                     max_connections=cap, connection_timeout=config.http.connection_timeout)
+                                     max_connections=cap, connection_timeout=config.http.connection_timeout,
+                                     status_remote=lambda: bool(self.runtime.config.http.status_remote))
         except OSError as exc:
             log.error("cannot listen on %s: %s", config.http.listen, exc.strerror or exc)
             return False

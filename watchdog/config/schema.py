@@ -104,6 +104,10 @@ class HttpConfig(StrictModel):
     max_connections: int = Field(default=64, ge=4, le=4096)
     #: A connection is closed when a read waits longer than this (idle or trickling clients).
     connection_timeout: Duration = Field(default="10s")
+    #: Serve `/api/status` and the detailed landing page to clients on other hosts too. Off by
+    #: default: with `listen` opened for Prometheus, other hosts get `/metrics` and `/healthz`
+    #: only (status shows job paths, command lines and alert texts; see docs/guarantees.md).
+    status_remote: bool = False
 
     @field_validator("listen")
     @classmethod

@@ -505,7 +505,7 @@ RULES = (
     Rule("heartbeat_no_progress", "critical", "The heartbeat is written but its step does not advance.",
          "Dump the stacks with `py-spy dump --pid <pid>` (data loader, retry loop, collective).",
          warmup=lambda c, f: detail(f, "limit_seconds", float(c.probes.heartbeat.stale_after.train)) + _HB(c, f)),
-    Rule("heartbeat_unreadable", "warning", "A heartbeat file stays empty or half-written for `unreadable_after`.",
+    Rule("heartbeat_unreadable", "warning", "A heartbeat file stays empty, half-written or refused (a link, not a regular file, another user's) for `unreadable_after`.",
          "Write the file atomically (temp file + rename), e.g. with the contrib heartbeat helper.",
          warmup=lambda c, f: float(c.probes.heartbeat.unreadable_after) + _HB(c, f)),
     Rule("heartbeat_clock_skew", "warning", "A heartbeat time lies in the future: the clocks disagree.",

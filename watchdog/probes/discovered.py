@@ -23,6 +23,7 @@ from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.probes.heartbeat import read_file
 from watchdog.probes.process import describe, follow
 from watchdog.procstat import ProcStat, read_stat
+from watchdog.rankfiles import rank_file
 
 Identity = Tuple[int, float]
 #: A rank alive this round: its stat line, job and rank number.
@@ -42,6 +43,8 @@ class _Job:
     logs: Set[str] = field(default_factory=set)
     #: rank -> heartbeat file named by its environment.
     heartbeats: Dict[int, str] = field(default_factory=dict)
+    #: The ranks' user: the files read for the job (heartbeats, log tails) must be theirs.
+    uid: Optional[int] = None
     ended_at: Optional[float] = None
     clean: bool = False
     #: The HCCL variables the ranks' environments set (watchdog.hccl reads them per job); empty
@@ -49,9 +52,9 @@ class _Job:
     hccl_env: Tuple[Tuple[str, str], ...] = ()
 
 
-def log_tail(path: str, size: int = TAIL_BYTES) -> str:
+def log_tail(path: str, size: int = TAIL_BYTES, uid: Optional[int] = None) -> str:
     try:
-        with open(path, "rb") as fh:
+        with rank_file(path, uid) as fh:
             fh.seek(0, 2)
             end = fh.tell()
             fh.seek(max(0, end - size))
@@ -65,11 +68,11 @@ def ended_cleanly(tails: List[str], patterns: List["re.Pattern[str]"]) -> bool:
     return any(p.search(t) for t in tails for p in patterns)
 
 
-def says_done(path: str) -> bool:
+def says_done(path: str, uid: Optional[int] = None) -> bool:
     """The heartbeat file declares phase `done` (read here, at the exit, because the heartbeat
     probe may not have read the last beat before the process probe sees the rank gone)."""
     try:
-        data, _, _ = read_file(path)
+        data, _, _ = read_file(path, uid)
         return parse_heartbeat(data).phase == "done"
     except (OSError, HeartbeatFormatError):
         return False
@@ -162,6 +165,8 @@ class DiscoveredProcessProbe(Probe):
                                      ("HCCL_CONNECT_TIMEOUT", job.hccl.connect_timeout_s)) if v is not None)
         for r in job.ranks:
             t.logs.update(r.logs)
+            if r.uid is not None:
+                t.uid = r.uid
             if r.heartbeat:
                 t.heartbeats[r.rank] = r.heartbeat
 
@@ -200,9 +205,9 @@ class DiscoveredProcessProbe(Probe):
         """A rank exiting after its heartbeat said `done`, or after an end-of-training line in its
         job's logs: the job is ending, not crashing."""
         hb = job.heartbeats.get(rank) if rank is not None else None
-        if hb is not None and says_done(hb):
+        if hb is not None and says_done(hb, job.uid):
             return True
-        return ended_cleanly([log_tail(p) for p in sorted(job.logs)], self._end_res)
+        return ended_cleanly([log_tail(p, uid=job.uid) for p in sorted(job.logs)], self._end_res)
 
     def _end_jobs(self, infos: Dict[Identity, ProcessInfo], now: float) -> None:
         running = {i.job for i in infos.values() if i.state != "zombie"}

@@ -9,6 +9,7 @@ lists them in its own order. On-call needs the failure that came first: the root
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Dict, List, Optional, Tuple
@@ -67,7 +68,45 @@ def _strings(d: Any, what: str) -> Dict[str, str]:
         return {}
     if not isinstance(d, dict):
         raise PayloadError(f"{what} must be an object")
+    for k, v in d.items():
+        if isinstance(v, (dict, list)):
+            raise PayloadError(f"{what}.{str(k)[:60]} must be a string, not a {'list' if isinstance(v, list) else 'object'}")
     return {str(k): str(v) for k, v in d.items()}
+
+
+#: An Alertmanager webhook body is 4 levels deep (payload, alerts, alert, labels): anything much
+#: deeper is not one, and is refused before any code walks it recursively.
+MAX_DEPTH = 16
+
+
+def _check_depth(doc: Any, limit: int = MAX_DEPTH) -> None:
+    """Iterative (no recursion whatever the input): PayloadError past `limit` levels."""
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            raise PayloadError(f"nested deeper than {limit} levels: not an Alertmanager webhook payload")
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+
+
+def load_payload(data: bytes) -> "Incident":
+    """A webhook body (bytes) -> Incident. Every malformed body is a PayloadError (an HTTP 4xx),
+    never another exception: not UTF-8, not JSON, nested too deep for the decoder or deeper than
+    MAX_DEPTH, or not of the payload's shape."""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise PayloadError(f"nested deeper than {MAX_DEPTH} levels: not an Alertmanager webhook payload") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise PayloadError(f"not a JSON document: {str(exc)[:200]}") from None
+    _check_depth(doc)
+    return parse_payload(doc)
 
 
 def read_alert(raw: Any, i: int) -> FleetAlert:
