@@ -63,15 +63,39 @@ def _sections(text: str) -> set:
     return {m.group(1) for m in re.finditer(r"(?m)^## ([a-z0-9_]+)\s*$", text)}
 
 
+def _prometheus_alerts() -> dict:
+    """alert name -> severity label, from the shipped Prometheus rules."""
+    doc = yaml.safe_load((REPO / "contrib" / "prometheus" / "npu-watchdog.rules.yml").read_text())
+    return {r["alert"]: r["labels"]["severity"] for g in doc["groups"] for r in g["rules"] if "alert" in r}
+
+
 def test_the_chinese_runbook_has_every_rule_under_its_anchor_and_is_current():
     page = REPO / "watchdog" / "runbook" / "zh.md"
     text = page.read_text(encoding="utf-8")
-    assert _sections(text) == set(rulecatalog.names())
-    for name in rulecatalog.names():
+    others = words("zh").alerts
+    assert _sections(text) == set(rulecatalog.names()) | set(others)
+    for name in list(rulecatalog.names()) + list(others):
         assert f'<a id="{name}"></a>' in text
         body = text.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
-        assert CJK.search(body) and f"rule={name}" in body, name
+        assert CJK.search(body), name
+        if name in others:  # fleet alerts are silenced in Alertmanager, never on the node
+            assert "rule=" not in body and (f"alertname={name}" in body) == (others[name].source == "prometheus")
+        else:
+            assert f"rule={name}" in body, name
     assert text == rulecatalog.render_runbook_in("zh"), "watchdog/runbook/zh.md is stale: run `make docs`"
+
+
+def test_chinese_words_for_every_alert_outside_the_catalog_match_the_prometheus_rules():
+    """`test_alert` and every fleet alert of the shipped Prometheus rules have Chinese runbook words,
+    with the severity the rules file gives (and none for an alert the rules do not have)."""
+    others = words("zh").alerts
+    fleet = {n: a.severity for n, a in others.items() if a.source == "prometheus"}
+    assert fleet == _prometheus_alerts()
+    assert [n for n, a in others.items() if a.source == "cli"] == ["test_alert"]
+    assert not set(others) & set(rulecatalog.names()), "a catalog rule's words belong under `rules`"
+    for name, a in others.items():
+        for f in ("title", "meaning", "first_check"):
+            assert CJK.search(getattr(a, f)), f"{name}.{f} is not Chinese: {getattr(a, f)!r}"
 
 
 def test_runbook_links_follow_the_message_language():

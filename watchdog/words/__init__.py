@@ -11,6 +11,9 @@ Two parts per language:
   live beside each rule where it is produced (the rule's `meaning` and `first_check` in its
   declaration, the title in `watchdog.alerting.wording`, the summary and hint in the finding the
   detector builds); `rulecatalog.rule_words` gathers them. Other languages come from here.
+- `other_alerts`: the runbook words of alerts that are not catalog rules: `test_alert` (sent by
+  hand) and the fleet alerts of the shipped Prometheus rules. English has them in the hand-written
+  `watchdog/runbook/en.md`; the generated runbook of another language takes them from here.
 
 A missing template never breaks a message: it falls back to English (a test fails instead).
 """
@@ -54,6 +57,27 @@ class RuleWords:
     own_hint: bool = False
 
 
+#: Where an alert outside the rule catalog comes from (`other_alerts.<name>.source`).
+ALERT_SOURCES: Tuple[str, ...] = ("cli", "prometheus")
+
+
+@dataclass(frozen=True)
+class AlertWords:
+    """The runbook words of an alert the daemon's catalog does not declare: `test_alert` (source
+    `cli`) or a fleet alert of the shipped Prometheus rules (source `prometheus`, with the rule's
+    severity, which a test holds equal to the rules file)."""
+
+    title: str = ""
+    meaning: str = ""
+    first_check: str = ""
+    source: str = "prometheus"
+    severity: str = ""
+
+
+#: The fields of an `AlertWords` every language must write.
+ALERT_FIELDS: Tuple[str, ...] = ("title", "meaning", "first_check")
+
+
 class _Blank(dict):
     """Template fields: a field the caller did not give renders as `?`, never an exception."""
 
@@ -81,6 +105,8 @@ class Words:
     language: str
     ui: Dict[str, str] = field(default_factory=dict)
     rules: Dict[str, RuleWords] = field(default_factory=dict)
+    #: Runbook words of alerts outside the catalog (test alert, Prometheus fleet alerts), in order.
+    alerts: Dict[str, AlertWords] = field(default_factory=dict)
 
     def t(self, name: str, /, **fields: Any) -> str:
         """The shared text `name` filled with `fields` (English when this language lacks it)."""
@@ -108,13 +134,23 @@ def _rule_words(data: Any) -> RuleWords:
                      own_hint=bool(data.get("own_hint", False)))
 
 
+def _alert_words(name: str, data: Any) -> AlertWords:
+    data = data if isinstance(data, dict) else {}
+    text = {k: " ".join(str(data.get(k) or "").split()) for k in ALERT_FIELDS}
+    source = str(data.get("source") or "prometheus")
+    if source not in ALERT_SOURCES:
+        raise ValueError(f"other_alerts.{name}.source must be one of {ALERT_SOURCES}, not {source!r}")
+    return AlertWords(**text, source=source, severity=str(data.get("severity") or ""))
+
+
 @lru_cache(maxsize=None)
 def _load(language: str) -> Words:
     path = _HERE / f"{language}.yaml"
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     ui = {str(k): str(v) for k, v in (data.get("ui") or {}).items()}
     rules = {str(k): _rule_words(v) for k, v in (data.get("rules") or {}).items()}
-    return Words(language, ui, rules)
+    alerts = {str(k): _alert_words(str(k), v) for k, v in (data.get("other_alerts") or {}).items()}
+    return Words(language, ui, rules, alerts)
 
 
 def words(language: Optional[str] = None) -> Words:
