@@ -71,6 +71,16 @@ class TrainJob:
     def exit_rank(self, rank: int) -> None:
         (self.ctl / f"exit-{rank}").touch()
 
+    def oom(self, rank: int) -> None:
+        """The rank prints torch_npu's out-of-memory traceback and exits 1."""
+        (self.ctl / f"oom-{rank}").touch()
+
+    def rank_pids(self) -> List[int]:
+        """The launcher's children (the ranks), sorted."""
+        assert self.proc is not None
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.proc.pid)], capture_output=True, text=True).stdout
+        return sorted(int(x) for x in out.split())
+
     def finish(self) -> None:
         (self.ctl / "finish").touch()
 
