@@ -388,6 +388,8 @@ class AlertEngine:
             "value": f.get("value"), "since": f.get("since") or a.firing_since, "starts_at": a.firing_since,
             "ends_at": (a.last_seen if status == "resolved" else None), "evidence": ev, "snapshot": a.snapshot,
             "dashboard": dashboard_link(cfg.dashboard_url, a.labels, a.rule),
+            # A job-level alert's ranks on this node (the fleet relay counts them).
+            "ranks": (f.get("details") or {}).get("job_ranks"),
         }
 
     def _notification(self, kind: str, batch: List[AlertRow], now: float) -> Dict[str, Any]:
