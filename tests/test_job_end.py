@@ -94,3 +94,6 @@ def test_failure_lines_come_from_the_log_rules_of_warning_and_above():
     assert "NPU out of memory" in got and got.split(":")[0] in {r.id for r in m.rules}
     assert failure_line([b"iteration 9 | loss 2.0\nTraining completed.\n"], m) == ""
     assert failure_line([b"Traceback (most recent call last):\n  File \"t.py\", line 1\nValueError: x\n"], m) != ""
+    # The root cause, not the traceback header above it, is the line that explains the exit.
+    got = failure_line([b"Traceback (most recent call last):\n  File \"t.py\", line 9\n" + oom.split(b"\n", 1)[1]], m)
+    assert "NPU out of memory" in got and not got.startswith("python_traceback")

@@ -72,6 +72,7 @@ class Node:
                                       "--state-dir", str(root / "state")], env=self.env, stdout=self.log,
                                      stderr=self.log, cwd=str(REPO))
         self.mark = (0, 0)
+        self.files = 0
         self.port_seq = 29600 + os.getpid() % 200
 
     def status(self) -> Dict:
@@ -95,7 +96,18 @@ class Node:
         key = f'npu_watchdog_job_ranks_alive{{training_job="{name}"}}'
         wait_for(lambda: f"{key} {float(job.ranks)}" in http_get(self.url + "/metrics")[1], timeout=60,
                  what=f"{name}: ranks followed")
-        time.sleep(4)  # a logs round (3 s) past the discovery of the rank files
+        # The logs probe follows the rank files (an ended job's files stay followed for
+        # `forget_after`, so the count grows by each job's ranks), then reads them once more.
+        self.files += job.ranks
+        wait_for(lambda: self.metric('npu_watchdog_log_files_followed{source="train"}') >= self.files, timeout=60,
+                 what=f"{name}: rank logs followed")
+        time.sleep(4)
+
+    def metric(self, key: str) -> float:
+        for line in http_get(self.url + "/metrics")[1].splitlines():
+            if line.startswith(key + " "):
+                return float(line.split()[-1])
+        return 0.0
 
     def start_row(self) -> None:
         self.mark = (len(self.feishu.accepted()), len(self.hook.accepted()))
@@ -190,23 +202,23 @@ def test_row_left_together_without_a_word(node):
 
 
 def test_row_failure_line_pages_as_today(node):
-    """Rank 0 writes torch_npu's OOM and dies, the launcher's group is killed: the OOM pages once
-    per channel; job_gone (failure line) is held under it."""
+    """Rank 0 writes torch_npu's OOM and dies while its peers wait (as in a collective), then the
+    launcher's group is killed: the OOM pages once per channel; job_gone (failure line) is held
+    under it."""
     name = "row-oom"
     job = node.job(name, FAKE_TRAIN_NO_DONE="1")
     with job:
         node.follow(job, name)
         node.start_row()
         job.oom(0)
-        wait_for(lambda: len(job.rank_pids()) == 3, timeout=30, what="rank 0 gone")
+        wait_for(lambda: node.counts()["feishu"] >= 1 and node.counts()["hook"]["firing"] >= 1,
+                 timeout=PAGE_BUDGET_S, what="the OOM page")
         os.killpg(job.proc.pid, signal.SIGKILL)
         job.proc.wait(30)
         write_scenario(node.scenario, [])
-        wait_for(lambda: node.counts()["feishu"] >= 1 and node.counts()["hook"]["firing"] >= 1,
-                 timeout=PAGE_BUDGET_S, what="the OOM page")
         (gone,) = wait_for(lambda: node.findings(name, "job_gone") or None, timeout=PAGE_BUDGET_S, what="job_gone")
         time.sleep(8)
-        assert node.counts() == {"feishu": 1, "hook": {"firing": 1, "resolved": 0}}, node.messages()
+        assert node.counts() == {"feishu": 1, "hook": {"firing": 1, "resolved": 0}}, node.hook_alerts()
         assert [(a["alertname"], a["training_job"], a.get("rank")) for a in node.hook_alerts()] \
             == [("log_oom", name, "0")]
         assert gone["details"]["verdict"]["row"] == "failure_line" and gone["severity"] == "critical"

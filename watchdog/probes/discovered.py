@@ -88,16 +88,20 @@ def end_line(tails: List[bytes], patterns: List["re.Pattern[str]"]) -> str:
 
 
 def failure_line(tails: List[bytes], matcher: Optional[Matcher]) -> str:
-    """Pure: the first line of the log tails a failure rule matches, as `rule: line` ("" if none)."""
+    """Pure: the gravest line of the log tails a failure rule matches, as `rule: line` ("" if
+    none): the most severe, a root cause before a cascade (the OOM, not the traceback header
+    above it), else the first."""
     if matcher is None:
         return ""
+    best: Optional[Tuple[Tuple[int, int], str]] = None
     for data in tails:
         for start, stop in matcher.candidates(data):
             line = decode_line(data[start:stop], matcher.max_line_bytes)
-            hits = matcher.match_text(line)
-            if hits:
-                return f"{hits[0].id}: {line.strip()}"[:EVIDENCE_CHARS]
-    return ""
+            for rule in matcher.match_text(line):
+                rank = (SEVERITY_RANK.get(rule.severity, 0), 1 if rule.role == "root" and rule.kind == "line" else 0)
+                if best is None or rank > best[0]:
+                    best = (rank, f"{rule.id}: {line.strip()}"[:EVIDENCE_CHARS])
+    return best[1] if best is not None else ""
 
 
 def failure_matcher(config: Config) -> Optional[Matcher]:
