@@ -59,7 +59,7 @@ def first_int(env: Dict[str, str], keys: Iterable[str]) -> Optional[int]:
     """The first of `keys` whose value is a plain non-negative integer."""
     for key in keys:
         value = env.get(key, "").strip()
-        if value.isdigit() and len(value) < 10:
+        if value.isascii() and value.isdigit() and len(value) < 10:  # not "²": isdigit() takes it, int() not
             return int(value)
     return None
 

@@ -88,7 +88,7 @@ def npu_of(env: Mapping[str, str], local_rank: Optional[int]) -> Optional[int]:
     visible = [v.strip() for v in env.get("ASCEND_RT_VISIBLE_DEVICES", "").split(",") if v.strip()]
     if visible:
         index = logical if logical is not None else local_rank
-        if index is not None and index < len(visible) and visible[index].isdigit():
+        if index is not None and index < len(visible) and visible[index].isascii() and visible[index].isdigit():
             return int(visible[index])
         return None
     return logical
