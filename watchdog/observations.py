@@ -50,8 +50,8 @@ class EndEvidence:
     heartbeats: int = 0
     #: An end-of-training line (`discovery.end_patterns`) in the ranks' or launcher's last lines.
     end_line: str = ""
-    #: The first failure line (a log rule of severity warning or above) in the ranks' last lines,
-    #: as `rule_id: line`.
+    #: The gravest failure line (a log rule of severity warning or above) in the ranks' or the
+    #: launcher's last lines, as `rule_id: line`.
     failure_line: str = ""
     #: When the first and the last rank not declared `done` were seen gone (None: none yet).
     first_left_at: Optional[float] = None

@@ -277,7 +277,7 @@ class DiscoveredProcessProbe(Probe):
         return EndEvidence(
             ranks=len(job.ranks), gone=len(job.done) + len(job.left), done=len(job.done),
             heartbeats=len(job.heartbeats), end_line=end_line(tails + launcher, self._end_res),
-            failure_line=failure_line(tails, self._failures),
+            failure_line=failure_line(tails + launcher, self._failures),  # torchrun's ChildFailedError too
             first_left_at=min(times) if times else None, last_left_at=max(times) if times else None)
 
     def _end_jobs(self, infos: Dict[Identity, ProcessInfo], now: float) -> None:
