@@ -59,8 +59,10 @@ class TrainJob:
         raise ValueError(self.style)
 
     def start(self) -> "TrainJob":
-        self.proc = subprocess.Popen(self.argv(), env=self.env, start_new_session=True,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # The launcher's own output in `launcher.log` (what a job script's redirection does).
+        with open(self.root / "launcher.log", "ab") as out:
+            self.proc = subprocess.Popen(self.argv(), env=self.env, start_new_session=True,
+                                         stdout=out, stderr=subprocess.STDOUT)
         wait_for(lambda: all((self.logs / f"rank{r}.log").exists() and (self.logs / f"rank{r}.log").stat().st_size
                              for r in range(self.ranks)), timeout=30, what="every rank logging")
         return self

@@ -149,10 +149,13 @@ def ended_cleanly(node: Node, job: TrainJob, name: str, row: str) -> Dict:
     """The ranks leave; the daemon holds an info `job_finished` of that row; nothing is sent."""
     assert job.wait() == 0
     write_scenario(node.scenario, [])  # HBM freed, chips idle
-    (f,) = wait_for(lambda: node.findings(name, "job_finished") or None, timeout=PAGE_BUDGET_S,
-                    what=f"{name}: job_finished")
+    # The launcher's line may come a moment after the last rank left: the probe looks again a
+    # round later, so the row may turn from left_together to end_line, never to a failure.
+    wait_for(lambda: [f["value"] for f in node.findings(name, "job_finished")] == [row], timeout=PAGE_BUDGET_S,
+             what=f"{name}: job_finished ({row})")
     time.sleep(8)  # a process round and a group window more: nothing may follow
     assert node.counts() == {"feishu": 0, "hook": {"firing": 0, "resolved": 0}}, node.messages()
+    (f,) = node.findings(name, "job_finished")
     assert f["severity"] == "info" and f["value"] == row, f
     assert f["labels"]["training_job"] == name and "rank" not in f["labels"]
     assert node.findings(name, "job_gone") == [] and node.findings(name, "rank_missing") == []
@@ -169,6 +172,19 @@ def test_row_end_line_the_issue_wording(node):
         job.finish()
         f = ended_cleanly(node, job, name, "end_line")
         assert f["details"]["evidence"]["end_line"] == "training complete"
+
+
+def test_row_end_line_of_the_launcher(node):
+    """No rank says anything at the end; the launcher (its stdout in a file) prints torchrun's
+    success line once every rank exited 0."""
+    name = "row-launcher"
+    job = node.job(name, FAKE_TRAIN_QUIET_END="1", FAKE_TRAIN_NO_DONE="1")
+    with job:
+        node.follow(job, name)
+        node.start_row()
+        job.finish()
+        f = ended_cleanly(node, job, name, "end_line")
+        assert "worker group successfully finished" in f["details"]["evidence"]["end_line"]
 
 
 def test_row_heartbeats_done(node, tmp_path):

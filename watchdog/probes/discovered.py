@@ -60,6 +60,9 @@ class _Job:
     #: The evidence about the ranks gone (made again when another rank leaves).
     end: Optional[EndEvidence] = None
     end_stale: bool = False
+    #: Look at the logs once more the round after the job ended: a launcher prints its success
+    #: line after it reaped the last rank, a moment after this probe may have looked.
+    relook: bool = False
     #: The HCCL variables the ranks' environments set (watchdog.hccl reads them per job); empty
     #: when none does, so the config or the CANN defaults apply.
     hccl_env: Tuple[Tuple[str, str], ...] = ()
@@ -179,7 +182,8 @@ class DiscoveredProcessProbe(Probe):
         self._update_gone(infos, now)
         self._end_jobs(infos, now)
         for t in self._jobs.values():
-            if t.end_stale:
+            if t.end_stale or t.relook:
+                t.relook = t.end_stale and t.ended_at is not None
                 t.end, t.end_stale = self._evidence(t), False
         self._known = infos
         if infos and self._first_seen_at is None:
