@@ -279,3 +279,19 @@ def test_relay_checks_the_bearer_token_and_refuses_loops(relay_factory, tmp_path
     r = subprocess.run([sys.executable, "-m", "watchdog", "relay", "-c", str(bad), "--check"],
                        capture_output=True, text=True, cwd=str(REPO), timeout=60)
     assert r.returncode == 2 and "would loop back into Alertmanager" in r.stderr
+
+
+def test_relay_card_of_a_hang_of_32_ranks_on_16_nodes_says_32_ranks(relay_factory):
+    """The real relay process: 16 nodes' `stall` alerts (no `rank` label, each node's 2 ranks in
+    the `ranks` annotation) page once, titled with 16 nodes and 32 ranks."""
+    secret = "relay-secret-789"
+    stalls = [alert("stall", f"node-{i:02d}", T0 + i) for i in range(16)]
+    for i, a in enumerate(stalls):
+        a["annotations"]["ranks"] = f"{2 * i},{2 * i + 1}"
+    with Receiver("feishu", secret=secret) as rx:
+        relay = relay_factory(rx.url, secret)
+        assert relay.post(payload(stalls))[0] == 200
+        rx.wait_for(1)
+        (t,) = titles(rx)
+        assert t.startswith("[CRITICAL] llm: no root cause reported; earliest stall on node-00")
+        assert t.endswith("| 16 nodes, 32 ranks affected, 16 symptom alerts"), t
