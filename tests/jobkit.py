@@ -71,8 +71,10 @@ class TrainJob:
             wait_for(lambda: (self.logs / "train.log").read_text().count(" iteration ") >= self.ranks,
                      timeout=30, what="the ranks logging")
             return self
-        self.proc = subprocess.Popen(self.argv(), env=self.env, start_new_session=True,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # The launcher's own output in `launcher.log` (what a job script's redirection does).
+        with open(self.root / "launcher.log", "ab") as out:
+            self.proc = subprocess.Popen(self.argv(), env=self.env, start_new_session=True,
+                                         stdout=out, stderr=subprocess.STDOUT)
         wait_for(lambda: all((self.logs / f"rank{r}.log").exists() and (self.logs / f"rank{r}.log").stat().st_size
                              for r in range(self.ranks)), timeout=30, what="every rank logging")
         return self
@@ -82,6 +84,16 @@ class TrainJob:
 
     def exit_rank(self, rank: int) -> None:
         (self.ctl / f"exit-{rank}").touch()
+
+    def oom(self, rank: int) -> None:
+        """The rank prints torch_npu's out-of-memory traceback and exits 1."""
+        (self.ctl / f"npuoom-{rank}").touch()
+
+    def rank_pids(self) -> List[int]:
+        """The launcher's children (the ranks), sorted."""
+        assert self.proc is not None
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.proc.pid)], capture_output=True, text=True).stdout
+        return sorted(int(x) for x in out.split())
 
     def finish(self) -> None:
         (self.ctl / "finish").touch()

@@ -168,7 +168,6 @@ def _unbounded_risks(pattern: str) -> list:
         from re import _parser as sre_parse  # Python 3.11+
     except ImportError:  # pragma: no cover - older Pythons
         import sre_parse  # type: ignore[no-redef]
-    from re import _constants as c  # noqa: F401  (3.11+: MAXREPEAT, opcodes)
 
     risks = []
 

@@ -101,7 +101,7 @@ def test_what_pages():
     grace = 600.0
     hang = parse_payload(payload([alert("stall", "node-01", T0)]))
     kind, st = decide(hang, None, T0 + 10, grace)
-    assert kind == "firing" and st == {"started": T0 + 10, "root": False}
+    assert kind == "firing" and st["started"] == T0 + 10 and st["root"] is False
     assert decide(hang, st, T0 + 20, grace) == ("", st)  # the other peer, or a later group update
     with_root = parse_payload(payload([alert("stall", "node-01", T0), alert("log_oom", "node-02", T0 + 1, role="root")]))
     kind, st = decide(with_root, st, T0 + 30, grace)
@@ -120,6 +120,51 @@ def test_what_pages():
     assert decide(again, st, T0 + 61, grace)[0] == "firing"
     assert decide(with_root, st, T0 + 50 + grace + 1, grace)[0] == "firing"
     assert decide(done, None, T0, grace) == ("", None)  # a resolve of nothing paged
+
+
+def test_a_hang_of_32_ranks_on_16_nodes_counts_32_ranks():
+    """`stall` has no `rank` label: each node lists its ranks of the job in the `ranks` annotation."""
+    stalls = [alert("stall", f"node-{i:02d}", T0 + i) for i in range(1, 17)]
+    for i, a in enumerate(stalls):
+        a["annotations"]["ranks"] = f"{2 * i},{2 * i + 1}"
+    inc = parse_payload(payload(stalls))
+    assert inc.counts()["ranks"] == 32 and inc.counts()["nodes"] == 16
+    title = Message(message_body(inc, "firing", T0 + 100, T0 + 100)).title(escape_plain)
+    assert "| 16 nodes, 32 ranks affected, " in title, title
+
+
+def test_a_cascade_counts_each_rank_once():
+    """An OOM of rank 3 on node 7 (rank label), job_gone on node 7 and stalls elsewhere (the
+    ranks annotation): rank 3 is counted once, and a hostile annotation is not a rank."""
+    alerts = [alert("log_oom", "node-07", T0, role="root", rank="3"),
+              dict(alert("job_gone", "node-07", T0 + 5), annotations={"ranks": "0,1,2,3", "first_seen": iso(T0 + 5)}),
+              dict(alert("stall", "node-08", T0 + 9), annotations={"ranks": "4, 5,,6,7", "first_seen": iso(T0 + 9)}),
+              dict(alert("stall", "node-09", T0 + 9), annotations={"ranks": "", "first_seen": iso(T0 + 9)})]
+    c = parse_payload(payload(alerts)).counts()
+    assert (c["nodes"], c["ranks"]) == (3, 8)
+
+
+def test_the_fast_root_group_and_the_job_group_are_one_incident():
+    """The shipped route pages a log-visible root cause from its own group (short group_wait);
+    the job's group reports the same job later: one page, and one resolve once both resolved."""
+    grace = 600.0
+    oom = alert("log_oom", "node-07", T0, role="root", rank="3")
+    fast = parse_payload(dict(payload([oom]), groupKey='{}/{role="root"}:{training_job="llm"}'))
+    slow = parse_payload(payload([oom, alert("log_hccl", "node-08", T0 + 30, rank="0")]))
+    assert fast.scope == slow.scope and fast.group_key != slow.group_key
+    kind, st = decide(fast, None, T0 + 10, grace)
+    assert kind == "firing" and st["root"]
+    kind, st = decide(slow, st, T0 + 40, grace)
+    assert kind == ""  # the same incident, paged already with its root
+    fast_done = parse_payload(dict(payload([dict(oom, status="resolved")], "resolved"),
+                                   groupKey='{}/{role="root"}:{training_job="llm"}'))
+    kind, st = decide(fast_done, st, T0 + 60, grace)
+    assert kind == "" and "resolved_at" not in st  # the HCCL symptoms still fire
+    slow_done = parse_payload(payload([dict(oom, status="resolved")], "resolved"))
+    kind, st = decide(slow_done, st, T0 + 90, grace)
+    assert kind == "resolved" and st["resolved_at"] == T0 + 90
+    old = {"started": T0, "root": True}  # a record written before groups were kept
+    assert decide(slow_done, old, T0 + 95, grace)[0] == "resolved"
 
 
 # -- the relay process -------------------------------------------------------------------------------
@@ -311,3 +356,19 @@ def test_parallel_large_bodies_keep_the_relays_memory_bounded(relay_factory):
                                    if h["bodies_held_bytes"] == 0], what="every body released")[0]
         assert health["bodies_refused_total"] == codes.count(503)
         print(f"answers 200: {codes.count(200)}, 503: {codes.count(503)}; peak RSS {peak >> 20} MiB, before {before >> 20} MiB")
+
+
+def test_relay_card_of_a_hang_of_32_ranks_on_16_nodes_says_32_ranks(relay_factory):
+    """The real relay process: 16 nodes' `stall` alerts (no `rank` label, each node's 2 ranks in
+    the `ranks` annotation) page once, titled with 16 nodes and 32 ranks."""
+    secret = "relay-secret-789"
+    stalls = [alert("stall", f"node-{i:02d}", T0 + i) for i in range(16)]
+    for i, a in enumerate(stalls):
+        a["annotations"]["ranks"] = f"{2 * i},{2 * i + 1}"
+    with Receiver("feishu", secret=secret) as rx:
+        relay = relay_factory(rx.url, secret)
+        assert relay.post(payload(stalls))[0] == 200
+        rx.wait_for(1)
+        (t,) = titles(rx)
+        assert t.startswith("[CRITICAL] llm: no root cause reported; earliest stall on node-00")
+        assert t.endswith("| 16 nodes, 32 ranks affected, 16 symptom alerts"), t

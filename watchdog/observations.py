@@ -36,6 +36,31 @@ class ProcessInfo:
 
 
 @dataclass(frozen=True)
+class EndEvidence:
+    """What is known about ranks of a discovered job leaving: the record the clean-end decision
+    (`watchdog.detectors.liveness.judge_end`) reads. Gathered by the process probe when ranks
+    exit (their logs and heartbeat files are complete then); other probes' signs are added by the
+    detector from their own observations (the kernel's kill of one of the job's pids)."""
+
+    #: Ranks of the job seen on this node, and how many of them have left.
+    ranks: int = 0
+    gone: int = 0
+    #: Departed ranks whose heartbeat declared phase `done`, and ranks with a heartbeat file.
+    done: int = 0
+    heartbeats: int = 0
+    #: An end-of-training line (`discovery.end_patterns`) in the ranks' or launcher's last lines.
+    end_line: str = ""
+    #: The gravest failure line (a log rule of severity warning or above) in the ranks' or the
+    #: launcher's last lines, as `rule_id: line`.
+    failure_line: str = ""
+    #: When the first and the last rank not declared `done` were seen gone (None: none yet).
+    first_left_at: Optional[float] = None
+    last_left_at: Optional[float] = None
+    #: A kernel kill or segfault of one of the job's pids (the kernel probe's line), else None.
+    kernel_kill: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class JobState:
     """A discovered job as the process probe follows it over its life."""
 
@@ -43,11 +68,14 @@ class JobState:
     first_seen_at: float
     #: Ranks expected on this node (LOCAL_WORLD_SIZE, else `probes.process.expected`, else None).
     expected: Optional[int] = None
-    #: When its last rank exited (None while any runs), and whether that was a clean end (an
-    #: end-of-training line in its logs; a `done` heartbeat is judged by the detector).
+    #: When its last rank exited (None while any runs).
     ended_at: Optional[float] = None
+    #: A producer's own word that the job ended cleanly (the discovered process probe gives
+    #: `end` evidence instead, judged by the liveness detector).
     clean_end: bool = False
     launcher_pid: Optional[int] = None
+    #: Evidence about the ranks that left (None while every rank runs).
+    end: Optional[EndEvidence] = None
 
 
 @dataclass(frozen=True)

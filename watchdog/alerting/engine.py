@@ -511,6 +511,8 @@ class AlertEngine:
             "dashboard": dashboard_link(cfg.dashboard_url, a.labels, a.rule),
             # Matching lines behind a log finding (titles say "5 lines"); None for other rules.
             "count": _count((f.get("details") or {}).get("count")),
+            # A job-level alert's ranks on this node (the fleet relay counts them).
+            "ranks": (f.get("details") or {}).get("job_ranks"),
         }
 
     def _notification(self, kind: str, batch: List[AlertRow], now: float) -> Dict[str, Any]:

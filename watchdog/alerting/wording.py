@@ -20,6 +20,7 @@ RULE_PHRASES: Dict[str, str] = {
     "process_not_started": "Training process not started",
     "rank_missing": "Rank process gone",
     "job_gone": "Training job gone",
+    "job_finished": "Training job finished cleanly",
     "rank_zombie": "Rank process is a zombie",
     "rank_stopped": "Rank process stopped",
     "rank_disk_sleep": "Rank stuck in disk wait",

@@ -133,14 +133,29 @@ def jobs_of(view: StateView) -> Tuple[JobState, ...]:
     return sample.value.jobs
 
 
+def with_job_ranks(findings: List[Finding], view: StateView) -> List[Finding]:
+    """Job-level findings (no `rank` label: a stall, a job gone) carry the job's ranks on this node
+    in `details["job_ranks"]`; fleet mode pushes them as the `ranks` annotation, so the relay
+    counts the ranks a hang affects from the nodes' own data."""
+    sample = view.latest("process")
+    if sample is None or not isinstance(sample.value, ProcessObservation):
+        return findings
+    ranks = sorted({p.rank for p in sample.value.processes + sample.value.gone if p.rank is not None})
+    if not ranks:
+        return findings
+    return [f if "rank" in f.labels or "job_ranks" in f.details
+            else replace(f, details={**f.details, "job_ranks": ranks}) for f in findings]
+
+
 def per_job(fn: Detector) -> Detector:
     def detect(view: StateView, config: Config) -> List[Finding]:
         jobs = jobs_of(view)
         if not jobs:
-            return fn(view, config)
+            return with_job_ranks(fn(view, config), view)
         out: List[Finding] = []
         for i, job in enumerate(jobs):
-            out.extend(fn(*_job_pass(view, config, job, i == 0)))
+            jv, cfg = _job_pass(view, config, job, i == 0)
+            out.extend(with_job_ranks(fn(jv, cfg), jv))
         return out
 
     detect.__doc__ = fn.__doc__

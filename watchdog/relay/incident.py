@@ -21,6 +21,8 @@ _META = ("alertname", "severity", "role", "delivery", "host", JOB_LABEL)
 #: Root alerts shown whole in one message (the earliest first); the others are counted.
 MAX_ROOTS_SHOWN = 3
 MAX_ALERTS = 100_000
+#: Ranks read from one alert's `ranks` annotation at most.
+MAX_RANKS = 4096
 
 
 class PayloadError(ValueError):
@@ -58,6 +60,13 @@ class FleetAlert:
     fired_at: float
     status: str
     ends_at: Optional[float]
+
+    def ranks(self) -> List[str]:
+        """The ranks this alert is about: its `rank` label, else its `ranks` annotation."""
+        if "rank" in self.labels:
+            return [self.labels["rank"]]
+        listed = self.annotations.get("ranks", "")
+        return [r.strip() for r in listed.split(",", MAX_RANKS)[:MAX_RANKS] if r.strip()]
 
     def sort_key(self) -> Tuple[int, float, str, str]:
         return (0 if self.role == "root" else 1, self.first_seen, self.host, self.rule)
@@ -133,6 +142,13 @@ class Incident:
     alerts: Tuple[FleetAlert, ...]
 
     @property
+    def scope(self) -> str:
+        """What one incident is: the training job, whichever route's group reported it (the
+        shipped config pages log-visible root causes from a faster route whose group holds only
+        them); without a job label, the group itself."""
+        return f"job\x00{self.job}" if self.job else self.group_key
+
+    @property
     def roots(self) -> List[FleetAlert]:
         return [a for a in self.alerts if a.role == "root"]
 
@@ -141,7 +157,12 @@ class Incident:
         return self.alerts[0] if self.alerts else None
 
     def counts(self) -> Dict[str, int]:
-        ranks = {(a.host, a.labels["rank"]) for a in self.alerts if "rank" in a.labels}
+        """Nodes, ranks affected, roots and symptoms. A rank-level alert counts its `rank`; a
+        job-level one (a stall, a job gone: no `rank` label) the job's ranks on its node, which
+        the node lists in its `ranks` annotation; each (node, rank) once."""
+        ranks = set()
+        for a in self.alerts:
+            ranks.update((a.host, r) for r in a.ranks())
         return {"nodes": len({a.host for a in self.alerts}), "ranks": len(ranks),
                 "roots": len(self.roots), "symptoms": len(self.alerts) - len(self.roots)}
 

@@ -87,7 +87,7 @@ class Relay:
     def handle_incident(self, inc: Incident, now: Optional[float] = None, size: int = 0) -> str:
         """One validated payload (see `handle`)."""
         now = time.time() if now is None else now
-        key = incident_key(inc.group_key)
+        key = incident_key(inc.scope)
         with self._lock:
             seen = self.store.incident(key)
             kind, state = decide(inc, seen, now, self.config.resolved_grace)
@@ -131,6 +131,10 @@ def decide(inc: Incident, seen: Optional[Dict[str, Any]], now: float,
     more when a root cause turns up in an incident paged on symptoms only, and once when it
     resolves; every other notification of the group is recorded, not sent.
 
+    One incident is one training job, which several Alertmanager groups may report (the shipped
+    fast route for root causes, and the job's group): it resolves when every group that reported
+    it has resolved, not when the fast group of its root cause does.
+
     A resolved incident is remembered for `grace` seconds: the peers of an HA Alertmanager do not
     share alert state, so one may report "resolved" while the other, whose view is a few seconds
     older, still reports the same alerts firing. A firing notification after the resolve opens a
@@ -138,18 +142,23 @@ def decide(inc: Incident, seen: Optional[Dict[str, Any]], now: float,
     (Node and relay clocks are compared: keep them in NTP sync.)"""
     has_root = bool(inc.roots)
     is_open = seen is not None and "resolved_at" not in seen
+    group = incident_key(inc.group_key)
     if inc.status == "resolved":
         if seen is not None and is_open:
-            return "resolved", dict(seen, resolved_at=now)
+            groups = dict(seen.get("groups") or {}, **{group: "resolved"})
+            if all(v == "resolved" for v in groups.values()):
+                return "resolved", dict(seen, groups=groups, resolved_at=now)
+            return "", dict(seen, groups=groups)
         return "", seen
     if seen is not None and is_open:
+        groups = dict(seen.get("groups") or {}, **{group: "firing"})
         if has_root and not seen.get("root"):
-            return "firing", dict(seen, root=True)
-        return "", seen
+            return "firing", dict(seen, root=True, groups=groups)
+        return "", dict(seen, groups=groups)
     if seen is not None and now - seen["resolved_at"] < grace and not any(
             a.status == "firing" and a.fired_at > seen["resolved_at"] for a in inc.alerts):
         return "", seen
-    return "firing", {"started": now, "root": has_root}
+    return "firing", {"started": now, "root": has_root, "groups": {group: "firing"}}
 
 
 def why_quiet(inc: Incident, seen: Optional[Dict[str, Any]]) -> str:
@@ -157,6 +166,8 @@ def why_quiet(inc: Incident, seen: Optional[Dict[str, Any]]) -> str:
         return "resolved, never paged"
     if "resolved_at" in seen:
         return "incident resolved; a peer's older view" if inc.status == "firing" else "already resolved"
+    if inc.status == "resolved":
+        return "another group of the incident still fires"
     return "incident already paged"
 
 

@@ -1,12 +1,14 @@
 """A training rank for tests (no project imports): prints iteration lines, writes a heartbeat,
 and obeys control files in $FAKE_TRAIN_CONTROL:
 
-- `nan-<rank>`: print one NaN loss line;   - `exit-<rank>`: exit 1 now;
+- `nan-<rank>`: print one NaN loss line;   - `exit-<rank>`: exit 1 now, silently;
 - `segv-<rank>`: a real segmentation fault (NULL read);  - `oom-<rank>`: allocate host memory
   until the kernel kills it (the test puts it in a small memory cgroup first);
+- `npuoom-<rank>`: print torch_npu's out-of-memory traceback, exit 1;
 - `words-<rank>`: print that file's text, then go silent (a rank that logged errors, then hung);
-- `finish`: phase `done` in the heartbeat, rank 0 prints "Training completed." (unless
-  $FAKE_TRAIN_QUIET_END is set), all exit 0.
+- `finish`: phase `done` in the heartbeat (unless $FAKE_TRAIN_NO_DONE is set), rank 0 prints
+  $FAKE_TRAIN_END_LINE (default "Training completed. ...", none if $FAKE_TRAIN_QUIET_END is
+  set), all exit 0.
 
 Its rank comes from RANK, else RANK_ID. `--workers N` forks N data-loader-like children (same command
 line and environment, RANK included; they exit with their parent).
@@ -65,10 +67,18 @@ def main() -> int:
                 print(fh.read(), end="", flush=True)
             while True:
                 time.sleep(1)
+        if ctl and os.path.exists(os.path.join(ctl, f"npuoom-{rank}")):
+            print("Traceback (most recent call last):\n  File \"train.py\", line 412, in <module>\n"
+                  "    loss = model(batch)\n"
+                  f"RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU {rank}; 60.97 GiB total "
+                  "capacity; 57.80 GiB already allocated; 1.02 GiB free)", flush=True)
+            return 1
         if ctl and os.path.exists(os.path.join(ctl, "finish")):
-            heartbeat(hb, rank, step, "done")
+            if not os.environ.get("FAKE_TRAIN_NO_DONE"):
+                heartbeat(hb, rank, step, "done")
             if rank == 0 and not os.environ.get("FAKE_TRAIN_QUIET_END"):
-                print("Training completed. Do not forget to share your model!", flush=True)
+                line = os.environ.get("FAKE_TRAIN_END_LINE", "Training completed. Do not forget to share your model!")
+                print(line, flush=True)
             return 0
         time.sleep(0.2)
 

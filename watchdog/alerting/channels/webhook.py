@@ -19,6 +19,8 @@ from watchdog.steps import find_step
 from watchdog.words import EN, Words
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
+#: Ranks listed in one alert's `ranks` annotation at most (a node holds a few dozen).
+MAX_RANKS = 4096
 
 
 def rfc3339(ts: Optional[float]) -> str:
@@ -75,6 +77,11 @@ def annotations(a: Dict[str, Any], max_lines: int, runbook: Optional[str] = None
         out["dashboard"] = a["dashboard"]
     if a.get("since"):
         out["since"] = rfc3339(a["since"])
+    ranks = a.get("ranks")
+    if ranks and "rank" not in (a.get("labels") or {}) and isinstance(ranks, (list, tuple)):
+        # A job-level alert (a stall, a job gone): the job's ranks on this node, so the fleet relay
+        # counts the ranks it affects (an annotation: the set may change without forking the alert).
+        out["ranks"] = ",".join(str(r) for r in ranks[:MAX_RANKS])
     if first_seen(a):
         # Label-free (an annotation), so a later, earlier-looking observation never forks the alert.
         out["first_seen"] = rfc3339(first_seen(a))
