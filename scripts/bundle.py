@@ -135,10 +135,23 @@ def build(arches: Sequence[str], pythons: Sequence[str], out: Path) -> List[Path
 def _unpacked(path: Path, scratch: str) -> Path:
     if path.is_dir():
         return path
-    with tarfile.open(path) as tar:
-        tar.extractall(scratch, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    (top,) = Path(scratch).iterdir()
-    return top
+    try:
+        with tarfile.open(path) as tar:
+            tar.extractall(scratch, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    except (OSError, EOFError, tarfile.TarError) as exc:
+        raise BundleError(f"{path}: not a readable bundle ({exc})") from None
+    tops = list(Path(scratch).iterdir())
+    if len(tops) != 1 or not (tops[0] / "wheels").is_dir():
+        raise BundleError(f"{path}: not a bundle (one folder with wheels/ expected)")
+    return tops[0]
+
+
+def _arch_of(top: Path) -> List[str]:
+    """The architecture a bundle is for, from its wheels (a renamed bundle keeps them)."""
+    found = [a for a in ARCHES if any(a in w.name for w in (top / "wheels").glob("*manylinux*.whl"))]
+    if len(found) != 1:
+        raise BundleError(f"{top}: wheels of {found or 'no'} architecture(s); one expected")
+    return found
 
 
 def main(argv: Sequence[str] = ()) -> int:
@@ -161,8 +174,7 @@ def main(argv: Sequence[str] = ()) -> int:
             return 0
         with tempfile.TemporaryDirectory() as scratch:
             top = _unpacked(args.bundle, scratch)
-            arch = [a for a in ARCHES if top.name.endswith(a)]
-            problems = check(top / "wheels", args.arch or arch or list(ARCHES), pythons)
+            problems = check(top / "wheels", args.arch or _arch_of(top), pythons)
         for problem in problems:
             print(problem, file=sys.stderr)
         print(f"{args.bundle}: {'incomplete' if problems else 'complete'}")

@@ -99,12 +99,26 @@ pip_install() {
 }
 
 # The daemon and the heartbeat package from an unpacked offline bundle: prebuilt wheels only.
+# The bundle's own two wheels are reinstalled even at the same version (a bundle built from a
+# newer checkout keeps the version number: an upgrade must not keep the old code); the RE2 engine
+# is left out only when the bundle has no wheel of it for this Python, never on another error
+# (a damaged wheel fails the install, naming pip's error).
 install_from_bundle() {
-    if ! pip_install --only-binary :all: "npu-watchdog[fast]" npu-watchdog-heartbeat; then
-        say "warning: no google-re2 wheel in the bundle for this Python: log rules will run on the slow fallback engine"
-        pip_install --only-binary :all: npu-watchdog npu-watchdog-heartbeat \
-            || die "the bundle has no wheels for this Python and platform (see scripts/bundle.py check)"
+    arch=$(uname -m)
+    case "$(basename "$SOURCE")" in
+        *-linux-x86_64|*-linux-aarch64)
+            [ "${SOURCE##*-linux-}" = "$arch" ] || die "this bundle is for ${SOURCE##*-linux-}, this machine is $arch" ;;
+    esac
+    tag=$("$VENV/bin/python" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+    extra="[fast]"
+    if ! ls "$WHEELHOUSE"/google_re2-*-"$tag"-*.whl >/dev/null 2>&1; then
+        say "warning: the bundle has no google-re2 wheel for $tag: log rules will run on the slow fallback engine"
+        extra=""
     fi
+    pip_install --only-binary :all: "npu-watchdog$extra" npu-watchdog-heartbeat \
+        || die "installing from the bundle failed (see pip's error above; scripts/bundle.py check tells what is missing)"
+    pip_install --only-binary :all: --force-reinstall --no-deps npu-watchdog npu-watchdog-heartbeat \
+        || die "reinstalling the daemon's own wheels from the bundle failed"
 }
 
 install_from_source() {

@@ -93,3 +93,40 @@ def test_this_machines_bundle_installs_and_runs_its_demo_with_no_network(bundles
     assert r.returncode == 0, r.stdout + r.stderr
     r = _offline([str(exe), "demo"], capture_output=True, text=True, timeout=900, env=env, cwd=str(tmp_path))
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+
+
+def _unpack_mine(bundles, dest: Path) -> Path:
+    if platform.machine() not in bundles:
+        pytest.skip(f"no bundle is built for {platform.machine()}")
+    with tarfile.open(bundles[platform.machine()]) as tar:
+        tar.extractall(dest, **SAFE)
+    (top,) = dest.iterdir()
+    return top
+
+
+def _install(top: Path, root: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
+    return subprocess.run(["sh", str(top / "install.sh"), "install", "--root", str(root), "--no-systemctl",
+                           "--python", sys.executable], capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_installing_a_bundle_again_replaces_the_daemons_code_and_a_damaged_wheel_fails(bundles, tmp_path):
+    """A bundle built from a newer checkout keeps the version number: installing it again must
+    replace the installed code, not keep it as 'already satisfied'. A damaged dependency wheel
+    fails the install (naming pip's error) instead of being taken for a missing RE2 wheel."""
+    top = _unpack_mine(bundles, tmp_path / "unpacked")
+    root = tmp_path / "root"
+    assert _install(top, root).returncode == 0
+    (pkg,) = (root / "opt" / "npu-watchdog" / "venv" / "lib").glob("python*/site-packages/watchdog/__init__.py")
+    pkg.write_text(pkg.read_text() + "\nSTALE_MARKER = 1\n")
+    r = _install(top, root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "STALE_MARKER" not in pkg.read_text()
+
+    broken = tmp_path / "broken"
+    top2 = _unpack_mine(bundles, broken)
+    (yaml_wheel,) = [w for w in (top2 / "wheels").glob("pyyaml-*.whl")
+                     if f"cp{sys.version_info[0]}{sys.version_info[1]}" in w.name]
+    yaml_wheel.write_bytes(yaml_wheel.read_bytes()[:4096])
+    r = _install(top2, tmp_path / "root2")
+    assert r.returncode != 0 and "installing from the bundle failed" in r.stderr, r.stdout + r.stderr
