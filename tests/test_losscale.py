@@ -12,6 +12,8 @@ from watchdog.losscale import UNTIMED_VALUES, ScaleTrack, ScaleTrend, collapsed
 ENGINES = ["re"] + (["re2"] if re2_available() else [])
 DS = ("[2023-06-07 22:{m:02d}:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! "
       "Rank 0 Skipping step. Attempted loss scale: {a:g}, reducing to {b:g}")
+DSDAY = ("[2023-06-08 {h:02d}:00:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! "
+         "Rank 0 Skipping step. Attempted loss scale: {a:g}, reducing to {b:g}")
 
 
 def test_judgement_floor_fall_and_range():
@@ -52,10 +54,24 @@ def test_deepspeed_64_to_2_fires_on_the_fifth_halving_only(engine):
     lines = [DS.format(m=16 + 2 * i, a=64 / 2 ** i, b=32 / 2 ** i) for i in range(5)]
     events = ex.feed(StreamState(line_no=0), ("\n".join(lines) + "\n").encode(), None)
     assert [(e.rule.id, e.line_no) for e in events] == [("fp16_loss_scale_collapse", 5)]
-    # The same halvings spread over more than the window (10m) never collapse.
+    # The same halvings one every 11 minutes (a slow decline) still collapse: the window is 6 h.
     slow = [DS.format(m=i * 11, a=64 / 2 ** i, b=32 / 2 ** i) for i in range(5)]
     ex2 = Extractor(Matcher(build_ruleset(), engine=engine))
-    assert ex2.feed(StreamState(line_no=0), ("\n".join(slow) + "\n").encode(), None) == []
+    assert [e.line_no for e in ex2.feed(StreamState(line_no=0), ("\n".join(slow) + "\n").encode(), None)] == [5]
+    # Spread over more than the window (one halving every 2 hours), they never collapse.
+    days = [DSDAY.format(h=i * 2, a=64 / 2 ** i, b=32 / 2 ** i) for i in range(5)]
+    ex3 = Extractor(Matcher(build_ruleset(), engine=engine))
+    assert ex3.feed(StreamState(line_no=0), ("\n".join(days) + "\n").encode(), None) == []
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_skipping_every_step_at_scale_1_collapses_at_once(engine):
+    """DeepSpeed stuck at its minimum scale (`raise_error_at_min_scale` off): `Attempted loss scale:
+    1, reducing to 1` on every step, seen by a daemon started mid-collapse (no higher value)."""
+    ex = Extractor(Matcher(build_ruleset(), engine=engine))
+    lines = [DS.format(m=10 + i, a=1, b=1) for i in range(3)]
+    events = ex.feed(StreamState(line_no=0), ("\n".join(lines) + "\n").encode(), None)
+    assert [e.line_no for e in events][:1] == [1]
 
 
 def test_trend_rule_validation_is_specific():

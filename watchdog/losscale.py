@@ -73,8 +73,10 @@ class ScaleTrack:
         return self._max[0][1] if self._max else None
 
 
-def collapsed(trend: ScaleTrend, value: float, peak: Optional[float]) -> bool:
-    """The judgement itself, pure: `value` now, `peak` the window's highest value."""
+def collapsed(trend: ScaleTrend, value: float, peak: Optional[float], overflow: bool = False) -> bool:
+    """The judgement itself, pure: `value` now, `peak` the window's highest value; `overflow`:
+    the value comes with an overflow (a skipped step, a reduction), so at the floor it is a
+    collapse however long it has been there (DeepSpeed skipping every step at scale 1)."""
     if value != value:  # a NaN scale: nothing is left to scale
         return True
     if math.isinf(value):
@@ -82,9 +84,9 @@ def collapsed(trend: ScaleTrend, value: float, peak: Optional[float]) -> bool:
     if value < trend.floor:
         return True
     if peak is None or not math.isfinite(peak):
-        return False
-    if value == trend.floor:  # fell to it; a scale that stays at 1 is static (bf16, no scaling)
-        return peak > value
+        return overflow and value == trend.floor
+    if value == trend.floor:  # fell to it; a scale that stays at 1 without overflows is static
+        return overflow or peak > value
     return value <= trend.below and peak >= value * trend.fall
 
 

@@ -202,14 +202,15 @@ class Extractor:
         """A trend rule fires when the scale this line reports has collapsed (watchdog.losscale):
         judged on the values of this stream, within the rule's window."""
         assert rule.trend is not None
-        values = rule.scales_of(text)
+        values, overflow, which = rule.scales_of(text)
         if not values:
             return False
         t = ts if ts is not None else (now if now is not None else st.last_time)
-        track = st.scales.setdefault(rule.id, ScaleTrack())
+        # One series per wording (framework): a log that mixes two never compares their scales.
+        track = st.scales.setdefault(f"{rule.id}#{which}", ScaleTrack())
         for value in values:  # the previous scale first, where the line names it
             peak = track.add(t, value, rule.trend.window)
-        return collapsed(rule.trend, values[-1], peak)
+        return collapsed(rule.trend, values[-1], peak, overflow=overflow)
 
     # -- tracebacks -------------------------------------------------------------------------
     def _continue_tb(self, st: StreamState, block: bytes, pos: int, out: List[RawEvent], n: int) -> int:

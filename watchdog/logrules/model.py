@@ -67,18 +67,28 @@ class Rule:
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.compiled)
 
-    def scales_of(self, text: str) -> Tuple[float, ...]:
+    def scales_of(self, text: str) -> Tuple[Tuple[float, ...], bool, int]:
         """The loss scales a trend rule's first matching pattern captured: the previous one
         (`(?P<prior>...)`, where the line says it, e.g. DeepSpeed's `Attempted loss scale: 64,
-        reducing to 32`) and the new one (`(?P<scale>...)`); empty when none was readable."""
-        for p in self.compiled:
+        reducing to 32`) and the new one (`(?P<scale>...)`), empty when none was readable; and
+        whether the line is an overflow (a reduction or a skipped step). A pattern that only reads
+        the current scale names its group `(?P<reading>...)` (Megatron's iteration line): at the
+        floor, such a line is a collapse only after the scale fell to it (bf16 runs print 1.0
+        on every line), while an overflow line at the floor is one at once. Last, the index of
+        the pattern: each pattern is one framework's wording, whose values form one series."""
+        for i, p in enumerate(self.compiled):
             m = p.search(text)
-            if m is None or "scale" not in p.groupindex:
+            if m is None:
+                continue
+            if "reading" in p.groupindex:
+                value = parse_scale(m.group("reading"))
+                return ((value,) if value is not None else ()), False, i
+            if "scale" not in p.groupindex:
                 continue
             new = parse_scale(m.group("scale"))
             prior = parse_scale(m.group("prior")) if "prior" in p.groupindex else None
-            return tuple(v for v in (prior, new) if v is not None) if new is not None else ()
-        return ()
+            return (tuple(v for v in (prior, new) if v is not None) if new is not None else ()), True, i
+        return (), False, -1
 
 
 def _as_list(value: Any, what: str, rid: str) -> List[str]:
@@ -167,8 +177,9 @@ def _trend(data: Any, rid: str, compiled: List[Any], threshold: Optional[Thresho
         raise RuleError(f"rule {rid}: trend must be {{fall: 32, below: 128, floor: 1, window: 10m}}")
     if threshold is not None or kind != "line":
         raise RuleError(f"rule {rid}: a trend rule is a line rule without a threshold")
-    if not all("scale" in p.groupindex for p in compiled):
-        raise RuleError(f"rule {rid}: every pattern of a trend rule captures the scale as (?P<scale>...)")
+    if not all("scale" in p.groupindex or "reading" in p.groupindex for p in compiled):
+        raise RuleError(f"rule {rid}: every pattern of a trend rule captures the scale as (?P<scale>...) "
+                        "(an overflow line) or (?P<reading>...) (a line that only reads it)")
     base = ScaleTrend()
     values = {}
     for key in ("fall", "below", "floor"):
