@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 RUN_DIR ?= .run
 
-.PHONY: help venv run demo test test-fast test-e2e test-fuzz check-config bench docs clean heartbeat-wheel integrations
+.PHONY: bundle help venv run demo test test-fast test-e2e test-fuzz check-config bench docs clean heartbeat-wheel integrations
 
 help:
 	@echo "make demo       create .venv, install, play faults on a simulated 8-NPU node against the real daemon (about 100 s; DEMO_ARGS=--verbose prints every message)"
@@ -18,6 +18,7 @@ help:
 	@echo "make test-fuzz  the fuzz suite with many more random examples (minutes; the fast profile runs in make test)"
 	@echo "make heartbeat-wheel  build the trainer-side heartbeat package (dist/npu_watchdog_heartbeat-*.whl)"
 	@echo "make integrations     add the training frameworks its integration tests use (torch, transformers, ...)"
+	@echo "make bundle     offline install bundles, one per architecture (dist/npu-watchdog-<version>-linux-{x86_64,aarch64}.tar.gz; needs the package index once)"
 	@echo "make install    install on this node (venv in /opt/npu-watchdog, config, systemd unit)"
 	@echo "make uninstall  remove it again (the config and the state stay)"
 
@@ -57,6 +58,11 @@ test-fuzz: $(STAMP)
 heartbeat-wheel: $(STAMP)
 	$(BIN)/pip wheel --quiet --no-deps --no-build-isolation -w dist contrib/heartbeat
 	@ls dist/npu_watchdog_heartbeat-*.whl
+
+# Offline install bundles (x86_64 and aarch64, wheels for CPython 3.9-3.12): unpack one on a node
+# and run its install.sh, which installs with no package index. Checked complete before it is written.
+bundle: $(STAMP)
+	$(BIN)/python scripts/bundle.py build --out dist
 
 integrations: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,integrations]'

@@ -24,7 +24,11 @@
 #   --python EXE      the interpreter the venv is made from (>= 3.9), default python3
 #   --wheelhouse DIR  install offline from a directory of wheels (pip --no-index --find-links DIR),
 #                     for nodes without access to a package index
-#   --source DIR      the source tree to install, default: the directory above this script
+#   --source DIR      the source tree to install, default: the directory above this script (in
+#                     an unpacked bundle, the script's own directory).
+#                     An unpacked offline bundle (`make bundle`) is such a tree too: its wheels/
+#                     folder holds the daemon, the heartbeat package and every dependency, and
+#                     install.sh then installs from it alone (as --wheelhouse DIR/wheels)
 #   --no-systemctl    never call systemctl
 set -eu
 
@@ -46,7 +50,8 @@ SYSCONFDIR=${SYSCONFDIR:-/etc/npu-watchdog}
 UNITDIR=${UNITDIR:-/etc/systemd/system}
 PYTHON=${PYTHON:-python3}
 WHEELHOUSE=
-SOURCE=$(cd "$(dirname "$0")/.." && pwd)
+# From a checkout the tree is the folder above scripts/; in an unpacked bundle, the script's own.
+if [ -d "$(dirname "$0")/wheels" ]; then SOURCE=$(cd "$(dirname "$0")" && pwd); else SOURCE=$(cd "$(dirname "$0")/.." && pwd); fi
 USE_SYSTEMCTL=1
 
 while [ $# -gt 0 ]; do
@@ -84,32 +89,39 @@ systemd_live() {
     [ "$USE_SYSTEMCTL" = 1 ] && [ -z "$ROOT" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1
 }
 
-do_install() {
-    if [ ! -f "$SOURCE/pyproject.toml" ] || [ ! -d "$SOURCE/watchdog" ]; then
-        die "no npu-watchdog source tree at $SOURCE"
+# pip into the venv: from the wheelhouse alone when there is one, else from the package index.
+pip_install() {
+    if [ -n "$WHEELHOUSE" ]; then
+        "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-index --find-links "$WHEELHOUSE" --upgrade "$@"
+    else
+        "$VENV/bin/pip" install --quiet --disable-pip-version-check --upgrade "$@"
     fi
-    "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)' 2>/dev/null \
-        || die "$PYTHON is missing or older than Python 3.9"
+}
 
-    umask 022
-    mkdir -p "$ROOT$PREFIX"
-    # Recreate a venv whose interpreter is gone (e.g. the system Python was upgraded).
-    if [ -d "$VENV" ] && ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
-        say "virtualenv $VENV is broken; recreating it"
-        rm -rf "$VENV"
+# The daemon and the heartbeat package from an unpacked offline bundle: prebuilt wheels only.
+# The bundle's own two wheels are reinstalled even at the same version (a bundle built from a
+# newer checkout keeps the version number: an upgrade must not keep the old code); the RE2 engine
+# is left out only when the bundle has no wheel of it for this Python, never on another error
+# (a damaged wheel fails the install, naming pip's error).
+install_from_bundle() {
+    arch=$(uname -m)
+    case "$(basename "$SOURCE")" in
+        *-linux-x86_64|*-linux-aarch64)
+            [ "${SOURCE##*-linux-}" = "$arch" ] || die "this bundle is for ${SOURCE##*-linux-}, this machine is $arch" ;;
+    esac
+    tag=$("$VENV/bin/python" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+    extra="[fast]"
+    if ! ls "$WHEELHOUSE"/google_re2-*-"$tag"-*.whl >/dev/null 2>&1; then
+        say "warning: the bundle has no google-re2 wheel for $tag: log rules will run on the slow fallback engine"
+        extra=""
     fi
-    if [ ! -x "$VENV/bin/python" ]; then
-        say "creating virtualenv $VENV"
-        "$PYTHON" -m venv "$VENV" || die "could not create a virtualenv (Debian/Ubuntu: apt-get install python3-venv)"
-    fi
-    say "installing the package into $VENV"
-    pip_install() {
-        if [ -n "$WHEELHOUSE" ]; then
-            "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-index --find-links "$WHEELHOUSE" --upgrade "$@"
-        else
-            "$VENV/bin/pip" install --quiet --disable-pip-version-check --upgrade "$@"
-        fi
-    }
+    pip_install --only-binary :all: "npu-watchdog$extra" npu-watchdog-heartbeat \
+        || die "installing from the bundle failed (see pip's error above; scripts/bundle.py check tells what is missing)"
+    pip_install --only-binary :all: --force-reinstall --no-deps npu-watchdog npu-watchdog-heartbeat \
+        || die "reinstalling the daemon's own wheels from the bundle failed"
+}
+
+install_from_source() {
     # Build from a clean copy: an in-tree build leaves build/ behind, whose stale modules (deleted
     # from the source since) would be installed again next time.
     stage=$(mktemp -d "${TMPDIR:-/tmp}/npu-watchdog-src.XXXXXX")
@@ -130,7 +142,38 @@ do_install() {
     pip_install "$stage/heartbeat"
     rm -rf "$stage"
     trap - EXIT
+}
+
+do_install() {
+    # An unpacked offline bundle holds wheels/ and no source: installed with no package index.
+    BUNDLE=0
+    if [ ! -d "$SOURCE/watchdog" ] && [ -d "$SOURCE/wheels" ]; then
+        BUNDLE=1
+        WHEELHOUSE=${WHEELHOUSE:-$SOURCE/wheels}
+    elif [ ! -f "$SOURCE/pyproject.toml" ] || [ ! -d "$SOURCE/watchdog" ]; then
+        die "no npu-watchdog source tree (or unpacked bundle) at $SOURCE"
+    fi
+    "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)' 2>/dev/null \
+        || die "$PYTHON is missing or older than Python 3.9"
+
+    umask 022
+    mkdir -p "$ROOT$PREFIX"
+    # Recreate a venv whose interpreter is gone (e.g. the system Python was upgraded).
+    if [ -d "$VENV" ] && ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
+        say "virtualenv $VENV is broken; recreating it"
+        rm -rf "$VENV"
+    fi
+    if [ ! -x "$VENV/bin/python" ]; then
+        say "creating virtualenv $VENV"
+        "$PYTHON" -m venv "$VENV" || die "could not create a virtualenv (Debian/Ubuntu: apt-get install python3-venv)"
+    fi
+    say "installing the package into $VENV"
+    if [ "$BUNDLE" = 1 ]; then install_from_bundle; else install_from_source; fi
     "$VENV/bin/npu-watchdog" --version >/dev/null || die "the installed npu-watchdog does not run"
+    finish_install
+}
+
+finish_install() {
     install -m 0644 "$SOURCE/README.md" "$ROOT$PREFIX/README.md"
 
     # The config may hold webhook secrets: directory 0750, files 0600 (the daemon runs as root).

@@ -3,6 +3,7 @@ import subprocess
 import pytest
 
 from tests.helpers import Daemon
+from tests.hostile_kit import other_users_root
 
 
 @pytest.fixture
@@ -36,3 +37,10 @@ def procs():
         if p.poll() is None:
             p.kill()
         p.wait()
+
+
+@pytest.fixture
+def other_root():
+    """A folder an unprivileged second user (tests/hostile_kit.py) can reach; removed at the end."""
+    with other_users_root() as root:
+        yield root

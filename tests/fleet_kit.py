@@ -59,7 +59,8 @@ class SimNode:
     """One simulated training node: its daemon (fleet mode), ranks, logs and fake npu-smi."""
 
     def __init__(self, root: Path, index: int, job: str, am_urls: List[str], ranks: int = 4,
-                 npu_interval: str = "10s"):
+                 npu_interval: str = "10s", logs_interval: str = "1s", group_window: str = "1s",
+                 hold: str = "10s"):
         self.root = root
         self.name = f"node-{index:02d}"
         self.ranks_n = ranks
@@ -75,10 +76,10 @@ class SimNode:
             "probes": {
                 "npu": {"enabled": True, "interval": npu_interval, "npu_smi": str(FAKE_NPU_SMI),
                         "command_timeout": "10s", "health_interval": "0s"},
-                "logs": {"enabled": True, "interval": "1s", "hold": "10s",
+                "logs": {"enabled": True, "interval": logs_interval, "hold": hold,
                          "sources": [{"name": "train", "paths": [str(root / "logs" / "*.log")]}]},
             },
-            "alerting": {"mode": "fleet", "group_window": "1s", "resolve_delay": "2s", "reminder": "0s",
+            "alerting": {"mode": "fleet", "group_window": group_window, "resolve_delay": "2s", "reminder": "0s",
                          "retry_initial": "500ms", "retry_max": "2s", "channels": channels},
         }, env={"FAKE_NPU_SMI_SCENARIO": str(self.scenario)})
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -34,6 +36,32 @@ def http_get(url: str, timeout: float = 5.0) -> tuple:
             return r.status, r.read().decode("utf-8")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode("utf-8")
+
+
+_LINK = re.compile(r"https?://[^\s<>|\"'`()\[\]]+")
+
+
+def message_links(body: Any) -> List[str]:
+    """Every http(s) link anywhere in a sent message (Slack `<url|label>`, Feishu buttons,
+    webhook annotations, ...), in order, each once."""
+    out: List[str] = []
+    for url in _LINK.findall(json.dumps(body, ensure_ascii=False).replace("\\/", "/")):
+        url = html.unescape(url.rstrip(".,;"))
+        if url not in out:
+            out.append(url)
+    return out
+
+
+def check_link(url: str) -> Optional[str]:
+    """Why a link does not work for a reader (None when it does): it must answer 200, and its
+    #anchor must be an element id on the page."""
+    base, _, anchor = url.partition("#")
+    status, text = http_get(base)
+    if status != 200:
+        return f"{url}: HTTP {status}"
+    if anchor and f'id="{anchor}"' not in text:
+        return f"{url}: no element with id {anchor!r}"
+    return None
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 20.0, interval: float = 0.1, what: str = "condition") -> Any:
@@ -195,3 +223,31 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+
+
+class ProcView:
+    """A /proc that shows only the given processes: a folder of links `<pid>` -> the real
+    `/proc/<pid>` (plus `uptime`), for tests that scan the process table. Why: the real /proc of
+    a shared machine changes under a test (other work starts, execs and ends processes), so a
+    test that counts what a scan read must see only its own processes."""
+
+    def __init__(self, root: Path, pids=()) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.symlink("/proc/uptime", self.root / "uptime")
+        for pid in pids:
+            self.add(pid)
+
+    @property
+    def path(self) -> str:
+        return str(self.root)
+
+    def add(self, pid: int) -> int:
+        os.symlink(f"/proc/{pid}", self.root / str(pid))
+        return pid
+
+
+def run_cli(*args: str, env: Optional[Dict[str, str]] = None, timeout: float = 60) -> "subprocess.CompletedProcess":
+    """`npu-watchdog ARGS...` as a subprocess of this checkout (text output captured)."""
+    return subprocess.run([sys.executable, "-m", "watchdog", *args], capture_output=True, text=True,
+                          cwd=str(REPO), env=env, timeout=timeout)

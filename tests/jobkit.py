@@ -36,13 +36,16 @@ TAG = "NPU_WATCHDOG_TEST_JOB"
 class TrainJob:
     def __init__(self, root: Path, ranks: int = 4, style: str = "torchrun", workers: int = 0,
                  env: Optional[Dict[str, str]] = None, tag: Optional[str] = None, port: str = "29500",
-                 first_device: int = 0):
+                 shared_log: bool = False, first_device: int = 0):
         self.root = Path(root)
         self.logs = self.root / "logs"
         self.ctl = self.root / "ctl"
         for d in (self.logs, self.ctl):
             d.mkdir(parents=True, exist_ok=True)
         self.ranks, self.style, self.workers, self.port = ranks, style, workers, port
+        #: torchrun style: one file (logs/train.log) for the launcher's and every rank's output,
+        #: as `torchrun ... > train.log 2>&1` makes it, instead of a file per rank.
+        self.shared_log = shared_log
         #: MindSpore style: rank i gets DEVICE_ID first_device + i.
         self.first_device = first_device
         self.tag = tag or f"t-{uuid.uuid4().hex[:12]}"
@@ -56,7 +59,8 @@ class TrainJob:
 
     def argv(self) -> List[str]:
         work = ["--workers", str(self.workers)] if self.workers else []
-        launch = [sys.executable, str(TORCHRUN), "--nproc-per-node", str(self.ranks), "--log-dir", str(self.logs),
+        logdir = [] if self.shared_log else ["--log-dir", str(self.logs)]
+        launch = [sys.executable, str(TORCHRUN), "--nproc-per-node", str(self.ranks), *logdir,
                   "--master-port", self.port, str(TRAIN)] + work
         if self.style == "torchrun":
             return launch
@@ -69,8 +73,17 @@ class TrainJob:
         raise ValueError(self.style)
 
     def start(self) -> "TrainJob":
-        self.proc = subprocess.Popen(self.argv(), env=self.env, start_new_session=True,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if self.shared_log:
+            with open(self.logs / "train.log", "ab") as out:
+                self.proc = subprocess.Popen(self.argv(), env=self.env, start_new_session=True, stdout=out,
+                                             stderr=subprocess.STDOUT)
+            wait_for(lambda: (self.logs / "train.log").read_text().count(" iteration ") >= self.ranks,
+                     timeout=30, what="the ranks logging")
+            return self
+        # The launcher's own output in `launcher.log` (what a job script's redirection does).
+        with open(self.root / "launcher.log", "ab") as out:
+            self.proc = subprocess.Popen(self.argv(), env=self.env, start_new_session=True,
+                                         stdout=out, stderr=subprocess.STDOUT)
         wait_for(lambda: all((self.logs / f"rank{r}.log").exists() and (self.logs / f"rank{r}.log").stat().st_size
                              for r in range(self.ranks)), timeout=30, what="every rank logging")
         return self
@@ -80,6 +93,16 @@ class TrainJob:
 
     def exit_rank(self, rank: int) -> None:
         (self.ctl / f"exit-{rank}").touch()
+
+    def oom(self, rank: int) -> None:
+        """The rank prints torch_npu's out-of-memory traceback and exits 1."""
+        (self.ctl / f"npuoom-{rank}").touch()
+
+    def rank_pids(self) -> List[int]:
+        """The launcher's children (the ranks), sorted."""
+        assert self.proc is not None
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.proc.pid)], capture_output=True, text=True).stdout
+        return sorted(int(x) for x in out.split())
 
     def finish(self) -> None:
         (self.ctl / "finish").touch()
@@ -93,13 +116,13 @@ class TrainJob:
 
     @property
     def hung(self) -> bool:
-        return (self.ctl / "hang").exists() or any(self.ctl.glob("oom-*"))
+        return (self.ctl / "hang").exists() or any(self.ctl.glob("oomcascade-*"))
 
-    def oom(self, rank: int) -> None:
+    def oom_cascade(self, rank: int) -> None:
         """That rank dies of NPU out of memory; its peers report an HCCL timeout and block."""
-        (self.ctl / f"oom-{rank}").touch()
+        (self.ctl / f"oomcascade-{rank}").touch()
 
-    def rank_pids(self) -> Dict[int, int]:
+    def ranks_by_number(self) -> Dict[int, int]:
         """rank -> pid of the live rank processes (the launcher's or the shell's children)."""
         out: Dict[int, int] = {}
         if self.proc is None:
@@ -142,6 +165,49 @@ class TrainJob:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class MemoryCgroup:
+    """A fresh memory cgroup with a small limit (v2 `memory.max`, else v1 `memory.limit_in_bytes`)
+    holding only the processes moved into it: a real OOM kill of exactly those. Removed on exit."""
+
+    def __init__(self, limit_bytes: int):
+        self.limit = limit_bytes
+        name = f"npu-watchdog-test-{uuid.uuid4().hex[:8]}"
+        v2 = Path("/sys/fs/cgroup")
+        if "memory" in _read(v2 / "cgroup.controllers").split():
+            self.path, self.limit_file = v2 / name, "memory.max"
+        elif (v2 / "memory" / "memory.limit_in_bytes").exists():
+            self.path, self.limit_file = v2 / "memory" / name, "memory.limit_in_bytes"
+        else:
+            raise RuntimeError("no memory cgroup controller on this machine")
+
+    def __enter__(self) -> "MemoryCgroup":
+        self.path.mkdir()
+        (self.path / self.limit_file).write_text(str(self.limit))
+        return self
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def __exit__(self, *exc: object) -> None:
+        wait_for(lambda: not _read(self.path / "cgroup.procs").strip(), timeout=30, what="cgroup empty")
+        self.path.rmdir()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def memory_cgroups_usable() -> bool:
+    try:
+        with MemoryCgroup(64 << 20):
+            return os.geteuid() == 0
+    except (OSError, RuntimeError):
+        return False
 
 
 class FakeNpuNode:
@@ -188,7 +254,7 @@ class FakeNpuNode:
         processes = []
         for job, first, listed in self.jobs:
             busy = not job.hung
-            for rank, pid in job.rank_pids().items():
+            for rank, pid in job.ranks_by_number().items():
                 npu = first + rank
                 devices[str(npu)] = {"aicore": 85 if busy else 0, "hbm_used_mb": 41000}
                 if listed:

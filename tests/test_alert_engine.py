@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.fakes.receivers import Receiver
+from tests.helpers import wait_for
 from watchdog.alerting.engine import AlertEngine
 from watchdog.alerting.store import AlertStore
 from watchdog.config.load import load_config_text
@@ -436,3 +437,97 @@ def test_a_watchdog_self_alert_never_rides_with_a_training_alert(tmp_path, rx, e
     settle(e)
     got = [(m.json["status"], sorted(a["labels"]["alertname"] for a in m.json["alerts"])) for m in rx.requests]
     assert got[3:] == [("resolved", ["log_nan"])], got
+
+
+def _immutable(path, on: bool) -> None:
+    """Root ignores permission bits; the immutable flag stops it from creating SQLite's journal."""
+    import subprocess
+
+    done = subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"chattr refused: {done.stderr.decode(errors='replace').strip()}")
+
+
+def test_a_failed_commit_rolls_the_pass_back_and_the_page_goes_out_once_when_writable(tmp_path, rx, engines):
+    """The pass whose commit fails leaves the memory as it was: the alert is not marked as sent,
+    so it is paged (once) by the first pass that can commit; its `for` counts from the first
+    sighting; `state_unwritable` goes out from memory while the folder cannot be written."""
+    cfg = make_config(tmp_path, rx.url, **{"for": {"job_gone": "2s"}})
+    e = new_engine(engines, cfg)
+    x = f("job_gone", "critical")
+    Driver(e).hold([], 0.4)  # the store is written once (nothing to say yet)
+    _immutable(tmp_path / "state", True)
+    try:
+        Driver(e).hold([x], 3.0)
+        assert [a.state for a in e.alert_states()] == [], "nothing of a rolled-back pass stays in memory"
+        health = e.storage_health()
+        assert not health.writable and health.errors_total >= 10 and "unable to open" in health.error
+        assert [g.rule for g in e.current()] == ["job_gone", "state_unwritable"]
+        [sent] = rx.wait_for(1)
+        assert sent.json["status"] == "firing" and sent.json["alerts"][0]["labels"]["alertname"] == "state_unwritable"
+        assert "job_gone" in sent.json["alerts"][0]["annotations"]["log_lines"]  # what is held
+    finally:
+        _immutable(tmp_path / "state", False)
+    e.process([x])  # its `for` counted from the first sighting: it fires at once
+    assert [(a.rule, a.state) for a in e.alert_states()] == [("job_gone", "firing")]
+    assert e.storage_health().writable
+    Driver(e).hold([x], 1.2)  # the group window
+    assert [(a.rule, a.state, a.notified) for a in e.alert_states()] == [("job_gone", "firing", True)]
+    msgs = rx.wait_for(3)
+    Driver(e).hold([x], 1.0)
+    settle(e)
+    got = [(m.json["status"], m.json["alerts"][0]["labels"]["alertname"]) for m in rx.accepted()]
+    assert sorted(got) == [("firing", "job_gone"), ("firing", "state_unwritable"), ("resolved", "state_unwritable")]
+    assert len(msgs) == len(rx.requests) == 3
+    assert [a.fp for a in AlertStore(str(tmp_path / "state")).load_alerts().values()] == [x.key]
+
+
+def test_a_database_deleted_under_the_engine_is_recreated_with_its_content(tmp_path, rx, engines):
+    """The deleted file lives on while open: its alerts and silences are copied into a new
+    private file in a re-created folder, and the page of the next pass goes out once."""
+    import os
+    import shutil
+    import stat as st
+
+    cfg = make_config(tmp_path, rx.url)
+    e = new_engine(engines, cfg)
+    old = f("job_gone", "critical")
+    Driver(e).hold([old], 1.5)
+    rx.wait_for(1)
+    e.store.add_silence(["rule=npu_idle"], e.clock(), e.clock() + 3600, "me", "kept")
+    shutil.rmtree(tmp_path / "state")
+    new = f("log_oom", "critical", rank="3")
+    Driver(e).hold([old, new], 1.5)
+    settle(e)
+    assert [m.json["alerts"][0]["labels"]["alertname"] for m in rx.wait_for(2)] == ["job_gone", "log_oom"]
+    assert st.S_IMODE(os.stat(tmp_path / "state").st_mode) == 0o700
+    assert st.S_IMODE(os.stat(tmp_path / "state" / "alerting.sqlite3").st_mode) == 0o600
+    copy = AlertStore(str(tmp_path / "state"))
+    assert sorted(copy.load_alerts()) == sorted([old.key, new.key])
+    assert [s.comment for s in copy.silences()] == ["kept"]
+    assert e.storage_health().writable and e.storage_health().errors_total == 0
+
+
+def test_state_unwritable_is_sent_again_to_alertmanager_while_it_lasts(tmp_path, engines):
+    """Alertmanager forgets an alert after its alert_ttl unless it is sent again: the episode's
+    alert (sent from memory) is refreshed every resend_interval, then resolved once."""
+    def resolved(r) -> bool:  # a firing alert ends an hour (alert_ttl) from now; a resolved one now
+        return r.json[0]["endsAt"] < time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + 600))
+
+    with Receiver("alertmanager") as am:
+        ch = {"type": "alertmanager", "name": "am", "url": am.url, "min_severity": "info",
+              "resend_interval": "1s", "alert_ttl": "1h"}
+        e = new_engine(engines, make_config(tmp_path, am.url, channels=[ch]))
+        Driver(e).hold([], 0.4)
+        _immutable(tmp_path / "state", True)
+        try:
+            Driver(e).hold([f("job_gone", "critical")], 3.2)
+            am.wait_for(3)
+        finally:
+            _immutable(tmp_path / "state", False)
+        e.tick()
+        wait_for(lambda: any(resolved(r) for r in am.accepted()), what="the resolve")
+        got = am.accepted()
+        assert {a["labels"]["alertname"] for r in got for a in r.json} == {"state_unwritable"}
+        assert [resolved(r) for r in got] == [False] * (len(got) - 1) + [True]
+        assert 4 <= len(got) <= 6, len(got)  # the first, a refresh a second for ~3 s, the resolve

@@ -55,6 +55,12 @@ def test_shipped_config_is_valid(tmp_path):
     ("training_job=llm host=node-01 alertname=stall role=symptom", "npu-watchdog-relay"),
     ("training_job=llm host=node-01 alertname=npu_missing role=root delivery=node", "blackhole"),
     ("alertname=watchdog_down instance=n1:9841", "npu-watchdog-relay"),
+    # A log-visible root cause: its own fast group, and the job's group too (`continue`).
+    ("training_job=llm host=node-01 alertname=log_oom role=root severity=critical",
+     "npu-watchdog-relay,npu-watchdog-relay"),
+    ("training_job=llm host=node-01 alertname=loss_nan role=root severity=critical",
+     "npu-watchdog-relay,npu-watchdog-relay"),
+    ("training_job=llm host=node-01 alertname=log_hccl role=symptom severity=critical", "npu-watchdog-relay"),
 ])
 def test_routes(labels, receiver):
     r = subprocess.run([AMTOOL, "config", "routes", "test", f"--config.file={AM_DIR / 'alertmanager.yml'}", *labels.split()],
@@ -76,3 +82,16 @@ def test_templates_name_the_earliest_root_first(tmp_path):
     assert "log_oom line" in text and "log_hccl" not in text  # the symptoms are counted, not listed
     hang = [am_alert("stall", "node-05", "2026-01-01T00:00:09.000Z"), am_alert("stall", "node-11", "2026-01-01T00:00:02.000Z")]
     assert "no root cause reported; earliest stall on node-11 |" in render(tmp_path, hang, "npu_watchdog.title")
+
+
+def test_log_visible_root_causes_have_a_fast_route():
+    """The route that pages a log-visible root cause within 15 s of its line (measured in
+    tests/e2e/test_fleet_first_page.py): its own group per job, a group_wait that fits the budget
+    with the node's logs interval and group window, and `continue` into the job's group."""
+    route = yaml.safe_load((AM_DIR / "alertmanager.yml").read_text())["route"]
+    fast = [r for r in route["routes"] if any("log_oom" in m for m in r.get("matchers", []))]
+    assert len(fast) == 1
+    (r,) = fast
+    assert r["group_by"] == ["training_job"] and r["continue"] is True and r["receiver"] == "npu-watchdog-relay"
+    assert r["group_wait"] == "5s" and route["group_wait"] == "30s"
+    assert not any("log_hccl" in m for m in r["matchers"])

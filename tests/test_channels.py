@@ -36,7 +36,7 @@ def body(n_alerts=1, evidence=(), kind="firing", severity="critical", summary="N
                        "hint": "Check `npu-smi info` and dmesg.", "value": "7 of 8", "since": now - 120,
                        "starts_at": now - 60, "ends_at": None, "evidence": list(evidence),
                        "snapshot": "/var/lib/npu-watchdog/snapshots/s1.tar.gz",
-                       "dashboard": "https://grafana.example/d/npu?var-host=node-a"})
+                       "dashboard": "https://grafana.example/d/npu-watchdog/npu-watchdog?var-host=node-a"})
     return {"kind": kind, "status": "resolved" if kind == "resolved" else "firing", "ikey": "ikey123",
             "created": now, "group": {"host": "node-a", "training_job": "job-a"}, "alerts": alerts}
 

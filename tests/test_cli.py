@@ -95,3 +95,33 @@ def test_state_dir_override_keeps_an_explicit_snapshot_dir(tmp_path):
     derived = load_config_text(f"paths: {{state_dir: {tmp_path / 'a'}}}")
     override_state_dir(derived, str(tmp_path / "b"))
     assert derived.paths.snapshot_dir == str(tmp_path / "b" / "snapshots")
+
+
+def test_discover_prints_each_jobs_ranks_under_its_own_header(tmp_path):
+    """Two jobs: every rank line sits under the header of the job it belongs to."""
+    from tests.jobkit import TrainJob
+
+    cfg = tmp_path / "c.yaml"
+    with TrainJob(tmp_path / "a", ranks=2, port="29511", env={"NPU_WATCHDOG_JOB": "job-a"}) as a, \
+            TrainJob(tmp_path / "b", ranks=3, port="29512", tag=a.tag, env={"NPU_WATCHDOG_JOB": "job-b"}):
+        cfg.write_text(f"discovery:\n  enabled: true\n  only_env: '{a.only_env}'\n")
+        res = run_cli("discover", "-c", str(cfg))
+    assert res.returncode == 0, res.stderr
+    under: dict = {}
+    job = None
+    for line in res.stdout.splitlines():
+        if not line.startswith("  "):
+            job = line.split(":", 1)[0]
+            under[job] = []
+        elif line.startswith("  rank "):
+            under[job].append(line)
+    assert sorted(under) == ["job-a", "job-b"], res.stdout
+    assert len(under["job-a"]) == 2 and len(under["job-b"]) == 3, res.stdout
+    assert all(str(tmp_path / "a") in ln for ln in under["job-a"]), res.stdout
+    assert all(str(tmp_path / "b") in ln for ln in under["job-b"]), res.stdout
+
+
+def test_discover_help_documents_its_exit_codes():
+    res = run_cli("discover", "--help")
+    text = " ".join(res.stdout.split())
+    assert "0 at least one training job found" in text and "1 no training job runs" in text and "2 an error" in text

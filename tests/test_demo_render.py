@@ -36,3 +36,18 @@ def test_links_and_commands_are_not_broken_across_lines():
     body = {"blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
     joined = " ".join(ln.strip() for ln in plain_lines(body, width=40))
     assert url in joined and "npu-watchdog silence add" in joined
+
+
+def test_the_demo_prints_channel_counts_as_words_and_step_names_whole():
+    import time
+
+    from watchdog.demo.scenario import StepResult, channel_text, summary_table
+
+    text = channel_text({"timeline": {"firing": 1, "resolved": 1}, "oncall-slack": {"firing": 1, "resolved": 0}})
+    assert text == "oncall-slack 1 firing + 0 resolved, timeline 1 firing + 1 resolved"
+    assert "{" not in text and "'" not in text
+    name = "NPU out of memory on rank 3 (peers then time out in HCCL)"
+    assert len(name) > 48
+    now = time.time()
+    table = summary_table([StepResult(name, "log_oom", now, now + 1, now + 2, messages=1)])
+    assert name in table

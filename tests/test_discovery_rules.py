@@ -174,17 +174,18 @@ def test_configured_paths_of_discovery_fed_probes_are_not_reported_unmatched():
     assert [line for line in unmatched_paths(explicit) if "nonexistent" in line]
 
 
-def test_heartbeat_named_by_a_rank_must_belong_to_its_user(tmp_path):
-    import os
+def test_a_rank_carries_its_user_and_the_heartbeat_it_names_whoever_owns_it():
+    """Whose file it is is checked at every read (watchdog.rankfiles), not once here: a rank that
+    names a file of another user keeps it named, and reading it is refused (a finding)."""
+    from watchdog.discovery.group import RawJob
+    from watchdog.discovery.model import ProcRecord
+    from watchdog.discovery.scan import ScanOptions, describe_job
 
-    from watchdog.discovery.scan import owned_by
-
-    mine = tmp_path / "hb.json"
-    mine.write_text("{}")
-    uid = os.stat(mine).st_uid
-    assert owned_by(str(mine), uid) and owned_by(str(tmp_path / "later.json"), uid)
-    assert not owned_by(str(mine), uid + 12345) or uid + 12345 == 0
-    assert owned_by("/etc/passwd", 0) and not owned_by("/etc/passwd", 4242)
+    rec = ProcRecord(pid=10, ppid=1, uid=4242, start_ticks=1, name="python", cmdline=("python", "t.py"),
+                     env={"RANK": "0", "NPU_WATCHDOG_HEARTBEAT": "/etc/passwd"})
+    job = describe_job(RawJob(key="k", launcher=None, ranks=((0, 10),)), {10: rec}, {}, {},
+                       ScanOptions(home_of=lambda uid: None), 0.0)
+    assert job.ranks[0].uid == 4242 and job.ranks[0].heartbeat == "/etc/passwd"
 
 
 def test_proc_stat_with_odd_command_names():

@@ -44,3 +44,36 @@ def test_readme_smallest_config_is_valid(monkeypatch):
     monkeypatch.setenv("FEISHU_SECRET", "s")
     cfg = load_config_text(blocks[0])
     assert cfg.probes.logs.enabled and cfg.alerting.channels[0].type == "feishu"
+
+
+def test_readme_command_table_lists_every_command():
+    import re
+
+    from watchdog.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    table = re.findall(r"^\| `npu-watchdog ([a-z-]+)", (REPO / "README.md").read_text(), re.M)
+    missing = sorted(set(sub.choices) - set(table))
+    assert not missing, f"README's command table leaves out: {missing}"
+    assert {"discover", "completion"} <= set(table)
+
+
+def test_probe_help_says_it_reads_no_existing_log_lines():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "watchdog", "probe", "--help"], capture_output=True, text=True,
+                         cwd=str(REPO), timeout=60).stdout
+    text = " ".join(out.split())
+    assert "lines already in a file are NOT read" in text and "scan FILE..." in text
+
+
+def test_every_config_key_has_a_description():
+    from watchdog.config.reference import _walk
+    from watchdog.config.schema import Config
+
+    rows = list(_walk(Config, ""))
+    assert len(rows) > 200
+    missing = [path for path, _kind, _default, doc in rows if not doc.strip()]
+    assert not missing, f"config keys without a `#:` description ({len(missing)}): {missing}"

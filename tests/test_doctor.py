@@ -58,6 +58,8 @@ class Node:
             "node": {"name": "node-t"},
             "job": {"name": "job-t"},
             "paths": {"state_dir": str(tmp / "state")},
+            # Reachable from on-call people's screens (a loopback listen makes runbook links warn).
+            "http": {"listen": "0.0.0.0:9841"},
             "probes": {"npu": {"npu_smi": str(FAKE_NPU_SMI), "command_timeout": npu_timeout}},
             "doctor": cfg_doctor,
         }

@@ -11,6 +11,7 @@ import yaml
 
 from tests.fakes.receivers import Receiver
 from tests.helpers import wait_for
+from tests.jobkit import TrainJob
 from watchdog.config import ConfigError, load_config_text
 from watchdog.relay.incident import parse_time
 
@@ -87,3 +88,27 @@ def test_fleet_local_rules_go_to_chat_and_are_marked_for_alertmanager(tmp_path, 
         am.wait_for(1, timeout=60)
         assert chat.accepted()[0].json["alerts"][0]["labels"]["alertname"] == "command_check"
         assert am_alerts(am)[0]["labels"]["delivery"] == "node"
+
+
+def test_job_level_alerts_carry_the_jobs_ranks_on_the_node(tmp_path, make_daemon):
+    """A discovered job whose ranks leave apart: `job_gone` (no `rank` label) is pushed with the
+    job's ranks on this node in the `ranks` annotation, which the relay counts."""
+    job = TrainJob(tmp_path / "job", ranks=3, env={"NPU_WATCHDOG_JOB": "fleetjob"})
+    with Receiver("alertmanager") as am, Receiver("webhook") as chat, job:
+        make_daemon({"node": {"name": "node-03"}, "job": {},
+                     "discovery": {"enabled": True, "only_env": job.only_env, "interval": "1s", "end_window": "2s",
+                                   "feed": ["process", "logs"]},
+                     "probes": {"process": {"interval": "1s"}, "logs": {"interval": "1s"}},
+                     "alerting": fleet_alerting(am.url, chat.url)})
+        wait_for(lambda: am_alerts(am) == [] and job.rank_pids() and time.sleep(3) is None, timeout=30,
+                 what="ranks followed")
+        job.exit_rank(1)
+        wait_for(lambda: [a for a in am_alerts(am) if a["labels"]["alertname"] == "rank_missing"], timeout=60,
+                 what="rank_missing pushed")
+        job.stop()
+        gone = wait_for(lambda: [a for a in am_alerts(am) if a["labels"]["alertname"] == "job_gone"], timeout=60,
+                        what="job_gone pushed")
+        assert "rank" not in gone[-1]["labels"] and gone[-1]["labels"]["training_job"] == "fleetjob"
+        assert gone[-1]["annotations"]["ranks"] == "0,1,2"
+        missing = [a for a in am_alerts(am) if a["labels"]["alertname"] == "rank_missing"][-1]
+        assert missing["labels"]["rank"] == "1" and "ranks" not in missing["annotations"]

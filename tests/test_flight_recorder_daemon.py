@@ -74,7 +74,8 @@ def test_sigkilled_rank_leaves_its_last_steps_in_the_snapshot(tmp_path, make_dae
         assert tail["path"] == str(hb_dir / "rank5.json") and tail["error"] is None
         steps = [r["step"] for r in tail["records"]]
         assert steps == list(range(steps[0], steps[0] + 5))
-        assert tail["records"][-1]["seed"] == 7 and tail["records"][-1]["phase"] == "train"
+        # What /metrics exports anyway, not every field of the rank's file (the seed stays in snapshots).
+        assert tail["records"][-1]["phase"] == "train" and "seed" not in tail["records"][-1]
         # Every rank shows: its own file, step, loss, throughput and phase (the ring itself is no rank).
         wait_for(lambda: sorted(t["rank"] for t in d.status()["flight_recorder"]) == [5, 6], what="both rings")
         hb_probe = next(p for p in d.status()["probes"] if p["name"] == "heartbeat")

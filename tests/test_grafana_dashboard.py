@@ -153,11 +153,20 @@ OFF_DASHBOARD = {
     "npu_watchdog_log_unreadable_paths": "alerted as log_unreadable",
     "npu_watchdog_log_offsets_saved": "alerted as log_offsets_unsaved",
     "npu_watchdog_log_offsets_save_errors_total": "alerted as log_offsets_unsaved",
+    "npu_watchdog_state_writable": "alerted as state_unwritable (sent directly)",
+    "npu_watchdog_state_write_errors_total": "alerted as state_unwritable (sent directly)",
     "npu_watchdog_discovered_ranks": "ranks alive / expected is plotted; `npu-watchdog discover` lists them",
     "npu_watchdog_discovery_errors_total": "discovery internals (docs/discovery.md)",
     "npu_watchdog_discovery_processes": "discovery internals (docs/discovery.md)",
     "npu_watchdog_discovery_scan_duration_seconds": "discovery internals (docs/discovery.md)",
     "npu_watchdog_discovery_scans_total": "discovery internals (docs/discovery.md)",
+    "npu_watchdog_discovery_processes_skipped": "processes whose records could not be read or parsed "
+                                                "(docs/guarantees.md, hostile processes)",
+    "npu_watchdog_kernel_matches_total": "alerted as kernel_oom / kernel_crash / kernel_device / kernel_event",
+    "npu_watchdog_kernel_position_saved": "kernel probe internals (docs/detection.md, kernel log)",
+    "npu_watchdog_kernel_records_lost_total": "kernel probe internals (records the ring overwrote)",
+    "npu_watchdog_kernel_records_malformed_total": "kernel probe internals",
+    "npu_watchdog_kernel_records_total": "kernel probe internals",
 }
 
 

@@ -216,6 +216,11 @@ def test_wheel_builds_with_only_the_package_and_no_dependencies(tmp_path):
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"npu_watchdog_heartbeat"}
     assert "Requires-Dist" not in meta
+    # The Apache-2.0 text ships with every copy, byte for byte the project's LICENSE.
+    [lic] = [n for n in names if n.split("/")[0].endswith(".dist-info") and n.rsplit("/", 1)[-1] == "LICENSE"]
+    with zipfile.ZipFile(wheels[0]) as zf:
+        assert zf.read(lic) == (PKG_DIR.parent.parent / "LICENSE").read_bytes()
+    assert "License-File: LICENSE" in meta
     # Installed into a bare directory, it imports and writes with nothing else around.
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),

@@ -43,15 +43,28 @@ def rules(findings):
     return sorted((f.rule, f.labels.get("rank")) for f in findings)
 
 
-def test_loss_scale_collapse_after_repeated_halving():
-    cfg = config(loss_scale={"drops": 6, "window": "10m", "min": 1.0})
-    hb = [(T0 + i * 30, [reading(0, T0 + i * 30, loss_scale=65536.0 / 2 ** i, loss=2.0)]) for i in range(8)]
-    out = detect(view(T0 + 7 * 30 + 1, hb), cfg)
+def test_loss_scale_collapse_is_judged_by_the_trend_not_a_count():
+    cfg = config(loss_scale={"drops": 6, "window": "10m", "min": 1.0, "below": 128.0})
+    hb = [(T0 + i * 30, [reading(0, T0 + i * 30, loss_scale=65536.0 / 2 ** i, loss=2.0)]) for i in range(10)]
+    # Eight halvings to 256: fell 256x, but 256 is still inside fp16's usual range.
+    out = detect(view(T0 + 8 * 30 + 1, hb[:9]), cfg)
+    assert not [f for f in out if f.rule == "loss_scale_collapse"]
+    # One more, to 128: fell 512x (>= 2^6) and is at the bottom of the range.
+    out = detect(view(T0 + 9 * 30 + 1, hb), cfg)
     f = [f for f in out if f.rule == "loss_scale_collapse"]
-    assert f and f[0].labels == {**BASE, "rank": "0"} and f[0].details["drops"] == 7
+    assert f and f[0].labels == {**BASE, "rank": "0"} and f[0].details["window_peak"] == 65536.0
+    assert "from 65536 within" in f[0].summary
     # A few early overflow skips are normal.
     out = detect(view(T0 + 3 * 30 + 1, hb[:4]), cfg)
     assert not [f for f in out if f.rule == "loss_scale_collapse"]
+    # Start-up calibration from 2^32 falls 4096x in minutes but ends far above the range's bottom.
+    cal = [(T0 + i * 30, [reading(0, T0 + i * 30, loss_scale=2.0 ** (32 - i), loss=2.0)]) for i in range(13)]
+    out = detect(view(T0 + 12 * 30 + 1, cal), cfg)
+    assert not [f for f in out if f.rule == "loss_scale_collapse"]
+    # DeepSpeed's 64 -> 2 within minutes (five halvings) is a collapse with the default drops (5).
+    ds = [(T0 + i * 60, [reading(0, T0 + i * 60, loss_scale=64.0 / 2 ** i, loss=2.0)]) for i in range(6)]
+    out = detect(view(T0 + 5 * 60 + 1, ds), config(loss_scale={"window": "10m"}))
+    assert rules(out) == [("loss_scale_collapse", "0")]
     # At the floor it has collapsed whatever the history says.
     out = detect(view(T0 + 1, [(T0, [reading(0, T0, loss_scale=0.5)])]), cfg)
     assert rules(out) == [("loss_scale_collapse", "0")]

@@ -115,7 +115,8 @@ def test_shared_fixtures(engine: str) -> None:
         "plog_hccl_notify_wait_timeout_heartbeat_lost.log": {"hccl_notify_wait_timeout", "hccl_heartbeat_lost"},
         "plog_hccl_link_establish_timeout.log": {"hccl_socket_timeout", "hccl_link_error"},
         "plog_hccl_no_connect_allreduce_error.log": {"hccl_link_error", "hccl_call_failed"},
-        "plog_mixed_runtime_hccl_errors.log": {"hccl_socket_timeout", "device_sdma_error", "hccl_roce_cqe_error"},
+        "plog_mixed_runtime_hccl_errors.log": {"hccl_socket_timeout", "device_sdma_error", "hccl_roce_cqe_error",
+                                               "device_driver_error"},
         "hisi_logs_history.log": {"device_ts_exception"},
     }
     for name, rules in expect.items():
@@ -158,3 +159,49 @@ def test_line_timestamp_formats() -> None:
     assert line_timestamp("[ERROR] HCCL(1,p):2025-01-24-11:24:07.908.424 [x]") is not None
     assert line_timestamp("[2024-07-10 15:50:45,798] [INFO] x") is not None
     assert line_timestamp("no time here") is None
+
+
+def _unbounded_risks(pattern: str) -> list:
+    """Parts of `pattern` whose cost on Python `re` can grow with the square of a line: an
+    unbounded `.` repeat, or an unbounded repeat inside another unbounded repeat."""
+    try:
+        from re import _parser as sre_parse  # Python 3.11+
+    except ImportError:  # pragma: no cover - older Pythons
+        import sre_parse  # type: ignore[no-redef]
+
+    risks = []
+
+    def walk(items, inside_unbounded):
+        for op, av in items:
+            if op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT):
+                lo, hi, sub = av
+                unbounded = hi == sre_parse.MAXREPEAT
+                if unbounded and any(o == sre_parse.ANY for o, _ in sub):
+                    risks.append("unbounded . repeat")
+                if unbounded and inside_unbounded:
+                    risks.append("nested unbounded repeat")
+                walk(sub, inside_unbounded or unbounded)
+            elif op == sre_parse.SUBPATTERN:
+                walk(av[-1], inside_unbounded)
+            elif op == sre_parse.BRANCH:
+                for alt in av[1]:
+                    walk(alt, inside_unbounded)
+
+    walk(sre_parse.parse(pattern), False)
+    return risks
+
+
+def test_no_shipped_pattern_can_cost_the_square_of_a_line():
+    """The fallback engine is Python `re` (and it runs the exact stage on flagged lines even with
+    RE2): an unbounded `.*` or a nested `(?: \\w+)*` after a literal rescans a hostile 64 KiB line
+    from every occurrence of the literal. Shipped rules bound such repeats."""
+    from watchdog.logrules.model import build_ruleset
+    from watchdog.logrules import SHIPPED_PACKS
+
+    bad = {}
+    for rule in build_ruleset(list(SHIPPED_PACKS), [], []):
+        for pat in getattr(rule, "patterns", ()):
+            risks = _unbounded_risks(pat if isinstance(pat, str) else pat.pattern)
+            if risks:
+                bad[f"{rule.id}: {pat}"] = risks
+    assert not bad, bad

@@ -10,116 +10,17 @@ WeCom markdown 4096 bytes; DingTalk markdown 4000 bytes (no documented limit; a 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 import yaml
 
-from tests.fakes.receivers import Receiver
-from watchdog.alerting.channels import build_channel
+from tests.message_kit import (ALL_KINDS, CHAT_KINDS, MEGATRON_NAN, chat_text, check_limits, deliver, incident_64,
+                               nan_on_8_ranks)
 from watchdog.alerting.clock import Clock, ago
 from watchdog.rulecatalog import names as rule_names
 from watchdog.alerting.wording import RULE_PHRASES, compact, scope
 from watchdog.steps import find_step
 from watchdog.config.load import load_config_text
-
-ALL_KINDS = ["feishu", "slack", "dingtalk", "wecom", "webhook", "alertmanager"]
-CHAT_KINDS = ["feishu", "slack", "dingtalk", "wecom"]
-NPU_RULES = {"npu_idle", "npu_busy_hang", "npu_low_util", "hbm_growth", "npu_unhealthy", "npu_missing",
-             "npu_temperature"}
-RANK_PREFIXES = ("rank_", "heartbeat_", "loss_", "log_", "throughput_")
-MEGATRON_NAN = (" iteration     5426/  100000 | consumed samples:     694528 | elapsed time per iteration (ms): "
-                "3120.4 | learning rate: 2.9E-05 | lm loss: nan | loss scale: 1.0 | grad norm: nan |")
-
-
-def channel(kind, url, **alerting):
-    ch = {"type": kind, "name": f"c-{kind}", "url": url, "min_severity": "info"}
-    doc = {"alerting": {"channels": [ch], "max_log_lines": 10, **alerting}}
-    cfg = load_config_text(yaml.safe_dump(doc))
-    return build_channel(cfg.alerting.channels[0], cfg.alerting)
-
-
-def alert(rule, labels, now, evidence=(), summary=None, severity="critical", hint=None):
-    return {"fp": f"{rule}-{sorted(labels.items())}", "rule": rule, "severity": severity, "status": "firing",
-            "summary": summary or f"{rule} on {labels}", "labels": {"host": "node-01", "training_job": "llama",
-                                                                    **labels},
-            "hint": hint if hint is not None else f"Hint for {rule}: " + "check the node " * 40,
-            "value": "3 matching lines", "since": now - 180, "starts_at": now - 170, "ends_at": None,
-            "evidence": list(evidence), "snapshot": f"/var/lib/npu-watchdog/snapshots/{rule}.tar.gz",
-            "dashboard": "https://grafana.example/d/npu?var-host=node-01"}
-
-
-def note(alerts, kind="firing"):
-    return {"kind": kind, "status": "resolved" if kind == "resolved" else "firing", "ikey": "ikey-64",
-            "created": time.time(), "group": {"host": "node-01", "training_job": "llama"}, "alerts": alerts}
-
-
-def incident_64():
-    """64 ranks, 16 NPUs, every rule; long hostile-ish CJK log lines (bytes, not characters)."""
-    now = time.time()
-    lines = [f"[rank {{r}}] 错误 E{i:03d} " + "训练日志" * 60 + " <!here> @all" for i in range(10)]
-    out = []
-    for rule in rule_names():
-        if rule in NPU_RULES:
-            places = [{"npu": str(n), "chip": "0"} for n in range(16)]
-        elif rule.startswith(RANK_PREFIXES):
-            places = [{"rank": str(r)} for r in range(64)]
-        else:
-            places = [{"probe": "npu"}]
-        for p in places:
-            ev = [ln.replace("{r}", p.get("rank", "-")) for ln in lines]
-            out.append(alert(rule, p, now, evidence=ev, summary=f"{rule}: " + "摘要" * 140))
-    return note(out)
-
-
-def nan_on_8_ranks():
-    """What one NaN on 8 ranks became: a log_nan and a loss_nan alert per rank (16 alerts)."""
-    now = time.time()
-    hint = "NaN at iteration 5426: a bad batch or an exploding gradient; resume from the last checkpoint."
-    out = []
-    for r in range(8):
-        out.append(alert("log_nan", {"rank": str(r), "log_rule": "nan_loss"}, now, hint=hint,
-                         evidence=[f"[rank{r}]" + MEGATRON_NAN] * 5, summary=f"NaN loss (rank {r}): " + MEGATRON_NAN))
-        out.append(alert("loss_nan", {"rank": str(r)}, now, hint=hint,
-                         summary=f"rank {r} loss not finite at step 5426 (heartbeat)"))
-    return note(out)
-
-
-def deliver(kind, body, **alerting):
-    with Receiver(kind) as rx:
-        v = channel(kind, rx.url, **alerting).deliver(body)
-        assert v.ok, v.line()
-        [req] = rx.wait_for(1)
-        return req
-
-
-def chat_text(kind, req) -> str:
-    j = req.json
-    if kind == "feishu":
-        return "\n".join(e.get("content", "") for e in j["card"]["body"]["elements"] if e["tag"] == "markdown")
-    if kind == "slack":  # the mrkdwn as sent (the demo's terminal wrapping would add lines)
-        return "\n".join([b["text"]["text"] for b in j["blocks"] if b["type"] in ("header", "section")]
-                         + [e["text"] for b in j["blocks"] if b["type"] == "context" for e in b["elements"]])
-    return j["markdown"]["text"] if kind == "dingtalk" else j["markdown"]["content"]
-
-
-def check_limits(kind, req):
-    j = req.json
-    if kind == "feishu":
-        assert len(req.body) <= 20 * 1024, len(req.body)
-    elif kind == "slack":
-        blocks = j["blocks"]
-        assert len(blocks) <= 50 and len(j["text"]) <= 40000
-        assert blocks[0]["type"] == "header" and len(blocks[0]["text"]["text"]) <= 150
-        for b in blocks:
-            if b["type"] == "section":
-                assert len(b["text"]["text"]) <= 3000
-            if b["type"] == "context":
-                assert len(b["elements"]) <= 10 and all(len(e["text"]) <= 2000 for e in b["elements"])
-    elif kind == "dingtalk":
-        assert len(j["markdown"]["text"].encode("utf-8")) <= 4000
-    elif kind == "wecom":
-        assert len(j["markdown"]["content"].encode("utf-8")) <= 4096
 
 
 @pytest.mark.parametrize("kind", ALL_KINDS)
@@ -153,7 +54,7 @@ def test_a_nan_on_8_ranks_is_a_message_of_a_few_lines(kind):
     assert text.count("bad batch") == 2  # the hint once per rule (two rules), not once per alert
     assert text.count("snapshots/") == 1  # the snapshot once per message
     assert "npu-watchdog silence add --match rule=log_nan --for 2h" in text
-    assert "runbook.md#log_nan" in req.text
+    assert "/runbook/en#log_nan" in req.text  # the daemon's own runbook by default
 
 
 def test_display_time_zone_shows_the_offset_and_how_long_ago():
@@ -184,11 +85,19 @@ def test_feishu_buttons_and_slack_context_line():
     fs = deliver("feishu", nan_on_8_ranks()).json
     buttons = [e for e in fs["card"]["body"]["elements"] if e["tag"] == "button"]
     assert [b["text"]["content"] for b in buttons] == ["Dashboard", "Runbook"]
-    assert buttons[1]["behaviors"][0]["default_url"].endswith("runbook.md#log_nan")
+    assert buttons[1]["behaviors"][0]["default_url"].endswith("/runbook/en#log_nan")
     sl = deliver("slack", nan_on_8_ranks()).json
     ctx = sl["blocks"][-1]
     assert ctx["type"] == "context"
-    assert "Dashboard" in ctx["elements"][0]["text"] and "Runbook" in ctx["elements"][1]["text"]
+    assert "Dashboard" in ctx["elements"][0]["text"] and "Runbook" not in json.dumps(ctx)
+
+
+def test_a_one_rule_slack_message_links_its_runbook_once():
+    body = nan_on_8_ranks()
+    body["alerts"] = [a for a in body["alerts"] if a["rule"] == "log_nan"]
+    sl = json.dumps(deliver("slack", body).json)
+    assert sl.count("|Runbook>") == 1, sl
+    assert sl.count("/runbook/en#log_nan") == 1
 
 
 def test_webhook_and_alertmanager_carry_description_and_runbook_url():

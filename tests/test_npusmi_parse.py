@@ -53,6 +53,30 @@ def test_910a_8card_ddr_and_hbm_no_process_table():
     assert (c3.hugepages_used, c3.hugepages_total, c3.name, c3.device_id) == (15, 15, "910A", None)
 
 
+def test_310b4_devices_only_parses_with_processes_unknown():
+    """npu-smi 23.0.0 on a 310B4 board prints no process table: the device parses, and its
+    processes are unknown (not "none"); a 910B table of the same version without one is refused."""
+    text = read("info_310B4_23.0.0_no_process_table.txt")
+    obs = parse_info(text)
+    assert obs.version == "23.0.0" and obs.processes == () and obs.processes_known is False
+    assert obs.chips == (NpuChip(npu=0, chip=0, device_id=0, name="310B4", health="Alarm", power_w=0.0,
+                                 temp_c=65.0, aicore_util_pct=0.0, memory_used_mb=3628, memory_total_mb=15609,
+                                 hbm_used_mb=None, hbm_total_mb=None, bus_id=None, hugepages_used=15,
+                                 hugepages_total=15),)
+    assert parse_info(read("info_910B3_8card_25.2.0_procs.txt")).processes_known is True
+    # The same layout with a 910B chip name: a version that prints a process table must have one.
+    with pytest.raises(NpuSmiParseError, match="the table is cut"):
+        parse_info(text.replace("310B4", "910B4"))
+    # A device block cut after its first row is still refused.
+    cut = "\n".join(text.splitlines()[:7]) + "\n"
+    with pytest.raises(NpuSmiParseError, match="second row|cut"):
+        parse_info(cut)
+
+
+def test_old_layout_without_process_table_says_processes_unknown():
+    assert parse_info(read("info_910A_8card_22.0.3.1_atlas800_9010.txt")).processes_known is False
+
+
 def test_910_warning_health_and_many_truncated_processes():
     obs = parse_info(read("info_910_8card_24.1.RC2_Warning_procs.txt"))
     assert obs.version == "24.1.RC2"
@@ -223,3 +247,21 @@ def test_unknown_metric_column_is_kept_not_misplaced():
     c0 = chip(obs, 0)
     assert c0.extra == (("NPU-Util(%)", "42"),) and c0.hugepages_total == 0 and c0.temp_c == 34.0
     hash(c0)  # chips stay hashable records
+
+
+def test_processes_unknown_reach_metrics_and_doctor_as_unknown():
+    """No process table: no `npu_watchdog_npu_processes` sample (not a made-up 0) and doctor
+    says the processes are unknown instead of passing "no process holds a device"."""
+    from watchdog.doctor.devices import check_devices
+    from watchdog.doctor.model import PASS, SKIPPED
+    from watchdog.metrics.npu import chip_samples
+
+    unknown = parse_info(read("info_310B4_23.0.0_no_process_table.txt"))
+    names = {s.name for s in chip_samples(unknown)}
+    assert "npu_watchdog_npu_processes" not in names and "npu_watchdog_npu_health" in names
+    known = parse_info(read("info_910B3_8card_25.2.0_procs.txt"))
+    assert "npu_watchdog_npu_processes" in {s.name for s in chip_samples(known)}
+    procs = [c for c in check_devices(unknown, None, 0.1) if c.name == "processes"]
+    assert [c.status for c in procs] == [SKIPPED] and "unknown" in procs[0].reason
+    idle = parse_info(read("info_910_A3_16die_24.1.rc3.5_idle.txt"))
+    assert [c.status for c in check_devices(idle, None, 0.1) if c.name == "processes"] == [PASS]

@@ -81,7 +81,7 @@ def test_every_alert_has_severity_summary_description_hint_and_runbook_url():
     doc = yaml.safe_load(RULES.read_text())
     alerts = [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
     assert len(alerts) >= 10
-    anchors = set(re.findall(r"(?m)^### `([a-z0-9_]+)`", RUNBOOK.read_text()))
+    anchors = set(re.findall(r"(?m)^## ([a-z0-9_]+)$", RUNBOOK.read_text()))
     for a in alerts:
         name = a["alert"]
         assert re.fullmatch(r"[a-z][a-z0-9_]*", name), f"{name}: alert names are snake_case like the daemon's rules"

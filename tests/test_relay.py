@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -99,7 +101,7 @@ def test_what_pages():
     grace = 600.0
     hang = parse_payload(payload([alert("stall", "node-01", T0)]))
     kind, st = decide(hang, None, T0 + 10, grace)
-    assert kind == "firing" and st == {"started": T0 + 10, "root": False}
+    assert kind == "firing" and st["started"] == T0 + 10 and st["root"] is False
     assert decide(hang, st, T0 + 20, grace) == ("", st)  # the other peer, or a later group update
     with_root = parse_payload(payload([alert("stall", "node-01", T0), alert("log_oom", "node-02", T0 + 1, role="root")]))
     kind, st = decide(with_root, st, T0 + 30, grace)
@@ -118,6 +120,51 @@ def test_what_pages():
     assert decide(again, st, T0 + 61, grace)[0] == "firing"
     assert decide(with_root, st, T0 + 50 + grace + 1, grace)[0] == "firing"
     assert decide(done, None, T0, grace) == ("", None)  # a resolve of nothing paged
+
+
+def test_a_hang_of_32_ranks_on_16_nodes_counts_32_ranks():
+    """`stall` has no `rank` label: each node lists its ranks of the job in the `ranks` annotation."""
+    stalls = [alert("stall", f"node-{i:02d}", T0 + i) for i in range(1, 17)]
+    for i, a in enumerate(stalls):
+        a["annotations"]["ranks"] = f"{2 * i},{2 * i + 1}"
+    inc = parse_payload(payload(stalls))
+    assert inc.counts()["ranks"] == 32 and inc.counts()["nodes"] == 16
+    title = Message(message_body(inc, "firing", T0 + 100, T0 + 100)).title(escape_plain)
+    assert "| 16 nodes, 32 ranks affected, " in title, title
+
+
+def test_a_cascade_counts_each_rank_once():
+    """An OOM of rank 3 on node 7 (rank label), job_gone on node 7 and stalls elsewhere (the
+    ranks annotation): rank 3 is counted once, and a hostile annotation is not a rank."""
+    alerts = [alert("log_oom", "node-07", T0, role="root", rank="3"),
+              dict(alert("job_gone", "node-07", T0 + 5), annotations={"ranks": "0,1,2,3", "first_seen": iso(T0 + 5)}),
+              dict(alert("stall", "node-08", T0 + 9), annotations={"ranks": "4, 5,,6,7", "first_seen": iso(T0 + 9)}),
+              dict(alert("stall", "node-09", T0 + 9), annotations={"ranks": "", "first_seen": iso(T0 + 9)})]
+    c = parse_payload(payload(alerts)).counts()
+    assert (c["nodes"], c["ranks"]) == (3, 8)
+
+
+def test_the_fast_root_group_and_the_job_group_are_one_incident():
+    """The shipped route pages a log-visible root cause from its own group (short group_wait);
+    the job's group reports the same job later: one page, and one resolve once both resolved."""
+    grace = 600.0
+    oom = alert("log_oom", "node-07", T0, role="root", rank="3")
+    fast = parse_payload(dict(payload([oom]), groupKey='{}/{role="root"}:{training_job="llm"}'))
+    slow = parse_payload(payload([oom, alert("log_hccl", "node-08", T0 + 30, rank="0")]))
+    assert fast.scope == slow.scope and fast.group_key != slow.group_key
+    kind, st = decide(fast, None, T0 + 10, grace)
+    assert kind == "firing" and st["root"]
+    kind, st = decide(slow, st, T0 + 40, grace)
+    assert kind == ""  # the same incident, paged already with its root
+    fast_done = parse_payload(dict(payload([dict(oom, status="resolved")], "resolved"),
+                                   groupKey='{}/{role="root"}:{training_job="llm"}'))
+    kind, st = decide(fast_done, st, T0 + 60, grace)
+    assert kind == "" and "resolved_at" not in st  # the HCCL symptoms still fire
+    slow_done = parse_payload(payload([dict(oom, status="resolved")], "resolved"))
+    kind, st = decide(slow_done, st, T0 + 90, grace)
+    assert kind == "resolved" and st["resolved_at"] == T0 + 90
+    old = {"started": T0, "root": True}  # a record written before groups were kept
+    assert decide(slow_done, old, T0 + 95, grace)[0] == "resolved"
 
 
 # -- the relay process -------------------------------------------------------------------------------
@@ -234,3 +281,94 @@ def test_relay_checks_the_bearer_token_and_refuses_loops(relay_factory, tmp_path
     r = subprocess.run([sys.executable, "-m", "watchdog", "relay", "-c", str(bad), "--check"],
                        capture_output=True, text=True, cwd=str(REPO), timeout=60)
     assert r.returncode == 2 and "would loop back into Alertmanager" in r.stderr
+
+
+# -- hostile bodies --------------------------------------------------------------------------------
+
+def _nested_labels(depth: int) -> bytes:
+    inner = b'{"a":' * depth + b'"x"' + b"}" * depth
+    return (b'{"version": "4", "groupKey": "k", "status": "firing", "alerts": [{"labels": ' + inner
+            + b', "annotations": {}, "startsAt": "2026-11-30T10:00:00Z"}]}')
+
+
+def test_deeply_nested_bodies_are_a_400_never_a_500(relay_factory):
+    """Fails on the code before the fix: both answered 500 with a traceback (RecursionError), which
+    Alertmanager retries until the alert expires."""
+    with Receiver("feishu") as rx:
+        relay = relay_factory(rx.url, "s")
+        for raw in (b"[" * 100_000 + b"]" * 100_000, _nested_labels(5_000), _nested_labels(40),
+                    b'{"a": ' * 100_000):
+            code, answer = relay.post(None, raw=raw)
+            assert code == 400 and ("nested deeper" in answer["error"] or "not a JSON" in answer["error"]), answer
+        code, answer = relay.post(None, raw=_nested_labels(2))
+        assert code == 400 and "must be a string" in answer["error"]
+        assert relay.post(oom_incident())[0] == 200  # and it still works
+        assert "Traceback" not in relay.log()
+
+
+def _vm_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {key} in /proc/{pid}/status")
+
+
+@pytest.mark.slow
+def test_parallel_large_bodies_keep_the_relays_memory_bounded(relay_factory):
+    """48 parallel POSTs of 15 MB (under max_body_bytes). Fails on the code before the fix: every
+    body was read and parsed at once (peak RSS about 1 GB). The bound is derived from the limits:
+    the relay's resident size before the posts plus 12 times `max_bodies_bytes` (a body held as
+    bytes, as text and as parsed objects, with allocator slack), well under 48 bodies."""
+    from watchdog.relay.config import RelayConfig
+
+    held = RelayConfig.model_fields["max_bodies_bytes"].default
+    now = time.time()
+    alerts = [alert("log_oom", f"node-{i:05d}", now, role="root" if i == 0 else "symptom", rank=str(i % 8),
+                    summary="x" * 400) for i in range(20_000)]
+    body = json.dumps(payload(alerts)).encode()
+    assert 14 << 20 < len(body) < RelayConfig.model_fields["max_body_bytes"].default
+    with Receiver("feishu") as rx:
+        relay = relay_factory(rx.url, "s")
+        before = _vm_kib(relay.proc.pid, "VmRSS") * 1024
+        answers: List[tuple] = []
+
+        def post() -> None:
+            req = urllib.request.Request(relay.url + "/alertmanager", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=300) as r:
+                    answers.append((r.status, None))
+            except urllib.error.HTTPError as e:
+                answers.append((e.code, e.headers.get("Retry-After")))
+
+        threads = [threading.Thread(target=post) for _ in range(48)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+        peak = _vm_kib(relay.proc.pid, "VmHWM") * 1024
+        codes = [a[0] for a in answers]
+        assert len(answers) == 48 and codes.count(200) >= 1, answers
+        assert all(a == (503, "5") or a[0] == 200 for a in answers), answers
+        assert peak < before + 12 * held, f"peak RSS {peak >> 20} MiB (before {before >> 20} MiB)"
+        # A body is released just after its answer is sent: the last one may still be held.
+        health = wait_for(lambda: [h for h in [json.loads(http_get(relay.url + "/healthz")[1])]
+                                   if h["bodies_held_bytes"] == 0], what="every body released")[0]
+        assert health["bodies_refused_total"] == codes.count(503)
+        print(f"answers 200: {codes.count(200)}, 503: {codes.count(503)}; peak RSS {peak >> 20} MiB, before {before >> 20} MiB")
+
+
+def test_relay_card_of_a_hang_of_32_ranks_on_16_nodes_says_32_ranks(relay_factory):
+    """The real relay process: 16 nodes' `stall` alerts (no `rank` label, each node's 2 ranks in
+    the `ranks` annotation) page once, titled with 16 nodes and 32 ranks."""
+    secret = "relay-secret-789"
+    stalls = [alert("stall", f"node-{i:02d}", T0 + i) for i in range(16)]
+    for i, a in enumerate(stalls):
+        a["annotations"]["ranks"] = f"{2 * i},{2 * i + 1}"
+    with Receiver("feishu", secret=secret) as rx:
+        relay = relay_factory(rx.url, secret)
+        assert relay.post(payload(stalls))[0] == 200
+        rx.wait_for(1)
+        (t,) = titles(rx)
+        assert t.startswith("[CRITICAL] llm: no root cause reported; earliest stall on node-00")
+        assert t.endswith("| 16 nodes, 32 ranks affected, 16 symptom alerts"), t

@@ -96,3 +96,47 @@ def test_scan_report_prints_precision_and_recall(tmp_path: Path) -> None:
     (tmp_path / "nomark.log").write_text("no annotation\n")
     r = scan("--report", str(tmp_path / "nomark.log"))
     assert r.returncode == 2 and "nomark.log:1" in r.stderr
+
+
+def test_scan_count_prints_the_lines_any_rule_matches(tmp_path: Path) -> None:
+    """`--count` is what `grep -c` with the rules' patterns prints: matching lines before
+    thresholds (a single overflow skip line counts, though it raises no event)."""
+    log = tmp_path / "rank0.log"
+    log.write_text("step 1\n"
+                   "RuntimeError: NPU out of memory. Tried to allocate 1.00 GiB\n"
+                   "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768\n"
+                   "step 2\n")
+    r = scan("--count", str(log))
+    assert (r.returncode, r.stdout.strip()) == (1, "2"), r.stderr
+    log.write_text("step 1\n")
+    r = scan("--count", str(log))
+    assert (r.returncode, r.stdout.strip()) == (0, "0"), r.stderr
+
+
+def test_many_matches_are_streamed_or_counted_not_all_kept(tmp_path):
+    """A log with a NaN on every line: --json streams every event (valid JSON), the timeline lists
+    the first KEEP_PER_RULE of the rule and counts the rest, --count only counts: what `scan`
+    holds does not grow with the number of matches."""
+    from tests.helpers import run_cli
+    from watchdog.commands.scan import KEEP_PER_RULE
+
+    n = KEEP_PER_RULE + 250
+    log = tmp_path / "nan.log"
+    log.write_text("".join(f"iteration {i} | loss: nan\n" for i in range(n)))
+    out = run_cli("scan", "--json", str(log))
+    doc = json.loads(out.stdout)
+    assert out.returncode == 1 and len(doc["events"]) == n and doc["first"]["nan"]["line"] == 1
+    text = run_cli("scan", str(log)).stdout
+    assert "250 more nan_loss_value" in text and f"{n} events ({KEEP_PER_RULE} listed" in text, text[-400:]
+    assert run_cli("scan", "--count", str(log)).stdout.strip() == str(n)
+
+
+def test_a_fifo_is_refused_as_not_a_regular_file(tmp_path):
+    import os
+
+    from tests.helpers import run_cli
+
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)
+    out = run_cli("scan", str(fifo))
+    assert out.returncode == 2 and "not a regular file" in out.stderr, out.stderr

@@ -41,3 +41,24 @@ def test_lines_are_counted_once_across_hits(engine):
     got, line_no, fed = events(engine, data)
     assert [n for _, n in got] == [i for i in range(1, 200) if i % 7 == 0]
     assert line_no == fed == 199
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_scan_with_slices_matched_ahead_equals_one_serial_feed(engine, monkeypatch, tmp_path):
+    """`scan` matches later slices in worker threads while it consumes earlier ones: same events,
+    same line numbers and the same matched-line count as one feed of the whole file, also when a
+    traceback and a coloured line straddle slice boundaries."""
+    from watchdog.commands import scan as scan_cmd
+
+    tb = b"Traceback (most recent call last):\n  File \"t.py\", line 1, in <module>\nRuntimeError: x\n"
+    parts = [b"line %d\n" % i if i % 11 else (NAN + b"\n" if i % 3 else tb) for i in range(1, 400)]
+    data = b"".join(parts) + COLOURED
+    log = tmp_path / "train.log"
+    log.write_bytes(data)
+    serial = Extractor(Matcher(build_ruleset(), engine=engine))
+    want = [(e.rule.id, e.line_no, e.text) for e in serial.feed(StreamState(line_no=0), data, None)]
+    monkeypatch.setattr(scan_cmd, "SLICE", 97)  # many slices, most lines cut by a slice end
+    ahead = Extractor(Matcher(build_ruleset(), engine=engine))
+    got = [(e["rule"], e["line"], e["text"]) for e in scan_cmd.scan_file(str(log), ahead)]
+    assert sorted(got, key=lambda x: x[1]) == sorted(want, key=lambda x: x[1])
+    assert len(want) > 30 and ahead.matched_lines == serial.matched_lines > 30

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 
 from tests.helpers import wait_for
 from watchdog.probes.base import Collected, Probe, ProbeError
@@ -94,34 +95,45 @@ def test_completing_rounds_false_when_scheduler_is_wedged():
     assert not sched.completing_rounds()
 
 
-class Timed(Probe):
-    """Records when each round starts; takes `work` seconds."""
+def test_probes_of_one_interval_share_one_grid():
+    """One random offset per daemon (jitter), not per run: every probe of an interval runs on the
+    daemon's shifted grid (anchor + k * interval), so probes of one interval start their rounds
+    together; a round off the grid (the first, run at once) is followed by one on the grid 0.5 to
+    1.5 intervals later. Checked on the triggers themselves, so no thread timing enters."""
+    sched = ProbeScheduler(StateStore(), 5.0, 0.3, on_round=lambda b: None, tick=lambda: None)
+    anchor = sched._anchor.timestamp()
+    now = datetime.now(timezone.utc)
 
-    def __init__(self, name, interval, work):
-        self.name, self.interval, self.timeout, self.work, self.starts = name, interval, 5.0, work, []
+    def on_grid(t):
+        k = t.timestamp() - anchor
+        return abs(k - round(k)) < 1e-3
 
-    def collect(self):
-        self.starts.append(time.monotonic())
-        time.sleep(self.work)
-        return Collected(len(self.starts), "ok")
+    grid_point = datetime.fromtimestamp(anchor + 7.0, tz=timezone.utc)
+    fast, slow = sched._trigger(1.0), sched._trigger(1.0)
+    assert fast.get_next_fire_time(grid_point, now) == slow.get_next_fire_time(grid_point, now)
+    for off_grid in (0.01, 0.37, 0.62, 0.99):
+        prev = grid_point + timedelta(seconds=off_grid)
+        nxt = fast.get_next_fire_time(prev, now)
+        assert on_grid(nxt), (anchor, prev, nxt)
+        assert 0.5 <= (nxt - prev).total_seconds() <= 1.5, (prev, nxt)
 
 
-def test_probes_of_one_interval_run_together_and_their_batch_gets_one_pass():
-    """One random offset per daemon (jitter), not per run: probes with the same interval start
-    their rounds together, and the last of a batch to finish hands the whole batch to one
-    detector pass (counted)."""
-    store = StateStore()
-    batches = []
-    sched = ProbeScheduler(store, 5.0, 0.3, on_round=batches.append, tick=lambda: None)
-    fast, slow = Timed("fast", 1.0, 0.0), Timed("slow", 1.0, 0.15)
-    sched.start([fast, slow])
+def test_rounds_of_one_batch_get_one_detector_pass(monkeypatch):
+    """The last round of a batch to finish hands the whole batch to one detector pass: the round
+    that ends first leaves its pass to the one still under way (gated, so no timing)."""
+    import watchdog.scheduler as scheduler_mod
+
+    monkeypatch.setattr(scheduler_mod, "BATCH_SECONDS", 3600.0)  # one batch however slow the machine
+    fast, slow = Gated("fast", quiet=False), Gated("slow", quiet=False)
+    sched, batches = batch_of(fast, slow)
+    fast.release.set()
     try:
-        wait_for(lambda: len(fast.starts) >= 4 and len(slow.starts) >= 4, timeout=20, what="four rounds each")
+        with round_under_way(sched, slow):
+            sched.run_now("fast")
+            assert batches == []
     finally:
         sched.shutdown()
-    n = min(len(fast.starts), len(slow.starts))
-    assert all(abs(f - s) < 0.1 for f, s in zip(fast.starts[:n], slow.starts[:n])), (fast.starts, slow.starts)
-    assert batches[:3] == [frozenset({"fast", "slow"})] * 3, batches
+    assert batches == [frozenset({"fast", "slow"})]
 
 
 class Gated(Probe):

@@ -76,6 +76,24 @@ def _kill_pids(path: Path) -> None:
             pass
 
 
+def test_a_secret_in_a_url_query_is_redacted_and_other_parameters_are_kept():
+    """`https://...` reads as an assignment named `https`, which once hid every query parameter
+    after it: DingTalk's access_token, WeCom's key and a signed URL's sign, logged by a client,
+    must not reach a snapshot or a message."""
+    r = Redactor()
+    lines = {
+        "POST https://oapi.dingtalk.com/robot/send?access_token=0123456789abcdef&x=1 -> 200":
+            "POST https://oapi.dingtalk.com/robot/send?access_token=[REDACTED]&x=1 -> 200",
+        "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=693a91f6-7xxx failed":
+            "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=[REDACTED] failed",
+        "url=https://hooks.example/b?timestamp=17&sign=c2lnbmF0dXJl": "url=https://hooks.example/b?timestamp=17&sign=[REDACTED]",
+        "GET /api/status?page=2&sort=asc": "GET /api/status?page=2&sort=asc",
+    }
+    for line, want in lines.items():
+        assert r.text(line) == want
+    assert REDACTED not in r.text("?" + "a" * 100_000 + "&" * 50_000)  # no match, and linear
+
+
 def test_snapshot_with_hex_log_keeps_healthz_and_stops_within_five_seconds(make_daemon, tmp_path):
     snaps = tmp_path / "snaps"
     log = tmp_path / "train.log"

@@ -68,3 +68,26 @@ def test_corrupt_log_offsets_are_set_aside_and_logs_still_alert(make_daemon, tmp
     wait_for(lambda: [f for f in d.status()["findings"] if f["rule"] == "log_nan"], what="log_nan after fresh start")
     saved = wait_for(lambda: json.loads((state / LOGS).read_text()), what="offsets saved again")
     assert str(log) in saved["files"]
+
+
+def test_a_database_that_cannot_be_written_at_start_is_not_set_aside(tmp_path):
+    """A storage fault (here: a new database in a folder no file can be created in) is not damage:
+    the start fails on it, but nothing is renamed or reported as a damaged file."""
+    import subprocess
+
+    from watchdog import statefiles
+    from watchdog.alerting.store import DB_NAME, AlertStore
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / DB_NAME).write_bytes(b"")  # created by a start that got no further
+    if subprocess.run(["chattr", "+i", str(state)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i refused: cannot make a folder read-only for root here")
+    before = len(statefiles.events())
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            AlertStore(str(state), quarantine_damaged=True)
+    finally:
+        subprocess.run(["chattr", "-i", str(state)], capture_output=True)
+    assert len(statefiles.events()) == before
+    assert sorted(p.name for p in state.iterdir()) == [DB_NAME]

@@ -23,6 +23,7 @@ from watchdog.detectors import IncrementalDetectors, load_detectors
 from watchdog.findings import JOB_LABEL
 from watchdog.discovery.feed import feed_for, scan_options
 from watchdog.discovery.status import discovery_status
+from watchdog.flight_recorder import public_record
 from watchdog.httpserver import HttpEndpoint
 from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
 from watchdog.logsetup import set_level
@@ -67,8 +68,8 @@ def ensure_private_dir(path: str) -> None:
     os.makedirs(path, mode=0o700, exist_ok=True)
     try:
         os.chmod(path, 0o700)
-    except PermissionError:
-        log.warning("cannot tighten permissions of %s", path)
+    except OSError as exc:  # not ours, or read-only: writes there report themselves
+        log.warning("cannot tighten permissions of %s: %s", path, exc.strerror or exc)
 
 
 class Daemon:
@@ -201,8 +202,8 @@ class Daemon:
         """The newest steps of each rank's flight recorder, as the heartbeat probe last read them."""
         sample = self.state.view().latest("heartbeat")
         readings = getattr(getattr(sample, "value", None), "readings", ())
-        return [{"rank": r.rank, "path": r.path, "records": list(r.flight_tail), "error": r.flight_error}
-                for r in readings if r.flight_tail or r.flight_error]
+        return [{"rank": r.rank, "path": r.path, "records": [public_record(x) for x in r.flight_tail],
+                 "error": r.flight_error} for r in readings if r.flight_tail or r.flight_error]
 
     def healthy(self) -> Tuple[bool, str]:
         if self.stopping:
@@ -214,10 +215,16 @@ class Daemon:
             return False, "starting: the first probe round has not completed"
         if not self.scheduler.completing_rounds():
             return False, "scheduler is not completing rounds"
+        notes = []
         down = [s.name for s in self.state.statuses() if not s.up and s.runs_total > 0]
         if down:
-            return True, "ok (probes down: " + ", ".join(sorted(down)) + ")"
-        return True, "ok"
+            notes.append("probes down: " + ", ".join(sorted(down)))
+        # Still watching (200), but new alerts wait: said here so a health check shows it.
+        storage = self.engine.storage_health() if hasattr(self.engine, "storage_health") else None
+        if storage is not None and not storage.writable:
+            notes.append(f"state folder not writable for {max(0.0, time.time() - (storage.since or 0)):.0f}s "
+                         f"({storage.error}); new alerts are held until it is")
+        return True, "ok" + (" (" + "; ".join(notes) + ")" if notes else "")
 
     def status_line(self) -> str:
         sts = self.state.statuses()
@@ -333,7 +340,8 @@ class Daemon:
         cap = fdbudget.connection_cap(config.http.max_connections, soft, fdbudget.open_fds())
         try:
             self.http = HttpEndpoint(config.http.host, config.http.port, registry, self.status, self.healthy,
-                                     max_connections=cap, connection_timeout=config.http.connection_timeout)
+                                     max_connections=cap, connection_timeout=config.http.connection_timeout,
+                                     status_remote=lambda: bool(self.runtime.config.http.status_remote))
         except OSError as exc:
             log.error("cannot listen on %s: %s", config.http.listen, exc.strerror or exc)
             return False
@@ -381,12 +389,19 @@ class Daemon:
                     log.info("received SIGHUP, reloading %s", self.config_path)
                     self.start_reload()
                 elif signum == RELOAD_READY:
-                    self._reload_ready()
+                    try:
+                        self._reload_ready()
+                    except Exception:
+                        log.exception("applying the reloaded config failed")
                 now = time.monotonic()
                 self._loop_beat = now
                 self._check_reload_time(now)
+                self._check_state_folder()
                 if not self.ready and (self.scheduler.wait_first_round(0) or now >= ready_deadline):
-                    self.evaluate()
+                    try:
+                        self.evaluate()
+                    except Exception:  # like the scheduler's passes: reported, never the daemon's end
+                        log.exception("the first evaluation failed")
                     self.ready = True
                     self.notifier.ready(self.status_line())
                     log.info("first probe round complete: %s", self.status_line())
@@ -411,6 +426,23 @@ class Daemon:
         finally:
             self.stop()
         return exit_code
+
+    def _check_state_folder(self) -> None:
+        """A state folder deleted under the daemon is re-created (the engine copies its open
+        database there) and the folder's lock taken again, so no second daemon can start on it."""
+        state_dir = self.config.paths.state_dir
+        try:
+            check = getattr(self.engine, "check_storage", None)
+            if check is not None:
+                check()
+            if not statelock.held(self._state_lock, state_dir):
+                ensure_private_dir(state_dir)
+                fd = statelock.acquire(state_dir)
+                os.close(self._state_lock)
+                self._state_lock = fd
+                log.warning("the lock of the state folder %s was deleted; taken again", state_dir)
+        except (OSError, statelock.StateFolderBusy) as exc:  # retried at the next turn
+            log.debug("state folder check: %s", exc)
 
     def stop(self) -> None:
         self.stopping = True

@@ -170,3 +170,12 @@ def tail_records(header: RingHeader, chunks: Dict[int, bytes], n: int) -> List[D
             out.append(rec)
     out.sort(key=lambda r: r["seq"])
     return out[-n:]
+
+
+#: What `/api/status` shows of a ring record: the values `/metrics` exports anyway (the rank's
+#: progress). Other fields (the seed, the learning rate) stay in the snapshot bundle only.
+PUBLIC_FIELDS = ("seq", "time", "step", "phase", "loss", "grad_norm", "loss_scale", "throughput", "unit", "skipped")
+
+
+def public_record(rec: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: rec[k] for k in PUBLIC_FIELDS if k in rec}

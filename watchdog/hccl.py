@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
+from watchdog.untrusted import ascii_number
+
 #: CANN defaults (seconds), as documented for HCCL.
 CANN_EXEC_TIMEOUT = 1836.0
 CANN_CONNECT_TIMEOUT = 120.0
@@ -33,11 +35,9 @@ class HcclTimeouts:
 
 
 def _seconds(value: Any) -> Optional[float]:
-    try:
-        v = float(str(value).strip())
-    except (TypeError, ValueError):
-        return None
-    return v if 0 < v < 10 * 86400 else None
+    """A timeout from a rank's environment: ASCII digits only (another user's text), 0 < v < 10 days."""
+    v = ascii_number(value) if isinstance(value, str) else (float(value) if isinstance(value, (int, float)) else None)
+    return v if v is not None and 0 < v < 10 * 86400 else None
 
 
 def from_env(envs: Iterable[Mapping[str, str]]) -> Optional[HcclTimeouts]:

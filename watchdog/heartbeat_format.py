@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
@@ -22,6 +23,10 @@ _KNOWN = ("step", "time", "loss", "grad_norm", "loss_scale", "tokens_per_s", "sa
 
 #: A `time` above this is surely milliseconds or nanoseconds, not epoch seconds (year ~5138).
 _MAX_EPOCH_SECONDS = 1e11
+
+
+#: An integer written as a string: ASCII digits only (`int()` also takes other scripts' digits).
+_ASCII_INT = re.compile(r"-?[0-9]{1,18}", re.ASCII)
 
 
 class HeartbeatFormatError(ValueError):
@@ -53,7 +58,7 @@ def _float(name: str, value: Any) -> Optional[float]:
         raise HeartbeatFormatError(f"field {name!r}: expected a number, got {value!r}")
     if isinstance(value, (int, float)):
         return float(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and value.isascii():  # float() also takes other scripts' digits
         try:
             return float(value.strip())
         except ValueError:
@@ -70,7 +75,7 @@ def _int(name: str, value: Any) -> Optional[int]:
         return value
     if isinstance(value, float) and math.isfinite(value) and value == int(value):
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and _ASCII_INT.fullmatch(value.strip()):
         return int(value.strip())
     raise HeartbeatFormatError(f"field {name!r}: expected an integer, got {value!r:.60}")
 

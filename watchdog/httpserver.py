@@ -1,4 +1,5 @@
-"""The HTTP endpoint: `/metrics`, `/healthz`, `/api/status` and a small landing page at `/`.
+"""The HTTP endpoint: `/metrics`, `/healthz`, `/api/status`, the runbook (`/runbook/<lang>`) and a
+small status page at `/`.
 
 Everything served reads cached state; no request ever runs a probe or a subprocess, so a hung
 npu-smi cannot slow a scrape.
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import collections
 import errno
+import functools
 import html
+import ipaddress
 import json
 import logging
 import os
@@ -26,7 +29,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from watchdog import __version__
+from watchdog import __version__, runbook
 from watchdog.findings import JOB_LABEL
 from watchdog.discovery.status import summary_lines
 from watchdog.metrics.collector import CONTENT_TYPE
@@ -99,6 +102,18 @@ class _Server(ThreadingHTTPServer):
             self.open_connections = max(0, self.open_connections - 1)
 
 
+def is_local_client(peer: str, local: str) -> bool:
+    """Whether a client at `peer`, connected to our address `local`, runs on this node."""
+    try:
+        addr = ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(addr, "ipv4_mapped", None)
+    if mapped is not None:
+        addr = mapped
+    return addr.is_loopback or str(addr) == local.split("%", 1)[0].replace("::ffff:", "")
+
+
 class _Server6(_Server):
     address_family = socket.AF_INET6
 
@@ -106,7 +121,7 @@ class _Server6(_Server):
 class HttpEndpoint:
     def __init__(self, host: str, port: int, registry: Any, status_fn: Callable[[], Dict[str, Any]],
                  healthy_fn: Callable[[], Tuple[bool, str]], max_connections: int = 64,
-                 connection_timeout: float = 10.0):
+                 connection_timeout: float = 10.0, status_remote: Callable[[], bool] = lambda: False):
         self.registry = registry
         self._render_cond = threading.Condition()
         self._rendering = False
@@ -120,6 +135,17 @@ class HttpEndpoint:
             "/api/status": self._status,
             "/": self._index,
         }
+        # The runbook every message links to (watchdog.runbook): one page per shipped language.
+        for lang in runbook.languages():
+            self.routes[f"/runbook/{lang}"] = functools.partial(self._runbook, lang)
+        if runbook.DEFAULT_LANGUAGE in runbook.languages():
+            self.routes["/runbook"] = functools.partial(self._runbook, runbook.DEFAULT_LANGUAGE)
+        #: Routes that show what the daemon knows of the node's jobs (paths, command lines, alert
+        #: texts): served to clients on this node only unless `http.status_remote` (see
+        #: docs/guarantees.md); others get `public_routes`' answer, or 403.
+        self.local_only = {"/api/status", "/"}
+        self.public_routes: Dict[str, Route] = {"/": self._public_index}
+        self.status_remote = status_remote
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -133,6 +159,8 @@ class HttpEndpoint:
                 self.server.request_read(self.request)  # type: ignore[attr-defined]
                 path = self.path.split("?", 1)[0]
                 route = endpoint.routes.get(path)
+                if path in endpoint.local_only and not endpoint.status_remote() and not self._local():
+                    route = endpoint.public_routes.get(path, endpoint._forbidden)
                 if route is None:
                     self._send(404, "text/plain; charset=utf-8", b"not found\n")
                     return
@@ -145,6 +173,11 @@ class HttpEndpoint:
 
             def do_HEAD(self) -> None:  # noqa: N802
                 self.do_GET()
+
+            def _local(self) -> bool:
+                """The client is on this node: a loopback address, or the address it reached us
+                on (a connection from the node to its own interface comes from that address)."""
+                return is_local_client(self.client_address[0], self.connection.getsockname()[0])
 
             def _send(self, code: int, ctype: str, body: bytes) -> None:
                 self.send_response(code)
@@ -229,6 +262,23 @@ class HttpEndpoint:
         body = json.dumps(self.status_fn(), indent=2, default=str, ensure_ascii=False)
         return 200, "application/json", body.encode("utf-8")
 
+    def _runbook(self, lang: str) -> Tuple[int, str, bytes]:
+        return 200, "text/html; charset=utf-8", runbook.page(lang)
+
+    @staticmethod
+    def _forbidden() -> Tuple[int, str, bytes]:
+        return (403, "text/plain; charset=utf-8",
+                b"served to clients on this node only (http.status_remote: false); /metrics and /healthz are open\n")
+
+    @staticmethod
+    def _public_index() -> Tuple[int, str, bytes]:
+        page = ("<!doctype html><html><head><meta charset='utf-8'><title>npu-watchdog</title></head><body>"
+                f"<h1>npu-watchdog {html.escape(__version__)}</h1>"
+                "<p><a href='/metrics'>/metrics</a> &middot; <a href='/healthz'>/healthz</a> &middot; <a href='/runbook'>/runbook</a></p>"
+                "<p>Status and jobs are shown to clients on this node only (<code>npu-watchdog status</code>).</p>"
+                "</body></html>")
+        return 200, "text/html; charset=utf-8", page.encode("utf-8")
+
     def _index(self) -> Tuple[int, str, bytes]:
         st = self.status_fn()
         rows = "".join(
@@ -245,7 +295,7 @@ class HttpEndpoint:
             f"<h1>npu-watchdog {html.escape(__version__)}</h1>"
             f"<p>host {html.escape(st['host'])}, job {html.escape(st[JOB_LABEL])}</p>"
             "<p><a href='/metrics'>/metrics</a> &middot; <a href='/healthz'>/healthz</a> &middot; "
-            "<a href='/api/status'>/api/status</a></p>"
+            "<a href='/api/status'>/api/status</a> &middot; <a href='/runbook'>runbook</a></p>"
             f"<h2>Discovered training jobs</h2><ul>{jobs}</ul>"
             f"<h2>Probes</h2><table border='1'><tr><th>probe</th><th>state</th><th>last</th></tr>{rows}</table>"
             f"<h2>Findings in force</h2><ul>{findings}</ul></body></html>"

@@ -39,6 +39,31 @@ class ProcessInfo:
 
 
 @dataclass(frozen=True)
+class EndEvidence:
+    """What is known about ranks of a discovered job leaving: the record the clean-end decision
+    (`watchdog.detectors.liveness.judge_end`) reads. Gathered by the process probe when ranks
+    exit (their logs and heartbeat files are complete then); other probes' signs are added by the
+    detector from their own observations (the kernel's kill of one of the job's pids)."""
+
+    #: Ranks of the job seen on this node, and how many of them have left.
+    ranks: int = 0
+    gone: int = 0
+    #: Departed ranks whose heartbeat declared phase `done`, and ranks with a heartbeat file.
+    done: int = 0
+    heartbeats: int = 0
+    #: An end-of-training line (`discovery.end_patterns`) in the ranks' or launcher's last lines.
+    end_line: str = ""
+    #: The gravest failure line (a log rule of severity warning or above) in the ranks' or the
+    #: launcher's last lines, as `rule_id: line`.
+    failure_line: str = ""
+    #: When the first and the last rank not declared `done` were seen gone (None: none yet).
+    first_left_at: Optional[float] = None
+    last_left_at: Optional[float] = None
+    #: A kernel kill or segfault of one of the job's pids (the kernel probe's line), else None.
+    kernel_kill: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class JobState:
     """A discovered job as the process probe follows it over its life."""
 
@@ -46,11 +71,14 @@ class JobState:
     first_seen_at: float
     #: Ranks expected on this node (LOCAL_WORLD_SIZE, else `probes.process.expected`, else None).
     expected: Optional[int] = None
-    #: When its last rank exited (None while any runs), and whether that was a clean end (an
-    #: end-of-training line in its logs; a `done` heartbeat is judged by the detector).
+    #: When its last rank exited (None while any runs).
     ended_at: Optional[float] = None
+    #: A producer's own word that the job ended cleanly (the discovered process probe gives
+    #: `end` evidence instead, judged by the liveness detector).
     clean_end: bool = False
     launcher_pid: Optional[int] = None
+    #: Evidence about the ranks that left (None while every rank runs).
+    end: Optional[EndEvidence] = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +206,9 @@ class NpuObservation:
     #: chip that only changed hands (a job restarting) is never taken for a lost one. None: the
     #: whole node's observation (`chips` is all of them).
     node_chips: Optional[FrozenSet[Tuple[int, int]]] = None
+    #: False when the table has no process table at all (npu-smi 22.x and older, 310B boards):
+    #: then `processes` is empty because nobody knows, not because no process holds a chip.
+    processes_known: bool = True
 
 
 # --- log probe -----------------------------------------------------------------------------
@@ -224,3 +255,46 @@ class CommandResult:
     timed_out: bool
     duration_seconds: float
     output_tail: str
+
+
+# --- kernel probe --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KernelEvent:
+    """One /dev/kmsg record a kernel rule matched."""
+
+    seq: int
+    #: Epoch seconds of the record (boot time + its monotonic timestamp).
+    time: float
+    rule: str
+    category: str
+    severity: str
+    title: str
+    #: The record's message, cut to a bounded length.
+    text: str
+    hint: str = ""
+    #: The process the record names (killed, faulting, hung), when the rule knows how to find it.
+    pid: Optional[int] = None
+    #: The device (chip logic id) the record names, e.g. `devid=1` of a driver line.
+    device: Optional[int] = None
+    #: The discovered job, rank and NPU of `pid` when it was a rank as the record was read.
+    job: Optional[str] = None
+    rank: Optional[int] = None
+    npu: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class KernelObservation:
+    #: Matches read this round.
+    events: Tuple[KernelEvent, ...] = ()
+    #: Matches of the last `hold` (newest last, bounded), kept across restarts with the read position.
+    recent: Tuple[KernelEvent, ...] = ()
+    records_total: int = 0
+    matches_total: Dict[str, int] = field(default_factory=dict)
+    #: Records the kernel overwrote before they were read (EPIPE or a sequence gap, also across a
+    #: restart of the daemon), and records not in the /dev/kmsg format.
+    lost_total: int = 0
+    malformed_total: int = 0
+    last_seq: Optional[int] = None
+    #: Why the read position cannot be saved (None when the last save worked).
+    state_error: Optional[str] = None

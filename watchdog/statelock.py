@@ -28,7 +28,17 @@ def acquire(state_dir: str) -> int:
     """Take the folder's lock and write our pid into it; the returned descriptor must stay open
     for the daemon's lifetime (closing it releases the lock)."""
     path = os.path.join(state_dir, LOCK_NAME)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    cloexec = getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | cloexec, 0o600)
+        writable = True
+    except OSError as exc:
+        # A read-only state folder (a filesystem remounted read-only): flock needs no write
+        # access, so an existing lock file still keeps a second daemon out; the pid stays unsaid.
+        if exc.errno != errno.EROFS or not os.path.isfile(path):
+            raise
+        fd = os.open(path, os.O_RDONLY | cloexec)
+        writable = False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -37,6 +47,17 @@ def acquire(state_dir: str) -> int:
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             raise StateFolderBusy(state_dir, holder) from None
         raise
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    if writable:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
     return fd
+
+
+def held(fd: int, state_dir: str) -> bool:
+    """Whether `fd` is still the lock file of `state_dir`: false once the file or the whole folder
+    was deleted (or replaced) under the daemon, when a second daemon could take a new lock there."""
+    try:
+        here, ours = os.stat(os.path.join(state_dir, LOCK_NAME)), os.fstat(fd)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (ours.st_dev, ours.st_ino)

@@ -153,7 +153,7 @@ def test_two_jobs_an_oom_cascade_pages_once_for_its_job_and_the_other_stays_sile
         with ShippedDaemon(tmp_path / "d", node.env(), a.only_env, fs.url, hook.url) as d:
             name_a, name_b = by_launcher(discovered(d, 2), a)
             time.sleep(8)  # the log probe follows the rank files (from their end: the jobs ran first)
-            a.oom(1)
+            a.oom_cascade(1)
             wait_for(lambda: sent(hook, fs)["feishu"]["firing"] and sent(hook, fs)["webhook"]["firing"],
                      timeout=90, what="the OOM page")
             time.sleep(30)  # the cascade (rank gone, HCCL lines, idle chips) would page by now

@@ -12,16 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from watchdog.alerting.clock import Clock
-from watchdog.alerting.wording import compact, headline, phrase
+from watchdog.alerting.clock import Clock, format_duration
+from watchdog.alerting.wording import compact, headline, phrase, scope
+from watchdog.runbook import runbook_link  # the one link builder (channels import it from here too)
 from watchdog.steps import find_step
 from watchdog.findings import SEVERITY_RANK
+from watchdog.words import EN, Words, fill
 
 MAX_LINE = 300
 MAX_HINT = 600
 MAX_SUMMARY = 300
 #: How long the silence command shown in messages mutes a rule (what a night's sleep needs).
 SILENCE_FOR = "2h"
+#: The command that lists every alert on the node (named where a message cannot show them all).
+STATUS_COMMAND = "npu-watchdog status"
 
 
 class RuleGroup:
@@ -37,10 +41,44 @@ class RuleGroup:
         self.since = _earliest(a.get("since") or a.get("starts_at") for a in self.alerts)
         ends = [a.get("ends_at") for a in self.alerts if isinstance(a.get("ends_at"), (int, float))]
         self.ended: Optional[float] = max(ends) if ends else None
-        self.headline = headline(rule, self.labels, self.step)
+        counts = [a["count"] for a in self.alerts if isinstance(a.get("count"), int)]
+        #: Matching lines behind the group (log rules; None when no alert counts lines).
+        self.lines: Optional[int] = sum(counts) if counts else None
+        self.headline = headline(rule, self.labels, self.step, self.lines)
+        self._headlines: Dict[str, str] = {EN.language: self.headline}
         self.hint = next((str(a["hint"]) for a in self.alerts if a.get("hint")), "")
         self.evidence = self._evidence()
         self.snapshots = [str(a["snapshot"]) for a in self.alerts if a.get("snapshot")]
+
+    def headline_in(self, w: Words) -> str:
+        """The headline in `w`'s language (computed once per language)."""
+        if w.language not in self._headlines:
+            self._headlines[w.language] = headline(self.rule, self.labels, self.step, self.lines, w)
+        return self._headlines[w.language]
+
+    def summary_in(self, w: Words) -> str:
+        """The first alert's summary: the finding's own (English), or the rule's summary template
+        in `w`'s language filled with the alert's labels and place."""
+        own = str(self.first.get("summary", "") or "")
+        rw = w.rule(self.rule) if w.language != EN.language else None
+        if rw is None or not rw.summary:
+            return own
+        labels = dict(self.first.get("labels") or {})
+        where = scope([{k: v for k, v in labels.items() if k != "log_rule"}], w) or w.t("where_node")
+        return fill(rw.summary, {**labels, "where": where})
+
+    def value_in(self, w: Words) -> Any:
+        """The first alert's value, unless `w` says the rule's value is not worth showing."""
+        rw = w.rule(self.rule) if w.language != EN.language else None
+        return None if rw is not None and not rw.show_value else self.first.get("value")
+
+    def hint_in(self, w: Words) -> str:
+        """The hint: the finding's own in English, or the rule's hint in `w`'s language (a hint
+        the user wrote in the config, for their own checks and log rules, is kept as written)."""
+        rw = w.rule(self.rule) if w.language != EN.language else None
+        if rw is None or not rw.hint or (rw.own_hint and self.hint):
+            return self.hint
+        return rw.hint
 
     def _step(self) -> Optional[tuple]:
         """The earliest step/iteration any alert names (in its summary, value or log lines)."""
@@ -51,15 +89,15 @@ class RuleGroup:
                 found.append(s)
         return min(found, key=lambda s: s[1]) if found else None
 
-    def _evidence(self) -> Tuple[str, List[str]]:
-        """(whose, lines): the log lines of the first alert that has any, said once."""
+    def _evidence(self) -> Tuple[Dict[str, str], List[str]]:
+        """(whose, lines): the log lines of the first alert that has any, said once; `whose` are
+        the rank and NPU labels of that alert."""
         for a in self.alerts:
             ev = [str(x) for x in (a.get("evidence") or [])]
             if ev:
                 lb = a.get("labels") or {}
-                whose = " ".join(f"{k} {lb[k]}" for k in ("rank", "npu") if lb.get(k) not in (None, ""))
-                return whose, ev
-        return "", []
+                return {k: str(lb[k]) for k in ("rank", "npu") if lb.get(k) not in (None, "")}, ev
+        return {}, []
 
 
 def _earliest(times: Iterable[Any]) -> Optional[float]:
@@ -90,11 +128,6 @@ def silence_command(rule: str) -> str:
     return f"npu-watchdog silence add --match rule={rule} --for {SILENCE_FOR}"
 
 
-def runbook_link(base: Optional[str], rule: str) -> Optional[str]:
-    """`<base>#<rule>`: the rule's section of docs/runbook.md (anchors are the rule names)."""
-    if not base:
-        return None
-    return f"{base.split('#', 1)[0]}#{rule}"
 
 
 @dataclass(frozen=True)
@@ -135,52 +168,70 @@ def _one_line(text: Any, limit: int) -> str:
     return one_line(text, limit)
 
 
+def since_text(clock: Clock, ts: Optional[float], w: Words = EN) -> str:
+    """`2026-11-30 22:16:40 +08:00 (3m ago)` in `w`'s words (the time itself is unchanged)."""
+    if not ts:
+        return w.t("unknown_time")
+    seconds = max(0.0, clock._now() - ts)
+    if seconds < 1:
+        ago = w.t("just_now")
+    else:
+        ago = w.t("ago", d=format_duration(seconds - seconds % 60 if seconds >= 600 else seconds))
+    return w.t("since_at", stamp=clock.stamp(ts), ago=ago)
+
+
 def group_text(g: RuleGroup, st: Style, d: Detail, clock: Clock, runbook: Optional[str],
-               resolved: bool) -> str:
-    """One rule of a message as text; untrusted parts (summaries, hints, log lines, label
-    values in the headline) pass through the dialect's `escape` exactly once."""
+               resolved: bool, w: Words = EN) -> str:
+    """One rule of a message as text, in `w`'s language; untrusted parts (summaries, hints, log
+    lines, label values in the headline) pass through the dialect's `escape` exactly once."""
     e = st.escape
     n = len(g.alerts)
-    head = st.bold(f"{g.severity.upper()} · {e(g.headline)}")
-    head += f" ({n} alerts)" if n > 1 else ""
+    head = w.t("group_head", sev=w.severity(g.severity), headline=e(g.headline_in(w)))
+    head = st.bold(head)
+    head = w.t("group_count", head=head, n=n) if n > 1 else head
     if resolved:
-        head += f" · resolved {clock.since(g.ended)}" if g.ended else " · resolved"
+        head = w.t("group_resolved_at", head=head, when=since_text(clock, g.ended, w)) if g.ended \
+            else w.t("group_resolved", head=head)
     else:
-        head += f" · since {clock.since(g.since)}"
+        head = w.t("group_since", head=head, when=since_text(clock, g.since, w))
     out = [head]
     if d.summary:
-        out.append(e(_one_line(g.first.get("summary", ""), MAX_SUMMARY)))
-        if g.first.get("value") not in (None, "") and n == 1:
-            out[-1] += f" ({e(_one_line(g.first.get('value'), 120))})"
-    if d.hint and not resolved and g.hint:
-        out.append(f"{st.bold('Hint')}: {e(_one_line(g.hint, MAX_HINT))}")
+        out.append(e(_one_line(g.summary_in(w), MAX_SUMMARY)))
+        value = g.value_in(w)
+        if value not in (None, "") and n == 1:
+            out[-1] = w.t("summary_value", summary=out[-1], value=e(_one_line(value, 120)))
+    hint = g.hint_in(w)
+    if d.hint and not resolved and hint:
+        out.append(f"{st.bold(w.t('hint'))}{w.t('colon')}{e(_one_line(hint, MAX_HINT))}")
     whose, ev = g.evidence
     if d.lines > 0 and ev and not resolved:
-        out.append(st.bold("Log lines" + (f" ({e(whose)})" if whose else "")) + ":")
+        who = " ".join(w.t("evidence_whose", key=w.t(f"{k}_one"), value=v) for k, v in whose.items())
+        out.append(st.bold(w.t("log_lines_whose", whose=e(who)) if who else w.t("log_lines")) + w.t("colon").rstrip())
         out.append(st.code([e(_one_line(x, MAX_LINE)) for x in ev[-d.lines:]]))
-    link = runbook_link(runbook, g.rule)
+    link = runbook_link(runbook, g.rule, w.language)
     acts = []
     if link:
-        acts.append(st.link("Runbook", link))
+        acts.append(st.link(w.t("runbook"), link))
     if d.actions and not resolved:
-        acts.append("silence: " + st.inline(silence_command(g.rule)))
+        acts.append(w.t("silence", command=st.inline(silence_command(g.rule))))
     if acts:
         out.append(" · ".join(acts))
     return "\n".join(out)
 
 
-def more_rules_line(rest: Sequence[RuleGroup], st: Style, names: bool = True) -> str:
+def more_rules_line(rest: Sequence[RuleGroup], st: Style, names: bool = True, w: Words = EN) -> str:
     """What did not fit, said explicitly: `... and 3 more rules: npu_idle (NPU 0-15), ...`."""
     if not rest:
         return ""
     n_alerts = sum(len(g.alerts) for g in rest)
-    line = f"… and {len(rest)} more rule{'s' if len(rest) > 1 else ''} ({n_alerts} alert{'s' if n_alerts > 1 else ''})"
+    line = w.t("more_line", rules=w.n("more_rules", len(rest)), alerts=w.n("alerts", n_alerts))
     if names:
-        line += ": " + ", ".join(st.escape(f"{g.rule} ({phrase(g.rule)})") for g in rest)
-    return line + "; npu-watchdog status on the node lists every alert"
+        line = w.t("more_names", line=line, names=", ".join(
+            st.escape(w.t("more_name", rule=g.rule, title=phrase(g.rule, w))) for g in rest))
+    return w.t("more_tail", line=line, command=st.inline(STATUS_COMMAND))
 
 
-def snapshot_line(groups: Sequence[RuleGroup], st: Style) -> str:
+def snapshot_line(groups: Sequence[RuleGroup], st: Style, w: Words = EN) -> str:
     """The snapshot once per message (the first one taken; the count of the others)."""
     snaps: List[str] = []
     for g in groups:
@@ -189,16 +240,17 @@ def snapshot_line(groups: Sequence[RuleGroup], st: Style) -> str:
                 snaps.append(s)
     if not snaps:
         return ""
-    more = f" (+{len(snaps) - 1} more: npu-watchdog status)" if len(snaps) > 1 else ""
-    return f"{st.bold('Snapshot')}: {st.escape(snaps[0])}{more}"
+    text = f"{st.bold(w.t('snapshot'))}{w.t('colon')}{st.escape(snaps[0])}"
+    return w.t("snapshot_more", snapshot=text, n=len(snaps) - 1, command=st.inline(STATUS_COMMAND)) \
+        if len(snaps) > 1 else text
 
 
-def scope_counts(groups: Sequence[RuleGroup]) -> str:
+def scope_counts(groups: Sequence[RuleGroup], w: Words = EN) -> str:
     """`8 alerts, 2 rules, ranks 0-7`: a summary for a footer."""
     ranks = {str(lb["rank"]) for g in groups for lb in g.labels if lb.get("rank") not in (None, "")}
     n = sum(len(g.alerts) for g in groups)
-    text = f"{n} alert{'s' if n != 1 else ''}, {len(groups)} rule{'s' if len(groups) != 1 else ''}"
-    return text + (f", ranks {compact(ranks)}" if ranks else "")
+    text = w.t("counts", alerts=w.n("alerts", n), rules=w.n("rules", len(groups)))
+    return w.t("counts_ranks", counts=text, ranks=compact(ranks, w=w)) if ranks else text
 
 
 def fit_groups(groups: Sequence[RuleGroup], build: Callable[[List[RuleGroup], Detail, bool], Any],

@@ -37,8 +37,11 @@ from watchdog.alerting.muting import FiringIndex, Muter, mutual, source_alert
 from watchdog.alerting.outbox import DeadMan, Outbox
 from watchdog.alerting.render import dashboard_link
 from watchdog.alerting.routing import route
+from watchdog.alerting.storagefault import (STORAGE_ERRORS, STORAGE_RETRY, Carry, RedoQuiet, SavePoint,
+                                            StorageHealth, apply_carry, describe)
 from watchdog.alerting.store import AlertRow, AlertStore
 from watchdog.config.schema import Config
+from watchdog.detectors.selfstate import unwritable_finding
 from watchdog.findings import SEVERITY_RANK, Finding
 from watchdog.rulecatalog import JOB_LABELS, warmup
 
@@ -81,6 +84,12 @@ class AlertEngine:
         self._have_findings = False
         self._am_last: Dict[str, float] = {}
         self._first_round = False
+        #: Commits to the state folder: failures, and the episode while it cannot be written.
+        self.health = StorageHealth()
+        #: What rolled-back passes learnt about the alerts they created (see storagefault).
+        self._carry: Carry = {}
+        self._quiet = RedoQuiet(self._carry)
+        lifecycle.log.addFilter(self._quiet)
         #: On the engine's clock: when the next pass can change something by time alone, when
         #: the last pass ran, and until when the timer sleeps.
         self._due_at = float("inf")
@@ -121,13 +130,27 @@ class AlertEngine:
             now = self.clock() if now is None else now
             self._passed_at = now
             if self._have_findings:
-                self._evaluate(now, observe=False)
+                # After a rolled-back pass, the findings it had observed are observed again.
+                self._evaluate(now, observe=not self.health.writable)
             else:
                 self.muter.load_silences(now)
 
     def current(self) -> List[Finding]:
+        """The detectors' findings, and `state_unwritable` while the state folder cannot be written."""
         with self._lock:
-            return list(self._current)
+            extra = [self._unwritable_finding()] if not self.health.writable else []
+            return list(self._current) + extra
+
+    def storage_health(self) -> StorageHealth:
+        with self._lock:
+            return StorageHealth(self.health.error, self.health.since, self.health.errors_total)
+
+    def check_storage(self) -> None:
+        """Re-create a state folder deleted under the daemon before anything needs to write there
+        (the main loop calls this at every turn: one `stat`)."""
+        with self._lock:
+            if self.store.moved():
+                self._heal()
 
     def reconfigure(self, config: Config) -> None:
         with self._lock:
@@ -153,6 +176,7 @@ class AlertEngine:
         self.deadman.ping()
 
     def close(self) -> None:
+        lifecycle.log.removeFilter(self._quiet)
         self._stop.set()
         self._wake.set()
         if self._timer is not None:
@@ -160,7 +184,10 @@ class AlertEngine:
         self.outbox.stop()
         self.deadman.close()
         with self._lock:
-            self.store.save_alerts(list(self.alerts.values()), [])
+            try:
+                self.store.save_alerts(list(self.alerts.values()), [])
+            except STORAGE_ERRORS as exc:  # the last committed state stays: what was sent is in it
+                log.error("could not save the alert state at shutdown: %s", describe(exc))
             self.store.close()
 
     # -- read side (metrics, status) ----------------------------------------------------------
@@ -218,11 +245,47 @@ class AlertEngine:
         self._wake.set()
 
     def _evaluate(self, now: float, observe: bool) -> None:
+        """One pass, committed or not at all: a pass whose commit fails leaves the memory as it
+        was before (see storagefault) and is done again STORAGE_RETRY later, or at once when the
+        state folder was deleted and could be re-created."""
+        for attempt in (1, 2):
+            saved = SavePoint.take(self.alerts, self.groups.deadlines, self._am_last)
+            try:
+                self._pass(now, observe)
+            except Exception as exc:  # a bug as much as a full disk: nothing uncommitted stays
+                self._carry.update(saved.restore(self.alerts, self.groups.deadlines, self._am_last))
+                if not isinstance(exc, STORAGE_ERRORS):
+                    raise
+                readonly = getattr(exc, "sqlite_errorname", "").startswith("SQLITE_READONLY")
+                if attempt == 1 and self._heal(reopen=readonly):
+                    observe = True  # the pass again, with what it had observed
+                    continue
+                self._storage_failed(exc, now)
+                self._due_at = now + STORAGE_RETRY
+                return
+            self._storage_ok(now)
+            return
+
+    def _heal(self, reopen: bool = False) -> bool:
+        """Re-create a deleted state folder or database (see AlertStore.heal); True if it did."""
+        try:
+            what = self.store.heal(reopen)
+        except STORAGE_ERRORS as exc:  # the failed commit that follows is what reports it
+            log.debug("cannot re-create the state folder now: %s", describe(exc))
+            return False
+        if what:
+            log.error("%s (mode 0700, the database 0600); alerts, silences and queued notifications carried over",
+                      what, extra={"event": "state_recreated"})
+        return bool(what)
+
+    def _pass(self, now: float, observe: bool) -> None:
         cfg = self.config.alerting
         self._passed_at = now
         tr = lifecycle.Transitions()
         if observe:
             lifecycle.observe(self.alerts, self._present, now, tr)
+            if self._carry:
+                apply_carry(self.alerts, self._carry, self._present)
         lifecycle.advance(self.alerts, self._present, now, cfg.for_rule, cfg.resolve_delay, tr)
         self._watch_silences = any(a.state == "firing" for a in self.alerts.values())
         if self._watch_silences or not observe:
@@ -243,9 +306,67 @@ class AlertEngine:
             items += route(n, self.outbox.channels.values(), self.config.alerting.sends_direct)
         # State and notifications in one transaction, before any send: a kill between the two
         # would leave an alert marked as sent whose message was never queued.
-        self.store.commit_alerts([self.alerts[fp] for fp in tr.changed if fp in self.alerts], tr.deleted, items)
+        self.store.commit_alerts([self.alerts[fp] for fp in tr.changed if fp in self.alerts], tr.deleted, items,
+                                 probe=not self.health.writable)
         self.outbox.wake([channel for channel, *_ in items])
         self._due_at = self._next_due(mute, now)
+
+    # -- the state folder cannot be written -------------------------------------------------
+    def _storage_failed(self, exc: BaseException, now: float) -> None:
+        """A commit failed: count it; the first of an episode is logged and `state_unwritable` is
+        sent directly (the outbox's memory queue), since the store is what fails."""
+        h = self.health
+        h.errors_total += 1
+        h.error = describe(exc)
+        if h.since is not None:
+            log.debug("state folder still not writable: %s", h.error)
+            self._refresh_unwritable(now)
+            return
+        h.since = now
+        log.error("cannot write the state folder %s (%s): new alerts are held in memory and sent once it can be "
+                  "written; retrying every %gs", self.config.paths.state_dir, h.error, STORAGE_RETRY,
+                  extra={"event": "state_unwritable"})
+        f = self._unwritable_finding()
+        h.row = AlertRow(f.key, f.rule, f.severity, dict(f.labels), f.to_dict(), "firing", now, now, now)
+        self._send_direct("firing", h.row, now)
+        h.refreshed = {ch.name: now for ch in self.outbox.channels.values() if ch.type == "alertmanager"}
+
+    def _refresh_unwritable(self, now: float) -> None:
+        """Alertmanager forgets a firing alert after its `alert_ttl` unless it is sent again: the
+        episode's alert is, every `resend_interval`, as `_am_refresh` does for the stored ones."""
+        h = self.health
+        for ch in self.outbox.channels.values():
+            if h.row is None or ch.type != "alertmanager" or ch.name not in h.refreshed:
+                continue
+            if now - h.refreshed[ch.name] >= ch.cfg.resend_interval:
+                h.refreshed[ch.name] = now
+                note = dict(self._notification("refresh", [h.row], now), only=ch.name)
+                self.outbox.send_from_memory(route(note, [ch], self.config.alerting.sends_direct))
+
+    def _storage_ok(self, now: float) -> None:
+        self._carry.clear()
+        h = self.health
+        if h.since is None:
+            return
+        log.warning("the state folder %s can be written again after %.0fs; held alerts go out now",
+                    self.config.paths.state_dir, now - h.since, extra={"event": "state_writable"})
+        if h.row is not None:
+            h.row.last_seen = now
+            self._send_direct("resolved", h.row, now)
+        h.since, h.error, h.row, h.refreshed = None, "", None, {}
+
+    def _unwritable_finding(self) -> Finding:
+        """The finding of the current episode; its evidence names the findings whose alerts wait."""
+        held = [f"{f.rule}: {f.summary}" for fp, f in sorted(self._present.items())
+                if not (fp in self.alerts and self.alerts[fp].notified)]
+        return unwritable_finding(self.config, self.config.paths.state_dir, self.health.error,
+                                  self.health.since or self.clock(), held)
+
+    def _send_direct(self, kind: str, row: AlertRow, now: float) -> None:
+        """Through the channels' senders, from memory: nothing of this touches the state folder."""
+        items = route(self._notification(kind, [row], now), self.outbox.channels.values(),
+                      self.config.alerting.sends_direct)
+        self.outbox.send_from_memory(items)
 
     def _next_due(self, mute: Dict[str, Optional[str]], now: float) -> float:
         """The earliest time a pass without new findings could change something: the state
@@ -388,6 +509,10 @@ class AlertEngine:
             "value": f.get("value"), "since": f.get("since") or a.firing_since, "starts_at": a.firing_since,
             "ends_at": (a.last_seen if status == "resolved" else None), "evidence": ev, "snapshot": a.snapshot,
             "dashboard": dashboard_link(cfg.dashboard_url, a.labels, a.rule),
+            # Matching lines behind a log finding (titles say "5 lines"); None for other rules.
+            "count": _count((f.get("details") or {}).get("count")),
+            # A job-level alert's ranks on this node (the fleet relay counts them).
+            "ranks": (f.get("details") or {}).get("job_ranks"),
         }
 
     def _notification(self, kind: str, batch: List[AlertRow], now: float) -> Dict[str, Any]:
@@ -402,6 +527,10 @@ class AlertEngine:
         return {"kind": kind, "status": status, "ikey": ikey, "created": now,
                 "group": {k: first.get(k, "") for k in GROUP_LABELS},
                 "alerts": [self._alert_body(a, status, now) for a in batch]}
+
+
+def _count(v: Any) -> Optional[int]:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
 def build_engine(config: Config, runtime: Any) -> AlertEngine:

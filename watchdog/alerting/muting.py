@@ -10,12 +10,16 @@ the event pages exactly once and never zero times.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.alerting.routing import match_labels, matches_all
 from watchdog.alerting.store import AlertRow, AlertStore, Silence
 from watchdog.config.sections.alerting import InhibitRule, Matcher, parse_matcher
+
+log = logging.getLogger("watchdog.alerts")
 
 Key = Tuple[Tuple[str, str], ...]
 #: Precedence of a firing alert among same-event peers: sent first, then fired first, then name.
@@ -91,7 +95,10 @@ class Muter:
         self.active = active
         if now - self._last_prune > 3600:
             self._last_prune = now
-            self.store.prune_silences(now - 7 * 86400)
+            try:
+                self.store.prune_silences(now - 7 * 86400)
+            except (sqlite3.Error, OSError) as exc:  # housekeeping: the state folder's fault is reported elsewhere
+                log.debug("pruning old silences failed: %s", exc)
 
     def changed(self) -> bool:
         """Whether the silences may have changed since the last read (one cheap query)."""

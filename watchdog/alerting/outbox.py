@@ -15,6 +15,12 @@ show a one-line notice that they may repeat an earlier message. Rows that cannot
 signature) are dropped at once with an error log; rows that keep failing are retried with
 exponential backoff and jitter (or the vendor's `Retry-After`) until `max_age`, then dropped with
 an error log and the `expired` counter.
+
+One kind of notification never touches SQLite: what the engine says about the state folder itself
+when it cannot be written (`state_unwritable`), which must not wait for that folder. It is handed to
+`send_from_memory` and goes out through the same sender (same rate limits, same retries until
+`max_age`), ahead of the stored rows; it is lost if the daemon stops first, as is the condition it
+reports.
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ from __future__ import annotations
 import collections
 import logging
 import random
+import sqlite3
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 from watchdog.alerting.channels import Channel, build_channels
@@ -71,6 +79,24 @@ class RateLimiter:
         self.blocked_until = max(self.blocked_until, until)
 
 
+@dataclass
+class MemoryRow:
+    """A notification kept in memory only (see `Outbox.send_from_memory`)."""
+
+    ikey: str
+    kind: str
+    body: Dict[str, Any]
+    created: float
+    attempts: int = 0
+    next_at: float = 0.0
+
+
+def backoff(cfg: AlertingConfig, attempts: int) -> float:
+    """Seconds before the next attempt after `attempts` failed ones: exponential, with jitter."""
+    base = min(cfg.retry_max, cfg.retry_initial * (2 ** min(attempts, 30)))
+    return base * random.uniform(0.5, 1.0)
+
+
 class _Worker:
     def __init__(self, outbox: "Outbox", channel: Channel):
         self.outbox = outbox
@@ -83,6 +109,8 @@ class _Worker:
         self.exited = False
         #: Made on the first attempt (requests is imported then, not at start-up).
         self._session: Optional[Any] = None
+        #: A step failed on the database (its traceback was logged once; the rest are quiet).
+        self._failing = False
         self.thread = threading.Thread(target=self._run, name=f"send-{channel.name}", daemon=True)
 
     def adopt(self, channel: Channel) -> None:
@@ -105,9 +133,15 @@ class _Worker:
                     break
             try:
                 delay = self._step()
+                if self._failing:
+                    self._failing = False
+                    log.info("sender %s: the outbox can be used again", self.channel.name)
             except Exception as exc:  # a database hiccup: keep the row, try again shortly
+                # Once per episode with the traceback: a full disk would repeat it every 2 s.
                 text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-                log.error("sender %s: %s", self.channel.name, scrub(text, self.channel.secrets()))
+                log.log(logging.DEBUG if self._failing else logging.ERROR, "sender %s: %s", self.channel.name,
+                        scrub(text if not self._failing else f"{type(exc).__name__}: {exc}", self.channel.secrets()))
+                self._failing = True
                 delay = 2.0
             if delay > 0:
                 self.wake.wait(delay if delay == IDLE_WAIT else min(delay, BUSY_WAIT))
@@ -127,10 +161,14 @@ class _Worker:
         ch = self.channel
         store = self.outbox.store
         now = time.time()
+        mem, mem_at = self.outbox.memory_head(ch.name)
+        if mem is not None and mem_at <= now:
+            return self._step_memory(mem, now)
         row = store.next_due(ch.name, now)
         if row is None:
             nxt = store.next_time(ch.name)
-            return IDLE_WAIT if nxt is None else min(BUSY_WAIT, max(0.05, nxt - now))
+            nxt = mem_at if nxt is None else min(nxt, mem_at)
+            return IDLE_WAIT if nxt == float("inf") else min(BUSY_WAIT, max(0.05, nxt - now))
         cfg = self.outbox.config
         if now - row.created > cfg.max_age:
             store.done(row.id)
@@ -164,13 +202,48 @@ class _Worker:
             delay = min(MAX_RETRY_AFTER, max(0.5, verdict.retry_after))
             self.limiter.block(now + delay)
         else:
-            base = min(cfg.retry_max, cfg.retry_initial * (2 ** min(row.attempts, 30)))
-            delay = base * random.uniform(0.5, 1.0)
+            delay = backoff(cfg, row.attempts)
         store.retry(row.id, now + delay, verdict.line())
         self.outbox.count(ch.name, "retried")
         level = logging.WARNING if attempt <= 3 or attempt % 10 == 0 else logging.DEBUG
         log.log(level, "channel %s: attempt %d of notification %s failed (%s); retrying in %.1fs", ch.name, attempt,
                 row.ikey, verdict.line(), delay, extra={"channel": ch.name})
+        return 0.0
+
+
+    def _step_memory(self, mem: MemoryRow, now: float) -> float:
+        """One attempt of a memory-only notification: what `_step` does for a stored row, with
+        the bookkeeping in the row itself instead of SQLite."""
+        ch = self.channel
+        cfg = self.outbox.config
+        if now - mem.created > cfg.max_age:
+            self.outbox.memory_done(ch.name, mem)
+            self.outbox.count(ch.name, "expired")
+            log.error("channel %s: gave up on a %s notification after %d attempts (max_age %.0fs)", ch.name,
+                      mem.kind, mem.attempts, cfg.max_age, extra={"channel": ch.name, "event": "notification_expired"})
+            return 0.0
+        wait = self.limiter.wait_time(now)
+        if wait > 0:
+            return wait
+        self.limiter.record(time.time())
+        verdict = ch.deliver(mem.body, self.session)
+        self.outbox.last_verdict[ch.name] = verdict
+        if verdict.ok or not verdict.retryable:
+            self.outbox.memory_done(ch.name, mem)
+            self.outbox.count(ch.name, "sent" if verdict.ok else "failed")
+            log.log(logging.INFO if verdict.ok else logging.ERROR, "channel %s: %s %s notification %s (from memory): %s",
+                    ch.name, "delivered" if verdict.ok else "REJECTED and dropped", mem.kind, mem.ikey,
+                    verdict.line(), extra={"channel": ch.name})
+            return 0.0
+        delay = backoff(cfg, mem.attempts)
+        if verdict.retry_after is not None:
+            delay = min(MAX_RETRY_AFTER, max(0.5, verdict.retry_after))
+            self.limiter.block(now + delay)
+        mem.attempts += 1
+        mem.next_at = now + delay
+        self.outbox.count(ch.name, "retried")
+        log.warning("channel %s: attempt %d of notification %s (from memory) failed (%s); retrying in %.1fs",
+                    ch.name, mem.attempts, mem.ikey, verdict.line(), delay, extra={"channel": ch.name})
         return 0.0
 
 
@@ -185,11 +258,17 @@ class Outbox:
         self.last_verdict: Dict[str, Verdict] = {}
         self._lock = threading.Lock()
         self._workers: Dict[str, _Worker] = {}
+        #: Memory-only notifications per channel, oldest first (see `send_from_memory`).
+        self._memory: Dict[str, Deque[MemoryRow]] = {}
         for name in self.channels:
             for r in RESULTS:
                 self.counts[(name, r)] = 0
         # Once per daemon life, before any sender runs: attempts a kill interrupted.
-        n = store.interrupted_attempts()
+        try:
+            n = store.interrupted_attempts()
+        except (sqlite3.Error, OSError) as exc:  # a state folder that cannot be written at start
+            log.error("outbox: cannot check for interrupted sends now (%s); they are sent as ordinary rows", exc)
+            n = 0
         if n:
             log.warning("outbox: %d notification(s) were being sent when the daemon stopped; they are sent again,"
                         " marked as possible repeats", n, extra={"event": "notification_interrupted"})
@@ -222,8 +301,35 @@ class Outbox:
     def _drop_orphans(self) -> None:
         for name in self.store.outbox_channels():
             if name not in self.channels:
-                n = self.store.drop_channel(name)
+                try:
+                    n = self.store.drop_channel(name)
+                except (sqlite3.Error, OSError) as exc:  # their sender is gone: they wait, harmless
+                    log.error("outbox: cannot drop the notifications of removed channel %s now: %s", name, exc)
+                    continue
                 log.warning("outbox: dropped %d notification(s) for channel %s, which is no longer configured", n, name)
+
+    def send_from_memory(self, items: List[tuple]) -> None:
+        """Queue (channel, ikey, kind, body) rows in memory only and wake their senders: for what
+        must not wait for the state folder (the engine's `state_unwritable`)."""
+        now = time.time()
+        with self._lock:
+            for channel, ikey, kind, body in items:
+                self._memory.setdefault(channel, collections.deque()).append(MemoryRow(ikey, kind, body, now, 0, now))
+        self.wake([channel for channel, *_ in items])
+
+    def memory_head(self, channel: str) -> Tuple[Optional[MemoryRow], float]:
+        """The oldest memory-only row of `channel` and when it is due (infinity when none)."""
+        with self._lock:
+            q = self._memory.get(channel)
+            if not q:
+                return None, float("inf")
+            return q[0], q[0].next_at
+
+    def memory_done(self, channel: str, row: MemoryRow) -> None:
+        with self._lock:
+            q = self._memory.get(channel)
+            if q and q[0] is row:
+                q.popleft()
 
     def enqueue(self, items: List[tuple]) -> None:
         """Commit (channel, ikey, kind, body) rows, then wake their senders."""

@@ -10,6 +10,7 @@ size limits are met by showing less detail per rule first, then fewer rules (wit
 from __future__ import annotations
 
 import re
+import unicodedata
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -18,6 +19,7 @@ from watchdog.alerting.clock import Clock
 from watchdog.alerting.digest import (Detail, RuleGroup, Style, group_alerts, group_text, more_rules_line,
                                       runbook_link, scope_counts, snapshot_line)
 from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL, SEVERITY_RANK
+from watchdog.words import EN, Words
 
 ZWSP = "\u200b"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -40,9 +42,54 @@ def clean(text: Any) -> str:
     return _CONTROL.sub("", _ANSI.sub("", s))
 
 
+#: Code points that belong to the character before them (or join it to the next): a cut between
+#: them and their neighbour would split what the reader sees as one character.
+_JOINERS = {"\u200c", "\u200d", "\u20e3"}
+
+
+def _clings(ch: str) -> bool:
+    """Whether `ch` belongs to the character before it: combining marks, variation selectors,
+    emoji skin tones and tag characters."""
+    o = ord(ch)
+    return (unicodedata.category(ch) in ("Mn", "Mc", "Me") or 0xFE00 <= o <= 0xFE0F or 0x1F3FB <= o <= 0x1F3FF
+            or 0xE0020 <= o <= 0xE007F or 0xE0100 <= o <= 0xE01EF or ch in _JOINERS)
+
+
+def cut_index(text: str, n: int) -> int:
+    """The largest index <= `n` at which `text` can be cut without splitting a character: never
+    between a base and its combining marks, selectors or modifiers, nor after a joiner."""
+    i = max(0, min(n, len(text)))
+    while 0 < i < len(text) and (_clings(text[i]) or text[i - 1] in _JOINERS):
+        i -= 1
+    return i
+
+
+def cut_chars(text: str, limit: int, mark: str = "…") -> str:
+    """`text` in at most `limit` characters (code points), ending in `mark` when cut."""
+    if len(text) <= limit:
+        return text
+    return text[:cut_index(text, limit - len(mark))] + mark
+
+
+def cut_bytes(text: str, max_bytes: int, mark: str = "…") -> str:
+    """`text` in at most `max_bytes` bytes of UTF-8 (a CJK character is 3 bytes, an emoji 4),
+    ending in `mark` when cut; never splits a character."""
+    if len(text.encode("utf-8")) <= max_bytes:
+        return text
+    budget = max_bytes - len(mark.encode("utf-8"))
+    lo, hi = 0, len(text)
+    while lo < hi:  # the most code points whose UTF-8 fits the budget
+        mid = (lo + hi + 1) // 2
+        if len(text[:mid].encode("utf-8")) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:cut_index(text, lo)] + mark
+
+
 def one_line(text: Any, limit: int) -> str:
     s = " ".join(clean(text).split())
-    return s if len(s) <= limit else s[: limit - 1] + "…"
+    return cut_chars(s, limit)
 
 
 # -- escaping per dialect --------------------------------------------------------------------
@@ -99,12 +146,12 @@ def safe_url(url: Optional[str]) -> Optional[str]:
 
 #: The line a chat message carries when it is sent again after a kill interrupted its first
 #: attempt: the vendor may already show it, and chat vendors have no key to deduplicate by.
-REPEAT_NOTICE = "Re-sent after a watchdog restart: this may repeat a message already delivered"
+REPEAT_NOTICE = EN.t("repeat_notice")
 
 
-def repeat_prefix(msg: "Message") -> str:
+def repeat_prefix(msg: "Message", w: Words = EN) -> str:
     """Before the text of a notification preview (Slack fallback, Feishu header, DingTalk title)."""
-    return "(possible repeat) " if msg.repeat else ""
+    return w.t("repeat_prefix") if msg.repeat else ""
 
 
 # -- the message -----------------------------------------------------------------------------
@@ -145,40 +192,36 @@ class Message:
             self._groups = group_alerts(self.alerts)
         return self._groups
 
-    def title(self, esc: Callable[[Any], str] = str) -> str:
+    def title(self, esc: Callable[[Any], str] = str, w: Words = EN) -> str:
         """One line in words: `[CRITICAL] node-01/llama: NaN loss at iteration 5426 on ranks 0-7
-        (+2 more rules)`. Built from trusted parts (severity, host, training job, the rule's
-        phrase, numbers); label values in the scope pass through the dialect's `esc`."""
-        prefix = {"resolved": "RESOLVED", "reminder": "STILL FIRING", "test": "TEST"}.get(self.kind, "")
-        head = f"[{self.severity.upper()}]" + (f" {prefix}" if prefix else "")
+        (+2 more rules)`, in `w`'s language. Built from trusted parts (severity, host, training
+        job, the rule's phrase, numbers); label values in the scope pass through the dialect's `esc`."""
+        prefix = w.t(f"kind_{self.kind}") if self.kind in ("resolved", "reminder", "test") else ""
+        head = f"[{w.severity(self.severity)}]" + (f" {prefix}" if prefix else "")
         if self.incident and self.alerts:
-            return f"{head} {self._incident_line(esc)}"
+            return f"{head} {self._incident_line(esc, w)}"
         groups = self.groups()
-        what = esc(groups[0].headline) if groups else "no alerts"
+        what = esc(groups[0].headline_in(w)) if groups else w.t("no_alerts")
         if len(groups) > 1:
-            what += f" (+{len(groups) - 1} more rule{'s' if len(groups) > 2 else ''})"
-        # A node finding (a chip no job holds, the watcher itself) names the host only.
-        where = f"{esc(self.host)}/{esc(self.job)}" if self.job else esc(self.host)
-        return f"{head} {where}: {what}"
+            what = w.n("title_more", len(groups) - 1, what=what)
+        if not self.job:  # a node finding (a chip no job holds, the watcher itself): the host only
+            return w.t("title_node", head=head, host=esc(self.host), what=what)
+        return w.t("title", head=head, host=esc(self.host), job=esc(self.job), what=what)
 
     def dashboard(self) -> Optional[str]:
         """The first alert's dashboard link (one per message: it is filled per host and job)."""
         return next((u for u in (safe_url(a.get("dashboard")) for a in self.alerts) if u), None)
 
-    def _incident_line(self, esc: Callable[[Any], str]) -> str:
+    def _incident_line(self, esc: Callable[[Any], str], w: Words = EN) -> str:
         """The culprit first (the earliest root alert: node, rank, NPU, rule), then the counts."""
         inc = self.incident
         first = self.alerts[0]
-        what = "first failure" if inc.get("culprit_root") else "no root cause reported; earliest"
+        what = w.t("incident_first") if inc.get("culprit_root") else w.t("incident_earliest")
         labels = dict(first.get("labels", {}))
         where = " ".join(x for x in (labels.pop("node", self.host), where_labels(labels)) if x)
-        line = f"{esc(self.job)}: {what} {esc(first.get('rule', '?'))} on {esc(where)}"
-
-        def n(key: str, word: str) -> str:
-            k = int(inc.get(key, 0))
-            return f"{k} {word}" + ("" if k == 1 else "s")
-
-        return f"{line} | {n('nodes', 'node')}, {n('ranks', 'rank')} affected, {n('symptoms', 'symptom alert')}"
+        line = w.t("incident_line", job=esc(self.job), what=what, rule=esc(first.get("rule", "?")), where=esc(where))
+        return w.t("incident_counts", line=line, nodes=w.n("nodes", int(inc.get("nodes", 0))),
+                   ranks=w.n("ranks", int(inc.get("ranks", 0))), symptoms=w.n("symptoms", int(inc.get("symptoms", 0))))
 
 
 def where_labels(labels: Dict[str, str]) -> str:
@@ -231,23 +274,33 @@ def clock_of(alerting: Any, now: Optional[float] = None) -> Clock:
 
 
 def runbook_of(alerting: Any) -> Optional[str]:
-    return safe_url(getattr(alerting, "runbook_url", None))
+    """The runbook base of the messages: configured, else the daemon's own (see AlertingConfig)."""
+    base = alerting.runbook_base() if hasattr(alerting, "runbook_base") else getattr(alerting, "runbook_url", None)
+    return safe_url(base)
 
 
 def compose(msg: Message, st: Style, shown: List[RuleGroup], d: Detail, names: bool, alerting: Any,
-            now: Optional[float] = None) -> Parts:
-    """The rule texts of `shown`, the "and N more" line for the rest, the snapshot once, a footer."""
+            now: Optional[float] = None, w: Words = EN) -> Parts:
+    """The rule texts of `shown`, the "and N more" line for the rest, the snapshot once, a footer;
+    in `w`'s language."""
     groups = msg.groups()
     clock = clock_of(alerting, now)
     resolved = msg.status == "resolved"
-    texts = [group_text(g, st, d, clock, runbook_of(alerting), resolved) for g in shown]
-    more = more_rules_line(groups[len(shown):], st, names)
-    snap = "" if resolved else snapshot_line(groups, st)
-    footer = f"npu-watchdog · {msg.kind} · {scope_counts(groups)} · id {msg.ikey}"
-    notice = st.bold(st.escape(REPEAT_NOTICE) + f" (id {msg.ikey}).") if msg.repeat else ""
+    texts = [group_text(g, st, d, clock, runbook_of(alerting), resolved, w) for g in shown]
+    more = more_rules_line(groups[len(shown):], st, names, w)
+    snap = "" if resolved else snapshot_line(groups, st, w)
+    footer = w.t("footer", kind=w.t(f"footer_{msg.kind}") if f"footer_{msg.kind}" in w.ui else msg.kind,
+                 counts=scope_counts(groups, w), ikey=msg.ikey)
+    notice = st.bold(st.escape(w.t("repeat_notice")) + f" (id {msg.ikey}).") if msg.repeat else ""
     return Parts(texts, more, snap, footer, notice)
 
 
-def first_runbook(msg: Message, alerting: Any) -> Optional[str]:
+def first_runbook(msg: Message, alerting: Any, w: Words = EN) -> Optional[str]:
     groups = msg.groups()
-    return runbook_link(runbook_of(alerting), groups[0].rule) if groups else None
+    return runbook_link(runbook_of(alerting), groups[0].rule, w.language) if groups else None
+
+
+def buttons(msg: Message, alerting: Any, w: Words = EN) -> List[tuple]:
+    """(label, url) of the message's link buttons (dashboard, runbook) in `w`'s language."""
+    return [(label, url) for label, url in ((w.t("dashboard"), msg.dashboard()),
+                                            (w.t("runbook"), first_runbook(msg, alerting, w))) if url]

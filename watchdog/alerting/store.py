@@ -75,6 +75,26 @@ def db_path(state_dir: str) -> str:
     return os.path.join(state_dir, DB_NAME)
 
 
+#: SQLite's errors that tell of the disk or of another process, not of the file's content.
+_STORAGE_CODES = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_BUSY",
+                  "SQLITE_LOCKED", "SQLITE_PERM", "SQLITE_NOMEM")
+
+
+def storage_fault(exc: BaseException) -> bool:
+    """Whether an SQLite error is the storage's (full, read-only, locked) rather than damage."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith(_STORAGE_CODES)
+
+
+def _identity(path: str) -> Optional[tuple]:
+    """(device, inode) of the file at `path`, None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 @dataclass
 class AlertRow:
     """The engine's memory of one fingerprint (see engine.py for the state machine)."""
@@ -147,8 +167,8 @@ class AlertStore:
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
-            if not quarantine_damaged:
-                raise
+            if not quarantine_damaged or storage_fault(exc):
+                raise  # a full or read-only disk is no reason to set a good database aside
             self._close_quietly()
             statefiles.quarantine(self.path, f"not a usable SQLite database: {exc}", ("-journal", "-wal", "-shm"))
             self._open()
@@ -161,16 +181,21 @@ class AlertStore:
             except sqlite3.Error:
                 pass
 
+    def _connect(self, path: str) -> sqlite3.Connection:
+        db = sqlite3.connect(path, timeout=15.0, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA synchronous=FULL")
+        return db
+
     def _open(self) -> None:
         if not os.path.exists(self.path):
             fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
             os.close(fd)
         try:
             os.chmod(self.path, 0o600)
-        except PermissionError:
+        except OSError:  # not ours to change, or a read-only folder: writes will say so
             pass
-        self._db = sqlite3.connect(self.path, timeout=15.0, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._db = self._connect(self.path)
+        self._identity = _identity(self.path)
         check = self._db.execute("PRAGMA quick_check").fetchall()
         if check != [("ok",)]:
             raise sqlite3.DatabaseError("integrity check: " + "; ".join(str(r[0]) for r in check[:3]))
@@ -220,15 +245,69 @@ class AlertStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
                 self._db.execute("COMMIT")
+            except BaseException:
+                # A failed COMMIT (disk full, folder read-only or deleted) may leave the transaction
+                # open, or SQLite may have ended it already: either way none may stay open, or
+                # every later BEGIN would fail after the disk is back.
+                if self._db.in_transaction:
+                    try:
+                        self._db.execute("ROLLBACK")
+                    except sqlite3.Error as exc:
+                        log.debug("rollback after a failed transaction: %s", exc)
+                raise
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    # -- the state folder under faults ----------------------------------------------------
+    def moved(self) -> bool:
+        """Whether the database file is no longer the one this connection writes (deleted, alone
+        or with its folder, or replaced): one `stat`, cheap enough for every turn of the main loop."""
+        return _identity(self.path) != self._identity
+
+    def heal(self, reopen: bool = False) -> str:
+        """Re-create a state folder or database deleted under the running daemon. The deleted file
+        lives on while the connection holds it open, so SQLite's backup copies it, alerts, silences
+        and queued notifications alike, into a new private file (0600, in a 0700 folder), renamed
+        into place only when complete. Returns what was done ("" when nothing was missing); raises
+        OSError or sqlite3.Error when it cannot be done now (the caller retries). With `reopen`
+        (a write met a read-only database) the connection is opened anew."""
+        with self._lock:
+            if not self.moved():
+                if reopen:
+                    # SQLite opened a read-only file read-only for good: a new connection sees
+                    # the folder writable again once it is (a remount read-write).
+                    old, self._db = self._db, self._connect(self.path)
+                    old.close()
+                return ""
+            folder = os.path.dirname(self.path) or "."
+            made = not os.path.isdir(folder)
+            if made:
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+                os.chmod(folder, 0o700)  # makedirs' mode passes through the umask
+            tmp = self.path + ".rebuild"
+            fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+            os.close(fd)
+            try:
+                copy = self._connect(tmp)
+                try:
+                    self._db.backup(copy)
+                finally:
+                    copy.close()
+                os.replace(tmp, self.path)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+            old, self._db = self._db, self._connect(self.path)
+            self._identity = _identity(self.path)
+            old.close()
+            what = f"the state folder {folder} was" if made else f"{self.path} was"
+            return f"{what} deleted under the running daemon; re-created it from the open database"
 
     # -- alerts ----------------------------------------------------------------------------
     def load_alerts(self) -> Dict[str, AlertRow]:
@@ -248,12 +327,19 @@ class AlertStore:
     def save_alerts(self, changed: List[AlertRow], deleted: List[str]) -> None:
         self.commit_alerts(changed, deleted, [])
 
-    def commit_alerts(self, changed: List[AlertRow], deleted: List[str], items: List[tuple]) -> None:
+    def commit_alerts(self, changed: List[AlertRow], deleted: List[str], items: List[tuple],
+                      probe: bool = False) -> None:
         """Alert state and the notifications it caused, in one transaction: a kill can never
-        leave an alert marked as sent without its message queued (a lost page), nor the reverse."""
-        if not changed and not deleted and not items:
+        leave an alert marked as sent without its message queued (a lost page), nor the reverse.
+        With `probe` the transaction writes even when nothing changed (the database header's
+        user_version, set to itself): while the folder could not be written, only a real write
+        tells that it can be again."""
+        if not changed and not deleted and not items and not probe:
             return
         with self._tx() as db:
+            if probe:
+                version = int(db.execute("PRAGMA user_version").fetchone()[0])
+                db.execute(f"PRAGMA user_version = {version}")
             self._enqueue(db, items)
             for a in changed:
                 db.execute(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional, Sequence
 
+from watchdog.words import EN, Words
+
 
 #: The phrase of each rule of the rule table (tests check every known rule has one). A rule not
 #: listed (a newer detector) falls back to its name with spaces.
@@ -18,6 +20,7 @@ RULE_PHRASES: Dict[str, str] = {
     "process_not_started": "Training process not started",
     "rank_missing": "Rank process gone",
     "job_gone": "Training job gone",
+    "job_finished": "Training job finished cleanly",
     "rank_zombie": "Rank process is a zombie",
     "rank_stopped": "Rank process stopped",
     "rank_disk_sleep": "Rank stuck in disk wait",
@@ -47,15 +50,24 @@ RULE_PHRASES: Dict[str, str] = {
     "log_traceback": "Python traceback",
     "log_custom": "Log rule matched",
     "log_crash": "Process crashed",
+    "kernel_oom": "Killed by the kernel OOM killer",
+    "kernel_crash": "Process crashed (kernel log)",
+    "kernel_device": "Hardware or driver error (kernel log)",
+    "kernel_event": "Kernel reports a hung task or lockup",
     "log_unreadable": "Log file unreadable",
     "log_offsets_unsaved": "Log positions not saved",
     "probe_down": "Watchdog probe failing",
     "command_check": "Command check failed",
     "path_unmatched": "Watched path matches nothing",
     "state_damaged": "Watchdog state damaged",
+    "state_unwritable": "Watchdog state folder not writable",
 }
 
-def phrase(rule: str) -> str:
+def phrase(rule: str, w: Words = EN) -> str:
+    """The rule's title in `w`'s language (English when it has none)."""
+    own = w.rule(rule)
+    if own is not None and own.title:
+        return own.title
     return RULE_PHRASES.get(rule) or rule.replace("_", " ").capitalize()
 
 
@@ -63,7 +75,7 @@ def _int_or_none(v: str) -> Optional[int]:
     return int(v) if v.isdigit() and len(v) < 10 else None
 
 
-def compact(values: Iterable[str], limit: int = 8) -> str:
+def compact(values: Iterable[str], limit: int = 8, w: Words = EN) -> str:
     """`0-7, 9, 12-15`: numbers as ranges, others sorted; past `limit` parts, `and N more`."""
     vals = sorted(set(values), key=lambda v: (_int_or_none(v) is None, _int_or_none(v) or 0, v))
     parts: List[str] = []
@@ -77,46 +89,50 @@ def compact(values: Iterable[str], limit: int = 8) -> str:
         i = j + 1
     if len(parts) > limit:
         rest = len(parts) - limit
-        return ", ".join(parts[:limit]) + f" and {rest} more"
+        return w.t("compact_more", parts=", ".join(parts[:limit]), n=rest)
     return ", ".join(parts)
 
 
-#: Labels that name where an alert is, in the order they are told, with their words.
-_SCOPE = (("rank", "rank", "ranks"), ("npu", "NPU", "NPU"), ("chip", "chip", "chips"),
-          ("device_id", "device", "devices"))
+#: Labels that name where an alert is, in the order they are told (their words: `<label>_one/_many`).
+_SCOPE = ("rank", "npu", "chip", "device_id")
 #: Labels that are the message's own header (host, training job) or the rule itself.
 _SILENT = {"host", "training_job", "job"}
 
 
-def scope(labels_list: Sequence[Dict[str, str]]) -> str:
+def scope(labels_list: Sequence[Dict[str, str]], w: Words = EN) -> str:
     """`on ranks 0-7`, `on NPU 2, 5`, `on NPU 3 (probe npu)`: where a rule's alerts are."""
     parts: List[str] = []
     told = set(_SILENT)
-    for key, one, many in _SCOPE:
+    for key in _SCOPE:
         vals = {str(lb[key]) for lb in labels_list if lb.get(key) not in (None, "")}
         told.add(key)
         if key in ("chip", "device_id") and parts:
             continue  # "NPU 2" already says where; chip and device ids only matter alone
         if vals:
-            parts.append(f"{one if len(vals) == 1 else many} {compact(vals)}")
+            parts.append(f"{w.t(key + ('_one' if len(vals) == 1 else '_many'))} {compact(vals, w=w)}")
     extra: Dict[str, set] = {}
     for lb in labels_list:
         for k, v in lb.items():
             if k not in told and v not in (None, ""):
                 extra.setdefault(k, set()).add(str(v))
-    tail = ", ".join(f"{k} {compact(v, 4)}" for k, v in sorted(extra.items()))
-    text = ("on " + " ".join(parts)) if parts else ""
+    tail = ", ".join(f"{k} {compact(v, 4, w)}" for k, v in sorted(extra.items()))
+    text = w.t("scope_on", parts=" ".join(parts)) if parts else ""
     if tail:
-        text = f"{text} ({tail})" if text else f"({tail})"
+        text = w.t("scope_extra", text=text, tail=tail) if text else w.t("scope_extra_only", tail=tail)
     return text
 
 
-def headline(rule: str, labels_list: Sequence[Dict[str, str]], step: Optional[tuple]) -> str:
-    """`NaN loss at iteration 5426 on ranks 0-7`."""
-    out = phrase(rule)
+def headline(rule: str, labels_list: Sequence[Dict[str, str]], step: Optional[tuple],
+             lines: Optional[int] = None, w: Words = EN) -> str:
+    """`NaN loss at iteration 5426 on ranks 0-7`; with several matching lines, where they began
+    and how many: `NaN loss from iteration 5426 on ranks 0-7, 3 lines` (in `w`'s language: only
+    the words change)."""
+    out = phrase(rule, w)
     if rule != "log_custom":  # the log rule's own name only tells something for custom rules
         labels_list = [{k: v for k, v in lb.items() if k != "log_rule"} for lb in labels_list]
+    many = lines is not None and lines > 1
     if step:
-        out += f" at {step[0]} {step[1]}"
-    where = scope(labels_list)
-    return f"{out} {where}" if where else out
+        out = w.t("headline_from" if many else "headline_step", what=out, word=w.t(f"step_{step[0]}"), n=step[1])
+    where = scope(labels_list, w)
+    out = w.t("headline_where", what=out, where=where) if where else out
+    return w.t("headline_lines", what=out, n=lines) if many else out

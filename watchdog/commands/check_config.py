@@ -26,8 +26,12 @@ def main(args: argparse.Namespace) -> int:
         return 2
     from watchdog.config.pathcheck import unmatched_paths
 
+    from watchdog.config.placeholders import placeholders
+
     for line in unmatched_paths(config):
         print(f"warning: {line}", file=sys.stderr)
+    for ph in placeholders(config):
+        print(f"warning: {ph.line()}", file=sys.stderr)
     if args.quiet:
         return 0
     from watchdog.discovery.plan import describe

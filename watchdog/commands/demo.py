@@ -21,6 +21,8 @@ def register(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--speed", type=float, default=1.0,
                    help="scale every time constant (0.5 = twice as fast, 2 = half as fast)")
     p.add_argument("--quiet", action="store_true", help="do not print the alert messages, only the timeline")
+    p.add_argument("--language", choices=("en", "zh"), default=None,
+                   help="language of the messages (alerting.language; default en)")
     p.add_argument("--verbose", action="store_true", help="print every message in full as it arrives "
                    "(default: the first message of each fault, cut to a screenful)")
     p.set_defaults(func=main)
@@ -37,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
 
     out = Path(args.out or f"demo-output-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     try:
-        run = DemoRun(out, speed=args.speed, echo=not args.quiet, verbose=args.verbose)
+        run = DemoRun(out, speed=args.speed, echo=not args.quiet, verbose=args.verbose, language=args.language)
     except DemoSetupError as exc:
         print(f"npu-watchdog demo: {exc}", file=sys.stderr)
         return 2

@@ -12,7 +12,14 @@ from watchdog.commands import add_config_arg, load_config_or_report
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
-    p = sub.add_parser("probe", help="run every configured probe once and print observations and findings")
+    p = sub.add_parser("probe", help="run every configured probe once and print observations and findings "
+                                     "(log files: only lines written while it runs; see `scan` for existing lines)",
+                       description="Run every configured probe once and print what it saw and the findings. Log "
+                                   "files are followed from their end, as the daemon does when it first sees a "
+                                   "file: lines already in a file are NOT read (a probe round sees only lines "
+                                   "written while it runs). To check the lines a log already holds, use "
+                                   "`npu-watchdog scan FILE...`. Exit 0 nothing found and every probe up, 1 a "
+                                   "finding or a probe down, 2 an invalid config.")
     add_config_arg(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--state-dir", help="keep the probes' state (log read positions) in this folder; default: a "

@@ -32,6 +32,8 @@ def override_state_dir(config: Any, state_dir: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    import sqlite3
+
     from watchdog.daemon import Daemon
     from watchdog.logsetup import setup_logging
     from watchdog.malloc import limit_arenas
@@ -51,5 +53,8 @@ def main(args: argparse.Namespace) -> int:
         return 1
     except OSError as exc:
         print(f"npu-watchdog: cannot prepare {config.paths.state_dir}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except sqlite3.Error as exc:  # a new database on a full or read-only disk (an existing one opens)
+        print(f"npu-watchdog: cannot open the alert state in {config.paths.state_dir}: {exc}", file=sys.stderr)
         return 1
     return daemon.run()

@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
 from watchdog.logrules import SHIPPED_PACKS
 
@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from watchdog.logrules.extract import Extractor
 
 SLICE = 8 << 20
+#: Slices whose bulk stage may run ahead of the one being consumed, and the threads running it.
+AHEAD = 2
+WORKERS = 2
+#: Events of one rule listed in the timeline; later ones are counted (see `Kept`).
+KEEP_PER_RULE = 200
 CATEGORY_ORDER = ("oom", "device", "crash", "nan", "hccl", "traceback", "custom")
 HEADINGS = {"oom": "first OOM", "device": "first device fault", "crash": "first native crash",
             "nan": "first NaN/overflow",
@@ -36,6 +41,9 @@ def register(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--report", action="store_true",
                    help="FILEs (or folders of *.log) are annotated samples (`  ##> EXPECT` per line): "
                         "print precision/recall per category instead of events")
+    p.add_argument("--count", action="store_true",
+                   help="print only the number of lines on which any rule matches, before thresholds "
+                        "(what `grep -c` with the same patterns prints)")
     p.add_argument("-c", "--config", default=None,
                    help="also apply the user rules and `disable` list of this config's probes.logs")
     p.add_argument("--engine", choices=("auto", "re2", "re"), default="auto", help=argparse.SUPPRESS)
@@ -47,29 +55,76 @@ def _err(msg: str) -> int:
     return 2
 
 
-def scan_file(path: str, extractor: "Extractor") -> List[Dict[str, Any]]:
-    """Events of one file, in line order (raises OSError)."""
+def scan_file(path: str, extractor: "Extractor", sink: Optional[Callable[[Dict[str, Any]], None]] = None
+              ) -> List[Dict[str, Any]]:
+    """Events of one file, in line order (raises OSError): returned as a list, or handed one by
+    one to `sink` (then the list stays empty: memory does not grow with the matches).
+
+    Slices are read in order; each slice's bulk stage (`Extractor.prepare`: one RE2 pass over its
+    bytes, which releases the GIL) runs in a worker thread up to AHEAD slices in advance while the
+    main thread consumes the previous ones in order (line numbers, rules, thresholds). On a
+    machine with a free core the read, the newline counting and the matching overlap; on a busy
+    one it costs what a serial scan costs. The result is the same either way. The file is read up
+    to the size it had when the scan began (a file still growing does not keep the scan going).
+    """
     out: List[Dict[str, Any]] = []
+    take = sink or out.append
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
     from watchdog.logrules.extract import StreamState
 
     st = StreamState(line_no=0)
-    with open(path, "rb") as fh:
+    pending: "deque[Any]" = deque()
+
+    def emit(raws: Sequence[Any]) -> None:
+        for ev in _events(path, raws):
+            take(ev)
+
+    with open(path, "rb") as fh, ThreadPoolExecutor(max_workers=WORKERS) as pool:
         fd, offset = fh.fileno(), 0
-        while True:
+        size = os.fstat(fd).st_size
+        while offset < size:
             # Each slice ends after its last complete line; the partial line is read again with
             # the next slice (no copy of the slice, no concatenation).
-            data = os.pread(fd, SLICE, offset)
+            data = os.pread(fd, min(SLICE, size - offset), offset)
             if not data:
-                break
+                break  # truncated meanwhile
             nl = data.rfind(b"\n")
             cut = nl + 1 if nl >= 0 and len(data) == SLICE else len(data)
-            out.extend(_events(path, extractor.feed(st, data, None, cut)))
+            pending.append(pool.submit(extractor.prepare, data, cut))
             offset += cut
+            while len(pending) > AHEAD:
+                emit(extractor.consume(st, pending.popleft().result(), None))
+        while pending:
+            emit(extractor.consume(st, pending.popleft().result(), None))
         if st.tb is not None:  # a traceback cut off by the end of the file
             closing: list = []
             extractor._close_tb(st, closing, None)
-            out.extend(_events(path, closing))
+            emit(closing)
     return out
+
+
+class Kept:
+    """What the timeline shows, bounded: every category's first event and at most KEEP_PER_RULE
+    events of each rule (the rest counted), so a log with a NaN on every line costs memory per
+    rule, not per line."""
+
+    def __init__(self) -> None:
+        self.events: List[Dict[str, Any]] = []
+        self.per_rule: Dict[str, int] = {}
+        self.first: Dict[str, Dict[str, Any]] = {}
+        self.total = 0
+
+    def add(self, ev: Dict[str, Any]) -> None:
+        self.total += 1
+        n = self.per_rule.get(ev["rule"], 0)
+        self.per_rule[ev["rule"]] = n + 1
+        if n < KEEP_PER_RULE:
+            self.events.append(ev)
+        cur = self.first.get(ev["category"])
+        if cur is None or _order_key(ev) < _order_key(cur):
+            self.first[ev["category"]] = ev
 
 
 def _events(path: str, raws: Sequence[Any]) -> List[Dict[str, Any]]:
@@ -106,24 +161,52 @@ def run(args: argparse.Namespace) -> int:
 
     extractor = Extractor(Matcher(rules, engine=args.engine))
     for path in args.files:
-        if not os.path.isfile(path):
+        if not os.path.exists(path):
             return _err(f"{path}: no such file")
-    events: List[Dict[str, Any]] = []
+        if not os.path.isfile(path):
+            return _err(f"{path}: not a regular file (a folder, FIFO or device): save the log to a file first")
+    if args.json:
+        return _json(args.files, extractor)
+    kept = Kept()
+    sink = (lambda ev: None) if args.count else kept.add
     for path in args.files:
         try:
-            events.extend(scan_file(path, extractor))
+            scan_file(path, extractor, sink)
         except OSError as exc:
             return _err(f"{path}: {exc.strerror or exc}")
+    if args.count:
+        print(extractor.matched_lines)
+        return 1 if extractor.matched_lines else 0
+    print(render_timeline(kept.events, kept.first, kept.total, kept.per_rule))
+    return 1 if kept.total else 0
+
+
+def _json(paths: Sequence[str], extractor: "Extractor") -> int:
+    """Events streamed as they are found (`{"events": [...], "first": {...}}`), so memory does
+    not grow with them; `first` is each category's earliest event."""
     first: Dict[str, Dict[str, Any]] = {}
-    for ev in _ordered(events):
-        first.setdefault(ev["category"], ev)
-    if args.json:
-        clean = lambda e: {k: v for k, v in e.items() if not k.startswith("_")}  # noqa: E731
-        print(json.dumps({"events": [clean(e) for e in events],
-                          "first": {k: clean(v) for k, v in first.items()}}, ensure_ascii=False))
-    else:
-        print(render_timeline(events, first))
-    return 1 if events else 0
+    clean = lambda e: {k: v for k, v in e.items() if not k.startswith("_")}  # noqa: E731
+    out, n = sys.stdout, 0
+
+    def sink(ev: Dict[str, Any]) -> None:
+        nonlocal n
+        out.write(("[" if n == 0 else ", ") + json.dumps(clean(ev), ensure_ascii=False))
+        n += 1
+        cur = first.get(ev["category"])
+        if cur is None or _order_key(ev) < _order_key(cur):
+            first[ev["category"]] = ev
+
+    out.write('{"events": ')
+    for path in paths:
+        try:
+            scan_file(path, extractor, sink)
+        except OSError as exc:
+            out.write("[]" if n == 0 else "]")
+            out.write("}\n")
+            return _err(f"{path}: {exc.strerror or exc}")
+    out.write("[]" if n == 0 else "]")
+    out.write(', "first": ' + json.dumps({k: clean(v) for k, v in first.items()}, ensure_ascii=False) + "}\n")
+    return 1 if n else 0
 
 
 def _report(paths: Sequence[str], rules: Sequence[Any], engine: str) -> int:
@@ -148,15 +231,20 @@ def _report(paths: Sequence[str], rules: Sequence[Any], engine: str) -> int:
     return 1 if rep.false_alarms else 0
 
 
-def _ordered(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def _order_key(e: Dict[str, Any]) -> tuple:
     """Time order where lines carry timestamps, else file order; roots before cascades on ties."""
-    def key(e: Dict[str, Any]) -> tuple:
-        t = e["_time"]
-        return (t if t is not None else float("inf"), e["role"] != "root")
-    return sorted(events, key=key)
+    t = e["_time"]
+    return (t if t is not None else float("inf"), e["role"] != "root")
 
 
-def render_timeline(events: List[Dict[str, Any]], first: Dict[str, Dict[str, Any]]) -> str:
+def _ordered(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    return sorted(events, key=_order_key)
+
+
+def render_timeline(events: List[Dict[str, Any]], first: Dict[str, Dict[str, Any]], total: Optional[int] = None,
+                    per_rule: Optional[Dict[str, int]] = None) -> str:
+    """The summary, then root causes and cascades; `total`/`per_rule` count events not listed."""
+    total = len(events) if total is None else total
     if not events:
         return "no failure signatures found"
     lines: List[str] = ["Summary:"]
@@ -177,6 +265,14 @@ def render_timeline(events: List[Dict[str, Any]], first: Dict[str, Dict[str, Any
             lines.append(f"{title}:")
             for e in group:
                 lines.append(f"  {e['file']}:{e['line']}  {e['severity']:<8} {e['rule']}: {e['text']}")
+    more = {r: n - KEEP_PER_RULE for r, n in (per_rule or {}).items() if n > KEEP_PER_RULE}
+    if more:
+        lines.append("")
+        lines.append("Not listed (the first " + str(KEEP_PER_RULE) + " of each rule are): " +
+                     ", ".join(f"{n} more {r}" for r, n in sorted(more.items())))
     lines.append("")
-    lines.append(f"{len(events)} events ({len(roots)} root, {len(cascades)} cascade)")
+    if total == len(events):
+        lines.append(f"{len(events)} events ({len(roots)} root, {len(cascades)} cascade)")
+    else:
+        lines.append(f"{total} events ({len(events)} listed: {len(roots)} root, {len(cascades)} cascade)")
     return "\n".join(lines)

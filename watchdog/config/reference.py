@@ -94,8 +94,18 @@ def _default_text(info: Any) -> str:
     return f"`{info.default}`".replace("|", "\\|")
 
 
+def _inherited_comments(model: Type[BaseModel]) -> Dict[str, str]:
+    """`#:` comments of the model and of the sections it extends (a probe section inherits
+    `interval` and `timeout` from ProbeSchedule): the class's own comment wins."""
+    out: Dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if inspect.isclass(cls) and issubclass(cls, BaseModel) and cls is not BaseModel:
+            out.update(_field_comments(cls))
+    return out
+
+
 def _walk(model: Type[BaseModel], prefix: str) -> Iterator[Tuple[str, str, str, str]]:
-    comments = _field_comments(model)
+    comments = _inherited_comments(model)
     for name, info in model.model_fields.items():
         path = f"{prefix}{name}"
         children = _models_in(info.annotation)

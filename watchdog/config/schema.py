@@ -14,6 +14,7 @@ from watchdog.config.sections.commands import CommandCheck
 from watchdog.config.sections.discovery import DiscoveryConfig
 from watchdog.config.sections.doctor import DoctorConfig
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
+from watchdog.config.sections.kernel import KernelProbeConfig
 from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.config.sections.npu import NpuProbeConfig
 from watchdog.config.sections.process import ProcessProbeConfig
@@ -47,6 +48,8 @@ def _default_state_dir() -> str:
 class NodeConfig(StrictModel):
     """Which node this is: the `host` label on every finding, alert and snapshot."""
 
+    #: This node's name: the `host` label on every finding, alert, metric and snapshot (default: the
+    #: machine's host name).
     name: LabelValue = Field(default_factory=socket.gethostname)
 
 
@@ -57,6 +60,8 @@ class JobConfig(StrictModel):
     set here wins for the (oldest) job discovered on the node.
     """
 
+    #: The training job's name: the `training_job` label. With discovery on, each discovered job
+    #: has its own name; a name set here wins for the oldest one.
     name: LabelValue = "training"
     #: Optional owner of the job's processes (used by the process probe to narrow its search).
     user: Optional[str] = None
@@ -65,12 +70,16 @@ class JobConfig(StrictModel):
     #: The job's HCCL_EXEC_TIMEOUT / HCCL_CONNECT_TIMEOUT when the ranks' environment is not
     #: visible (unset: the CANN defaults 1836 s / 120 s). The cascade windows follow them.
     hccl_exec_timeout: Optional[Duration] = None
+    #: The job's HCCL_CONNECT_TIMEOUT when the ranks' environment is not visible (see
+    #: `hccl_exec_timeout`).
     hccl_connect_timeout: Optional[Duration] = None
 
 
 class PathsConfig(StrictModel):
     """Where the daemon keeps its state (offsets, alert state, outbox) and its snapshots."""
 
+    #: Folder of the daemon's own state (alert history, outbox, silences, log read positions);
+    #: systemd's `StateDirectory` when set.
     state_dir: str = Field(default_factory=_default_state_dir)
     #: Defaults to `<state_dir>/snapshots`.
     snapshot_dir: Optional[str] = None
@@ -85,6 +94,8 @@ class PathsConfig(StrictModel):
 class HttpConfig(StrictModel):
     """The metrics/status endpoint."""
 
+    #: Serve `/metrics`, `/healthz`, `/api/status`, the status page and the runbook
+    #: (`/runbook/<lang>`) that messages link to.
     enabled: bool = True
     #: host:port; 127.0.0.1 by default, open it to your Prometheus explicitly.
     listen: str = f"127.0.0.1:{DEFAULT_PORT}"
@@ -93,6 +104,10 @@ class HttpConfig(StrictModel):
     max_connections: int = Field(default=64, ge=4, le=4096)
     #: A connection is closed when a read waits longer than this (idle or trickling clients).
     connection_timeout: Duration = Field(default="10s")
+    #: Serve `/api/status` and the detailed landing page to clients on other hosts too. Off by
+    #: default: with `listen` opened for Prometheus, other hosts get `/metrics` and `/healthz`
+    #: only (status shows job paths, command lines and alert texts; see docs/guarantees.md).
+    status_remote: bool = False
 
     @field_validator("listen")
     @classmethod
@@ -114,7 +129,9 @@ class HttpConfig(StrictModel):
 class LoggingConfig(StrictModel):
     """Daemon logs go to stderr (journald adds the timestamps)."""
 
+    #: Lowest level of the daemon's own log lines (to stderr, for journald).
     level: Literal["debug", "info", "warning", "error"] = "info"
+    #: `text` (one readable line) or `json` (one object per line, for log shippers).
     format: Literal["text", "json"] = "text"
 
 
@@ -133,6 +150,8 @@ class ProbesConfig(StrictModel):
     heartbeat: HeartbeatProbeConfig = Field(default_factory=HeartbeatProbeConfig)
     npu: NpuProbeConfig = Field(default_factory=NpuProbeConfig)
     logs: LogsProbeConfig = Field(default_factory=LogsProbeConfig)
+    #: The kernel log (/dev/kmsg): OOM kills, segfaults, hung tasks, ECC, PCIe AER, NPU driver errors.
+    kernel: KernelProbeConfig = Field(default_factory=KernelProbeConfig)
     commands: List[CommandCheck] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -174,6 +193,14 @@ class Config(StrictModel):
         from watchdog.discovery.plan import resolve
 
         self._feeds = resolve(self)
+        return self
+
+    @model_validator(mode="after")
+    def _own_runbook(self) -> "Config":
+        """Runbook links point at the runbook this daemon serves unless a base is configured."""
+        from watchdog.runbook import own_base
+
+        self.alerting._own_runbook = own_base(self.http.enabled, self.http.host, self.http.port)
         return self
 
     def fed_by_discovery(self, probe: str) -> bool:

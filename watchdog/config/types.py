@@ -17,9 +17,7 @@ from typing import Annotated, Any, Dict
 from pydantic import BaseModel, BeforeValidator, ConfigDict, SecretStr, model_validator
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_DURATION_FULL = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$")
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+from watchdog.durations import parse_duration
 
 _SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 _SIZE_UNITS = {
@@ -28,8 +26,6 @@ _SIZE_UNITS = {
 }
 
 
-#: Longest duration accepted: beyond it a value is a typo, and infinity breaks every timer.
-MAX_DURATION_SECONDS = 10 * 365 * 86400.0
 #: Largest size accepted (a signed 64-bit byte count).
 MAX_SIZE_BYTES = 2 ** 63 - 1
 #: Longest file read for `<secret>_file` (a webhook URL or token is far shorter).
@@ -62,19 +58,6 @@ def read_bounded(path: str, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
-
-
-def parse_duration(value: Any) -> float:
-    """Parse `30s`, `5m`, `1h30m`, `250ms`, `2d` into seconds (float)."""
-    if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError("expected a duration like 30s or 5m")
-    text = value.strip()
-    if len(text) > _MAX_VALUE_CHARS or not _DURATION_FULL.match(text):
-        raise ValueError("expected a duration like 30s or 5m")
-    seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text))
-    if not math.isfinite(seconds) or seconds > MAX_DURATION_SECONDS:
-        raise ValueError("duration longer than 10 years")
-    return seconds
 
 
 def format_duration(seconds: float) -> str:

@@ -106,6 +106,13 @@ def state_dir(out: Path) -> Path:
 _MESSAGE_ID = re.compile(r"\bid ([0-9a-f]{20})\b")
 
 
+def is_resolved_title(line: str) -> bool:
+    """Whether a chat title says its alerts resolved, in any language messages are written in."""
+    from watchdog.words import LANGUAGES, words
+
+    return any(f"] {words(lang).t('kind_resolved')}" in line for lang in LANGUAGES)
+
+
 def _merge(base: Dict[str, Any], over: Dict[str, Any]) -> None:
     """Deep-merge `over` into `base` (dicts merge key by key; anything else replaces)."""
     for k, v in over.items():
@@ -152,7 +159,8 @@ class DemoRun:
     """Owns every process of one demo run; `close()` stops all of them."""
 
     def __init__(self, out: Path, speed: float = 1.0, echo: bool = True, stream: TextIO = sys.stdout,
-                 npus: int = 8, overrides: Optional[Dict[str, Any]] = None, verbose: bool = False):
+                 npus: int = 8, overrides: Optional[Dict[str, Any]] = None, verbose: bool = False,
+                 language: Optional[str] = None):
         self.out = out
         self.speed = speed * TIME_BASE
         self.stream = stream
@@ -163,6 +171,8 @@ class DemoRun:
         self.receiver = Receiver(out=stream, echo=echo and verbose)
         self.port = free_port()
         self.config = demo_config(self.node, out, self.receiver.url, self.port, self.speed)
+        if language:
+            self.config["alerting"]["language"] = language
         _merge(self.config, overrides or {})
         self.config_path = out / "config.yaml"
         self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
@@ -269,7 +279,7 @@ class DemoRun:
                 ident = r.body.get("idempotencyKey")
             elif r.path.startswith("/slack"):
                 channel = "oncall-slack"
-                status = "resolved" if "RESOLVED" in (plain_lines(r.body) or [""])[0] else "firing"
+                status = "resolved" if is_resolved_title((plain_lines(r.body) or [""])[0]) else "firing"
                 found = _MESSAGE_ID.search(json.dumps(r.body))
                 ident = found.group(1) if found else None
             else:
@@ -334,7 +344,7 @@ class DemoRun:
 
     def show_first_message(self, since: float, max_lines: int = 16, resolved: bool = False) -> None:
         """The step's first chat message, as the on-call person reads it (cut to `max_lines`)."""
-        got = [r for r in self.receiver.slack_since(since) if "RESOLVED" not in plain_lines(r.body)[0]] \
+        got = [r for r in self.receiver.slack_since(since) if not is_resolved_title(plain_lines(r.body)[0])] \
             if resolved is False else self.receiver.slack_since(since)
         if self.echo and got:
             self.receiver.print_slack(got[0].body, got[0].at, max_lines=max_lines)
@@ -356,7 +366,7 @@ class DemoRun:
             step.messages = len(self.messages_since(step.injected_at))
             step.expect_resolved = 1
             step.channels = self.channel_counts(step.injected_at)
-            self.say(f"    {step.resolved} resolved message(s); per channel {step.channels}")
+            self.say(f"    {step.resolved} resolved message(s); {channel_text(step.channels)}")
         return cleared
 
     def restart_job(self) -> None:
@@ -421,6 +431,12 @@ class DemoRun:
         (self.out / "timeline.json").write_text(json.dumps([r.__dict__ for r in self.results], indent=1, default=str))
 
 
+def channel_text(channels: Dict[str, Dict[str, int]]) -> str:
+    """`oncall-slack 1 firing + 1 resolved, timeline 1 firing + 1 resolved`: counts for a reader."""
+    return ", ".join(f"{name} {c.get('firing', 0)} firing + {c.get('resolved', 0)} resolved"
+                     for name, c in sorted(channels.items())) or "no channel"
+
+
 def summary_table(results: List[StepResult]) -> str:
     rows = [("step", "expected", "detected", "delivered", "firing/resolved", "result")]
     for r in results:
@@ -429,7 +445,7 @@ def summary_table(results: List[StepResult]) -> str:
         want = 0 if r.expect is None else r.expect_messages
         counts = f"{r.messages}/{r.resolved}" + ("" if r.expect_resolved is None else f" (want {want}/{r.expect_resolved})")
         verdict = "ok" if r.ok else ("MISSED" if r.expect and r.delivered_at is None else "WRONG COUNT")
-        rows.append((r.name[:48], r.expect or "no alert", det, dlv, counts, verdict))
+        rows.append((r.name, r.expect or "no alert", det, dlv, counts, verdict))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -199,16 +199,34 @@ def jobs_of(view: StateView) -> Tuple[JobState, ...]:
     return sample.value.jobs
 
 
+def with_job_ranks(findings: List[Finding], view: StateView) -> List[Finding]:
+    """Job-level findings (no `rank` label: a stall, a job gone) carry the job's ranks on this node
+    in `details["job_ranks"]`; fleet mode pushes them as the `ranks` annotation, so the relay
+    counts the ranks a hang affects from the nodes' own data."""
+    sample = view.latest("process")
+    if sample is None or not isinstance(sample.value, ProcessObservation):
+        return findings
+    ranks = sorted({p.rank for p in sample.value.processes + sample.value.gone if p.rank is not None})
+    if not ranks:
+        return findings
+    return [f if "rank" in f.labels or "job_ranks" in f.details
+            else replace(f, details={**f.details, "job_ranks": ranks}) for f in findings]
+
+
 def per_job(fn: Detector, node_rest: bool = False) -> Detector:
     """`fn` once per discovered job over the job's view; with `node_rest` (device rules) also once
     over the chips no job holds, labelled with the node only."""
+    # Device findings name their chip, not the job's ranks (the relay counts a job's ranks from
+    # its job-level findings).
+    ranks_of = (lambda found, _view: found) if node_rest else with_job_ranks
+
     def detect(view: StateView, config: Config) -> List[Finding]:
         jobs = jobs_of(view)
         if not jobs:
-            return fn(view, config)
+            return ranks_of(fn(view, config), view)
         out: List[Finding] = []
         for jv, cfg in job_passes(view, config):
-            out.extend(fn(jv, cfg))
+            out.extend(ranks_of(fn(jv, cfg), jv))
         if node_rest:
             out.extend(fn(view.once(("node_pass", id(config)), lambda: node_view(view, config)), config))
         return out

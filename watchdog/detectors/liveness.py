@@ -7,6 +7,8 @@ interval never changes when a finding fires.
 Two principles keep the pager quiet at the wrong moments:
 - A rank that declares `phase: done` has no liveness findings until it writes another phase
   (the job restarted); when every heartbeat says done, the processes exiting is not a crash.
+  For a discovered job, whether ranks leaving is a failure or a clean end is decided by one pure
+  function over the evidence their exit left (`judge_end`; the table is in docs/discovery.md).
 - The stale threshold follows the declared phase (a long checkpoint is not a hang), and may be
   learned from the job's own pace instead of guessed.
 """
@@ -15,16 +17,23 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from dataclasses import asdict, dataclass, replace
 from typing import Dict, List, Optional, Set, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.config.types import format_duration
+from watchdog.detectors.cause import explain
+from watchdog.detectors.kernel import kernel_events_for_pids
 from watchdog.detectors.jobs import per_job
+from watchdog.detectors.logs import first_line
 from watchdog.findings import Finding
+from watchdog.losscale import ScaleTrend, collapsed
 from watchdog.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_wait
-from watchdog.observations import HeartbeatObservation, HeartbeatReading, ProcessInfo, ProcessObservation
+from watchdog.observations import (EndEvidence, HeartbeatObservation, HeartbeatReading, JobState, ProcessInfo,
+                                   ProcessObservation)
 from watchdog.state import StateView
+from watchdog.steps import find_step
 
 STALE_HINT = ("The rank has not written its heartbeat within the threshold for its phase. Check the rank's "
               "log tail and `py-spy dump --pid <pid>`; if every rank is quiet, suspect a hung collective "
@@ -89,11 +98,93 @@ def job_leniency(readings: List[HeartbeatReading], cfg: HeartbeatProbeConfig,
     return best_phase, best
 
 
+# -- a job's ranks leaving: failure or clean end -------------------------------------------
+
+#: Outcomes of `judge_end`.
+FAILURE, LEAVING, FINISHED = "failure", "leaving", "finished"
+
+
+@dataclass(frozen=True)
+class EndVerdict:
+    #: FAILURE (page as before: rank_missing / job_gone), LEAVING (ranks are going, no sign
+    #: either way yet: no page) or FINISHED (a clean end: info `job_finished` at most).
+    outcome: str
+    #: The row of the decision table (docs/discovery.md) that decided.
+    row: str
+    reason: str
+
+    @property
+    def failure(self) -> bool:
+        return self.outcome == FAILURE
+
+
+def judge_end(ev: EndEvidence, running: int, now: float, window: float) -> EndVerdict:
+    """Pure: is the departure of a job's ranks a failure or a clean end? The first matching row
+    of the decision table wins; failure signs come first, so no end line can hide a crash. A
+    rank that leaves alone is only called missing once `window` passed with its peers still
+    running, since the ranks of a job that ends leave within moments of each other."""
+    if ev.kernel_kill:
+        return EndVerdict(FAILURE, "kernel_kill", f"the kernel killed one of its processes: {ev.kernel_kill}")
+    if ev.failure_line:
+        return EndVerdict(FAILURE, "failure_line", f"failure line in the ranks' last lines: {ev.failure_line}")
+    first, last = ev.first_left_at, ev.last_left_at
+    if running:
+        if first is not None and now - first > window:
+            return EndVerdict(FAILURE, "left_alone", f"a rank left {format_duration(now - first)} ago while "
+                                                     f"{running} still run")
+        return EndVerdict(LEAVING, "leaving", "ranks are leaving; their peers have not yet")
+    if first is not None and last is not None and last - first > window:
+        return EndVerdict(FAILURE, "left_apart", f"the ranks left {format_duration(last - first)} apart, "
+                                                 f"not together (window {format_duration(window)})")
+    if ev.heartbeats and ev.done >= ev.heartbeats:
+        return EndVerdict(FINISHED, "heartbeats_done", f"every heartbeat said done ({ev.done} of {ev.ranks} ranks)")
+    if ev.end_line:
+        return EndVerdict(FINISHED, "end_line", f"end-of-training line: {ev.end_line}")
+    return EndVerdict(FINISHED, "left_together", f"all {ev.ranks} ranks left together with no failure line")
+
+
+def _job_end(obs: ProcessObservation, running: int, view: StateView, config: Config
+             ) -> Tuple[Optional[JobState], Optional[EndVerdict]]:
+    """The discovered job of this pass and the verdict on its departed ranks (None: none left,
+    or ranks selected by explicit settings, which keep the heartbeat-only rule)."""
+    if not obs.discovered or len(obs.jobs) != 1 or obs.jobs[0].end is None:
+        return None, None
+    job = obs.jobs[0]
+    return job, judge_end(_with_kernel_kill(job.end, obs, view), running, view.now,
+                          float(config.discovery.end_window))
+
+
+def _with_kernel_kill(ev: EndEvidence, obs: ProcessObservation, view: StateView) -> EndEvidence:
+    """The evidence plus the kernel's word: an OOM kill or a crash (segfault, trap) of one of the
+    job's processes makes an end a failure, however quietly the ranks left."""
+    if ev.kernel_kill:
+        return ev
+    pids = {p.pid for p in tuple(obs.gone) + tuple(obs.processes)}
+    if obs.jobs and obs.jobs[0].launcher_pid:
+        pids.add(obs.jobs[0].launcher_pid)
+    deaths = [e for e in kernel_events_for_pids(view, pids) if e.category in ("oom", "crash")]
+    return replace(ev, kernel_kill=deaths[-1].text) if deaths else ev
+
+
+def _job_finished(base: Dict[str, str], job: JobState, verdict: EndVerdict, now_sample: float) -> Finding:
+    ev = job.end or EndEvidence()
+    return Finding(
+        rule="job_finished", severity="info",
+        summary=f"training job ended cleanly ({ev.ranks} ranks): {verdict.reason}",
+        labels=dict(base), since=ev.last_left_at or job.ended_at or now_sample, value=verdict.row,
+        hint="Nothing to do: the ranks left with no failure sign. If the job was not meant to end, "
+             "check who stopped it (scheduler, operator) before restarting it.",
+        details={"verdict": asdict(verdict), "evidence": asdict(ev)}, snapshot=False,
+    )
+
+
 # -- process findings ----------------------------------------------------------------------
 
-def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optional[float], now_sample: float) -> Finding:
+def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optional[float], now_sample: float,
+              verdict: Optional[EndVerdict] = None) -> Finding:
     since = gone_since if gone_since is not None else now_sample
     last = list(obs.gone) + list(obs.processes)
+    judged = {} if verdict is None else {"verdict": asdict(verdict), "evidence": asdict(obs.jobs[0].end)}
     return Finding(
         rule="job_gone", severity="critical",
         summary=f"all training processes are gone ({len(last)} ranks last seen)",
@@ -101,17 +192,19 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
         hint="The job crashed or was killed. Read the last lines of the rank logs and `dmesg` (OOM killer, "
              "driver errors) before restarting from the last checkpoint.",
         details={"ranks": [{"rank": g.rank, "pid": g.pid, "state": g.state,
-                            "cmdline": " ".join(g.cmdline)[:500]} for g in last]},
+                            "cmdline": " ".join(g.cmdline)[:500]} for g in last], **judged},
     )
 
 
 def _missing_ranks(view: StateView, config: Config, obs: ProcessObservation, alive: List[ProcessInfo],
-                   done: Set[str]) -> List[Finding]:
+                   done: Set[str], leaving: bool = False) -> List[Finding]:
+    """Ranks gone while peers run (unless `leaving`: they may be the first of a job ending), and
+    ranks that never appeared."""
     base = config.base_labels
     out: List[Finding] = []
     alive_ranks = {p.rank for p in alive}
     for g in obs.gone:
-        if str(g.rank) in done or g.rank in alive_ranks:
+        if str(g.rank) in done or g.rank in alive_ranks or leaving:
             continue
         out.append(Finding(
             rule="rank_missing", severity="critical",
@@ -167,10 +260,18 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
 
     alive = [p for p in obs.processes if p.state != "zombie"]
     summary = view.summary("process", config)
-    if not alive and not all_done:
+    job, verdict = _job_end(obs, len(alive), view, config)
+    if not alive and job is not None and verdict is not None:
+        if verdict.failure:
+            out.append(_job_gone(base, obs, summary.gone.since, sample.time, verdict))
+        else:
+            return [_job_finished(base, job, verdict, sample.time)]
+    elif not alive and not all_done:
         out.append(_job_gone(base, obs, summary.gone.since, sample.time))
     elif alive:
-        out.extend(_missing_ranks(view, config, obs, alive, done))
+        leaving = verdict is not None and not verdict.failure
+        out.extend(_missing_ranks(view, config, obs, alive, done, leaving))
+    out = [explain(view, config, f) for f in out]  # why the ranks are gone, when anything knows
 
     rules = (("zombie", "rank_zombie", "critical", pcfg.zombie_after,
               "The rank exited but its parent (the launcher) has not reaped it; the job is broken. "
@@ -221,11 +322,11 @@ def _loss_scale_collapse(view: StateView, config: Config, r: HeartbeatReading) -
     track = view.summary("heartbeat", config).rank(r)
     if r.loss_scale is None or track is None:
         return None
-    drops, first = track.loss_scales(view.now - cfg.loss_scale.window)
-    if r.loss_scale <= cfg.loss_scale.min or (drops >= cfg.loss_scale.drops and first is not None
-                                              and r.loss_scale < first):
-        return {"loss_scale": r.loss_scale, "drops": drops, "window": cfg.loss_scale.window,
-                "window_start_scale": first}
+    ls = cfg.loss_scale
+    peak = track.loss_scale_peak(view.now - ls.window)
+    trend = ScaleTrend(fall=2.0 ** ls.drops, below=ls.below, floor=ls.min, window=ls.window)
+    if collapsed(trend, r.loss_scale, peak):
+        return {"loss_scale": r.loss_scale, "window_peak": peak, "window": ls.window}
     return None
 
 
@@ -243,6 +344,50 @@ def _throughput_drop(view: StateView, config: Config, r: HeartbeatReading) -> Op
     return {"throughput": r.throughput, "median": median, "ratio": r.throughput / median,
             "unit": r.throughput_unit}
 
+
+
+def _nan_log_match(view: StateView, config: Config, r: HeartbeatReading, streak_at: float):
+    """The NaN log match of this rank that belongs to the current run of NaN heartbeats (its
+    lines still came after the run began), else None. A heartbeat is written at most every so
+    often and read every probe round, so it may skip the first NaN step; the log line names it."""
+    sample = view.latest("logs")
+    slack = 3 * max(float(config.probes.heartbeat.interval), float(config.probes.logs.interval)) + 5.0
+    best = None
+    for a in getattr(sample.value, "active", ()) if sample is not None else ():
+        if a.category != "nan" or a.rank is None or r.rank is None or str(a.rank) != str(r.rank):
+            continue
+        if a.last_at < streak_at - slack:
+            continue  # an earlier divergence, before a restart from a checkpoint
+        if best is None or a.first_at < best.first_at:
+            best = a
+    return best
+
+
+def _nan_finding(view: StateView, config: Config, r: HeartbeatReading, label: str,
+                 labels: Dict[str, str], common: Dict[str, object]) -> Finding:
+    """`loss_nan` naming where the divergence began (the first NaN step seen, or the first NaN
+    log line of that rank when it names an earlier iteration) and since when, not the newest step:
+    on-call rolls back to before it."""
+    which = [n for n, v in (("loss", r.loss), ("grad_norm", r.grad_norm)) if _not_finite(v)]
+    track = view.summary("heartbeat", config).rank(r)
+    streak_at, first_step = track.nan_first if track is not None and track.nan_first else (r.beat_time, r.step)
+    word, lines = "step", None
+    match = _nan_log_match(view, config, r, streak_at or view.now)
+    if match is not None:
+        logged = find_step([first_line(match)])
+        if logged is not None and (first_step is None or logged[1] <= first_step):
+            word, first_step = logged
+        streak_at = min(x for x in (streak_at, match.first_at) if x is not None)
+        lines = match.count
+    where = f" from {word} {first_step}" if first_step is not None else ""
+    newest = f"; newest step {r.step}" if r.step is not None and r.step != first_step else ""
+    return Finding(
+        rule="loss_nan", severity="critical",
+        summary=f"rank {label} {' and '.join(which)} not finite{where} (loss={r.loss}, grad_norm={r.grad_norm}{newest})",
+        labels=labels, value=", ".join(which), since=streak_at, hint=NAN_HINT,
+        details={**common, "loss": str(r.loss), "grad_norm": str(r.grad_norm), "first_step": first_step,
+                 "first_at": streak_at, **({"count": lines} if lines is not None else {})},
+    )
 
 def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List[Finding]:
     cfg = config.probes.heartbeat
@@ -327,20 +472,15 @@ def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List
                         details={**detail, "stuck_seconds": stuck, "limit_seconds": limit},
                     ))
         if _not_finite(r.loss) or _not_finite(r.grad_norm):
-            which = [n for n, v in (("loss", r.loss), ("grad_norm", r.grad_norm)) if _not_finite(v)]
-            out.append(Finding(
-                rule="loss_nan", severity="critical",
-                summary=f"rank {label} {' and '.join(which)} not finite at step {r.step} "
-                        f"(loss={r.loss}, grad_norm={r.grad_norm})",
-                labels=labels, value=", ".join(which), since=r.beat_time, hint=NAN_HINT,
-                details={**common, "loss": str(r.loss), "grad_norm": str(r.grad_norm)},
-            ))
+            out.append(_nan_finding(view, config, r, label, labels, common))
         collapse = _loss_scale_collapse(view, config, r)
         if collapse:
             out.append(Finding(
                 rule="loss_scale_collapse", severity="warning",
                 summary=f"rank {label} loss scale collapsed to {r.loss_scale:g} "
-                        f"({collapse['drops']} reductions in {_fmt(cfg.loss_scale.window)})",
+                        + (f"(from {collapse['window_peak']:g} within {_fmt(cfg.loss_scale.window)})"
+                           if collapse["window_peak"] and collapse["window_peak"] > r.loss_scale
+                           else f"(at or below {cfg.loss_scale.min:g})"),
                 labels=labels, value=f"{r.loss_scale:g}",
                 hint="Gradients overflow at every step: the updates are being skipped or are meaningless. "
                      "Look for a bad batch, a too-high learning rate, or switch to bf16.",
@@ -405,9 +545,13 @@ def _stragglers(view: StateView, config: Config, fresh: List[Tuple[str, Heartbea
 
 def _detect_job(view: StateView, config: Config) -> List[Finding]:
     done, all_done = _done_ranks(view)
-    return _process_findings(view, config, done, all_done) + _heartbeat_findings(view, config, done)
+    process = _process_findings(view, config, done, all_done)
+    if any(f.rule == "job_finished" for f in process):
+        return process  # the heartbeats of a job that ended cleanly stopped on purpose
+    return process + _heartbeat_findings(view, config, done)
 
-TRIGGERS = ("process", "heartbeat")
+#: A kernel record (an OOM kill, a segfault) names why a rank is gone: its message says so at once.
+TRIGGERS = ("process", "heartbeat", "kernel")
 
 
 def _process_warmup(c: Config, f: dict) -> float:
@@ -424,6 +568,10 @@ _RANK_SYMPTOMS = Inhibits(("heartbeat_stale", "heartbeat_no_progress", "rank_str
 _JOB_SYMPTOMS = Inhibits(("stall", "log_hccl", "log_traceback", "npu_idle", "npu_low_util", "npu_busy_hang",
                           "heartbeat_stale", "heartbeat_no_progress", "throughput_drop", "rank_straggler"))
 
+#: The kernel's record of a rank's death (an OOM kill, a segfault) is the same event as the rank
+#: or the job being gone: the first to fire pages, the other is folded into it.
+_KERNEL_DEATH = ("kernel_oom", "kernel_crash")
+
 RULES = (
     Rule("process_not_started", "warning", "No training process (or heartbeat file) appeared within "
          "`start_grace` of the watchdog starting.",
@@ -432,10 +580,15 @@ RULES = (
          warmup=lambda c, f: max(float(c.probes.process.start_grace), float(c.probes.heartbeat.start_grace))),
     Rule("job_gone", "critical", "Every training process of the job is gone while no rank declared `done`.",
          "The last lines of the rank logs and `dmesg` (OOM killer, driver errors).",
-         inhibits=(_JOB_SYMPTOMS, Inhibits(("rank_missing", "rank_zombie"))), warmup=_process_warmup),
+         inhibits=(_JOB_SYMPTOMS, Inhibits(("rank_missing", "rank_zombie"))), warmup=_process_warmup,
+         same_event=_KERNEL_DEATH),
+    Rule("job_finished", "info", "Every rank of a discovered job left with no failure sign (together, no "
+         "failure line, no kernel kill): a clean end, not a failure. Info only: no page, no snapshot.",
+         "Nothing to do; if the job was not meant to end, ask who stopped it (scheduler, operator).",
+         inhibits=(_JOB_SYMPTOMS, Inhibits(("rank_missing", "rank_zombie")))),
     Rule("rank_missing", "critical", "A rank process exited (or never appeared) while the others run.",
          "That rank's log and `dmesg`; then restart the job from the last checkpoint.",
-         inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS), warmup=_process_warmup),
+         inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS), warmup=_process_warmup, same_event=_KERNEL_DEATH),
     Rule("rank_zombie", "critical", "A rank exited but its launcher has not reaped it for `zombie_after`.",
          "The launcher process and the rank's last log lines.",
          inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS),
@@ -455,7 +608,7 @@ RULES = (
     Rule("heartbeat_no_progress", "critical", "The heartbeat is written but its step does not advance.",
          "Dump the stacks with `py-spy dump --pid <pid>` (data loader, retry loop, collective).",
          warmup=lambda c, f: detail(f, "limit_seconds", float(c.probes.heartbeat.stale_after.train)) + _HB(c, f)),
-    Rule("heartbeat_unreadable", "warning", "A heartbeat file stays empty or half-written for `unreadable_after`.",
+    Rule("heartbeat_unreadable", "warning", "A heartbeat file stays empty, half-written or refused (a link, not a regular file, another user's) for `unreadable_after`.",
          "Write the file atomically (temp file + rename), e.g. with the contrib heartbeat helper.",
          warmup=lambda c, f: float(c.probes.heartbeat.unreadable_after) + _HB(c, f)),
     Rule("heartbeat_clock_skew", "warning", "A heartbeat time lies in the future: the clocks disagree.",

@@ -24,6 +24,11 @@ from watchdog.state import StateView
 from watchdog.steps import find_step
 
 
+def first_line(a) -> str:
+    """The first matching line of a match (older records without one: the newest)."""
+    return getattr(a, "first_summary", "") or a.summary
+
+
 def _job_start(view: StateView) -> Optional[float]:
     """When the ranks started (process probe), to tell an early failure from a late one."""
     sample = view.latest("process")
@@ -51,7 +56,7 @@ def _hint(a, job_start: Optional[float], early_window: float) -> str:
     naming the iteration the line printed (the reader compares it with the warm-up length)."""
     if job_start is not None and (a.hint_early or a.hint_late):
         age = a.first_at - job_start
-        step = find_step([a.summary] + list(a.evidence))
+        step = find_step([first_line(a)] + list(a.evidence))
         at = f"at {step[0]} {step[1]}, " if step else ""
         if age <= early_window and a.hint_early:
             return f"First seen {at}{int(age // 60)} min after the ranks started. " + a.hint_early
@@ -149,7 +154,9 @@ def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Opti
         where += f" (NPU {labels['npu']} chip {labels['chip']})"
     elif "device_id" in labels:
         where += f" (device {labels['device_id']})"
-    summary = f"{a.title}{where}: {a.summary}"
+    # The first matching line: a title must name where the failure began (the newest line only
+    # says it still goes on; the count and the evidence tell that).
+    summary = f"{a.title}{where}: {first_line(a)}"
     if symptoms:
         summary += f" (+{len(symptoms)} folded symptom{'s' if len(symptoms) > 1 else ''}: " \
                    + ", ".join(sorted({s.rule for s in symptoms})) + ")"
@@ -163,6 +170,7 @@ def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Opti
         since=a.first_at,
         details={
             "source": a.source, "path": a.path, "count": a.count, "last_at": a.last_at,
+            "first_line": first_line(a)[:600], "last_line": a.summary[:600],
             "role": a.role, "resolves_at": a.last_at + cfg.hold,
             "symptoms": [{"rule": s.rule, "category": s.category, "rank": s.rank, "count": s.count,
                           "first_at": s.first_at, "text": s.summary} for s in symptoms],
@@ -191,7 +199,7 @@ RULES = (
     Rule("log_oom", "critical", "A rank ran out of NPU memory; its peers' HCCL timeouts and the job's death "
          "that follow are folded into it.",
          "The allocator numbers in the evidence; lower the micro-batch or enable recomputation.",
-         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS),
+         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, same_event=("kernel_oom",)),
     Rule("log_device", "critical", "The CANN runtime or driver reports a device fault (AI Core error, ECC, "
          "task exception).",
          "The plog and device log of that NPU, `npu-smi info -t health -i <npu>`.",
@@ -199,7 +207,7 @@ RULES = (
     Rule("log_crash", "critical", "A rank crashed natively (fatal signal, faulthandler or crash-handler dump, "
          "`Segmentation fault`): its peers' HCCL timeouts and the job's death that follow are folded into it.",
          "The signal and the native stack in the evidence; `dmesg -T` for the kernel's view; the core dump.",
-         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS),
+         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, same_event=("kernel_crash",)),
     Rule("log_hccl", "critical", "HCCL reports a timeout or a communication error in a collective.",
          "`grep -r 'Entry-' ~/ascend/log/debug/plog/` on every node to find the rank that never arrived.",
          inhibits=(Inhibits(("log_traceback",)),), warmup=_LOGS),

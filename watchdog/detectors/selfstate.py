@@ -1,14 +1,19 @@
-"""`state_damaged`: the daemon found one of its own state files damaged and started fresh.
+"""The daemon's own state: `state_damaged` and `state_unwritable`.
 
-Starting fresh keeps the node watched, but something was lost (alert history and silences, or the
-log read positions), so the on-call hears about it once: the finding holds for DAMAGE_HOLD_SECONDS
-after the event and then resolves.
+`state_damaged`: the daemon found one of its own state files damaged and started fresh. Starting
+fresh keeps the node watched, but something was lost (alert history and silences, or the log read
+positions), so the on-call hears about it once: the finding holds for DAMAGE_HOLD_SECONDS after
+the event and then resolves.
+
+`state_unwritable`: the alert engine cannot commit to the state folder (read-only, full, or gone
+and not re-creatable). It cannot go through the engine's own store, which is what fails, so the
+engine raises it itself (`unwritable_finding`) and sends it straight to the channels.
 """
 
 from __future__ import annotations
 
 import time
-from typing import List
+from typing import List, Sequence
 
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
@@ -39,6 +44,22 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     return out
 
 
+UNWRITABLE_HINT = ("New alerts are held (not lost) until the state folder can be written again; they are "
+                   "sent then, once. Free space on its filesystem, remount it read-write, or fix what "
+                   "made it read-only; a deleted folder is re-created by the daemon itself.")
+
+
+def unwritable_finding(config: Config, folder: str, error: str, since: float, held: Sequence[str]) -> Finding:
+    """The `state_unwritable` finding: the state folder, the error of the last failed commit, and
+    the findings whose alerts wait for it (evidence lines)."""
+    return Finding(
+        rule="state_unwritable", severity="critical",
+        summary=f"the state folder {folder} cannot be written ({error[:200]}): new alerts are held until it can",
+        labels=dict(config.base_labels), hint=UNWRITABLE_HINT, value=error[:300], since=since,
+        evidence=tuple(h[:300] for h in held[:10]), snapshot=False, details={"folder": folder},
+    )
+
+
 TRIGGERS: tuple = ()
 
 RULES = (
@@ -48,4 +69,10 @@ RULES = (
          subject="watchdog",
          # The damage event is not seen again after a restart: the alert keeps its hour.
          warmup=lambda c, f: max(0.0, float(f.get("since") or 0.0) + DAMAGE_HOLD_SECONDS - time.time())),
+    Rule("state_unwritable", "critical", "The alert engine cannot write its state folder (read-only, full, or "
+         "deleted and not re-creatable): new alerts are held in memory, not paged, until it can; probes keep "
+         "running. Sent directly, outside the failing store.",
+         "`df -h` and `findmnt` on the state folder (paths.state_dir); free space or remount it read-write. "
+         "The held alerts go out once by themselves, and this alert resolves.",
+         subject="watchdog"),
 )

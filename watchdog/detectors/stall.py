@@ -39,6 +39,7 @@ from watchdog.detectors.series import (
     live_ranks,
     probe_configured,
 )
+from watchdog.detectors.cause import explain
 from watchdog.detectors.jobs import per_job
 from watchdog.findings import Finding
 from watchdog.rulecatalog import Inhibits, Rule, detail, probe_wait
@@ -298,7 +299,7 @@ def _detect_job(view: StateView, config: Config) -> List[Finding]:
     if "process" in a.sources:
         what.append("rank CPU quiet")
     suspects = f"; suspect {', '.join(a.suspects)}" if a.suspects else ""
-    return [Finding(
+    return [explain(view, config, Finding(
         rule="stall", severity="critical",
         summary=(f"job {config.job.name} stalled for {fmt_age(age)} ({a.classification}, phase "
                  f"{a.phase or 'unknown'}): {'; '.join(what)}{suspects}"),
@@ -316,7 +317,7 @@ def _detect_job(view: StateView, config: Config) -> List[Finding]:
             "devices": [d.to_dict() for d in a.devices],
             "ranks": [r.to_dict() for r in a.ranks],
         },
-    )]
+    ))]
 
 TRIGGERS = ("npu", "process", "heartbeat")
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet, Iterable, Optional
 
+from watchdog.untrusted import ascii_int
+
 #: Global rank, in order of preference (PyTorch/torchrun, MindSpore, Open MPI, MPICH/Intel MPI, PMIx).
 RANK_KEYS = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 LOCAL_RANK_KEYS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
@@ -59,11 +61,12 @@ def parse_environ(raw: bytes, keys: FrozenSet[str]) -> Dict[str, str]:
 
 
 def first_int(env: Dict[str, str], keys: Iterable[str]) -> Optional[int]:
-    """The first of `keys` whose value is a plain non-negative integer."""
+    """The first of `keys` whose value is a plain non-negative integer of ASCII digits (fewer than
+    10: no rank, device or timeout is larger); any other value is as if the key were not set."""
     for key in keys:
-        value = env.get(key, "").strip()
-        if value.isascii() and value.isdigit() and len(value) < 10:  # not '²': int() refuses it
-            return int(value)
+        value = ascii_int(env.get(key, ""), 0, 999_999_999)
+        if value is not None:
+            return value
     return None
 
 

@@ -31,6 +31,9 @@ class RankInfo:
     npu: Optional[int]
     logs: Tuple[str, ...] = ()
     heartbeat: Optional[str] = None
+    #: The rank's user: every file of the rank (heartbeat, ring, logs) must belong to it (see
+    #: `watchdog.rankfiles`). Not part of the `discover --json` schema.
+    uid: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,9 @@ class Discovered:
     #: Processes looked at, and those whose environment could not be read (another user's).
     processes_scanned: int = 0
     unreadable: int = 0
+    #: Processes left out of the last scan because what they show could not be parsed (another
+    #: user's hostile environment or /proc record): counted, never the end of the scan.
+    skipped: int = 0
 
     def to_json(self) -> Dict[str, Any]:
         return {"jobs": [j.to_json() for j in self.jobs]}

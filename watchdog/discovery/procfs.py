@@ -43,7 +43,7 @@ def _stat_of(pid: int, proc: str) -> Tuple[str, str, int, int, int]:
 
 
 def list_pids(proc: str = PROC) -> List[int]:
-    return [int(n) for n in os.listdir(proc) if n.isdigit()]
+    return [int(n) for n in os.listdir(proc) if n.isascii() and n.isdigit()]
 
 
 def read_record(pid: int, keys: FrozenSet[str], proc: str = PROC) -> Optional[ProcRecord]:
@@ -94,7 +94,7 @@ def _proc_entries(proc: str) -> List[Tuple[int, int]]:
     stat). A pid whose inode is unchanged is the same process: procfs gives each process's
     folder its own inode, so a pid taken over by a new process shows a new one."""
     with os.scandir(proc) as it:
-        return [(int(e.name), e.inode()) for e in it if e.name.isdigit()]
+        return [(int(e.name), e.inode()) for e in it if e.name.isascii() and e.name.isdigit()]
 
 
 class ProcTable:
@@ -128,6 +128,8 @@ class ProcTable:
         self._watched: FrozenSet[int] = frozenset()
         #: Scans made (every full_every-th reads every process).
         self.scans = 0
+        #: Processes of the last scan whose `stat` could not be parsed (left out, counted).
+        self.unparsable = 0
         #: Processes whose command line and environment were read (all scans): what a scan costs.
         self.records_read = 0
         #: `stat` files read (all scans).
@@ -153,6 +155,7 @@ class ProcTable:
             now_ticks = _uptime(proc) * CLOCK_TICKS
             known: Dict[int, _Known] = {}
             changed: Set[int] = set()
+            self.unparsable = 0
             for pid, ino in _proc_entries(proc):
                 prev = self._known.get(pid)
                 if (prev is not None and prev[3] == ino and prev[2] and not full and pid not in self._watched
@@ -196,7 +199,10 @@ class ProcTable:
         """Read a process's `stat`; its command line and environment too when it is new to us."""
         try:
             comm, state, ppid, start, uid = _stat_of(pid, proc)
-        except (OSError, ValueError, IndexError):
+        except OSError:
+            return None  # gone
+        except (ValueError, IndexError):
+            self.unparsable += 1
             return None
         self.stats_read += 1
         ident = (start, comm, uid)
@@ -285,7 +291,7 @@ def _fd_targets(pid: int, proc: str) -> Iterator[Tuple[str, str]]:
         fds = os.listdir(f"{proc}/{pid}/fd")
     except OSError:
         return
-    for fd in sorted(fds, key=lambda s: int(s) if s.isdigit() else 0)[:4096]:
+    for fd in sorted(fds, key=lambda s: int(s) if s.isascii() and s.isdigit() else 0)[:4096]:
         try:
             target = os.readlink(f"{proc}/{pid}/fd/{fd}")
         except OSError:

@@ -5,6 +5,7 @@ I/O lives in `procfs`; the decisions (`group`, `describe_job`) are pure function
 
 from __future__ import annotations
 
+import logging
 import os
 import pwd
 import re
@@ -18,6 +19,7 @@ from watchdog.discovery.environ import (CONTAINER_DEVICES_KEY, DEVICE_KEYS, HEAR
                                         WORLD_SIZE_KEYS, first_int, wanted_keys)
 from watchdog.discovery.group import RawJob, group_jobs
 from watchdog.discovery.model import (Discovered, HcclTimeouts, JobInfo, LauncherInfo, ProcRecord, RankInfo)
+from watchdog.untrusted import ascii_int
 
 #: CANN defaults (seconds) when the ranks' environment does not set them.
 HCCL_EXEC_TIMEOUT_DEFAULT = 1836
@@ -26,6 +28,9 @@ HCCL_CONNECT_TIMEOUT_DEFAULT = 120
 DEFAULT_NAME_ENV = ("NPU_WATCHDOG_JOB", "SLURM_JOB_NAME", "JOB_NAME")
 _LABEL_BAD = re.compile(r"[^A-Za-z0-9._:-]+")
 _SCRIPT = re.compile(r"\.(py|sh)$")
+log = logging.getLogger(__name__)
+#: Pids a "skipped" warning was logged for (once each, not every scan).
+_WARNED: set = set()
 
 
 @dataclass(frozen=True)
@@ -40,19 +45,6 @@ class ScanOptions:
     first_job_name: Optional[str] = None
     #: Home folder of a uid (the plog default lives there); replaceable in tests.
     home_of: Callable[[int], Optional[str]] = field(default=lambda uid: _home(uid))
-    #: Whether a path named in a rank's environment may be read for that rank's user.
-    owner_ok: Callable[[str, int], bool] = field(default=lambda path, uid: owned_by(path, uid))
-
-
-def owned_by(path: str, uid: int) -> bool:
-    """A file named by a rank's environment is read only when that rank's user owns it (or the
-    folder it will appear in): a rank cannot point the root daemon at someone else's file."""
-    for candidate in (path, os.path.dirname(path)):
-        try:
-            return uid == 0 or os.stat(candidate).st_uid == uid
-        except OSError:
-            continue
-    return False
 
 
 _HOMES: Dict[int, Tuple[float, Optional[str]]] = {}
@@ -90,8 +82,8 @@ def npu_of(env: Mapping[str, str], local_rank: Optional[int]) -> Optional[int]:
     visible = [v.strip() for v in listed.split(",") if v.strip()]
     if visible:
         index = logical if logical is not None else local_rank
-        if index is not None and index < len(visible) and visible[index].isascii() and visible[index].isdigit():
-            return int(visible[index])
+        if index is not None and index < len(visible):
+            return ascii_int(visible[index], 0, 65535)
         return None
     return logical
 
@@ -144,9 +136,25 @@ def job_name(raw: RawJob, records: Dict[int, ProcRecord], name_env: Iterable[str
     return label_safe(f"{_SCRIPT.sub('', script)}-{stamp}")
 
 
+def _describe_rank(rank: int, rec: ProcRecord, logs: Tuple[str, ...], npu_by_pid: Mapping[int, int],
+                   opts: ScanOptions) -> Tuple[RankInfo, Tuple[str, ...]]:
+    """One rank and its plog folders, from its (untrusted) environment."""
+    env = rec.env or {}
+    local = first_int(env, LOCAL_RANK_KEYS)
+    npu = npu_by_pid.get(rec.pid, npu_of(env, local))
+    # The file is named whoever owns it: the heartbeat probe checks it against `uid` at every read
+    # (watchdog.rankfiles), so a file that is not the rank's user's is a finding, never content.
+    hb = heartbeat_path(env, rank, local)
+    info = RankInfo(rank=rank, local_rank=local, pid=rec.pid, npu=npu, logs=logs, heartbeat=hb, uid=rec.uid)
+    return info, plog_dirs_of(env, opts.home_of(rec.uid))
+
+
 def describe_job(raw: RawJob, records: Dict[int, ProcRecord], logs: Mapping[int, Tuple[str, ...]],
-                 npu_by_pid: Mapping[int, int], opts: ScanOptions, boot: float) -> JobInfo:
-    """Everything discovery knows about one grouped job (pure apart from `home_of`)."""
+                 npu_by_pid: Mapping[int, int], opts: ScanOptions, boot: float,
+                 skipped: Optional[List[int]] = None) -> JobInfo:
+    """Everything discovery knows about one grouped job (pure apart from `home_of`). A rank whose
+    record cannot be described is left out and its pid added to `skipped`; ValueError when none
+    is left."""
     ranks: List[RankInfo] = []
     envs = []
     plogs: List[str] = []
@@ -154,18 +162,26 @@ def describe_job(raw: RawJob, records: Dict[int, ProcRecord], logs: Mapping[int,
     for rank, pid in raw.ranks:
         rec = records[pid]
         env = rec.env or {}
+        try:
+            info, dirs = _describe_rank(rank, rec, logs.get(pid, ()), npu_by_pid, opts)
+        except (ValueError, TypeError, IndexError, KeyError, OverflowError, OSError) as exc:
+            # Another user's process whose record cannot be made sense of: skipped and counted,
+            # never the end of the scan (the parsers are total; this is the net under them).
+            if pid not in _WARNED:
+                if len(_WARNED) >= 4096:
+                    _WARNED.clear()
+                _WARNED.add(pid)
+                log.warning("discovery skipped process %d: %s: %s", pid, type(exc).__name__, str(exc)[:200])
+            if skipped is not None:
+                skipped.append(pid)
+            continue
         envs.append(env)
-        local = first_int(env, LOCAL_RANK_KEYS)
-        npu = npu_by_pid.get(pid, npu_of(env, local))
-        hb = heartbeat_path(env, rank, local)
-        if hb is not None and not opts.owner_ok(hb, rec.uid):
-            hb = None
-        ranks.append(RankInfo(rank=rank, local_rank=local, pid=pid, npu=npu, logs=logs.get(pid, ()), heartbeat=hb))
-        for d in plog_dirs_of(env, opts.home_of(rec.uid)):
-            if d not in plogs:
-                plogs.append(d)
-        if hb and hb not in beats:
-            beats.append(hb)
+        ranks.append(info)
+        plogs.extend(d for d in dirs if d not in plogs)
+        if info.heartbeat and info.heartbeat not in beats:
+            beats.append(info.heartbeat)
+    if not ranks:
+        raise ValueError("no rank of the job could be described")
     first = records[raw.launcher] if raw.launcher in records else min(
         (records[p] for _, p in raw.ranks), key=lambda r: r.start_ticks)
     started_at = boot + first.start_ticks / procfs.CLOCK_TICKS
@@ -195,11 +211,18 @@ def _unique_names(jobs: List[JobInfo]) -> List[JobInfo]:
 
 
 def _describe_jobs(records: Dict[int, ProcRecord], logs_of: Callable[[int, str], Tuple[str, ...]],
-                   npu_by_pid: Mapping[int, int], opts: ScanOptions) -> List[JobInfo]:
+                   npu_by_pid: Mapping[int, int], opts: ScanOptions,
+                   skipped: Optional[List[int]] = None) -> List[JobInfo]:
     raw_jobs = group_jobs(records, opts.ignore, opts.only)
     logs = {pid: logs_of(pid, opts.proc) for j in raw_jobs for _, pid in j.ranks}
     boot = procfs.boot_time(opts.proc)
-    return [describe_job(j, records, logs, npu_by_pid, opts, boot) for j in raw_jobs]
+    out: List[JobInfo] = []
+    for j in raw_jobs:
+        try:
+            out.append(describe_job(j, records, logs, npu_by_pid, opts, boot, skipped))
+        except (ValueError, TypeError, IndexError, KeyError, OverflowError) as exc:
+            log.warning("discovery skipped a job of %d processes: %s", len(j.ranks), str(exc)[:200])
+    return out
 
 
 def discover(opts: ScanOptions, npu_by_pid: Optional[Mapping[int, int]] = None,
@@ -209,21 +232,24 @@ def discover(opts: ScanOptions, npu_by_pid: Optional[Mapping[int, int]] = None,
     started = time.monotonic()
     keys = wanted_keys(tuple(opts.name_env) + tuple(k for k, _ in opts.only))
     records = table.read(keys, opts.proc) if table is not None else procfs.read_all(keys, opts.proc)
+    skipped: List[int] = []
     if table is None:
-        jobs = _describe_jobs(records, procfs.rank_logs, npu_by_pid or {}, opts)
+        jobs = _describe_jobs(records, procfs.rank_logs, npu_by_pid or {}, opts, skipped)
     else:
         # The same records (and NPU table) describe the same jobs: reuse them, except every
-        # `rotate` scans (rank log files listed again, heartbeat owners checked again).
+        # `rotate` scans (rank log files listed again).
         key = (table.generation, tuple(sorted((npu_by_pid or {}).items())), opts)
         if table.memo is not None and table.memo[0] == key and table.scans % table.rotate:
-            jobs = list(table.memo[1])  # type: ignore[call-overload]
+            jobs, skipped = table.memo[1]  # type: ignore[misc]
+            jobs = list(jobs)
         else:
-            jobs = _describe_jobs(records, table.logs_of, npu_by_pid or {}, opts)
-            table.memo = (key, tuple(jobs))
+            jobs = _describe_jobs(records, table.logs_of, npu_by_pid or {}, opts, skipped)
+            table.memo = (key, (tuple(jobs), skipped))
     if opts.first_job_name and jobs:
         from dataclasses import replace
 
         jobs = [replace(jobs[0], name=opts.first_job_name)] + [j for j in jobs[1:] if j.name != opts.first_job_name]
     unreadable = sum(1 for r in records.values() if r.env is None)
     return Discovered(jobs=tuple(_unique_names(jobs)), at=time.time(), duration_seconds=time.monotonic() - started,
-                      processes_scanned=len(records), unreadable=unreadable)
+                      processes_scanned=len(records), unreadable=unreadable,
+                      skipped=len(set(skipped)) + (table.unparsable if table is not None else 0))

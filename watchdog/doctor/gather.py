@@ -296,6 +296,36 @@ def detect_channels(config: Config) -> List[str]:
     return names
 
 
+def runbook_check(config: Config) -> CheckResult:
+    """Where the runbook links of messages point (the daemon's own page unless configured)."""
+    from watchdog.runbook import runbook_link
+
+    link = runbook_link(config.alerting.runbook_base(), "stall")
+    if link is None:
+        return CheckResult("daemon", "runbook_links", WARN, "messages carry no runbook link (http is off and "
+                           "alerting.runbook_url is unset)", "turn http on or set alerting.runbook_url")
+    own = config.alerting.runbook_url is None
+    if own and config.http.host in ("127.0.0.1", "::1", "localhost"):
+        return CheckResult("daemon", "runbook_links", WARN, f"messages link the runbook at {link.split('#')[0]}, "
+                           "which opens only on this node (http.listen is a loopback address)",
+                           "listen where on-call people can reach it (http.listen, e.g. 0.0.0.0:9841, which "
+                           "links by host name) or set alerting.runbook_url", details={"url": link})
+    return CheckResult("daemon", "runbook_links", PASS, f"messages link the runbook at {link.split('#')[0]}"
+                       + (" (served by this daemon)" if own else " (alerting.runbook_url)"), details={"url": link})
+
+
+def placeholder_checks(config: Config) -> List[CheckResult]:
+    """A channel URL that is still a placeholder fails (alerts would reach nobody); a placeholder
+    link in messages warns. Reported by key path, never with the URL (it is a credential)."""
+    from watchdog.config.placeholders import placeholders
+
+    out = [runbook_check(config)]
+    return out + [CheckResult("daemon", "placeholder_url", FAIL if ph.channel else WARN, ph.line(),
+                        "put the real webhook URL in the config (or in the ${ENV} it reads)" if ph.channel else
+                        "remove it to link the daemon's own runbook, or set your real address",
+                        details={"key": ph.path}) for ph in placeholders(config)]
+
+
 def _log_engine_check(config: Config) -> CheckResult:
     from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
 
@@ -338,6 +368,7 @@ def daemon_checks(opts: DoctorOptions, npu: NpuSmiResult) -> List[CheckResult]:
     out.append(check_private_tmp(read_unit(), config.probes.heartbeat.paths,
                                  [p for src in config.probes.logs.sources for p in src.paths]))
     channels = detect_channels(config)
+    out.extend(placeholder_checks(config))
     if channels:
         out.append(CheckResult("daemon", "channels", PASS, f"{len(channels)} channel(s): {', '.join(channels)}"))
     else:

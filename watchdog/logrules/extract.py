@@ -18,6 +18,7 @@ from watchdog.logrules.device import device_of
 from watchdog.logrules.matcher import Matcher, decode_line
 from watchdog.logrules.model import Rule
 from watchdog.logrules.normalize import normalize
+from watchdog.losscale import ScaleTrack, collapsed
 
 #: Longest text kept per line for display (alerts, evidence, scan output).
 DISPLAY_CHARS = 400
@@ -71,12 +72,24 @@ class _Traceback:
     line_time: Optional[float] = None
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """One slice ready for `Extractor.consume`: its normalised bytes, the length that counts, and
+    the (start, end) spans of the lines that may match (the matcher's bulk stage)."""
+
+    block: bytes
+    size: int
+    spans: List[Tuple[int, int]]
+
+
 @dataclass
 class StreamState:
     #: Complete lines consumed before the next byte (None when unknown: started at the end).
     line_no: Optional[int] = 0
     tb: Optional[_Traceback] = None
     hits: Dict[str, Deque[float]] = field(default_factory=dict)
+    #: Loss-scale values per trend rule (window maximum only).
+    scales: Dict[str, ScaleTrack] = field(default_factory=dict)
     last_time: Optional[float] = None
     #: Lines fed so far (also when line_no is unknown): the tailer's line counter reads it
     #: instead of counting the newlines of every slice a second time.
@@ -89,6 +102,9 @@ class Extractor:
         self.max_line_bytes = matcher.max_line_bytes
         #: Raw (pre-threshold) matching lines per rule id: the matches counter.
         self.matched: Dict[str, int] = {r.id: 0 for r in matcher.rules}
+        #: Lines on which any rule matched (before thresholds): what `grep -c` with the same
+        #: patterns counts (`scan --count`).
+        self.matched_lines = 0
 
     def feed(self, st: StreamState, block: bytes, now: Optional[float], stop: Optional[int] = None) -> List[RawEvent]:
         """Process one slice of complete lines, `block[:stop]` (ending in a newline, or a forced cut).
@@ -97,26 +113,41 @@ class Extractor:
         `scan`: then the last timestamp seen in the file is used, or a count without window).
         Newlines are counted once per slice, piecewise up to each hit and then to the end.
         """
+        return self.consume(st, self.prepare(block, stop), now)
+
+    def prepare(self, block: bytes, stop: Optional[int] = None) -> Prepared:
+        """The stateless half of `feed`: normalised bytes and the candidate lines of a slice.
+
+        Needs no stream state, so `scan` runs it for the next slice in a worker thread (RE2
+        releases the GIL) while `consume` handles the current one in order.
+        """
         if stop is not None and stop >= len(block):
             stop = None
-        elif stop is not None and (b"\x1b" in block or b"\x00" in block):
-            # Normalising removes bytes: cut first, so `stop` cannot land past the last complete
-            # line (only coloured or torn logs pay for this copy).
-            block, stop = block[:stop], None
-        block = normalize(block)  # colour codes and NULs must not hide a failure line
+        if b"\x1b" in block or b"\x00" in block:  # two memchr passes; most logs stop here
+            if stop is not None:
+                # Normalising removes bytes: cut first, so `stop` cannot land past the last
+                # complete line (only coloured or torn logs pay for this copy).
+                block, stop = block[:stop], None
+            block = normalize(block)  # colour codes and NULs must not hide a failure line
+        size = len(block) if stop is None else stop
+        return Prepared(block, size, self.matcher.candidates(block, size))
+
+    def consume(self, st: StreamState, prepared: Prepared, now: Optional[float]) -> List[RawEvent]:
+        """The stateful half of `feed`, for slices in file order: rules, thresholds, line numbers."""
+        block, size = prepared.block, prepared.size
         out: List[RawEvent] = []
         base = st.line_no
-        size = len(block) if stop is None else stop
         pos = 0
         # A traceback still open from the previous slice continues at the top of this one.
         if st.tb is not None:
             pos = self._continue_tb(st, block, 0, out, size)
         counted_pos, counted = 0, 0
-        for start, end in self.matcher.candidates(block, size):
+        for start, end in prepared.spans:
             text = decode_line(block[start:end], self.max_line_bytes)
             rules = self.matcher.match_text(text)
             if not rules:
                 continue
+            self.matched_lines += 1
             counted += block.count(b"\n", counted_pos, start)
             counted_pos = start
             line_no = None if base is None else base + counted + 1
@@ -134,7 +165,10 @@ class Extractor:
                     # end < len: the line ended with a newline; else the traceback stays open.
                     pos = self._continue_tb(st, block, end + 1, out, size) if end < size else end
                     continue
-                if not self._passes(st, rule, ts, now):
+                if rule.trend is not None:
+                    if not self._collapsing(st, rule, text, ts, now):
+                        continue
+                elif not self._passes(st, rule, ts, now):
                     continue
                 out.append(RawEvent(rule, line_no, clip(text), (clip(text),), ts, device_of(text)))
         nlines = counted + block.count(b"\n", counted_pos, size)
@@ -162,6 +196,21 @@ class Extractor:
         while len(q) > th.count:
             q.popleft()
         return len(q) >= th.count
+
+    def _collapsing(self, st: StreamState, rule: Rule, text: str, ts: Optional[float],
+                    now: Optional[float]) -> bool:
+        """A trend rule fires when the scale this line reports has collapsed (watchdog.losscale):
+        judged on the values of this stream, within the rule's window."""
+        assert rule.trend is not None
+        values, overflow, which = rule.scales_of(text)
+        if not values:
+            return False
+        t = ts if ts is not None else (now if now is not None else st.last_time)
+        # One series per wording (framework): a log that mixes two never compares their scales.
+        track = st.scales.setdefault(f"{rule.id}#{which}", ScaleTrack())
+        for value in values:  # the previous scale first, where the line names it
+            peak = track.add(t, value, rule.trend.window)
+        return collapsed(rule.trend, values[-1], peak, overflow=overflow)
 
     # -- tracebacks -------------------------------------------------------------------------
     def _continue_tb(self, st: StreamState, block: bytes, pos: int, out: List[RawEvent], n: int) -> int:

@@ -24,6 +24,7 @@ def watch_dirs(tailer: Tailer) -> Set[str]:
     ancestor without wildcards (where a new rank directory would appear)."""
     dirs = {os.path.dirname(p) or "." for p in list(tailer.files)}
     dirs.update(os.path.dirname(f.path) or "." for f in list(tailer.draining))
+    dirs.update(os.path.dirname(p) for p in draining_paths(tailer))
     for src in tailer.sources:
         for pattern in src.paths:
             d = _dir_of(pattern)
@@ -36,10 +37,31 @@ def watch_dirs(tailer: Tailer) -> Set[str]:
     return dirs
 
 
+def draining_paths(tailer: Tailer) -> Set[str]:
+    """Where the rotated-away files still followed live now (`train.log.1`, wherever they were
+    renamed to): the name of the open descriptor, so the file is followed by inode. Files deleted
+    since have no name left (their writer's lines are still read at the rescan)."""
+    out: Set[str] = set()
+    for f in list(tailer.draining):
+        fh = f.fh
+        if fh is None:
+            continue
+        try:
+            target = os.readlink(f"/proc/self/fd/{fh}")
+        except OSError:
+            continue
+        if target.startswith("/") and not target.endswith(" (deleted)"):
+            out.add(target)
+    return out
+
+
 def concerns(tailer: Tailer, path: str) -> bool:
-    """Whether an event on `path` may change what the tailer reads: a followed file, a file a
-    pattern matches, or a directory a pattern's directory part matches."""
+    """Whether an event on `path` may change what the tailer reads: a followed file, a rotated-away
+    file still drained (under its new name), a file a pattern matches, or a directory a
+    pattern's directory part matches."""
     if path in tailer.files:
+        return True
+    if tailer.draining and path in draining_paths(tailer):
         return True
     for src in tailer.sources:
         for pattern in src.paths:

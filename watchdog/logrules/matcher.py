@@ -6,15 +6,17 @@ Two stages, so that speed never changes the answer:
    literals are searched with `bytes.find` on a lower-cased copy of the slice (rules without
    literals fall back to a combined Python `re` pass). Either way the result is a superset.
 2. Exact: each candidate line (truncated to `max_line_bytes`, decoded with replacement) is
-   checked against every rule's Python `re` patterns (ASCII mode). Per category, the first rule
-   in pack order wins, so a line is one event per category at most.
+   checked against every rule's Python `re` patterns (ASCII mode), but only for rules one of whose
+   literals the line contains (each distinct literal is looked for once). Per category, the first
+   rule in pack order wins, so a line is one event per category at most.
+The bulk stage runs in multi-line mode, so `^`/`$` mean a line's start and end in both stages.
 Python's `re` over a joined alternation is ~10x slower than grep, which is why stage 1 exists.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from watchdog.logrules.model import Rule
 
@@ -41,8 +43,14 @@ def effective_engine(requested: str = "auto") -> str:
     return requested
 
 
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+
+
 def _scoped(pattern: str) -> str:
-    """A leading `(?i)` becomes `(?i:...)` so patterns can be joined into one alternation."""
+    """A leading `(?i)` becomes `(?i:...)` so patterns can be joined into one alternation; named
+    groups (a trend rule's `(?P<scale>...)`) become plain groups, since a name may appear in
+    several joined patterns and only the rule's own regexes read it."""
+    pattern = _NAMED_GROUP.sub("(?:", pattern)
     if pattern.startswith("(?i)"):
         return "(?i:" + pattern[4:] + ")"
     return "(?:" + pattern + ")"
@@ -74,6 +82,12 @@ class Matcher:
         self._bulk: Any = None
         self._literals: Tuple[bytes, ...] = ()
         self._no_literal_bulk: Optional[Any] = None
+        # Stage 2's literal guard: each distinct literal once, and the rules it admits.
+        admits: Dict[str, Set[int]] = {}
+        for i, r in enumerate(self.rules):
+            for lit in r.literals:
+                admits.setdefault(lit, set()).add(i)
+        self._guard = tuple((lit, frozenset(ix)) for lit, ix in sorted(admits.items()))
         alternatives = [_scoped(p) for r in self.rules for p in r.patterns]
         if not alternatives:
             return
@@ -82,13 +96,14 @@ class Matcher:
             opts.never_nl = True          # a match never spans two lines
             opts.never_capture = True
             opts.max_mem = 256 << 20
-            self._bulk = _re2.compile("|".join(alternatives).encode("utf-8"), options=opts)
+            # (?m): `^`/`$` mean a line's start and end here as they do on one line in stage 2.
+            self._bulk = _re2.compile(("(?m)" + "|".join(alternatives)).encode("utf-8"), options=opts)
         else:
             lits = sorted({lit.encode("utf-8") for r in self.rules if r.literals for lit in r.literals})
             self._literals = tuple(lits)
             rest = [_scoped(p) for r in self.rules if not r.literals for p in r.patterns]
             if rest:
-                self._no_literal_bulk = re.compile("|".join(rest).encode("utf-8"))
+                self._no_literal_bulk = re.compile("|".join(rest).encode("utf-8"), re.MULTILINE)
 
     # -- stage 1 ------------------------------------------------------------------------------
     def candidates(self, block: bytes, stop: Optional[int] = None) -> List[Tuple[int, int]]:
@@ -140,10 +155,15 @@ class Matcher:
         hits: List[Rule] = []
         seen = set()
         low = text.lower()
-        for r in self.rules:
+        # Each distinct literal is looked for once per line (not once per rule that names it).
+        admitted: Set[int] = set()
+        for lit, rules in self._guard:
+            if lit in low:
+                admitted |= rules
+        for i, r in enumerate(self.rules):
             if r.category in seen:
                 continue
-            if r.literals and not any(lit in low for lit in r.literals):
+            if r.literals and i not in admitted:
                 continue
             if r.matches(text):
                 hits.append(r)

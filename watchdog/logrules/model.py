@@ -4,7 +4,8 @@ A rule is a record, not code: id, category, severity, one or more regexes, optio
 the prefilter, an optional threshold (count within a window), its role in a cascade and a hint.
 Patterns must stay in the subset that both Python `re` and RE2 understand (no look-around, no
 back-references), because the fast engine is RE2 when installed and Python `re` otherwise, and
-both must give the same answer.
+both must give the same answer; `^`/`$` mean a line's start and end. A `trend` rule reads a loss
+scale (`(?P<scale>...)`) and fires on the scale's trend (watchdog.losscale), not on every match.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 
 from watchdog.logrules import SHIPPED_PACKS  # noqa: E402 - re-exported for the rule loader
+from watchdog.losscale import ScaleTrend, parse_scale
 
 CATEGORIES = SHIPPED_PACKS + ("custom",)
 ROLES = ("root", "cascade")
@@ -58,9 +60,35 @@ class Rule:
     kind: str = "line"
     pack: str = "custom"
     compiled: Tuple[Any, ...] = field(default=(), compare=False, repr=False)
+    #: A rule that reads a loss scale (`(?P<scale>...)` in every pattern) and fires only when the
+    #: scale's trend says it collapsed (watchdog.losscale), instead of on every matching line.
+    trend: Optional[ScaleTrend] = None
 
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.compiled)
+
+    def scales_of(self, text: str) -> Tuple[Tuple[float, ...], bool, int]:
+        """The loss scales a trend rule's first matching pattern captured: the previous one
+        (`(?P<prior>...)`, where the line says it, e.g. DeepSpeed's `Attempted loss scale: 64,
+        reducing to 32`) and the new one (`(?P<scale>...)`), empty when none was readable; and
+        whether the line is an overflow (a reduction or a skipped step). A pattern that only reads
+        the current scale names its group `(?P<reading>...)` (Megatron's iteration line): at the
+        floor, such a line is a collapse only after the scale fell to it (bf16 runs print 1.0
+        on every line), while an overflow line at the floor is one at once. Last, the index of
+        the pattern: each pattern is one framework's wording, whose values form one series."""
+        for i, p in enumerate(self.compiled):
+            m = p.search(text)
+            if m is None:
+                continue
+            if "reading" in p.groupindex:
+                value = parse_scale(m.group("reading"))
+                return ((value,) if value is not None else ()), False, i
+            if "scale" not in p.groupindex:
+                continue
+            new = parse_scale(m.group("scale"))
+            prior = parse_scale(m.group("prior")) if "prior" in p.groupindex else None
+            return (tuple(v for v in (prior, new) if v is not None) if new is not None else ()), True, i
+        return (), False, -1
 
 
 def _as_list(value: Any, what: str, rid: str) -> List[str]:
@@ -72,7 +100,7 @@ def _as_list(value: Any, what: str, rid: str) -> List[str]:
 
 
 def parse_duration_text(value: Any, rid: str) -> float:
-    from watchdog.config.types import parse_duration  # local: keeps this module import-light
+    from watchdog.durations import parse_duration
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     try:
@@ -89,7 +117,7 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
     if not isinstance(rid, str) or not _ID.match(rid):
         raise RuleError(f"pack {pack}: rule id {rid!r} must be lower-case letters, digits and _ (2-64)")
     known = {"id", "category", "severity", "patterns", "literals", "role", "title", "hint",
-             "hint_early", "hint_late", "threshold", "kind"}
+             "hint_early", "hint_late", "threshold", "kind", "trend"}
     unknown = set(data) - known
     if unknown:
         raise RuleError(f"rule {rid}: unknown keys {sorted(unknown)}")
@@ -128,6 +156,7 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
             raise RuleError(f"rule {rid}: threshold.count must be an integer >= 1")
         window = parse_duration_text(th.get("window", "10m"), rid)
         threshold = Threshold(count=count, window=window)
+    trend = _trend(data.get("trend"), rid, compiled, threshold, kind)
     text = {k: data.get(k, "") for k in ("title", "hint", "hint_early", "hint_late")}
     for k, v in text.items():
         if not isinstance(v, str):
@@ -136,8 +165,32 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
         id=rid, category=category, severity=severity, patterns=tuple(patterns), literals=tuple(literals),
         role=role, title=text["title"].strip() or rid, hint=" ".join(text["hint"].split()),
         hint_early=" ".join(text["hint_early"].split()), hint_late=" ".join(text["hint_late"].split()),
-        threshold=threshold, kind=kind, pack=pack, compiled=tuple(compiled),
+        threshold=threshold, kind=kind, pack=pack, compiled=tuple(compiled), trend=trend,
     )
+
+
+def _trend(data: Any, rid: str, compiled: List[Any], threshold: Optional[Threshold], kind: str) -> Optional[ScaleTrend]:
+    """`trend: {fall: 32, below: 128, floor: 1, window: 10m}` of a loss-scale rule, validated."""
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) - {"fall", "below", "floor", "window"}:
+        raise RuleError(f"rule {rid}: trend must be {{fall: 32, below: 128, floor: 1, window: 10m}}")
+    if threshold is not None or kind != "line":
+        raise RuleError(f"rule {rid}: a trend rule is a line rule without a threshold")
+    if not all("scale" in p.groupindex or "reading" in p.groupindex for p in compiled):
+        raise RuleError(f"rule {rid}: every pattern of a trend rule captures the scale as (?P<scale>...) "
+                        "(an overflow line) or (?P<reading>...) (a line that only reads it)")
+    base = ScaleTrend()
+    values = {}
+    for key in ("fall", "below", "floor"):
+        v = data.get(key, getattr(base, key))
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
+            raise RuleError(f"rule {rid}: trend.{key} must be a finite number >= 0, got {v!r}")
+        values[key] = float(v)
+    if values["fall"] < 1:
+        raise RuleError(f"rule {rid}: trend.fall is a ratio (>= 1), got {values['fall']!r}")
+    window = parse_duration_text(data.get("window", "10m"), rid)
+    return ScaleTrend(fall=values["fall"], below=values["below"], floor=values["floor"], window=window)
 
 
 _PACK_CACHE: Dict[str, Tuple[Rule, ...]] = {}
@@ -153,7 +206,8 @@ def load_pack(name: str) -> Tuple[Rule, ...]:
         text = resources.files("watchdog.logrules").joinpath("packs").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
         import yaml  # only when a pack is loaded: the CLI imports this module for its names
 
-        doc = yaml.safe_load(text)
+        # libyaml's loader where PyYAML has it: `scan` loads every pack before reading a byte.
+        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
             raise RuleError(f"pack {name}: expected a mapping with a `rules` list")
         rules = tuple(make_rule(r, name) for r in doc["rules"])

@@ -35,6 +35,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from watchdog import statefiles
 from watchdog.logrules.extract import StreamState
+from watchdog.rankfiles import check_fd, open_rank_file
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,9 @@ class SourceSpec:
     start: str = "end"
     #: Exact (path, job, rank) of discovered files: the rank comes from discovery, not the name.
     path_labels: Tuple[Tuple[str, Optional[str], Optional[str]], ...] = ()
+    #: (path, uid) of discovered files: each must belong to the user of the rank that writes it
+    #: (see `watchdog.rankfiles`); files of configured sources have no known owner.
+    path_owners: Tuple[Tuple[str, int], ...] = ()
 
 
 @dataclass
@@ -77,6 +81,8 @@ class Followed:
     drain_since: Optional[float] = None
     #: The discovered job writing this file (None for configured sources).
     job: Optional[str] = None
+    #: The user the file must belong to (the writing rank's; None: any, configured sources).
+    uid: Optional[int] = None
 
 
 @dataclass
@@ -364,12 +370,14 @@ class Tailer:
             if found:
                 last = found[-1]
                 rank = (last if isinstance(last, str) else next((g for g in last if g), None)) or None
+        uid = dict(src.path_owners).get(p) if src.path_owners else None
         f = Followed(source=src.name, path=p, rank=rank, dev=st.st_dev, ino=st.st_ino, offset=offset,
-                     stream=StreamState(line_no=line), last_change=0.0, job=job)
+                     stream=StreamState(line_no=line), last_change=0.0, job=job, uid=uid)
         return f
 
     def _open(self, f: Followed) -> os.stat_result:
-        fd = os.open(f.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        """Open through `rankfiles` (no link, no FIFO, the rank's user's file only)."""
+        fd = open_rank_file(f.path, f.uid)
         f.fh = fd
         return os.fstat(fd)
 
@@ -456,7 +464,7 @@ class Tailer:
         """Read complete lines from f's offset, at most `budget` bytes; `final` flushes the tail."""
         if f.fh is None:
             return 0
-        size = os.fstat(f.fh).st_size
+        size = check_fd(f.fh, f.path, f.uid).st_size
         used = 0
         stats = self.stats.get(f.source)
         held = False

@@ -32,6 +32,11 @@ METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_alert_first_seen_timestamp_seconds", "gauge", ("rule", "role", "rank", "npu"),
               "Per firing alert: when this node first saw the condition (Unix time); role is root or "
               "symptom. The fleet rules take the earliest root per training job: the first failure."),
+    MetricDef("npu_watchdog_state_writable", "gauge", (),
+              "1 while the alert engine's commits to the state folder succeed, 0 while they fail (read-only, "
+              "full, deleted and not re-creatable): new alerts are held until it can be written (state_unwritable)."),
+    MetricDef("npu_watchdog_state_write_errors_total", "counter", (),
+              "Commits of the alert state (with the notifications they queue) that failed; each is retried."),
 ]
 
 
@@ -67,6 +72,9 @@ def samples(rt: Any) -> Iterator[MetricSample]:
     yield MetricSample("npu_watchdog_silences_active", {},
                        engine.silences_active() if hasattr(engine, "silences_active") else 0)
     yield from first_seen_samples(engine, states)
+    health = engine.storage_health() if hasattr(engine, "storage_health") else None
+    yield MetricSample("npu_watchdog_state_writable", {}, 1 if health is None or health.writable else 0)
+    yield MetricSample("npu_watchdog_state_write_errors_total", {}, health.errors_total if health else 0)
     dm = getattr(engine, "deadman", None)
     for result in ("ok", "failed"):
         yield MetricSample("npu_watchdog_deadman_pings_total", {"result": result}, dm.counts[result] if dm else 0)

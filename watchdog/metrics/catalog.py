@@ -20,6 +20,7 @@ METRIC_MODULES = (
     "watchdog.metrics.npu",
     "watchdog.metrics.trends",
     "watchdog.metrics.logs",
+    "watchdog.metrics.kernel",
     "watchdog.metrics.alerting",
     "watchdog.metrics.snapshots",
     "watchdog.metrics.http",

@@ -19,6 +19,9 @@ METRICS: List[MetricDef] = [
               "Wall time of the last discovery scan."),
     MetricDef("npu_watchdog_discovery_processes", "gauge", (),
               "Processes the last scan looked at (kernel threads excluded)."),
+    MetricDef("npu_watchdog_discovery_processes_skipped", "gauge", (),
+              "Processes the last scan left out because what procfs shows of them (another user's environment "
+              "or record) could not be parsed."),
 ]
 
 
@@ -33,5 +36,6 @@ def samples(rt: Any) -> Iterator[MetricSample]:
         return
     yield MetricSample("npu_watchdog_discovery_scan_duration_seconds", {}, found.duration_seconds)
     yield MetricSample("npu_watchdog_discovery_processes", {}, found.processes_scanned)
+    yield MetricSample("npu_watchdog_discovery_processes_skipped", {}, found.skipped)
     for job in found.jobs:
         yield MetricSample("npu_watchdog_discovered_ranks", {JOB_LABEL: job.name}, len(job.ranks))

@@ -84,7 +84,8 @@ def chip_samples(obs: NpuObservation, up: bool = True) -> Iterator[MetricSample]
         yield MetricSample("npu_watchdog_npu_health", lab, health_code(c.health) if up else HEALTH_UNKNOWN)
         if not up:
             continue
-        yield MetricSample("npu_watchdog_npu_processes", lab, procs.get((c.npu, c.chip), 0))
+        if obs.processes_known:  # no process table: unknown, never a made-up 0
+            yield MetricSample("npu_watchdog_npu_processes", lab, procs.get((c.npu, c.chip), 0))
         if c.aicore_util_pct is not None:
             yield MetricSample("npu_watchdog_npu_aicore_utilization_ratio", lab, c.aicore_util_pct / 100.0)
         for name, value in (

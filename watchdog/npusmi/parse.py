@@ -11,8 +11,10 @@ Why it is written this way:
   or worse, into silence.
 - A cut table (npu-smi killed mid-write, a pipe closed early) must never read as fewer cards: the
   table must end with a closed block (a separator after the last row), a version that prints a
-  process table must have one, and when that table lists idle NPUs every NPU must be accounted
-  for. Anything else is a parse failure, never "card lost".
+  process table must have one (except 310B boards, which print devices only), and when that
+  table lists idle NPUs every NPU must be accounted for. Anything else is a parse failure, never
+  "card lost". Without a process table the observation says `processes_known=False`: the
+  processes are unknown, which is not the same as "no process holds a chip".
 - Values are bounded: NaN, inf or a 5000-digit number is a parse failure naming the line, and the
   whole answer is capped (MAX_OUTPUT_CHARS), so hostile output costs bounded time.
 - npu-smi reports its own failures as text (`dcmi model initialized failed ... ret is -8020`,
@@ -61,6 +63,9 @@ class NpuSmiUnavailable(NpuSmiError):
 MAX_OUTPUT_CHARS = 4 << 20
 #: The first npu-smi version whose `info` prints a process table (22.0.3.1 and older did not).
 PROCESS_TABLE_SINCE = 23
+#: Chip names of boards whose npu-smi prints the devices only, whatever its version (the 310B
+#: SoC of Atlas 200I A2-class boards; seen with npu-smi 23.0.0). Their processes are unknown.
+NO_PROCESS_TABLE_CHIPS = ("310B",)
 #: Longest run of digits taken as a number (beyond it a value is garbage, not a reading).
 MAX_DIGITS = 18
 _WHOLE = re.compile(r"\d{1,%d}" % MAX_DIGITS)
@@ -337,7 +342,8 @@ def parse_info(text: str) -> NpuObservation:
         # A header without a single device is not "zero NPUs": npu-smi could not list them.
         raise NpuSmiUnavailable("npu-smi printed a device table without any device")
     _check_complete(res, open_row, proc_header is not None, last_line_no, lines)
-    return NpuObservation(version=res.version, chips=tuple(res.chips), processes=tuple(res.processes))
+    return NpuObservation(version=res.version, chips=tuple(res.chips), processes=tuple(res.processes),
+                          processes_known=proc_header is not None)
 
 
 def _major(version: Optional[str]) -> Optional[int]:
@@ -353,7 +359,10 @@ def _check_complete(res: _Parsed, open_row: Optional[Tuple[int, str]], has_procs
                                open_row[0], open_row[1])
     major = _major(res.version)
     last = lines[last_line_no - 1] if last_line_no else None
-    if not has_procs and major is not None and major >= PROCESS_TABLE_SINCE:
+    devices_only = all(c.name.upper().startswith(NO_PROCESS_TABLE_CHIPS) for c in res.chips)
+    if not has_procs and major is not None and major >= PROCESS_TABLE_SINCE and not devices_only:
+        # A table cut right after a card's closing separator looks complete: only the process
+        # table that this version prints after the devices proves that every card was read.
         raise NpuSmiParseError(f"the table is cut: npu-smi {res.version} prints a process table after the "
                                "devices and there is none", last_line_no or None, last)
     if has_procs and not res.processes and not res.idle_npus:

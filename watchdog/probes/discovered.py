@@ -3,8 +3,11 @@
 Like the selector-based probe, a rank is identified by (pid, start time) and followed by identity
 once seen (zombies and stopped ranks stay visible). On top of that it follows each discovered job:
 a job whose ranks all exited is kept (as ended, cleanly or not) for `discovery.forget_after`, so
-its findings can resolve and its series stay readable (ranks at up 0), then forgotten. Ranks that
-exit after an end-of-training line in their job's logs end the job cleanly: no missing rank.
+its findings can resolve and its series stay readable (ranks at up 0), then forgotten. When ranks
+leave, the probe gathers what their exit leaves behind (`EndEvidence`: heartbeats saying `done`,
+end-of-training and failure lines in the last lines of the ranks' and launcher's logs, when each
+rank left); whether that is a clean end or a failure is the liveness detector's decision
+(`judge_end`), made on the evidence, not here.
 """
 
 from __future__ import annotations
@@ -17,12 +20,16 @@ from typing import Dict, List, Optional, Set, Tuple
 from watchdog.config.schema import Config
 from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.discovery.model import Discovered
+from watchdog.discovery.procfs import rank_logs
+from watchdog.findings import SEVERITY_RANK
 from watchdog.heartbeat_format import HeartbeatFormatError, parse_heartbeat
-from watchdog.observations import JobState, ProcessInfo, ProcessObservation
+from watchdog.logrules.matcher import Matcher, decode_line
+from watchdog.observations import EndEvidence, JobState, ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.probes.heartbeat import read_file
 from watchdog.probes.process import describe, follow
 from watchdog.procstat import ProcStat, read_stat
+from watchdog.rankfiles import rank_file
 
 Identity = Tuple[int, float]
 #: A rank alive this round: its stat line, job and rank number.
@@ -31,6 +38,8 @@ Live = Dict[Identity, Tuple[ProcStat, str, int]]
 TAIL_BYTES = 8192
 #: Second look after a rank exits while its peers live (a whole-job kill takes milliseconds).
 SETTLE_SECONDS = 0.5
+#: Longest line kept in the evidence (an end or failure line).
+EVIDENCE_CHARS = 300
 
 
 @dataclass
@@ -42,8 +51,21 @@ class _Job:
     logs: Set[str] = field(default_factory=set)
     #: rank -> heartbeat file named by its environment.
     heartbeats: Dict[int, str] = field(default_factory=dict)
+    #: The ranks' user: the files read for the job (heartbeats, log tails) must be theirs.
+    uid: Optional[int] = None
     ended_at: Optional[float] = None
-    clean: bool = False
+    #: Every rank number seen in this run of the job; the launcher's own stdout/stderr files.
+    ranks: Set[int] = field(default_factory=set)
+    launcher_logs: Set[str] = field(default_factory=set)
+    #: Ranks gone whose heartbeat said `done`; the others, with when they were seen gone.
+    done: Set[int] = field(default_factory=set)
+    left: Dict[int, float] = field(default_factory=dict)
+    #: The evidence about the ranks gone (made again when another rank leaves).
+    end: Optional[EndEvidence] = None
+    end_stale: bool = False
+    #: Look at the logs once more the round after the job ended: a launcher prints its success
+    #: line after it reaped the last rank, a moment after this probe may have looked.
+    relook: bool = False
     #: The HCCL variables the ranks' environments set (watchdog.hccl reads them per job); empty
     #: when none does, so the config or the CANN defaults apply.
     hccl_env: Tuple[Tuple[str, str], ...] = ()
@@ -52,27 +74,59 @@ class _Job:
     npus: Dict[int, int] = field(default_factory=dict)
 
 
-def log_tail(path: str, size: int = TAIL_BYTES) -> str:
+def log_tail(path: str, size: int = TAIL_BYTES, uid: Optional[int] = None) -> bytes:
+    """The last `size` bytes of a log file (b"" when it cannot be read, or is not the ranks' own
+    regular file: see watchdog.rankfiles)."""
     try:
-        with open(path, "rb") as fh:
+        with rank_file(path, uid) as fh:
             fh.seek(0, 2)
             end = fh.tell()
             fh.seek(max(0, end - size))
-            return fh.read(size).decode("utf-8", "replace")
+            return fh.read(size)
     except OSError:
+        return b""
+
+
+def end_line(tails: List[bytes], patterns: List["re.Pattern[str]"]) -> str:
+    """Pure: the last end-of-training line in the log tails ("" when there is none)."""
+    for data in tails:
+        for raw in reversed(data.splitlines()):
+            line = decode_line(raw, 4096)
+            if any(p.search(line) for p in patterns):
+                return line.strip()[:EVIDENCE_CHARS]
+    return ""
+
+
+def failure_line(tails: List[bytes], matcher: Optional[Matcher]) -> str:
+    """Pure: the gravest line of the log tails a failure rule matches, as `rule: line` ("" if
+    none): the most severe, a root cause before a cascade (the OOM, not the traceback header
+    above it), else the first."""
+    if matcher is None:
         return ""
+    best: Optional[Tuple[Tuple[int, int], str]] = None
+    for data in tails:
+        for start, stop in matcher.candidates(data):
+            line = decode_line(data[start:stop], matcher.max_line_bytes)
+            for rule in matcher.match_text(line):
+                rank = (SEVERITY_RANK.get(rule.severity, 0), 1 if rule.role == "root" and rule.kind == "line" else 0)
+                if best is None or rank > best[0]:
+                    best = (rank, f"{rule.id}: {line.strip()}"[:EVIDENCE_CHARS])
+    return best[1] if best is not None else ""
 
 
-def ended_cleanly(tails: List[str], patterns: List["re.Pattern[str]"]) -> bool:
-    """Pure: does any log tail carry an end-of-training line?"""
-    return any(p.search(t) for t in tails for p in patterns)
+def failure_matcher(config: Config) -> Optional[Matcher]:
+    """The log rules (shipped packs and the user's) whose match in a rank's last lines is a
+    failure sign: severity warning or critical."""
+    lc = config.probes.logs
+    rules = [r for r in lc.ruleset() if SEVERITY_RANK.get(r.severity, 0) >= SEVERITY_RANK["warning"]]
+    return Matcher(rules, engine=lc.engine, max_line_bytes=lc.max_line_bytes) if rules else None
 
 
-def says_done(path: str) -> bool:
+def says_done(path: str, uid: Optional[int] = None) -> bool:
     """The heartbeat file declares phase `done` (read here, at the exit, because the heartbeat
     probe may not have read the last beat before the process probe sees the rank gone)."""
     try:
-        data, _, _ = read_file(path)
+        data, _, _ = read_file(path, uid)
         return parse_heartbeat(data).phase == "done"
     except (OSError, HeartbeatFormatError):
         return False
@@ -96,12 +150,13 @@ class DiscoveredProcessProbe(Probe):
         self.dcfg = config.discovery
         self.interval, self.timeout = self.cfg.interval, self.cfg.timeout
         self._end_res = [re.compile(p) for p in self.dcfg.end_patterns]
+        self._failures = failure_matcher(config)
 
     def reconfigure(self, new: Probe) -> bool:
         if not isinstance(new, DiscoveredProcessProbe):
             return False
         self.cfg, self.dcfg, self.interval, self.timeout = new.cfg, new.dcfg, new.interval, new.timeout
-        self._end_res = new._end_res
+        self._end_res, self._failures = new._end_res, new._failures
         return True
 
     # -- the round ------------------------------------------------------------------------------
@@ -133,6 +188,10 @@ class DiscoveredProcessProbe(Probe):
         self._comms = {ident: live[ident][0].comm for ident in infos}
         self._update_gone(infos, now)
         self._end_jobs(infos, now)
+        for t in self._jobs.values():
+            if t.end_stale or t.relook:
+                t.relook = t.end_stale and t.ended_at is not None
+                t.end, t.end_stale = self._evidence(t), False
         self._known = infos
         if infos and self._first_seen_at is None:
             self._first_seen_at = now
@@ -160,16 +219,24 @@ class DiscoveredProcessProbe(Probe):
             self._jobs[job.name] = t
             for key in [k for k in self._gone if k[0] == job.name]:
                 del self._gone[key]  # a new run of the same job name starts afresh
+            if job.launcher is not None:
+                try:
+                    t.launcher_logs.update(rank_logs(job.launcher.pid))
+                except OSError:
+                    pass  # gone already, or not ours to read: the ranks' logs still count
         t.hccl_env = () if job.hccl.source != "environment" else tuple(
             (k, str(v)) for k, v in (("HCCL_EXEC_TIMEOUT", job.hccl.exec_timeout_s),
                                      ("HCCL_CONNECT_TIMEOUT", job.hccl.connect_timeout_s)) if v is not None)
         table: Optional[Dict[int, int]] = None
         for r in job.ranks:
+            t.ranks.add(r.rank)
             if r.npu is not None:
                 table = self.feed.npu_processes() if table is None else table
                 if r.pid in table or r.pid not in t.npus:
                     t.npus[r.pid] = r.npu
             t.logs.update(r.logs)
+            if r.uid is not None:
+                t.uid = r.uid
             if r.heartbeat:
                 t.heartbeats[r.rank] = r.heartbeat
 
@@ -200,19 +267,38 @@ class DiscoveredProcessProbe(Probe):
             job = self._jobs.get(key[0])
             if key in alive or job is None:
                 continue
-            if not job.clean:
-                job.clean = self._clean_exit(job, old.rank)
-            self._gone[key] = old  # shown (up 0) until forgotten; a clean end mutes its findings
+            self._left(job, old.rank, now)
+            self._gone[key] = old  # shown (up 0) until forgotten
         for key in [k for k in self._gone if k in alive]:
             del self._gone[key]  # restarted
+            job = self._jobs.get(key[0])
+            if job is not None:
+                job.done.discard(key[1])
+                job.left.pop(key[1], None)
+                job.end_stale = True
 
-    def _clean_exit(self, job: _Job, rank: Optional[int]) -> bool:
-        """A rank exiting after its heartbeat said `done`, or after an end-of-training line in its
-        job's logs: the job is ending, not crashing."""
-        hb = job.heartbeats.get(rank) if rank is not None else None
-        if hb is not None and says_done(hb):
-            return True
-        return ended_cleanly([log_tail(p) for p in sorted(job.logs)], self._end_res)
+    def _left(self, job: _Job, rank: int, now: float) -> None:
+        """A rank left: read its heartbeat now (the heartbeat probe may not have read the last
+        beat before this round saw the rank gone) and note when."""
+        if rank in job.done or rank in job.left:
+            return
+        hb = job.heartbeats.get(rank)
+        if hb is not None and says_done(hb, job.uid):
+            job.done.add(rank)
+        else:
+            job.left[rank] = now
+        job.end_stale = True
+
+    def _evidence(self, job: _Job) -> EndEvidence:
+        """What the departed ranks left behind, read once per departure (not every round)."""
+        tails = [log_tail(p, uid=job.uid) for p in sorted(job.logs)]
+        launcher = [log_tail(p, uid=job.uid) for p in sorted(job.launcher_logs - job.logs)]
+        times = list(job.left.values())
+        return EndEvidence(
+            ranks=len(job.ranks), gone=len(job.done) + len(job.left), done=len(job.done),
+            heartbeats=len(job.heartbeats), end_line=end_line(tails + launcher, self._end_res),
+            failure_line=failure_line(tails + launcher, self._failures),  # torchrun's ChildFailedError too
+            first_left_at=min(times) if times else None, last_left_at=max(times) if times else None)
 
     def _end_jobs(self, infos: Dict[Identity, ProcessInfo], now: float) -> None:
         running = {i.job for i in infos.values() if i.state != "zombie"}
@@ -222,8 +308,8 @@ class DiscoveredProcessProbe(Probe):
                 continue
             if t.ended_at is None:
                 t.ended_at = now
-                if not t.clean:  # ranks left as zombies never went through _update_gone
-                    t.clean = any(self._clean_exit(t, r) for r in (list(t.heartbeats) or [None]))
+                for r in t.ranks:  # ranks left as zombies never went through _update_gone
+                    self._left(t, r, now)
             elif now - t.ended_at >= self.dcfg.forget_after:
                 del self._jobs[name]
                 for key in [k for k in self._gone if k[0] == name]:
@@ -235,7 +321,7 @@ class DiscoveredProcessProbe(Probe):
         procs = tuple(sorted(infos.values(), key=lambda i: (i.job or "", i.rank if i.rank is not None else 1 << 30)))
         gone = tuple(self._gone[k] for k in sorted(self._gone))
         jobs = tuple(JobState(name=t.name, first_seen_at=t.first_seen_at, expected=t.expected, ended_at=t.ended_at,
-                              clean_end=t.clean, launcher_pid=t.launcher_pid)
+                              launcher_pid=t.launcher_pid, end=t.end)
                      for t in sorted(self._jobs.values(), key=lambda t: t.first_seen_at))
         return ProcessObservation(processes=procs, expected=None, gone=gone, first_seen_at=self._first_seen_at,
                                   jobs=jobs, discovered=True)

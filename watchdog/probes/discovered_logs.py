@@ -21,7 +21,7 @@ from watchdog.probes.base import Probe, ProbeError
 from watchdog.probes.logs import LogsProbe
 
 TRAIN, PLOG = "train", "plog"
-_PLOG_NAME = re.compile(r"^plog-(\d+)_[^/]*\.log$")
+_PLOG_NAME = re.compile(r"^plog-([0-9]{1,9})_[^/]*\.log$", re.ASCII)
 #: Plog files listed per folder at most (a folder of a long-lived user can be large).
 MAX_PLOG_FILES = 2048
 
@@ -56,12 +56,25 @@ def plan_files(found: Discovered, listdir=os.listdir) -> Dict[str, Labels]:
     return out
 
 
+def _rank_uids(found: Discovered) -> Dict[Tuple[str, Optional[str]], int]:
+    """(job, rank or None) -> the user whose files they must be (None: the job's first rank's)."""
+    out: Dict[Tuple[str, Optional[str]], int] = {}
+    for job in found.jobs:
+        for r in job.ranks:
+            if r.uid is not None:
+                out[(job.name, str(r.rank))] = r.uid
+                out.setdefault((job.name, None), r.uid)
+    return out
+
+
 class DiscoveredLogsProbe(LogsProbe):
     def __init__(self, cfg: LogsProbeConfig, state_dir: str, dcfg: DiscoveryConfig, feed: DiscoveryFeed):
         cfg = cfg.model_copy(update={"sources": []})
         super().__init__(cfg, state_dir)
         self.dcfg, self.feed = dcfg, feed
         self._files: Dict[str, Tuple[Labels, float]] = {}
+        #: path -> the user of the rank writing it (the file must be that user's).
+        self._uids: Dict[str, int] = {}
 
     def reconfigure(self, new: Probe) -> bool:
         if not isinstance(new, DiscoveredLogsProbe):
@@ -80,10 +93,15 @@ class DiscoveredLogsProbe(LogsProbe):
         hccl = max((j.hccl.exec_timeout_s or 0 for j in found.jobs), default=0)
         if hccl + 120 > self.cfg.cascade_window:  # keep roots active as long as detectors/jobs.py folds
             self.cfg = self.cfg.model_copy(update={"cascade_window": float(hccl + 120)})
+        uids = _rank_uids(found)
         for path, labels in plan_files(found).items():
             self._files[path] = (labels, now)
+            uid = uids.get((labels[1], labels[2]))
+            if uid is not None:
+                self._uids[path] = uid
         for path in [p for p, (_, seen) in self._files.items() if now - seen > self.dcfg.forget_after]:
             del self._files[path]
+            self._uids.pop(path, None)
         jobs = {lab[1] for lab, _ in self._files.values()}
         for job in [j for j in self.job_progress_at if j not in jobs]:
             del self.job_progress_at[job]
@@ -92,7 +110,8 @@ class DiscoveredLogsProbe(LogsProbe):
             files = sorted((p, lab[1], lab[2]) for p, (lab, _) in self._files.items() if lab[0] == source)
             if files or source in self.tailer.stats:
                 specs.append(SourceSpec(name=source, paths=tuple(p for p, _, _ in files),
-                                        path_labels=tuple(files), start="end"))
+                                        path_labels=tuple(files), start="end",
+                                        path_owners=tuple((p, self._uids[p]) for p, _, _ in files if p in self._uids)))
         if [s.paths for s in specs] != [s.paths for s in self.tailer.sources]:
             self.tailer.set_sources(specs)
         else:

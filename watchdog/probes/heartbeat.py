@@ -16,7 +16,6 @@ import glob
 import logging
 import os
 import re
-import stat
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
@@ -26,6 +25,7 @@ from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.heartbeat_format import HeartbeatFormatError, ParsedBeat, parse_heartbeat
 from watchdog.observations import HeartbeatObservation, HeartbeatReading
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
+from watchdog.rankfiles import open_rank_file
 from watchdog.statefiles import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ PROGRESS_SAVE_SECONDS = 60.0
 RETRY_DELAY = 0.05
 #: Flight recorder records carried on each reading (shown in /api/status).
 FLIGHT_TAIL = 5
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]{1,9})", re.ASCII)
 
 
 def rank_from_path(path: str) -> Optional[int]:
@@ -70,13 +70,12 @@ class _FileState:
     flight_error: Optional[str] = None
 
 
-def read_file(path: str) -> Tuple[bytes, float, int]:
-    """(tail bytes, mtime, size) read from one open file, so mtime and content belong together."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+def read_file(path: str, uid: Optional[int] = None) -> Tuple[bytes, float, int]:
+    """(tail bytes, mtime, size) read from one open file, so mtime and content belong together.
+    Opened through `rankfiles` (no link followed, regular files of the rank's user `uid` only)."""
+    fd = open_rank_file(path, uid)
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(0, "not a regular file")
         start = max(0, st.st_size - TAIL_BYTES)
         os.lseek(fd, start, os.SEEK_SET)
         chunks = []
@@ -96,21 +95,19 @@ def read_file(path: str) -> Tuple[bytes, float, int]:
         os.close(fd)
 
 
-def read_ring_tail(path: str, n: int = FLIGHT_TAIL) -> Tuple[Tuple[dict, ...], Optional[str]]:
+def read_ring_tail(path: str, n: int = FLIGHT_TAIL, uid: Optional[int] = None) -> Tuple[Tuple[dict, ...], Optional[str]]:
     """(newest records, error) of a flight recorder; ((), None) when the rank has none.
 
     Reads the header and only the slots that can hold the newest `n` records (a few hundred
     bytes), so a round costs the same whatever the ring's capacity.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        fd = open_rank_file(path, uid)
     except FileNotFoundError:
         return (), None
     except OSError as exc:
         return (), f"cannot read {os.path.basename(path)}: {exc.strerror or exc}"
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return (), f"{os.path.basename(path)}: not a regular file"
         header = fr.parse_header(os.pread(fd, fr.HEADER.size, 0))
         chunks = {seq: os.pread(fd, header.record_size, off) for seq, off in fr.tail_slots(header, n)}
         return tuple(fr.tail_records(header, chunks, n)), None
@@ -189,12 +186,16 @@ class HeartbeatProbe(Probe):
                 out.append(p)
         return out
 
+    def _uid_of(self, path: str) -> Optional[int]:
+        """The user whose file this must be: unknown (None) for paths from the config."""
+        return None
+
     def _parse(self, path: str, st: _FileState) -> Tuple[Optional[ParsedBeat], float, Optional[str]]:
         """(parsed or None for an mtime heartbeat, mtime, error). Raises FileNotFoundError."""
         error = None
         mtime = 0.0
         for attempt in range(2):
-            data, mtime, size = read_file(path)
+            data, mtime, size = read_file(path, self._uid_of(path))
             if self.cfg.format == "mtime":
                 return None, mtime, None
             if size == 0 and self.cfg.format == "auto" and not st.seen_json:
@@ -241,7 +242,7 @@ class HeartbeatProbe(Probe):
         beat_time = parsed.time if parsed.time is not None else mtime
         self._track_progress(st, parsed, beat_time)
         fields = dict(parsed.extra)
-        flight_tail, flight_error = read_ring_tail(fr.ring_path(path))
+        flight_tail, flight_error = read_ring_tail(fr.ring_path(path), uid=self._uid_of(path))
         if flight_error != st.flight_error:  # logged once per change, not every round
             if flight_error:
                 log.warning("flight recorder of %s unreadable: %s", path, flight_error)
@@ -351,6 +352,8 @@ class DiscoveredHeartbeatProbe(HeartbeatProbe):
         super().__init__(cfg, state_dir)
         self.forget_after, self.feed, self.max_age = forget_after, feed, max_age
         self._owners: Dict[str, Tuple[str, int, float]] = {}
+        #: path -> the user of the rank that names it: the file must be that user's.
+        self._uids: Dict[str, Optional[int]] = {}
 
     def _paths(self) -> List[str]:
         now = time.time()
@@ -362,10 +365,15 @@ class DiscoveredHeartbeatProbe(HeartbeatProbe):
             for r in job.ranks:
                 if r.heartbeat:
                     self._owners[r.heartbeat] = (job.name, r.rank, now)
+                    self._uids[r.heartbeat] = r.uid
         for path in [p for p, (_, _, seen) in self._owners.items() if now - seen > self.forget_after]:
             del self._owners[path]
+            self._uids.pop(path, None)
             self._files.pop(path, None)
         return sorted(self._owners)
+
+    def _uid_of(self, path: str) -> Optional[int]:
+        return self._uids.get(path)
 
     def collect(self) -> Collected:
         got = super().collect()

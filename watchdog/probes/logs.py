@@ -20,6 +20,7 @@ from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.logrules import follow
 from watchdog.logrules.extract import Extractor, RawEvent
 from watchdog.logrules.inotify import EVERYTHING, DirWatch
+from watchdog.logrules.lastlines import LastLines, LastLinesRing
 from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.progress import ProgressMatcher
 from watchdog.logrules.tail import Followed, SourceSpec, SourceStats, Tailer
@@ -60,6 +61,9 @@ class ActiveMatch:
     device: Optional[int] = None
     #: The discovered job whose rank wrote the line (None for configured sources).
     job: Optional[str] = None
+    #: The first matching line of this run of matches (`summary` is the newest): where a NaN
+    #: began is where to roll back to, so titles and hints name this one.
+    first_summary: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,8 @@ class LogProbeObservation(LogObservation):
     #: Why the read offsets cannot be saved (None when the last save worked) and how often it failed.
     state_error: Optional[str] = None
     state_save_errors_total: int = 0
+    #: Per followed file, its last lines (a vanished rank's last words; watchdog.detectors.cause).
+    last_lines: Tuple[LastLines, ...] = ()
 
 
 def source_specs(cfg: LogsProbeConfig) -> List[SourceSpec]:
@@ -110,6 +116,7 @@ class LogsProbe(Probe):
         self._pending_lock = threading.Lock()
         self._last_full = 0.0
         self._last_save = 0.0
+        self.last_lines = LastLinesRing()
 
     def _set_interval(self, cfg: LogsProbeConfig) -> None:
         # With change events the scheduled round is only the safety rescan; events start the others.
@@ -178,6 +185,7 @@ class LogsProbe(Probe):
         def consume(f: Followed, data: bytes, stop: int) -> None:
             for raw in self.extractor.feed(f.stream, data, now, stop):
                 events.append(self._event(f, raw, now))
+            self.last_lines.feed(f.path, f.source, f.job, f.rank, data, min(stop, len(data)), now)
             block = data if stop >= len(data) else data[:stop]  # progress lines: complete ones only
             if self.progress.found(block, lambda text: bool(self.matcher.match_text(text))):
                 self.progress_at[f.source] = now
@@ -211,6 +219,7 @@ class LogsProbe(Probe):
             unreadable={k: tuple(v) for k, v in unreadable.items()},
             state_error=t.state_error,
             state_save_errors_total=t.state_save_errors_total,
+            last_lines=self.last_lines.snapshot(),
         )
         lines = sum(s.lines_round for s in stats.values())
         summary = f"{followed} files, {lines} lines, {len(events)} events, {len(self.active)} active"
@@ -247,11 +256,12 @@ class LogsProbe(Probe):
 
     def _event(self, f: Followed, raw: RawEvent, now: float) -> LogEvent:
         r = raw.rule
-        key = (r.id, f.job or "", f.rank if f.rank is not None else "", "" if raw.device is None else str(raw.device))
+        key = _match_key(r.id, f.job, f.rank, raw.device)
         a = self.active.get(key)
         if a is None:
             a = {"rule": r, "rank": f.rank, "job": f.job, "source": f.source, "path": f.path, "first_at": now,
-                 "count": 0, "evidence": deque(maxlen=EVIDENCE_LINES), "device": raw.device}
+                 "count": 0, "evidence": deque(maxlen=EVIDENCE_LINES), "device": raw.device,
+                 "first_summary": raw.text}
             self.active[key] = a
         a["last_at"] = now
         a["count"] += 1
@@ -278,7 +288,8 @@ class LogsProbe(Probe):
             rows.append({"rule": a["rule"].id, "rank": a["rank"], "source": a["source"], "path": a["path"],
                          "first_at": a["first_at"], "last_at": a["last_at"], "count": a["count"],
                          "summary": a.get("summary", ""), "evidence": list(a["evidence"]),
-                         "device": a.get("device")})
+                         "device": a.get("device"), "first_summary": a.get("first_summary", ""),
+                         "job": a.get("job")})
         return {"active": rows, "progress_at": dict(self.progress_at)}
 
     def _restore_progress(self, saved: Any) -> None:
@@ -303,13 +314,18 @@ class LogsProbe(Probe):
                 if rule is None or now - last_at > self._horizon(rule):
                     continue
                 rank = row.get("rank")
+                rank = None if rank is None else str(rank)
                 device = row.get("device")
                 device = int(device) if isinstance(device, int) else None
-                key = (rule.id, "" if rank is None else str(rank), "" if device is None else str(device))
+                job = row.get("job") if isinstance(row.get("job"), str) else None
+                # The same key as a new line of this match gets, so the match goes on after the
+                # restart (first line, count) instead of a second one starting beside it.
+                key = _match_key(rule.id, job, rank, device)
                 self.active[key] = {
-                    "rule": rule, "rank": None if rank is None else str(rank), "source": str(row["source"]),
+                    "rule": rule, "rank": rank, "job": job, "source": str(row["source"]),
                     "path": str(row["path"]), "first_at": float(row["first_at"]), "last_at": last_at,
                     "count": int(row["count"]), "summary": str(row.get("summary", "")), "device": device,
+                    "first_summary": str(row.get("first_summary", "")),
                     "evidence": deque((str(x) for x in row.get("evidence", [])), maxlen=EVIDENCE_LINES)}
             except (KeyError, TypeError, ValueError):
                 log.warning("dropped an unreadable saved log match: %.200r", row)
@@ -324,8 +340,15 @@ class LogsProbe(Probe):
                 rule=r.id, category=r.category, severity=r.severity, role=r.role, title=r.title, rank=a["rank"],
                 source=a["source"], path=a["path"], first_at=a["first_at"], last_at=a["last_at"], count=a["count"],
                 summary=a["summary"], evidence=tuple(a["evidence"]), hint=r.hint, hint_early=r.hint_early,
-                hint_late=r.hint_late, device=a["device"], job=a.get("job")))
+                hint_late=r.hint_late, device=a["device"], job=a.get("job"),
+                first_summary=a.get("first_summary") or a["summary"]))
         return out
+
+
+def _match_key(rule: str, job: Any, rank: Any, device: Any) -> tuple:
+    """One active match per (rule, job, rank, device), as strings: a restored match (read back
+    from JSON) and a new line of it must land on the same key."""
+    return (rule, job or "", "" if rank is None else str(rank), "" if device is None else str(device))
 
 
 #: Position in the schedule (the registry orders probe modules by it).

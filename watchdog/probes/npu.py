@@ -88,7 +88,7 @@ class NpuProbe(Probe):
         self._refresh_chip_map(set(current), started)
         obs = replace(obs, missing=missing, health_codes=codes, health_info=info,
                       chip_map=dict(self.chip_map), chip_map_error=self._map_error)
-        if self.feed is not None:
+        if self.feed is not None and obs.processes_known:
             self.feed.set_npu_processes({p.pid: p.npu for p in obs.processes})
         return Collected(obs, self._summary(obs))
 
@@ -150,7 +150,8 @@ class NpuProbe(Probe):
     @staticmethod
     def _summary(obs: NpuObservation) -> str:
         ok = sum(1 for c in obs.chips if c.health.upper() == "OK")
-        text = f"{len(obs.chips)} chips ({ok} OK), {len(obs.processes)} processes"
+        procs = f"{len(obs.processes)} processes" if obs.processes_known else "processes unknown"
+        text = f"{len(obs.chips)} chips ({ok} OK), {procs}"
         if obs.version:
             text += f", npu-smi {obs.version}"
         if obs.missing:

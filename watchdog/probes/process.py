@@ -28,6 +28,7 @@ from watchdog.discovery.procfs import read_record
 from watchdog.observations import ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
 from watchdog.procstat import PROC, ProcStat, long_name, read_cmdline, read_rss, read_stat
+from watchdog.untrusted import ascii_int
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +58,10 @@ def read_pid_files(pattern: str) -> List[Tuple[int, float]]:
             line = line.strip()
             if not line or line.startswith("#"):
                 continue
-            if not line.isdigit():
+            pid = ascii_int(line, 1, 1 << 22)
+            if pid is None:
                 raise ProbeError(f"pid file {path} line {n}: expected a pid, got {line[:40]!r}")
-            pids.append((int(line), mtime))
+            pids.append((pid, mtime))
     return pids
 
 
@@ -68,8 +70,7 @@ def rank_from_environ(env: Dict[str, str]) -> Optional[int]:
     rank = rank_of(env)
     if rank is not None:
         return rank
-    value = env.get("LOCAL_RANK", "").strip()
-    return int(value) if value.isdigit() else None
+    return ascii_int(env.get("LOCAL_RANK", ""), 0, 999_999_999)
 
 
 def ranks_among(matched: Dict[Identity, psutil.Process], known: Set[Identity]) -> List[Identity]:

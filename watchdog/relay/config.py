@@ -27,6 +27,10 @@ class RelayConfig(StrictModel):
     bearer_token: Optional[Secret] = None
     #: Largest webhook body accepted (a 1,000-node incident with evidence is about 2 MB).
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    #: Bytes of request bodies held at once (read and parsed); a post beyond waits up to 2 s for
+    #: room, then is answered 503 with Retry-After (one body up to max_body_bytes always gets in).
+    #: Memory stays bounded however many clients post in parallel.
+    max_bodies_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=1 << 34)
     #: A resolved incident is remembered this long: a firing notification of the same alerts from
     #: the other Alertmanager peer (whose view lags) is not a new incident. Alerts first seen after
     #: the resolve always open a new one.

@@ -9,6 +9,7 @@ lists them in its own order. On-call needs the failure that came first: the root
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Dict, List, Optional, Tuple
@@ -20,6 +21,8 @@ _META = ("alertname", "severity", "role", "delivery", "host", JOB_LABEL)
 #: Root alerts shown whole in one message (the earliest first); the others are counted.
 MAX_ROOTS_SHOWN = 3
 MAX_ALERTS = 100_000
+#: Ranks read from one alert's `ranks` annotation at most.
+MAX_RANKS = 4096
 
 
 class PayloadError(ValueError):
@@ -58,6 +61,13 @@ class FleetAlert:
     status: str
     ends_at: Optional[float]
 
+    def ranks(self) -> List[str]:
+        """The ranks this alert is about: its `rank` label, else its `ranks` annotation."""
+        if "rank" in self.labels:
+            return [self.labels["rank"]]
+        listed = self.annotations.get("ranks", "")
+        return [r.strip() for r in listed.split(",", MAX_RANKS)[:MAX_RANKS] if r.strip()]
+
     def sort_key(self) -> Tuple[int, float, str, str]:
         return (0 if self.role == "root" else 1, self.first_seen, self.host, self.rule)
 
@@ -67,7 +77,45 @@ def _strings(d: Any, what: str) -> Dict[str, str]:
         return {}
     if not isinstance(d, dict):
         raise PayloadError(f"{what} must be an object")
+    for k, v in d.items():
+        if isinstance(v, (dict, list)):
+            raise PayloadError(f"{what}.{str(k)[:60]} must be a string, not a {'list' if isinstance(v, list) else 'object'}")
     return {str(k): str(v) for k, v in d.items()}
+
+
+#: An Alertmanager webhook body is 4 levels deep (payload, alerts, alert, labels): anything much
+#: deeper is not one, and is refused before any code walks it recursively.
+MAX_DEPTH = 16
+
+
+def _check_depth(doc: Any, limit: int = MAX_DEPTH) -> None:
+    """Iterative (no recursion whatever the input): PayloadError past `limit` levels."""
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            raise PayloadError(f"nested deeper than {limit} levels: not an Alertmanager webhook payload")
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+
+
+def load_payload(data: bytes) -> "Incident":
+    """A webhook body (bytes) -> Incident. Every malformed body is a PayloadError (an HTTP 4xx),
+    never another exception: not UTF-8, not JSON, nested too deep for the decoder or deeper than
+    MAX_DEPTH, or not of the payload's shape."""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise PayloadError(f"nested deeper than {MAX_DEPTH} levels: not an Alertmanager webhook payload") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise PayloadError(f"not a JSON document: {str(exc)[:200]}") from None
+    _check_depth(doc)
+    return parse_payload(doc)
 
 
 def read_alert(raw: Any, i: int) -> FleetAlert:
@@ -94,6 +142,13 @@ class Incident:
     alerts: Tuple[FleetAlert, ...]
 
     @property
+    def scope(self) -> str:
+        """What one incident is: the training job, whichever route's group reported it (the
+        shipped config pages log-visible root causes from a faster route whose group holds only
+        them); without a job label, the group itself."""
+        return f"job\x00{self.job}" if self.job else self.group_key
+
+    @property
     def roots(self) -> List[FleetAlert]:
         return [a for a in self.alerts if a.role == "root"]
 
@@ -102,7 +157,12 @@ class Incident:
         return self.alerts[0] if self.alerts else None
 
     def counts(self) -> Dict[str, int]:
-        ranks = {(a.host, a.labels["rank"]) for a in self.alerts if "rank" in a.labels}
+        """Nodes, ranks affected, roots and symptoms. A rank-level alert counts its `rank`; a
+        job-level one (a stall, a job gone: no `rank` label) the job's ranks on its node, which
+        the node lists in its `ranks` annotation; each (node, rank) once."""
+        ranks = set()
+        for a in self.alerts:
+            ranks.update((a.host, r) for r in a.ranks())
         return {"nodes": len({a.host for a in self.alerts}), "ranks": len(ranks),
                 "roots": len(self.roots), "symptoms": len(self.alerts) - len(self.roots)}
 

@@ -20,13 +20,47 @@ from watchdog.alerting.render import Message
 from watchdog.config.types import secret_value
 from watchdog.findings import SEVERITY_RANK
 from watchdog.relay.config import RelayConfig
-from watchdog.relay.incident import (Incident, PayloadError, incident_key, message_body, parse_payload,
-                                     resolved_body)
+from watchdog.relay.incident import (Incident, PayloadError, incident_key, load_payload, message_body,
+                                     parse_payload, resolved_body)
 from watchdog.relay.store import RelayStore
 
 log = logging.getLogger("watchdog.relay")
 #: Longest wait for any read of a request (a client that trickles cannot hold a thread longer).
 READ_TIMEOUT = 10.0
+#: How long a request waits for room under `max_bodies_bytes` before it is answered 503.
+BUDGET_WAIT = 2.0
+#: Retry-After (seconds) of that 503.
+RETRY_AFTER = 5
+
+
+class BodyBudget:
+    """The bytes of request bodies held at once (read, decoded, parsed): memory stays bounded
+    however many clients post in parallel. A body is admitted when it fits beside those held, or
+    when none is held (so one body up to `max_body_bytes` always gets in); otherwise it waits up
+    to `wait` seconds for room, then is refused (the caller answers 503 with Retry-After)."""
+
+    def __init__(self, limit: int, wait: float = BUDGET_WAIT):
+        self.limit, self.wait = limit, wait
+        self.held = 0
+        self.refused_total = 0
+        self._cond = threading.Condition()
+
+    def acquire(self, size: int) -> bool:
+        deadline = time.monotonic() + self.wait
+        with self._cond:
+            while self.held and self.held + size > self.limit:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.refused_total += 1
+                    return False
+                self._cond.wait(left)
+            self.held += size
+            return True
+
+    def release(self, size: int) -> None:
+        with self._cond:
+            self.held -= size
+            self._cond.notify_all()
 
 
 class Relay:
@@ -48,9 +82,12 @@ class Relay:
 
     def handle(self, doc: Any, now: Optional[float] = None, size: int = 0) -> str:
         """One webhook payload; returns what was done (for the log and the HTTP answer)."""
-        inc = parse_payload(doc)
+        return self.handle_incident(parse_payload(doc), now, size)
+
+    def handle_incident(self, inc: Incident, now: Optional[float] = None, size: int = 0) -> str:
+        """One validated payload (see `handle`)."""
         now = time.time() if now is None else now
-        key = incident_key(inc.group_key)
+        key = incident_key(inc.scope)
         with self._lock:
             seen = self.store.incident(key)
             kind, state = decide(inc, seen, now, self.config.resolved_grace)
@@ -94,6 +131,10 @@ def decide(inc: Incident, seen: Optional[Dict[str, Any]], now: float,
     more when a root cause turns up in an incident paged on symptoms only, and once when it
     resolves; every other notification of the group is recorded, not sent.
 
+    One incident is one training job, which several Alertmanager groups may report (the shipped
+    fast route for root causes, and the job's group): it resolves when every group that reported
+    it has resolved, not when the fast group of its root cause does.
+
     A resolved incident is remembered for `grace` seconds: the peers of an HA Alertmanager do not
     share alert state, so one may report "resolved" while the other, whose view is a few seconds
     older, still reports the same alerts firing. A firing notification after the resolve opens a
@@ -101,18 +142,23 @@ def decide(inc: Incident, seen: Optional[Dict[str, Any]], now: float,
     (Node and relay clocks are compared: keep them in NTP sync.)"""
     has_root = bool(inc.roots)
     is_open = seen is not None and "resolved_at" not in seen
+    group = incident_key(inc.group_key)
     if inc.status == "resolved":
         if seen is not None and is_open:
-            return "resolved", dict(seen, resolved_at=now)
+            groups = dict(seen.get("groups") or {}, **{group: "resolved"})
+            if all(v == "resolved" for v in groups.values()):
+                return "resolved", dict(seen, groups=groups, resolved_at=now)
+            return "", dict(seen, groups=groups)
         return "", seen
     if seen is not None and is_open:
+        groups = dict(seen.get("groups") or {}, **{group: "firing"})
         if has_root and not seen.get("root"):
-            return "firing", dict(seen, root=True)
-        return "", seen
+            return "firing", dict(seen, root=True, groups=groups)
+        return "", dict(seen, groups=groups)
     if seen is not None and now - seen["resolved_at"] < grace and not any(
             a.status == "firing" and a.fired_at > seen["resolved_at"] for a in inc.alerts):
         return "", seen
-    return "firing", {"started": now, "root": has_root}
+    return "firing", {"started": now, "root": has_root, "groups": {group: "firing"}}
 
 
 def why_quiet(inc: Incident, seen: Optional[Dict[str, Any]]) -> str:
@@ -120,6 +166,8 @@ def why_quiet(inc: Incident, seen: Optional[Dict[str, Any]]) -> str:
         return "resolved, never paged"
     if "resolved_at" in seen:
         return "incident resolved; a peer's older view" if inc.status == "firing" else "already resolved"
+    if inc.status == "resolved":
+        return "another group of the incident still fires"
     return "incident already paged"
 
 
@@ -131,6 +179,7 @@ class _Server(ThreadingHTTPServer):
 
 def make_server(relay: Relay) -> ThreadingHTTPServer:
     limit = relay.config.max_body_bytes
+    budget = BodyBudget(relay.config.max_bodies_bytes)
 
     class Handler(BaseHTTPRequestHandler):
         timeout = READ_TIMEOUT
@@ -139,7 +188,8 @@ def make_server(relay: Relay) -> ThreadingHTTPServer:
             if self.path == "/healthz":
                 n, oldest = relay.outbox.stats()
                 self._send(200, {"status": "ok", "outbox_pending": n, "outbox_oldest_age_seconds": round(oldest, 3),
-                                 "open_incidents": relay.store.open_incidents()})
+                                 "open_incidents": relay.store.open_incidents(), "bodies_held_bytes": budget.held,
+                                 "bodies_refused_total": budget.refused_total})
             else:
                 self._send(404, {"error": "not found (POST /alertmanager, GET /healthz)"})
 
@@ -153,23 +203,52 @@ def make_server(relay: Relay) -> ThreadingHTTPServer:
             except ValueError:
                 return self._send(411, {"error": "Content-Length required"})
             if length < 0 or length > limit:
+                self.close_connection = True  # the body is not read
                 return self._send(413, {"error": f"body of {length} bytes is over max_body_bytes ({limit})"})
+            if not budget.acquire(length):
+                self._discard(length)  # so the client reads the answer (64 KiB held at a time)
+                self.close_connection = True
+                log.warning("relay: busy, %d bytes of bodies held; a body of %d bytes answered 503", budget.held,
+                            length, extra={"event": "relay_busy"})
+                return self._send(503, {"error": f"busy: over max_bodies_bytes ({budget.limit}) held at once, "
+                                                 f"retry after {RETRY_AFTER}s"}, {"Retry-After": str(RETRY_AFTER)})
+            try:
+                self._post(length)
+            finally:
+                budget.release(length)
+
+        def _discard(self, length: int) -> None:
+            try:
+                while length > 0:
+                    chunk = self.rfile.read(min(length, 65536))
+                    if not chunk:
+                        break
+                    length -= len(chunk)
+            except OSError:
+                pass
+
+        def _post(self, length: int) -> None:
             data = self.rfile.read(length)
             if len(data) < length:
                 return self._send(400, {"error": "body ended early"})
             try:
-                what = relay.handle(json.loads(data.decode("utf-8")), size=len(data))
-            except (ValueError, PayloadError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+                inc = load_payload(data)
+            except PayloadError as exc:
                 log.warning("relay: rejected a payload: %s", str(exc)[:300], extra={"event": "relay_rejected"})
                 return self._send(400, {"error": str(exc)[:300]})
+            del data  # the parsed incident is what is kept while it is recorded
+            try:
+                what = relay.handle_incident(inc, size=length)
             except Exception as exc:  # the database: Alertmanager retries a 5xx
                 log.exception("relay: payload not recorded")
                 return self._send(500, {"error": f"not recorded: {type(exc).__name__}"})
             self._send(200, {"status": "ok", "result": what})
 
-        def _send(self, code: int, doc: Dict[str, Any]) -> None:
+        def _send(self, code: int, doc: Dict[str, Any], headers: Optional[Dict[str, str]] = None) -> None:
             body = json.dumps(doc).encode("utf-8")
             self.send_response(code)
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

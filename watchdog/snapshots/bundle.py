@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
+from watchdog.rankfiles import RankFileRefused
 from watchdog.subproc import CommandOutcome
 
 # Reasons an item could not be collected (the manifest's vocabulary).
@@ -93,6 +94,8 @@ class Item:
 
 
 def oserror_reason(exc: BaseException) -> str:
+    if isinstance(exc, RankFileRefused):
+        return exc.reason  # symlink, not_regular_file, wrong_owner: skipped, never read
     if isinstance(exc, PermissionError) or getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM):
         return PERMISSION_DENIED
     if isinstance(exc, FileNotFoundError) or getattr(exc, "errno", None) == errno.ENOENT:

@@ -12,6 +12,7 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Set
 
+from watchdog import flight_recorder as fr
 from watchdog.observations import NpuObservation
 from watchdog.snapshots.bundle import NOT_FOUND, Item, oserror_reason, outcome_problem
 from watchdog.snapshots.context import CaptureContext
@@ -22,18 +23,21 @@ _NPU_SMI_VERSION = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
 
 
 def tail_paths(ctx: CaptureContext, item: Item, patterns: List[str], prefix: str) -> None:
-    """Tails of every file matching `patterns` into `<prefix>/<absolute path>`."""
+    """Tails of every file matching `patterns` into `<prefix>/<absolute path>`. A file that is not
+    a regular file of its rank's user (a FIFO, a link, another user's) is listed as skipped with
+    the reason and never read; the files after it are still taken."""
     scfg = ctx.scfg
+    owners = rank_owners(ctx)
     for pattern in patterns:
         paths = expand(pattern)
         if not paths:
             item.fail(NOT_FOUND, f"no file matches {pattern}", what=pattern)
             continue
         for path in paths:
-            if os.path.isdir(path):
+            if os.path.isdir(path) and not os.path.islink(path):
                 continue
             try:
-                data, size, cut = tail_file(path, scfg.log_tail_size, scfg.log_tail_lines)
+                data, size, cut = tail_file(path, scfg.log_tail_size, scfg.log_tail_lines, owners.get(path))
             except OSError as exc:
                 item.fail(oserror_reason(exc), f"{path}: {exc.strerror or exc}", what=path)
                 continue
@@ -46,6 +50,20 @@ def _discovered(ctx: CaptureContext) -> Any:
     """The daemon's latest discovery result, when discovery feeds the probes."""
     feed = getattr(ctx.runtime, "services", {}).get("discovery") if ctx.runtime is not None else None
     return feed.latest() if feed is not None else None
+
+
+def rank_owners(ctx: CaptureContext) -> Dict[str, int]:
+    """path -> the user of the discovered rank that names it (its logs, heartbeat, ring): those
+    files are copied only when they belong to that user."""
+    found = _discovered(ctx)
+    out: Dict[str, int] = {}
+    for job in getattr(found, "jobs", ()):
+        for r in job.ranks:
+            if r.uid is None:
+                continue
+            for p in r.logs + ((r.heartbeat, fr.ring_path(r.heartbeat)) if r.heartbeat else ()):
+                out.setdefault(p, r.uid)
+    return out
 
 
 def log_tasks(ctx: CaptureContext) -> List[tuple]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
-from typing import List
+from typing import List, Optional
 
 from watchdog import flight_recorder as fr
+from watchdog.rankfiles import open_rank_file
+from watchdog.snapshots.collect import rank_owners
 from watchdog.snapshots.bundle import NOT_FOUND, Item, oserror_reason
 from watchdog.snapshots.context import CaptureContext
 from watchdog.snapshots.files import expand, member_name
@@ -35,12 +36,11 @@ def heartbeat_files(ctx: CaptureContext) -> List[str]:
     return sorted(set(found))
 
 
-def read_ring(path: str) -> bytes:
-    """The ring's bytes, at most what its header declares (raises OSError / RingFormatError)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+def read_ring(path: str, uid: Optional[int] = None) -> bytes:
+    """The ring's bytes, at most what its header declares (raises OSError / RingFormatError).
+    Opened through `rankfiles` (no link, regular files of the rank's user only)."""
+    fd = open_rank_file(path, uid)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise fr.RingFormatError("not a regular file")
         header = fr.parse_header(os.pread(fd, fr.HEADER.size, 0))
         if header.file_size > MAX_RING_BYTES:
             raise fr.RingFormatError(f"declares {header.file_size} bytes, more than {MAX_RING_BYTES}")
@@ -55,9 +55,10 @@ def collect_flight_recorders(ctx: CaptureContext, item: Item) -> None:
     if not rings:
         item.note = "no flight recorder next to any heartbeat file"
         return
+    owners = rank_owners(ctx)
     for path in rings:
         try:
-            data = read_ring(path)
+            data = read_ring(path, owners.get(path))
             ring = fr.parse_ring(data)
         except fr.RingFormatError as exc:
             item.fail("error", f"{path}: {exc}", what=path)

@@ -20,6 +20,7 @@ import psutil
 from watchdog.observations import ProcessObservation
 from watchdog.snapshots.bundle import NOT_FOUND, PERMISSION_DENIED, TOOL_ABSENT, Item, Problem, oserror_reason, outcome_problem
 from watchdog.snapshots.context import CaptureContext, ProcRecord
+from watchdog.rankfiles import rank_file
 from watchdog.snapshots.files import tail_file
 from watchdog.argv import redact_argv
 from watchdog.snapshots.redact import MIN_PIECE_LEN, REDACTED, is_secret_name
@@ -316,7 +317,8 @@ def collect_plogs(ctx: CaptureContext, item: Item) -> None:
         for _mtime, path in candidates[: scfg.plog_files]:
             found_any = True
             try:
-                data, _size, _cut = tail_file(path, scfg.log_tail_size, scfg.log_tail_lines)
+                data, _size, _cut = tail_file(path, scfg.log_tail_size, scfg.log_tail_lines,
+                                              rec.uid)
             except OSError as exc:
                 item.fail(oserror_reason(exc), f"{path}: {exc.strerror or exc}", what=path)
                 continue
@@ -333,8 +335,10 @@ def _package_versions(site: str) -> Dict[str, str]:
     out = {}
     for pkg in ("torch", "torch_npu"):
         try:
-            with open(os.path.join(site, pkg, "version.py"), "r", errors="replace") as fh:
-                m = _VERSION_ASSIGN.search(fh.read(65536))
+            # A path from a rank's memory map: no link followed, regular files only (installed
+            # packages belong to root, so no owner check).
+            with rank_file(os.path.join(site, pkg, "version.py")) as fh:
+                m = _VERSION_ASSIGN.search(fh.read(65536).decode("utf-8", "replace"))
         except OSError:
             continue
         if m:

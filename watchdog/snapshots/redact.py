@@ -3,8 +3,9 @@
 A snapshot is meant to be handed around (attached to a ticket, copied to a laptop), so everything
 that goes into the archive passes through one Redactor at the end: the configured secrets (every
 `Secret` field of the config, found by walking it, so a channel added later is covered without
-touching this file), secret-looking environment values discovered in the job's processes, and
-`NAME=value` pairs whose name looks like a token, key, secret or password.
+touching this file), secret-looking environment values discovered in the job's processes,
+`NAME=value` pairs and URL query parameters (`?access_token=...`) whose name looks like a token,
+key, secret or password.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ _SECRET_WORD = re.compile(
 # scheme://user:password@host
 _URL_USERINFO = re.compile(
     r"(?<![A-Za-z0-9+.-])(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s:@]+):(?P<pw>[^/\s@]+)@")
+# ?name=value / &name=value in a URL: the assignment pattern above takes `https://...` as one
+# assignment named `https`, so a token in a URL's query would never be looked at. Only after `?`
+# or `&`, so a match starts at a handful of places per URL.
+_URL_QUERY = re.compile(r"(?<=[?&])(?P<name>[A-Za-z0-9_.-]{1,64})=(?P<value>[^\s&#\"'<>]+)")
 #: Lines longer than this are cut before the patterns run (known secrets are replaced first, on
 #: the whole line): the cost of a snapshot is bounded per line, whatever a log holds.
 MAX_LINE_CHARS = 16384
@@ -65,6 +70,12 @@ def _assignment(m: "re.Match[str]") -> str:
     if m.group("value") == REDACTED or not _SECRET_WORD.search(m.group("name")):
         return m.group(0)
     return f"{m.group('name')}{m.group('sep')}{REDACTED}"
+
+
+def _query(m: "re.Match[str]") -> str:
+    if m.group("value") == REDACTED or not is_secret_name(m.group("name")):
+        return m.group(0)
+    return f"{m.group('name')}={REDACTED}"
 
 
 def _chunks(text: str, size: int) -> List[str]:
@@ -166,6 +177,7 @@ class Redactor:
                     piece = piece.replace(s, REDACTED)
             piece = _LONG_LINE.sub(_cut_line, piece)
             piece = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{REDACTED}@", piece)
+            piece = _URL_QUERY.sub(_query, piece)
             out.append(_ASSIGNMENT.sub(_assignment, piece))
         return "".join(out)
 

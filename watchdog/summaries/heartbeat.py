@@ -10,9 +10,10 @@ import math
 from typing import Dict, Optional, Tuple, Union
 
 from watchdog.config.schema import Config
+from watchdog.losscale import ScaleTrack
 from watchdog.observations import HeartbeatObservation, HeartbeatReading
 from watchdog.state import Sample, StateView
-from watchdog.summaries.window import SplitMedian, Window
+from watchdog.summaries.window import SplitMedian
 
 PROBE = "heartbeat"
 
@@ -31,21 +32,27 @@ def reading_time(sample_time: float, r: HeartbeatReading) -> float:
     return sample_time
 
 
+def _finite(v: Optional[float]) -> bool:
+    return v is None or math.isfinite(v)
+
+
 class RankTrack:
     """What the history says about one rank, folded reading by reading."""
 
-    __slots__ = ("last_usable_at", "last", "state", "run_first", "scales", "scale_drops",
-                 "throughput")
+    __slots__ = ("last_usable_at", "last", "state", "run_first", "scale", "throughput", "nan_first")
 
     def __init__(self) -> None:
         self.last_usable_at: Optional[float] = None
         self.last: Optional[HeartbeatReading] = None
         self.state: Optional[Tuple[Optional[int], Optional[str]]] = None
         self.run_first: float = 0.0
-        #: (time, (loss_scale, fell from the previous value))
-        self.scales: Window[Tuple[float, bool]] = Window()
-        self.scale_drops = 0
+        #: The loss scale's window maximum (the trend judgement of watchdog.losscale).
+        self.scale = ScaleTrack()
         self.throughput = SplitMedian()
+        #: (time, step) of the first reading of the current run of non-finite loss/grad norm
+        #: readings; None while the values are finite. Where a divergence began is where to roll
+        #: back to, so the NaN alert names it, not the newest step.
+        self.nan_first: Optional[Tuple[float, Optional[int]]] = None
 
     def add(self, t: float, r: HeartbeatReading, keep: float) -> None:
         if r.exists and r.error is None:
@@ -54,18 +61,16 @@ class RankTrack:
                 self.state = state
                 self.run_first = reading_time(t, r)
             self.last, self.last_usable_at = r, t
+            if not _finite(r.loss) or not _finite(r.grad_norm):
+                if self.nan_first is None:
+                    self.nan_first = (reading_time(t, r), r.step)
+            else:
+                self.nan_first = None
         if r.loss_scale is not None and r.error is None:
-            fell = len(self.scales) > 0 and r.loss_scale < self.scales.last()[1][0]
-            self.scales.append(t, (r.loss_scale, fell))
-            self.scale_drops += int(fell)
-            self._drop_scales(t - keep)
+            self.scale.add(t, r.loss_scale, keep)
         if r.throughput is not None and r.phase in (None, "train") and math.isfinite(r.throughput):
             self.throughput.append(t, r.throughput)
             self.throughput.drop_before(t - keep)
-
-    def _drop_scales(self, start: float) -> None:
-        for _scale, fell in self.scales.drop_before(start):
-            self.scale_drops -= int(fell)
 
     @property
     def progress_at(self) -> float:
@@ -76,13 +81,9 @@ class RankTrack:
             return reading_time(self.last_usable_at, last)
         return self.run_first
 
-    def loss_scales(self, start: float) -> Tuple[int, Optional[float]]:
-        """(reductions, first value) of the loss-scale series from `start` on."""
-        self._drop_scales(start)
-        if len(self.scales) == 0:
-            return 0, None
-        first_scale, first_fell = self.scales.first()[1]
-        return self.scale_drops - int(first_fell), first_scale
+    def loss_scale_peak(self, start: float) -> Optional[float]:
+        """Highest loss scale reported from `start` on (None when none was)."""
+        return self.scale.peak(start)
 
     def throughput_baseline(self, now: float, window: float, sustained: float,
                             min_baseline: float) -> Optional[Dict[str, float]]:

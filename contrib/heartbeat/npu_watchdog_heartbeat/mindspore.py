@@ -6,8 +6,11 @@
 
 `on_train_step_end` reports `cur_step_num`, the loss from `net_outputs` (with a loss-scale cell
 they are `(loss, overflow, scale)`: the overflow becomes `skipped` and the scale `loss_scale`;
-otherwise the scale comes from the loss-scale manager, `get_loss_scale()`), the learning rate when
-the optimizer exposes it, and samples/s over the wall time between step ends (`batch_num` of the
+otherwise the scale comes from the loss-scale manager, `get_loss_scale()`; MindFormers' training
+cells return `(loss, overflow, scale, learning rate, global grad norm[, local norms, sizes])`,
+and the learning rate and grad norm are taken from there: on Ascend a diverged run can show loss
+0.0 while its gradients are NaN, which only the grad norm shows; a plain MindSpore cell returns
+no grad norm, so none is reported), the learning rate when the optimizer exposes it, and samples/s over the wall time between step ends (`batch_num` of the
 dataset is not needed: the batch size comes from `batch_size` or `cb_params.batch_size`).
 Evaluation inside `model.train(..., valid_dataset=...)` is the `eval` phase; a checkpoint
 callback wrapped with `hb_cb.checkpoint(...)` runs inside the `checkpoint` phase whenever one of
@@ -45,9 +48,18 @@ def _number(value: Any) -> Any:
     return value
 
 
+def _param(cb_params: Any, name: str) -> Any:
+    """`cb_params.<name>` or None. Why not getattr's default: MindSpore's real callback params
+    (`_InternalCallbackParam`, a dict) raise KeyError, not AttributeError, for a missing name."""
+    try:
+        return getattr(cb_params, name, None)
+    except Exception:
+        return None
+
+
 def step_fields(cb_params: Any) -> Dict[str, Any]:
     """Loss, overflow and loss scale from `cb_params` (plain or loss-scale training cell)."""
-    out = cb_params.net_outputs if hasattr(cb_params, "net_outputs") else None
+    out = _param(cb_params, "net_outputs")
     fields: Dict[str, Any] = {}
     if isinstance(out, (tuple, list)):
         if len(out) >= 1:
@@ -55,14 +67,19 @@ def step_fields(cb_params: Any) -> Dict[str, Any]:
         if len(out) >= 3:
             fields["skipped"] = bool(_number(out[1]))
             fields["loss_scale"] = _number(out[2])
+        if len(out) >= 5:  # MindFormers' training cells: (..., learning rate, global grad norm[, local norms])
+            fields["lr"] = _number(out[3])
+            # An overflow step is skipped by the loss-scale cell: its inf/NaN norm is not a divergence.
+            if not fields.get("skipped"):
+                fields["grad_norm"] = _number(out[4])
     elif out is not None:
         fields["loss"] = _number(out)
-    mgr = getattr(cb_params, "loss_scale_manager", None)
+    mgr = _param(cb_params, "loss_scale_manager")
     if "loss_scale" not in fields and mgr is not None and callable(getattr(mgr, "get_loss_scale", None)):
         fields["loss_scale"] = _number(mgr.get_loss_scale())
-    opt = getattr(cb_params, "optimizer", None)
+    opt = _param(cb_params, "optimizer")
     lr = getattr(opt, "learning_rate", None)
-    if lr is not None and not callable(lr):
+    if "lr" not in fields and lr is not None and not callable(lr):
         fields["lr"] = _number(lr)
     return {k: v for k, v in fields.items() if isinstance(v, (int, float, bool))}
 
@@ -123,10 +140,10 @@ class WatchdogCallback(_Base):  # type: ignore[misc,valid-type]
         cb = run_context.original_args()
         fields = step_fields(cb)
         unit = "tokens_per_s" if self.tokens_per_step else "samples_per_s"
-        rate = self.pace.step_end(self.tokens_per_step or self.batch_size or getattr(cb, "batch_size", None))
+        rate = self.pace.step_end(self.tokens_per_step or self.batch_size or _param(cb, "batch_size"))
         if rate is not None:
             fields[unit] = rate
-        self.hb.beat(step=getattr(cb, "cur_step_num", None), **fields)
+        self.hb.beat(step=_param(cb, "cur_step_num"), **fields)
 
     def on_eval_begin(self, run_context: Any) -> None:
         self.hb.phase_now("eval")

@@ -1,13 +1,18 @@
 """A training rank for tests (no project imports): prints iteration lines, writes a heartbeat,
 and obeys control files in $FAKE_TRAIN_CONTROL:
 
-- `nan-<rank>`: print one NaN loss line;   - `exit-<rank>`: exit 1 now;
-- `finish`: phase `done` in the heartbeat, rank 0 prints "Training completed." (unless
-  $FAKE_TRAIN_QUIET_END is set), all exit 0;
+- `nan-<rank>`: print one NaN loss line;   - `exit-<rank>`: exit 1 now, silently;
+- `segv-<rank>`: a real segmentation fault (NULL read);  - `oom-<rank>`: allocate host memory
+  until the kernel kills it (the test puts it in a small memory cgroup first);
+- `npuoom-<rank>`: print torch_npu's out-of-memory traceback, exit 1;
+- `words-<rank>`: print that file's text, then go silent (a rank that logged errors, then hung);
+- `finish`: phase `done` in the heartbeat (unless $FAKE_TRAIN_NO_DONE is set), rank 0 prints
+  $FAKE_TRAIN_END_LINE (default "Training completed. ...", none if $FAKE_TRAIN_QUIET_END is
+  set), all exit 0;
 - `hang`: while it exists, every rank blocks as in a collective that never returns (no step, no
   line, no heartbeat, no CPU), then carries on;
-- `oom-<rank>`: that rank prints torch_npu's NPU out-of-memory traceback and exits 1; every other
-  rank then reports an HCCL timeout naming it (once) and blocks, as peers in a collective do.
+- `oomcascade-<rank>`: that rank prints torch_npu's out-of-memory traceback and exits 1; every
+  other rank then reports an HCCL timeout naming it (once) and blocks, as peers in a collective do.
 
 Its rank comes from RANK, else RANK_ID. `--workers N` forks N data-loader-like children (same command
 line and environment, RANK included; they exit with their parent).
@@ -33,22 +38,22 @@ def heartbeat(path, rank, step, phase):
 
 
 def blocked(ctl, rank):
-    """Hung in a collective: the whole job (`hang`), or the peers of a rank that died of OOM."""
+    """Hung in a collective: the whole job (`hang`), or the peers of a rank that died of NPU OOM."""
     if os.path.exists(os.path.join(ctl, "hang")):
         return True
-    if os.path.exists(os.path.join(ctl, f"oom-{rank}")):
+    if os.path.exists(os.path.join(ctl, f"oomcascade-{rank}")):
         print("Traceback (most recent call last):\n  File \"train.py\", line 88, in <module>\n"
               "    loss = model(batch)\nRuntimeError: NPU out of memory. Tried to allocate 2.00 GiB "
               f"(NPU {rank}; 60.97 GiB total capacity; 57.80 GiB already allocated; 1.02 GiB free)", flush=True)
         sys.exit(1)
-    dead = [n for n in os.listdir(ctl) if n.startswith("oom-")]
+    dead = [n for n in os.listdir(ctl) if n.startswith("oomcascade-")]
     if not dead:
         return False
     said = os.path.join(ctl, f"peer-said-{rank}")
     if not os.path.exists(said):
         open(said, "w").close()
         print(f"[ERROR] HCCL EI0002: The wait execution of the Notify register times out. Reason: the Notify "
-              f"register has not received the Notify record from remote rank: [{dead[0][4:]}].", flush=True)
+              f"register has not received the Notify record from remote rank: [{dead[0].split('-')[1]}].", flush=True)
     return True
 
 
@@ -76,10 +81,31 @@ def main() -> int:
             said_nan = True
         if ctl and os.path.exists(os.path.join(ctl, f"exit-{rank}")):
             return 1
+        if ctl and os.path.exists(os.path.join(ctl, f"segv-{rank}")):
+            import ctypes
+            ctypes.string_at(0)
+        if ctl and os.path.exists(os.path.join(ctl, f"oom-{rank}")):
+            hog = []
+            while True:
+                hog.append(bytearray(1 << 20))
+        words = os.path.join(ctl, f"words-{rank}") if ctl else ""
+        if words and os.path.exists(words):
+            with open(words) as fh:
+                print(fh.read(), end="", flush=True)
+            while True:
+                time.sleep(1)
+        if ctl and os.path.exists(os.path.join(ctl, f"npuoom-{rank}")):
+            print("Traceback (most recent call last):\n  File \"train.py\", line 412, in <module>\n"
+                  "    loss = model(batch)\n"
+                  f"RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU {rank}; 60.97 GiB total "
+                  "capacity; 57.80 GiB already allocated; 1.02 GiB free)", flush=True)
+            return 1
         if ctl and os.path.exists(os.path.join(ctl, "finish")):
-            heartbeat(hb, rank, step, "done")
+            if not os.environ.get("FAKE_TRAIN_NO_DONE"):
+                heartbeat(hb, rank, step, "done")
             if rank == 0 and not os.environ.get("FAKE_TRAIN_QUIET_END"):
-                print("Training completed. Do not forget to share your model!", flush=True)
+                line = os.environ.get("FAKE_TRAIN_END_LINE", "Training completed. Do not forget to share your model!")
+                print(line, flush=True)
             return 0
         time.sleep(0.2)
 

@@ -24,6 +24,7 @@ from watchdog.alerting.channels.http import MAX_ANSWER_BYTES, Deadline, make_ses
 from watchdog.alerting.render import Message
 from watchdog.config.sections.alerting import AlertingConfig, ChannelConfig
 from watchdog.config.types import secret_value
+from watchdog.words import Words, words
 
 if TYPE_CHECKING:  # imported on the first send (see channels.http.make_session)
     import requests
@@ -142,6 +143,11 @@ class Channel:
         self.cfg = cfg
         self.alerting = alerting
         self.name = cfg.name
+        #: The language this channel writes in: its own, else the engine's.
+        self.words: Words = words(getattr(cfg, "language", None) or getattr(alerting, "language", None))
+        #: A fixed "now" for the times in messages ("3m ago"); None: the clock (set by the docs'
+        #: rendered examples so they do not change with every run).
+        self.now: Optional[float] = None
         self.url = secret_value(cfg.url)
         self.secret = secret_value(cfg.secret) if cfg.secret is not None else ""
         self._secrets = secret_fragments(

@@ -9,11 +9,13 @@ import hmac
 import json
 import time
 import urllib.parse
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from watchdog.alerting.channels.base import Channel, Verdict, as_int, json_body, not_vendor_json
 from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import MARKDOWN, Message, compose, escape_md, first_runbook, mentions_for, repeat_prefix
+from watchdog.alerting.render import (MARKDOWN, Message, buttons, compose, cut_bytes, cut_chars, escape_md, mentions_for,
+                                      repeat_prefix)
+from watchdog.words import EN, Words
 
 MAX_TEXT_BYTES = 4000
 THROTTLED = {130101, 410100}
@@ -27,21 +29,20 @@ def dingtalk_sign(secret: str, timestamp_ms: int) -> str:
     return urllib.parse.quote_plus(base64.b64encode(mac).decode("ascii"))
 
 
-def markdown_body(msg: Message, alerting: Any, max_bytes: int, head: str, tail: str) -> str:
+def markdown_body(msg: Message, alerting: Any, max_bytes: int, head: str, tail: str, w: Words = EN,
+                  now: Optional[float] = None) -> str:
     """The markdown of DingTalk and WeCom: the title, the rules, links, the tail; at most
     `max_bytes` of UTF-8 (the rules give up detail, then places, never silently)."""
-    links = " · ".join(MARKDOWN.link(label, url) for label, url in (
-        ("Dashboard", msg.dashboard()), ("Runbook", first_runbook(msg, alerting))) if url)
+    links = " · ".join(MARKDOWN.link(label, url) for label, url in buttons(msg, alerting, w))
 
     def build(shown, detail, names) -> str:
-        parts = compose(msg, MARKDOWN, shown, detail, names, alerting)
+        parts = compose(msg, MARKDOWN, shown, detail, names, alerting, now, w=w)
         body = [head, parts.notice] + parts.groups + [parts.more, parts.snapshot, links, tail, parts.footer]
         return "\n\n".join(p for p in body if p)
 
     text = fit_groups(msg.groups(), build, lambda t: len(t.encode("utf-8")) <= max_bytes, alerting.max_log_lines)
     if len(text.encode("utf-8")) > max_bytes:  # only a pathological title or tail gets here
-        cut = text.encode("utf-8")[: max_bytes - len(tail.encode("utf-8")) - 8].decode("utf-8", "ignore")
-        text = cut + "\n…\n\n" + tail
+        text = cut_bytes(text, max_bytes - len(tail.encode("utf-8")) - 8, "\n…") + "\n\n" + tail
     return text
 
 
@@ -55,10 +56,11 @@ class DingTalkChannel(Channel):
         at_all = "all" in ments
         mobiles = [m for m in ments if m.isdigit()]
         users = [m for m in ments if m != "all" and not m.isdigit()]
-        title = msg.title(escape_md)
+        w = self.words
+        title = msg.title(escape_md, w)
         tail = " ".join("@" + m for m in mobiles + users)
-        text = markdown_body(msg, self.alerting, MAX_TEXT_BYTES, f"#### {title}", tail.strip())
-        return {"msgtype": "markdown", "markdown": {"title": (repeat_prefix(msg) + title)[:100], "text": text},
+        text = markdown_body(msg, self.alerting, MAX_TEXT_BYTES, f"#### {title}", tail.strip(), w, self.now)
+        return {"msgtype": "markdown", "markdown": {"title": cut_chars(repeat_prefix(msg, w) + title, 100, ""), "text": text},
                 "at": {"atMobiles": mobiles, "atUserIds": users, "isAtAll": at_all}}
 
     def request(self, msg: Message):

@@ -11,7 +11,7 @@ from typing import Any, Dict, List
 
 from watchdog.alerting.channels.base import Channel, Verdict, json_body, not_vendor_json
 from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import MARKDOWN, Message, compose, escape_plain, first_runbook, mentions_for, repeat_prefix
+from watchdog.alerting.render import MARKDOWN, Message, buttons, compose, escape_plain, mentions_for, repeat_prefix
 
 COLOURS = {"critical": "red", "warning": "orange", "info": "blue"}
 #: Configuration or payload errors: retrying the same request cannot help.
@@ -45,11 +45,11 @@ class FeishuChannel(Channel):
     def payload(self, msg: Message) -> Dict[str, Any]:
         colour = "green" if msg.status == "resolved" else ("grey" if msg.test else COLOURS.get(msg.severity, "blue"))
         ments = mentions_for(msg, self.cfg.mentions)
-        buttons = [button(label, url) for label, url in (("Dashboard", msg.dashboard()),
-                                                         ("Runbook", first_runbook(msg, self.alerting))) if url]
+        w = self.words
+        links = [button(label, url) for label, url in buttons(msg, self.alerting, w)]
 
         def build(shown, detail, names) -> Dict[str, Any]:
-            parts = compose(msg, MARKDOWN, shown, detail, names, self.alerting)
+            parts = compose(msg, MARKDOWN, shown, detail, names, self.alerting, self.now, w=w)
             elements: List[Dict[str, Any]] = []
             if parts.notice:
                 elements.append({"tag": "markdown", "content": parts.notice})
@@ -62,11 +62,11 @@ class FeishuChannel(Channel):
             tail = "\n".join(x for x in (parts.more, parts.snapshot) if x)
             if tail:
                 elements.append({"tag": "markdown", "content": tail})
-            elements.extend(buttons)
+            elements.extend(links)
             elements.append({"tag": "markdown", "content": parts.footer, "text_size": "notation"})
             return {"msg_type": "interactive", "card": {
                 "schema": "2.0", "config": {"update_multi": True},
-                "header": {"title": {"tag": "plain_text", "content": repeat_prefix(msg) + msg.title(escape_plain)}, "template": colour},
+                "header": {"title": {"tag": "plain_text", "content": repeat_prefix(msg, w) + msg.title(escape_plain, w)}, "template": colour},
                 "body": {"elements": elements}}}
 
         return fit_groups(msg.groups(), build, lambda p: self.body_size(p) <= self.max_body,

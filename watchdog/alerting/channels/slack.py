@@ -7,8 +7,8 @@ from typing import Any, Dict, List
 
 from watchdog.alerting.channels.base import Channel, Verdict, http_verdict
 from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import (SLACK, Message, compose, escape_plain, escape_slack, first_runbook, mentions_for,
-                                      repeat_prefix)
+from watchdog.alerting.render import (SLACK, Message, compose, cut_chars, escape_plain, escape_slack,
+                                      mentions_for, repeat_prefix)
 
 SECTION_MAX = 3000
 HEADER_MAX = 150
@@ -28,7 +28,7 @@ def slack_mention(m: str) -> str:
 
 
 def _cut(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return cut_chars(text, n)
 
 
 def section(text: str) -> Dict[str, Any]:
@@ -52,14 +52,16 @@ class SlackChannel(Channel):
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = " ".join(filter(None, (slack_mention(m) for m in mentions_for(msg, self.cfg.mentions))))
-        fallback = (ments + " " if ments else "") + repeat_prefix(msg) + msg.title(escape_slack)
-        links = [SLACK.link(label, url) for label, url in (("Dashboard", msg.dashboard()),
-                                                           ("Runbook", first_runbook(msg, self.alerting))) if url]
+        w = self.words
+        fallback = (ments + " " if ments else "") + repeat_prefix(msg, w) + msg.title(escape_slack, w)
+        # The Runbook link is in each rule's text already (per rule): the context line carries the
+        # dashboard only, so a one-rule message shows one Runbook link, not two.
+        links = [SLACK.link(w.t("dashboard"), url) for url in (msg.dashboard(),) if url]
 
         def build(shown, detail, names) -> Dict[str, Any]:
-            parts = compose(msg, SLACK, shown, detail, names, self.alerting)
+            parts = compose(msg, SLACK, shown, detail, names, self.alerting, self.now, w=w)
             blocks: List[Dict[str, Any]] = [
-                {"type": "header", "text": {"type": "plain_text", "text": _cut(msg.title(escape_plain), HEADER_MAX),
+                {"type": "header", "text": {"type": "plain_text", "text": _cut(msg.title(escape_plain, w), HEADER_MAX),
                                             "emoji": True}}]
             if parts.notice:
                 blocks.append(section(parts.notice))

@@ -10,14 +10,17 @@ import time
 from typing import Any, Dict, List, Optional
 
 from watchdog.alerting.channels.base import Channel
-from watchdog.alerting.digest import MAX_LINE, runbook_link
+from watchdog.alerting.digest import MAX_LINE, RuleGroup, runbook_link
 from watchdog.alerting.render import Message, escape_plain, one_line, runbook_of, safe_url
 from watchdog.alerting.wording import headline
 from watchdog.config.types import secret_value
 from watchdog.findings import JOB_LABEL, upgrade_labels
 from watchdog.steps import find_step
+from watchdog.words import EN, Words
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
+#: Ranks listed in one alert's `ranks` annotation at most (a node holds a few dozen).
+MAX_RANKS = 4096
 
 
 def rfc3339(ts: Optional[float]) -> str:
@@ -45,19 +48,26 @@ def first_seen(a: Dict[str, Any]) -> Optional[float]:
     return a.get("since") or a.get("starts_at")
 
 
-def annotations(a: Dict[str, Any], max_lines: int, runbook: Optional[str] = None) -> Dict[str, str]:
-    """Alertmanager's conventions (summary, description, runbook_url) plus our own fields."""
-    out = {"summary": escape_plain(one_line(a.get("summary", ""), 500))}
-    desc = headline(str(a.get("rule", "")), [a.get("labels") or {}],
-                    find_step([a.get("summary", ""), a.get("value") or ""] + list(a.get("evidence") or [])))
+def annotations(a: Dict[str, Any], max_lines: int, runbook: Optional[str] = None, w: Words = EN) -> Dict[str, str]:
+    """Alertmanager's conventions (summary, description, runbook_url) plus our own fields; the
+    words (summary, description, hint) in `w`'s language."""
+    rule = str(a.get("rule", ""))
+    summary, hint, value = a.get("summary", ""), a.get("hint"), a.get("value")
+    if w is not EN:
+        one = RuleGroup(rule, str(a.get("severity", "info")), [a])
+        summary, hint, value = one.summary_in(w), one.hint_in(w), one.value_in(w)
+    out = {"summary": escape_plain(one_line(summary, 500))}
+    desc = headline(rule, [a.get("labels") or {}],
+                    find_step([a.get("summary", ""), a.get("value") or ""] + list(a.get("evidence") or [])),
+                    a.get("count") if isinstance(a.get("count"), int) else None, w=w)
     out["description"] = escape_plain(one_line(desc, 300))
-    link = runbook_link(runbook, str(a.get("rule", "")))
+    link = runbook_link(runbook, rule, w.language)
     if link:
         out["runbook_url"] = link
-    if a.get("hint"):
-        out["hint"] = escape_plain(one_line(a["hint"], 1000))
-    if a.get("value") not in (None, ""):
-        out["value"] = escape_plain(one_line(a["value"], 200))
+    if hint:
+        out["hint"] = escape_plain(one_line(hint, 1000))
+    if value not in (None, ""):
+        out["value"] = escape_plain(one_line(value, 200))
     ev = [escape_plain(one_line(x, MAX_LINE)) for x in (a.get("evidence") or [])][-max_lines:] if max_lines else []
     if ev:
         out["log_lines"] = "\n".join(ev)
@@ -67,6 +77,11 @@ def annotations(a: Dict[str, Any], max_lines: int, runbook: Optional[str] = None
         out["dashboard"] = a["dashboard"]
     if a.get("since"):
         out["since"] = rfc3339(a["since"])
+    ranks = a.get("ranks")
+    if ranks and "rank" not in (a.get("labels") or {}) and isinstance(ranks, (list, tuple)):
+        # A job-level alert (a stall, a job gone): the job's ranks on this node, so the fleet relay
+        # counts the ranks it affects (an annotation: the set may change without forking the alert).
+        out["ranks"] = ",".join(str(r) for r in ranks[:MAX_RANKS])
     if first_seen(a):
         # Label-free (an annotation), so a later, earlier-looking observation never forks the alert.
         out["first_seen"] = rfc3339(first_seen(a))
@@ -97,7 +112,7 @@ class WebhookChannel(_Authed):
                 status = "resolved" if msg.status == "resolved" else "firing"
                 alerts.append({
                     "status": status, "labels": am_labels(a),
-                    "annotations": annotations(a, max_lines, runbook_of(self.alerting)),
+                    "annotations": annotations(a, max_lines, runbook_of(self.alerting), self.words),
                     "startsAt": rfc3339(a.get("starts_at") or a.get("since")),
                     "endsAt": rfc3339(a.get("ends_at")) if status == "resolved" else ZERO_TIME,
                     "generatorURL": safe_url(a.get("dashboard")) or "",
@@ -122,7 +137,7 @@ class WebhookChannel(_Authed):
                 "commonAnnotations": common_ann,
                 "externalURL": "",
                 "alerts": alerts,
-                "title": msg.title(escape_plain),
+                "title": msg.title(escape_plain, self.words),
                 "kind": msg.kind,
                 "idempotencyKey": msg.ikey,
                 # Sent again after a kill interrupted an attempt: the receiver may have it already
@@ -154,7 +169,7 @@ class AlertmanagerChannel(_Authed):
             resolved = msg.status == "resolved"
             item = {
                 "labels": am_labels(a, self.alerting),
-                "annotations": annotations(a, self.alerting.max_log_lines, runbook_of(self.alerting)),
+                "annotations": annotations(a, self.alerting.max_log_lines, runbook_of(self.alerting), self.words),
                 # Fleet mode: a firing alert starts when pushed (Alertmanager keeps the earliest of its
                 # pushes). A startsAt older than `group_wait` makes Alertmanager flush a new group at
                 # once, and the first node would page alone before the others' alerts join it.

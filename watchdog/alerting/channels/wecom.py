@@ -20,7 +20,8 @@ class WeComChannel(Channel):
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = " ".join(f"<@{m}>" for m in mentions_for(msg, self.cfg.mentions) if m.replace("_", "").replace("-", "").replace(".", "").isalnum())
-        content = markdown_body(msg, self.alerting, MAX_CONTENT_BYTES, f"### {msg.title(escape_md)}", ments)
+        content = markdown_body(msg, self.alerting, MAX_CONTENT_BYTES, f"### {msg.title(escape_md, self.words)}", ments,
+                                self.words, self.now)
         return {"msgtype": "markdown", "markdown": {"content": content}}
 
     def verdict(self, status: int, headers: Dict[str, str], text: str) -> Verdict:

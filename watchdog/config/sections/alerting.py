@@ -12,7 +12,7 @@ import logging
 import re
 from typing import Dict, List, Literal, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from watchdog.config.types import Duration, Secret, StrictModel
 from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL
@@ -20,9 +20,6 @@ from watchdog.rulecatalog import JOB_LABELS
 
 log = logging.getLogger("watchdog.config")
 
-#: A placeholder (the reserved `.example` domain): set `alerting.runbook_url` to where your team
-#: hosts docs/runbook.md (a wiki, your Git server); the anchors are the rule names.
-DEFAULT_RUNBOOK_URL = "https://npu-watchdog.example/docs/runbook.md"
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -66,8 +63,11 @@ def parse_matcher(text: str) -> "Matcher":
 class Matcher(StrictModel):
     """One label condition. `rule` and `severity` can be matched like any label."""
 
+    #: Label to match (`rule` and `severity` work too).
     name: str
+    #: `=` equal, `!=` not equal, `=~` regex matches, `!~` regex does not match.
     op: Literal["=", "!=", "=~", "!~"] = "="
+    #: The value or regular expression.
     value: str
 
     @field_validator("name")
@@ -97,7 +97,9 @@ def _matchers(v: object) -> object:
 class RateLimit(StrictModel):
     """At most `count` messages per `per` (a sliding window)."""
 
+    #: At most this many messages ...
     count: int = Field(ge=1, le=1_000_000)
+    #: ... per this long (messages beyond wait in the outbox, none is dropped).
     per: Duration
 
 
@@ -118,6 +120,7 @@ class ChannelConfig(StrictModel):
     bearer_token: Optional[Secret] = None
     #: `webhook`/`alertmanager`: extra request headers (values are secrets).
     headers: Dict[str, Secret] = Field(default_factory=dict)
+    #: Only alerts at or above this severity go to this channel.
     min_severity: Literal["info", "warning", "critical"] = "warning"
     #: Label matchers (`rule=stall`, `rank=~0|1`, `severity!=info`); all must match.
     matchers: List[Matcher] = Field(default_factory=list)
@@ -128,6 +131,7 @@ class ChannelConfig(StrictModel):
     #: Override the vendor's documented limits (defaults: Feishu 5/s and 100/min, Slack 1/s,
     #: DingTalk and WeCom 20/min, none for webhook and alertmanager).
     rate_limits: Optional[List[RateLimit]] = None
+    #: Time allowed to connect to the receiver before a retry.
     connect_timeout: Duration = Field(default="5s")
     #: Longest wait for any one read of the answer.
     read_timeout: Duration = Field(default="10s")
@@ -140,6 +144,9 @@ class ChannelConfig(StrictModel):
     resend_interval: Duration = Field(default="1m")
     #: `alertmanager`: `endsAt` of a firing alert is the push time plus this.
     alert_ttl: Duration = Field(default="5m")
+    #: Language of this channel's messages (`en`, `zh`); default: `alerting.language`. One node can
+    #: page a Chinese Feishu group and an English Slack channel about the same incident.
+    language: Optional[Literal["en", "zh"]] = None
 
     @field_validator("type")
     @classmethod
@@ -187,8 +194,11 @@ class InhibitRule(StrictModel):
     """While an alert of a `source` rule fires, alerts of the `target` rules that carry the same
     values for every `equal` label are not sent (they stay tracked and show in status)."""
 
+    #: Rules whose firing mutes the targets.
     source: List[str] = Field(min_length=1)
+    #: Rules muted while a source fires (their symptoms).
     target: List[str] = Field(min_length=1)
+    #: Labels that must be equal between source and target (default: same host and training job).
     equal: List[str] = Field(default_factory=lambda: list(JOB_LABELS))
 
     @field_validator("equal")
@@ -217,6 +227,7 @@ class AlertingConfig(StrictModel):
     resolve_delay: Duration = Field(default="1m")
     #: Re-notify an alert still firing after this long (0s: never).
     reminder: Duration = Field(default="4h")
+    #: Send a message when an alert resolves.
     send_resolved: bool = True
     #: How long a finding must hold before it fires, per rule; rules not listed use `default_for`.
     default_for: Duration = Field(default="0s")
@@ -230,11 +241,13 @@ class AlertingConfig(StrictModel):
     #: Requested (GET) after every complete round of all probes, so an external checker can page
     #: when this node goes silent.
     deadman_url: Optional[Secret] = None
+    #: Timeout of one dead-man request.
     deadman_timeout: Duration = Field(default="5s")
     #: Give up delivering a notification this old (logged and counted as `expired`).
     max_age: Duration = Field(default="6h")
     #: Retry backoff: doubles from `retry_initial` up to `retry_max`, with jitter.
     retry_initial: Duration = Field(default="2s")
+    #: Longest wait between two delivery attempts (the backoff doubles up to it).
     retry_max: Duration = Field(default="5m")
     #: Recent log lines (finding evidence) shown per alert; trimmed further to fit a channel's limit.
     max_log_lines: int = Field(default=10, ge=0, le=100)
@@ -250,9 +263,18 @@ class AlertingConfig(StrictModel):
     #: Time zone of the times in messages (an IANA name such as `Asia/Shanghai`); the UTC offset
     #: is always printed next to the time, so a reader elsewhere is never misled.
     display_timezone: str = "UTC"
-    #: Base of the runbook links in messages: `<runbook_url>#<rule>`. Point it at a copy of
-    #: docs/runbook.md your on-call people can open (an internal Git server, a wiki export).
-    runbook_url: str = DEFAULT_RUNBOOK_URL
+    #: Base of the runbook links in messages: `<runbook_url>#<rule>` (`{lang}` in it becomes the
+    #: message's language). Unset: the runbook this daemon serves itself,
+    #: `http://<listen address>:<port>/runbook/<lang>` (the host name when it listens on all
+    #: addresses), which works on an air-gapped node; set it to a copy your on-call people can
+    #: open from elsewhere (an internal wiki or Git server). No links when unset and `http` is off.
+    runbook_url: Optional[str] = None
+    #: The daemon's own runbook base (set by the whole config, which knows `http.listen`).
+    _own_runbook: Optional[str] = PrivateAttr(default=None)
+    #: Language of the messages (`en` or `zh`: titles, summaries, hints, buttons; numbers, labels,
+    #: times, paths, commands and log lines stay as they are) and of the runbook page their links
+    #: open. Each channel may set its own `language`.
+    language: Literal["en", "zh"] = "en"
 
     model_config = dict(StrictModel.model_config, populate_by_name=True)
 
@@ -266,8 +288,8 @@ class AlertingConfig(StrictModel):
 
     @field_validator("runbook_url")
     @classmethod
-    def _runbook(cls, v: str) -> str:
-        if not re.match(r"^https?://[^\s<>|\[\]()`\"'#]+$", v):
+    def _runbook(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not re.match(r"^https?://[^\s<>|\[\]()`\"'#]+$", v):
             raise ValueError("runbook_url must be an http(s) URL without spaces, brackets, quotes or a #fragment")
         return v
 
@@ -285,6 +307,10 @@ class AlertingConfig(StrictModel):
         if self.mode == "fleet" and not any(c.type == "alertmanager" for c in self.channels):
             raise ValueError("mode fleet needs a channel of type alertmanager (the fleet's alerts go there)")
         return self
+
+    def runbook_base(self) -> Optional[str]:
+        """The base runbook links are built from: the configured one, else the daemon's own."""
+        return self.runbook_url or self._own_runbook
 
     def sends_direct(self, channel_type: str, rule: str) -> bool:
         """Whether a channel of `channel_type` takes alerts of `rule` from this node: always in

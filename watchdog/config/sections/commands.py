@@ -23,7 +23,9 @@ class CommandCheck(StrictModel):
     name: str
     #: Program and arguments; never run through a shell.
     argv: List[str] = Field(min_length=1)
+    #: Time between two runs of the command.
     interval: Duration = Field(default="60s")
+    #: A run taking longer is killed and counts as a failure.
     timeout: Duration = Field(default="10s")
     #: Severity of the finding raised while the command exits non-zero.
     severity: Literal["info", "warning", "critical"] = "warning"

@@ -44,13 +44,22 @@ class DiscoveryConfig(StrictModel):
     forget_after: Duration = Field(default="10m")
     #: Read the ranks' CANN plog folders too.
     plogs: bool = True
-    #: Lines (regex, searched in the last lines of a rank's log) that mark the end of training:
-    #: ranks that all exit after one of them are a clean end, not a crash.
+    #: Lines (regex, searched in the last lines of the ranks' and the launcher's logs) that mark
+    #: the end of training: trainers' own (Hugging Face, Lightning, Megatron) and launchers'
+    #: success lines (torchrun, DeepSpeed). One of them is a sign of a clean end; the decision
+    #: table is in docs/discovery.md.
     end_patterns: List[str] = Field(default_factory=lambda: [
-        r"(?i)\btraining (?:is )?(?:completed|finished|done)\b",
+        r"(?i)\btraining (?:is )?(?:complete|completed|finished|done|over)\b",
         r"(?i)\bafter training is done\b",
         r"(?i)\bend of training\b",
+        r"`Trainer\.fit` stopped: `max_(?:epochs|steps)=",
+        r"worker group successfully finished",
+        r"\bProcess \d+ exits successfully\b",
     ])
+    #: Ranks leaving within this window of each other are leaving together (a job ending); a
+    #: rank gone this long while its peers still run, with no failure sign of its own, is missing.
+    #: Longer than `probes.process.interval`: the ranks of one end are seen in successive rounds.
+    end_window: Duration = Field(default="30s", gt=0)
 
     @field_validator("name_env")
     @classmethod

@@ -20,11 +20,15 @@ _RULES_FILE = Path(__file__).resolve().parent.parent.parent / "doctor" / "env_ru
 class EnvRule(StrictModel):
     """A variable whose whole value matches `pattern` (case-insensitive) gets `status`."""
 
+    #: Name of the job environment variable the rule judges.
     var: str
+    #: Regular expression the whole value must match (case-insensitive) for the rule to apply.
     pattern: str
+    #: The check's result when the value matches: `warn` or `fail`.
     status: Literal["warn", "fail"] = "warn"
     #: One line; `{var}` and `{value}` are replaced.
     reason: str
+    #: What to do about it, shown under the result.
     advice: str = ""
 
     @field_validator("var")

@@ -17,9 +17,16 @@ class StaleAfter(StrictModel):
     tight in `train`, where one step takes seconds.
     """
 
+    #: Heartbeat age that raises `heartbeat_stale` while a rank declares phase `init` (start-up,
+    #: data loading).
     init: Duration = Field(default="30m")
+    #: Heartbeat age that raises `heartbeat_stale` in phase `train` (or the learned value, see
+    #: `learn`).
     train: Duration = Field(default="5m")
+    #: Heartbeat age that raises `heartbeat_stale` in phase `eval`.
     eval: Duration = Field(default="30m")
+    #: Heartbeat age that raises `heartbeat_stale` in phase `checkpoint` (a long save is not a
+    #: hang).
     checkpoint: Duration = Field(default="30m")
     #: Files without a phase (plain `touch` heartbeats) and unknown phases.
     default: Duration = Field(default="5m")
@@ -33,6 +40,7 @@ class StaleAfter(StrictModel):
 class LearnConfig(StrictModel):
     """Learned `train` threshold: largest gap between two step advances x factor, after a warm-up."""
 
+    #: Learn the `train` threshold from the job's own step gaps instead of `stale_after.train`.
     enabled: bool = False
     #: Time in `train` before the learned value replaces `stale_after.train`.
     warmup: Duration = Field(default="30m")
@@ -42,6 +50,7 @@ class LearnConfig(StrictModel):
     factor: float = Field(default=5.0, ge=1.0)
     #: Bounds on the learned value (a tiny gap must not make a hair trigger).
     min: Duration = Field(default="1m")
+    #: Upper bound of the learned value.
     max: Duration = Field(default="1h")
 
     @model_validator(mode="after")
@@ -56,8 +65,12 @@ class LossScaleConfig(StrictModel):
 
     #: At or below this value the scale has collapsed, however it got there.
     min: float = Field(default=1.0, ge=0)
-    #: ... or this many decreases within `window` (a few early overflow skips are normal).
-    drops: int = Field(default=8, ge=1, le=100_000)
+    #: ... or it fell by at least 2^drops (this many halvings) from its highest value within
+    #: `window` (judged on the values, not on how many readings fell) ...
+    drops: int = Field(default=5, ge=1, le=1000)
+    #: ... and it is now at or below this: the start-up calibration from 2^32 ends far above it.
+    below: float = Field(default=128.0, gt=0)
+    #: The window in which the scale's highest value is taken (see `drops`).
     window: Duration = Field(default="30m")
 
 
@@ -86,6 +99,7 @@ class StragglerConfig(StrictModel):
 class HeartbeatProbeConfig(ProbeSchedule):
     """Disabled until configured: a probe with nothing to watch reports nothing."""
 
+    #: Read the ranks' heartbeat files (discovery feeds the paths when on).
     enabled: bool = False
     interval: Duration = Field(default="10s")
     #: Heartbeat files, by path or glob (one file per rank), e.g. /data/job/hb/rank*.json.

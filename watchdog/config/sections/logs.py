@@ -23,7 +23,9 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 class LogSource(StrictModel):
     """One configured log source: a name (metric label) and paths or globs."""
 
+    #: Name of the source: the `source` label of its metrics and findings.
     name: str
+    #: Files or globs of this source (rotation-safe; new files matching later are picked up).
     paths: List[str] = Field(min_length=1)
     #: `training` (stdout/stderr of the ranks; rank taken from the file name) or `plog` (CANN
     #: plog files, named by pid: no rank).
@@ -62,23 +64,35 @@ class LogSource(StrictModel):
 
 
 class LogThresholdConfig(StrictModel):
+    #: Matching lines needed within `window`.
     count: int = Field(ge=1, le=1_000_000)
+    #: How far back matching lines count.
     window: Duration = Field(default="10m")
 
 
 class LogRuleConfig(StrictModel):
     """A user rule: same fields as the shipped ones (see watchdog/logrules/packs/*.yaml)."""
 
+    #: Unique id of the rule (the `log_rule` label).
     id: str
+    #: Category: the alert rule is `log_<category>` (nan, oom, hccl, device, crash, traceback,
+    #: custom).
     category: Category = "custom"
+    #: Severity of the finding a match raises.
     severity: Literal["info", "warning", "critical"] = "warning"
+    #: Regular expressions (RE2 syntax: linear time, no backreferences or lookaround); any one
+    #: matching a line is a match.
     patterns: List[str] = Field(min_length=1)
     #: Lower-case substrings one of which every matching line contains (speeds up the
     #: pure-Python engine; leave empty if unsure).
     literals: List[str] = Field(default_factory=list)
+    #: `root` (a cause) or `cascade` (a symptom folded into a root seen shortly before).
     role: Literal["root", "cascade"] = "root"
+    #: Short words for the finding's summary (default: the rule id).
     title: str = ""
+    #: What to check first, shown in the alert.
     hint: str = ""
+    #: Alert only when the rule matches `count` lines within `window` (default: every match).
     threshold: Optional[LogThresholdConfig] = None
 
     def as_rule_data(self) -> Dict[str, Any]:
@@ -96,6 +110,7 @@ class LogRuleConfig(StrictModel):
 class LogsProbeConfig(ProbeSchedule):
     """Disabled until configured: a probe with nothing to watch reports nothing."""
 
+    #: Follow the training logs and plogs and match them against the log rules.
     enabled: bool = False
     #: Polling interval, used where file change events are not available (or `follow: poll`).
     #: A failure line should page within seconds (plus the group window): reading new lines is

@@ -15,6 +15,7 @@ class NpuProbeConfig(ProbeSchedule):
     process table of every card; `-t health` is asked only for chips whose health is not OK.
     """
 
+    #: Run `npu-smi` every `interval` (utilisation, HBM, health, temperature per chip).
     enabled: bool = False
     interval: Duration = Field(default="10s")
     #: The npu-smi program (name on PATH or absolute path). Snapshots and doctor use it too.

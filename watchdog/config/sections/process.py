@@ -28,6 +28,7 @@ class ProcessProbeConfig(ProbeSchedule):
     least one of `pid_file`, `cmdline`, `name` or `parent` must be set when enabled.
     """
 
+    #: Watch the rank processes found by `cmdline`/`launcher` (discovery feeds it when on).
     enabled: bool = False
     interval: Duration = Field(default="10s")
     #: File (or glob of files) holding rank pids, one per line.

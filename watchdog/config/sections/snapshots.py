@@ -52,6 +52,7 @@ class SnapshotRulePolicy(StrictModel):
 class SnapshotsConfig(StrictModel):
     """Failure snapshots are off until `enabled: true` (the on-demand command works regardless)."""
 
+    #: Take an evidence snapshot when an alert of `min_severity` or above starts firing.
     enabled: bool = False
     #: Findings at or above this severity get a snapshot when they start firing. A finding's own
     #: `snapshot` flag and `rules.<rule>.enabled` override it.
@@ -77,6 +78,7 @@ class SnapshotsConfig(StrictModel):
     min_free_space: Size = Field(default="1GiB")
     #: Permissions of archives and of the snapshot directory.
     file_mode: int = 0o600
+    #: Permissions of the snapshot folder (octal, owner only by default).
     dir_mode: int = 0o700
 
     # -- what goes in --
@@ -103,9 +105,11 @@ class SnapshotsConfig(StrictModel):
     #: Job environment variables kept, by exact name and by prefix (values of secret-looking names
     #: are always redacted).
     env_names: List[str] = Field(default_factory=lambda: list(DEFAULT_ENV_NAMES))
+    #: Prefixes of job environment variables kept in the snapshot (e.g. `HCCL_`, `ASCEND_`).
     env_prefixes: List[str] = Field(default_factory=lambda: list(DEFAULT_ENV_PREFIXES))
     #: Version files recorded in the manifest's versions.
     driver_version_file: str = "/usr/local/Ascend/driver/version.info"
+    #: CANN version files (globs) recorded in the manifest's versions.
     cann_version_files: List[str] = Field(default_factory=lambda: [
         "/usr/local/Ascend/ascend-toolkit/latest/version.cfg",
         "/usr/local/Ascend/ascend-toolkit/latest/*/ascend_toolkit_install.info",

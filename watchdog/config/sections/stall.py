@@ -21,6 +21,8 @@ DEFAULT_PHASES = {"init": "30m", "checkpoint": "30m", "eval": "15m"}
 class StallConfig(StrictModel):
     """Thresholds with documented defaults; all time-based."""
 
+    #: Fuse progress, device activity and CPU into the `stall` verdict (collective hang, single
+    #: rank, busy hang).
     enabled: bool = True
     #: How long all signals must stay quiet before the job is called stalled (train phase).
     duration: Duration = Field(default="2m")

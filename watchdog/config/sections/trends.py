@@ -18,6 +18,7 @@ from watchdog.config.types import Duration, Size, StrictModel
 class TrendsConfig(StrictModel):
     """Thresholds with documented defaults; all time-based."""
 
+    #: Judge the NPU trends (idle, busy hang, low utilisation, HBM growth, health, temperature).
     enabled: bool = True
     #: The NPU ids (the `NPU` column of npu-smi) the job uses. Empty: the chips on which npu-smi
     #: lists a process; when its process table is empty everywhere (typical inside containers)
@@ -37,6 +38,7 @@ class TrendsConfig(StrictModel):
     #: npu_low_util: mean AI Core below this percentage over `low_util_for` while training (warning:
     #: the input pipeline starves the NPU).
     low_util_below_pct: float = Field(default=30.0, ge=0, le=100)
+    #: How long the mean AI Core use must stay below `low_util_below_pct` before `npu_low_util`.
     low_util_for: Duration = Field(default="10m")
 
     #: hbm_growth: the window over which HBM use is judged (needs that much history).

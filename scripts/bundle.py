@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Build and check offline install bundles: one tarball per CPU architecture that installs the
+daemon on a node with no package index (`install.sh install` from the unpacked bundle runs pip
+with `--no-index`).
+
+    python3 scripts/bundle.py build [--arch x86_64 --arch aarch64] [--python 3.9 ...] [--out dist]
+    python3 scripts/bundle.py check BUNDLE.tar.gz|DIR [--python 3.9 ...]
+
+A bundle holds the daemon's wheel, the trainer-side heartbeat wheel, a wheel of every runtime
+dependency (and of the RE2 engine, the `fast` extra) for each CPython version asked for, the
+install script, the systemd unit, the example config, the README and the LICENSE. Why wheels for
+every Python: the node's interpreter is whatever its OS ships (3.9 on openEuler 22.03 and Kylin
+V10 SP3 with updates, 3.10-3.12 elsewhere), and a source build needs compilers and headers
+that training nodes often lack.
+
+Only manylinux2014 (glibc 2.17) and pure-Python wheels are taken, so a bundle installs on the
+oldest hosts Atlas servers run (CentOS 7 / EulerOS 2.x era glibc). `build` downloads (it needs
+the package index); `check` never does: it asks pip to resolve every requirement for every
+(architecture, Python) from the bundle alone, and fails naming what is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import List, Sequence
+
+REPO = Path(__file__).resolve().parent.parent
+ARCHES = ("x86_64", "aarch64")
+PYTHONS = ("3.9", "3.10", "3.11", "3.12")
+#: What a node installs from the bundle (install.sh asks for the same).
+REQUIREMENTS = ("npu-watchdog[fast]", "npu-watchdog-heartbeat")
+#: Files beside the wheels: (source in the repository, name in the bundle).
+FILES = (("scripts/install.sh", "install.sh"), ("systemd/npu-watchdog.service", "systemd/npu-watchdog.service"),
+         ("config/npu-watchdog.example.yaml", "config/npu-watchdog.example.yaml"),
+         ("README.md", "README.md"), ("LICENSE", "LICENSE"))
+
+
+class BundleError(Exception):
+    """A bundle could not be built, or is incomplete (the message says which requirement)."""
+
+
+def _version(init: Path = REPO / "watchdog" / "__init__.py") -> str:
+    for line in init.read_text().splitlines():
+        if line.startswith("__version__"):
+            return line.split("=", 1)[1].strip().strip("\"'")
+    raise BundleError(f"no __version__ in {init}")
+
+
+def _pinned() -> List[str]:
+    """REQUIREMENTS at this checkout's versions: a download must take these two from the wheels
+    just built, never a same-named project from the index."""
+    heartbeat = _version(REPO / "contrib" / "heartbeat" / "npu_watchdog_heartbeat" / "__init__.py")
+    return [f"npu-watchdog[fast]=={_version()}", f"npu-watchdog-heartbeat=={heartbeat}"]
+
+
+def _platform_args(arch: str, python: str) -> List[str]:
+    abi = "cp" + python.replace(".", "")
+    return ["--only-binary=:all:", "--platform", f"manylinux2014_{arch}", "--platform", f"manylinux_2_17_{arch}",
+            "--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3", "--abi", "none"]
+
+
+#: pip's lines that say what is missing or conflicting (the rest is advice and boilerplate).
+_TELLING = ("depends on", "requires", "no matching distribution", "could not find")
+
+
+def _pip(args: Sequence[str], what: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = (proc.stdout + "\n" + proc.stderr).strip().splitlines()
+        telling = [ln.strip() for ln in lines if ln.startswith("    ") or any(t in ln.lower() for t in _TELLING)]
+        raise BundleError(f"{what}: pip failed: " + "; ".join(telling or lines[-3:]))
+
+
+def _own_wheels(wheels: Path) -> None:
+    """The daemon and the heartbeat package as wheels (pure Python), built from this checkout."""
+    with tempfile.TemporaryDirectory() as stage:
+        for src in (REPO, REPO / "contrib" / "heartbeat"):
+            copy = Path(stage) / src.name
+            shutil.copytree(src, copy, ignore=shutil.ignore_patterns(
+                ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".run", "tests", "bench"))
+            _pip(["wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(copy)],
+                 f"building the wheel of {src.name}")
+
+
+def check(wheels: Path, arches: Sequence[str], pythons: Sequence[str]) -> List[str]:
+    """Every requirement resolves from `wheels` alone for each (arch, Python); the problems found."""
+    problems = []
+    for arch in arches:
+        for python in pythons:
+            with tempfile.TemporaryDirectory() as scratch:
+                try:
+                    # (not --quiet: pip then leaves out which package is missing)
+                    _pip(["download", "--no-index", "--find-links", str(wheels), "-d", scratch,
+                          *_platform_args(arch, python), *REQUIREMENTS], f"{arch} / CPython {python}")
+                except BundleError as exc:
+                    problems.append(str(exc))
+    return problems
+
+
+def build(arches: Sequence[str], pythons: Sequence[str], out: Path) -> List[Path]:
+    version, made = _version(), []
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as work:
+        own = Path(work) / "own"
+        _own_wheels(own)
+        for arch in arches:
+            name = f"npu-watchdog-{version}-linux-{arch}"
+            root = Path(work) / name
+            wheels = root / "wheels"
+            shutil.copytree(own, wheels)
+            for python in pythons:
+                _pip(["download", "--quiet", "--find-links", str(wheels), "-d", str(wheels),
+                      *_platform_args(arch, python), *_pinned()], f"downloading for {arch} / CPython {python}")
+            problems = check(wheels, [arch], pythons)
+            if problems:
+                raise BundleError("\n".join(problems))
+            for src, dest in FILES:
+                (root / dest).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / src, root / dest)
+            os.chmod(root / "install.sh", 0o755)
+            target = out / f"{name}.tar.gz"
+            with tarfile.open(target, "w:gz") as tar:
+                tar.add(root, arcname=name)
+            made.append(target)
+    return made
+
+
+def _unpacked(path: Path, scratch: str) -> Path:
+    if path.is_dir():
+        return path
+    try:
+        with tarfile.open(path) as tar:
+            tar.extractall(scratch, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    except (OSError, EOFError, tarfile.TarError) as exc:
+        raise BundleError(f"{path}: not a readable bundle ({exc})") from None
+    tops = list(Path(scratch).iterdir())
+    if len(tops) != 1 or not (tops[0] / "wheels").is_dir():
+        raise BundleError(f"{path}: not a bundle (one folder with wheels/ expected)")
+    return tops[0]
+
+
+def _arch_of(top: Path) -> List[str]:
+    """The architecture a bundle is for, from its wheels (a renamed bundle keeps them)."""
+    found = [a for a in ARCHES if any(a in w.name for w in (top / "wheels").glob("*manylinux*.whl"))]
+    if len(found) != 1:
+        raise BundleError(f"{top}: wheels of {found or 'no'} architecture(s); one expected")
+    return found
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="download wheels and write one tarball per architecture")
+    b.add_argument("--arch", action="append", choices=ARCHES)
+    b.add_argument("--python", action="append", choices=PYTHONS)
+    b.add_argument("--out", type=Path, default=REPO / "dist")
+    c = sub.add_parser("check", help="every requirement present as a wheel, for every architecture and Python")
+    c.add_argument("bundle", type=Path)
+    c.add_argument("--arch", action="append", choices=ARCHES)
+    c.add_argument("--python", action="append", choices=PYTHONS)
+    args = p.parse_args(list(argv) or None)
+    pythons = args.python or list(PYTHONS)
+    try:
+        if args.cmd == "build":
+            for made in build(args.arch or list(ARCHES), pythons, args.out):
+                print(made)
+            return 0
+        with tempfile.TemporaryDirectory() as scratch:
+            top = _unpacked(args.bundle, scratch)
+            problems = check(top / "wheels", args.arch or _arch_of(top), pythons)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(f"{args.bundle}: {'incomplete' if problems else 'complete'}")
+        return 1 if problems else 0
+    except BundleError as exc:
+        print(f"bundle: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,272 @@
+"""Issue "zero-config" (a clean end is not a failure): each row of the clean-end decision table
+(docs/discovery.md) with real rank process trees under a torchrun-like launcher, the daemon on
+the shipped example config (zero-config discovery, unedited), a fake npu-smi whose process table
+follows the ranks (HBM freed when they go), and a real HTTP receiver per shipped channel (Feishu:
+warning and up; the ops webhook: critical). Each row counts the messages per channel and checks
+the labels of what was sent, and the finding the daemon holds (`/api/status`).
+
+The rows share one daemon (its start-up is the slow part) and run in file order, each with its
+own job (own name, own launcher port), counting only the messages received during the row.
+The kernel-kill row needs the kernel probe; it is unit-tested (tests/test_job_end.py) until then.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from tests.fakes.receivers import Receiver
+from tests.helpers import REPO, free_port, http_get, wait_for
+from tests.jobkit import TrainJob
+
+pytestmark = pytest.mark.slow
+SHIPPED = REPO / "config" / "npu-watchdog.example.yaml"
+#: The shipped process probe reads every 10 s, the logs probe every 3 s; a page also waits for
+#: the group window. Generous: the machine is shared.
+PAGE_BUDGET_S = 90
+#: The shipped `discovery.end_window`.
+END_WINDOW_S = 30
+
+
+def write_scenario(path: Path, pids: List[int]) -> None:
+    """npu-smi's view: busy chips with the ranks' processes on them, or idle and freed."""
+    doc = {"generate": {"npus": 8, "aicore": 60 if pids else 0},
+           "processes": [{"npu": n, "chip": 0, "pid": pid, "name": "python3", "memory_mb": 30000}
+                         for n, pid in enumerate(pids)]}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+
+
+class Node:
+    """The daemon on the shipped config, its receivers and fake npu-smi, shared by the rows."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.tag = f"t-{uuid.uuid4().hex[:12]}"
+        bindir = root / "bin"
+        bindir.mkdir(parents=True)
+        (bindir / "npu-smi").symlink_to(REPO / "tests" / "fakes" / "npu-smi")
+        self.scenario = root / "npu.json"
+        write_scenario(self.scenario, [])
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.feishu = Receiver("feishu").start()
+        self.hook = Receiver("webhook").start()
+        self.env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FAKE_NPU_SMI_SCENARIO=str(self.scenario),
+                        NPU_WATCHDOG_LISTEN=f"127.0.0.1:{self.port}",
+                        NPU_WATCHDOG_DISCOVERY_ONLY=f"NPU_WATCHDOG_TEST_JOB={self.tag}",
+                        FEISHU_WEBHOOK_URL=self.feishu.url, OPS_WEBHOOK_URL=self.hook.url)
+        self.env.pop("RANK", None)
+        self.log = open(root / "daemon.log", "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "watchdog", "run", "-c", str(SHIPPED),
+                                      "--state-dir", str(root / "state")], env=self.env, stdout=self.log,
+                                     stderr=self.log, cwd=str(REPO))
+        self.mark = (0, 0)
+        self.files = 0
+        self.port_seq = 29600 + os.getpid() % 200
+
+    def status(self) -> Dict:
+        assert self.proc.poll() is None, (self.root / "daemon.log").read_text()[-3000:]
+        return json.loads(http_get(self.url + "/api/status")[1])
+
+    def findings(self, job: str, rule: str) -> List[Dict]:
+        return [f for f in self.status().get("findings", [])
+                if f["rule"] == rule and f["labels"].get("training_job") == job]
+
+    def job(self, name: str, ranks: int = 4, **env: str) -> TrainJob:
+        self.port_seq += 1
+        return TrainJob(self.root / name, ranks=ranks, tag=self.tag, port=str(self.port_seq),
+                        env={"NPU_WATCHDOG_JOB": name, **env})
+
+    def follow(self, job: TrainJob, name: str) -> None:
+        """The ranks on the chips (npu-smi's table), and the daemon following them and their logs."""
+        pids = wait_for(lambda: job.rank_pids() if len(job.rank_pids()) == job.ranks else None,
+                        what="rank processes")
+        write_scenario(self.scenario, pids)
+        key = f'npu_watchdog_job_ranks_alive{{training_job="{name}"}}'
+        wait_for(lambda: f"{key} {float(job.ranks)}" in http_get(self.url + "/metrics")[1], timeout=60,
+                 what=f"{name}: ranks followed")
+        # The logs probe follows the rank files (an ended job's files stay followed for
+        # `forget_after`, so the count grows by each job's ranks), then reads them once more.
+        self.files += job.ranks
+        wait_for(lambda: self.metric('npu_watchdog_log_files_followed{source="train"}') >= self.files, timeout=60,
+                 what=f"{name}: rank logs followed")
+        time.sleep(4)
+
+    def metric(self, key: str) -> float:
+        for line in http_get(self.url + "/metrics")[1].splitlines():
+            if line.startswith(key + " "):
+                return float(line.split()[-1])
+        return 0.0
+
+    def start_row(self) -> None:
+        self.mark = (len(self.feishu.accepted()), len(self.hook.accepted()))
+
+    def messages(self) -> Dict[str, List[Dict]]:
+        return {"feishu": [r for r in self.feishu.accepted()[self.mark[0]:]],
+                "hook": [r.json for r in self.hook.accepted()[self.mark[1]:]]}
+
+    def counts(self) -> Dict[str, Dict[str, int]]:
+        m = self.messages()
+        hook = {s: sum(1 for x in m["hook"] if x["status"] == s) for s in ("firing", "resolved")}
+        return {"feishu": len(m["feishu"]), "hook": hook}
+
+    def hook_alerts(self, status: str = "firing") -> List[Dict[str, str]]:
+        return [a["labels"] for x in self.messages()["hook"] if x["status"] == status for a in x["alerts"]]
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        self.feishu.stop()
+        self.hook.stop()
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory):
+    n = Node(tmp_path_factory.mktemp("jobend"))
+    try:
+        wait_for(lambda: n.status()["discovery"]["enabled"], timeout=60, what="daemon up")
+        yield n
+    finally:
+        n.stop()
+
+
+def ended_cleanly(node: Node, job: TrainJob, name: str, row: str) -> Dict:
+    """The ranks leave; the daemon holds an info `job_finished` of that row; nothing is sent."""
+    assert job.wait() == 0
+    write_scenario(node.scenario, [])  # HBM freed, chips idle
+    # The launcher's line may come a moment after the last rank left: the probe looks again a
+    # round later, so the row may turn from left_together to end_line, never to a failure.
+    wait_for(lambda: [f["value"] for f in node.findings(name, "job_finished")] == [row], timeout=PAGE_BUDGET_S,
+             what=f"{name}: job_finished ({row})")
+    time.sleep(8)  # a process round and a group window more: nothing may follow
+    assert node.counts() == {"feishu": 0, "hook": {"firing": 0, "resolved": 0}}, node.messages()
+    (f,) = node.findings(name, "job_finished")
+    assert f["severity"] == "info" and f["value"] == row, f
+    assert f["labels"]["training_job"] == name and "rank" not in f["labels"]
+    assert node.findings(name, "job_gone") == [] and node.findings(name, "rank_missing") == []
+    return f
+
+
+def test_row_end_line_the_issue_wording(node):
+    """rank 0 prints `training complete`, every rank and the launcher exit 0, HBM freed."""
+    name = "row-endline"
+    job = node.job(name, FAKE_TRAIN_END_LINE="training complete", FAKE_TRAIN_NO_DONE="1")
+    with job:
+        node.follow(job, name)
+        node.start_row()
+        job.finish()
+        f = ended_cleanly(node, job, name, "end_line")
+        assert f["details"]["evidence"]["end_line"] == "training complete"
+
+
+def test_row_end_line_of_the_launcher(node):
+    """No rank says anything at the end; the launcher (its stdout in a file) prints torchrun's
+    success line once every rank exited 0."""
+    name = "row-launcher"
+    job = node.job(name, FAKE_TRAIN_QUIET_END="1", FAKE_TRAIN_NO_DONE="1")
+    with job:
+        node.follow(job, name)
+        node.start_row()
+        job.finish()
+        f = ended_cleanly(node, job, name, "end_line")
+        assert "worker group successfully finished" in f["details"]["evidence"]["end_line"]
+
+
+def test_row_heartbeats_done(node, tmp_path):
+    name = "row-done"
+    job = node.job(name, FAKE_TRAIN_QUIET_END="1", NPU_WATCHDOG_HEARTBEAT=f"{tmp_path}/hb/")
+    with job:
+        node.follow(job, name)
+        wait_for(lambda: [len(j["heartbeats"]) for j in node.status()["discovery"]["jobs"] if j["name"] == name]
+                 == [4], timeout=30, what="heartbeat files named")
+        node.start_row()
+        job.finish()
+        f = ended_cleanly(node, job, name, "heartbeats_done")
+        assert f["details"]["evidence"]["done"] == 4
+
+
+def test_row_left_together_without_a_word(node):
+    """A job cancelled as a whole (its process group killed at once): no failure sign, no page."""
+    name = "row-together"
+    job = node.job(name, FAKE_TRAIN_QUIET_END="1", FAKE_TRAIN_NO_DONE="1")
+    with job:
+        node.follow(job, name)
+        node.start_row()
+        os.killpg(job.proc.pid, signal.SIGTERM)
+        job.proc.wait(30)
+        write_scenario(node.scenario, [])
+        (f,) = wait_for(lambda: node.findings(name, "job_finished") or None, timeout=PAGE_BUDGET_S,
+                        what=f"{name}: job_finished")
+        time.sleep(8)
+        assert node.counts() == {"feishu": 0, "hook": {"firing": 0, "resolved": 0}}, node.messages()
+        assert f["value"] == "left_together" and f["severity"] == "info"
+
+
+def test_row_failure_line_pages_as_today(node):
+    """Rank 0 writes torch_npu's OOM and dies while its peers wait (as in a collective), then the
+    launcher's group is killed: the OOM pages once per channel; job_gone (failure line) is held
+    under it."""
+    name = "row-oom"
+    job = node.job(name, FAKE_TRAIN_NO_DONE="1")
+    with job:
+        node.follow(job, name)
+        node.start_row()
+        job.oom(0)
+        wait_for(lambda: node.counts()["feishu"] >= 1 and node.counts()["hook"]["firing"] >= 1,
+                 timeout=PAGE_BUDGET_S, what="the OOM page")
+        os.killpg(job.proc.pid, signal.SIGKILL)
+        job.proc.wait(30)
+        write_scenario(node.scenario, [])
+        (gone,) = wait_for(lambda: node.findings(name, "job_gone") or None, timeout=PAGE_BUDGET_S, what="job_gone")
+        time.sleep(8)
+        assert node.counts() == {"feishu": 1, "hook": {"firing": 1, "resolved": 0}}, node.hook_alerts()
+        assert [(a["alertname"], a["training_job"], a.get("rank")) for a in node.hook_alerts()] \
+            == [("log_oom", name, "0")]
+        assert gone["details"]["verdict"]["row"] == "failure_line" and gone["severity"] == "critical"
+        assert "NPU out of memory" in gone["details"]["evidence"]["failure_line"]
+        assert node.findings(name, "job_finished") == []
+
+
+def test_rows_left_alone_then_left_apart(node):
+    """Rank 1 exits silently while its peers train: missing once `end_window` passed (one page per
+    channel); the others end with an end line much later: apart, not together, so job_gone."""
+    name = "row-alone"
+    job = node.job(name, FAKE_TRAIN_NO_DONE="1")
+    with job:
+        node.follow(job, name)
+        node.start_row()
+        t0 = time.monotonic()
+        job.exit_rank(1)
+        wait_for(lambda: node.counts()["hook"]["firing"] >= 1, timeout=END_WINDOW_S + PAGE_BUDGET_S,
+                 what="rank_missing page")
+        assert time.monotonic() - t0 >= END_WINDOW_S  # held for the window: the peers might have followed
+        time.sleep(5)
+        assert node.counts() == {"feishu": 1, "hook": {"firing": 1, "resolved": 0}}, node.messages()
+        assert [(a["alertname"], a["training_job"], a.get("rank")) for a in node.hook_alerts()] \
+            == [("rank_missing", name, "1")]
+        node.start_row()
+        job.finish()
+        assert job.wait() == 1  # the launcher reports rank 1's status
+        write_scenario(node.scenario, [])
+        (gone,) = wait_for(lambda: node.findings(name, "job_gone") or None, timeout=PAGE_BUDGET_S, what="job_gone")
+        assert gone["details"]["verdict"]["row"] == "left_apart"
+        wait_for(lambda: node.counts()["hook"]["firing"] >= 1, timeout=PAGE_BUDGET_S, what="job_gone page")
+        time.sleep(8)
+        firing = [(a["alertname"], a["training_job"]) for a in node.hook_alerts()]
+        assert firing == [("job_gone", name)], node.messages()
+        assert node.counts()["feishu"] == node.counts()["hook"]["firing"] + node.counts()["hook"]["resolved"]

@@ -1,0 +1,132 @@
+"""`make bundle`: offline install bundles. Built once (real pip downloads from the package index),
+then: every requirement is present as a wheel for x86_64 and aarch64 and CPython 3.9-3.12 (checked
+by `scripts/bundle.py check`, which never downloads), a bundle with a wheel missing is refused
+naming it, and this machine's bundle installs into an empty root with no network at all (a
+network namespace with only loopback, pip's configuration ignored) and runs its demo there.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+pytestmark = pytest.mark.slow
+#: tarfile's safe extraction filter where this Python has it (3.12+, and security releases before).
+SAFE = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+
+SCRIPT = REPO / "scripts" / "bundle.py"
+
+
+def bundle(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    r = bundle("build", "--out", str(out))
+    if r.returncode != 0 and ("No matching distribution" in r.stderr or "Could not find a version" in r.stderr
+                              and "npu-watchdog" not in r.stderr):
+        pytest.skip(f"no package index reachable for pip: {r.stderr.strip().splitlines()[-1]}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    made = {Path(line).name.rsplit("-", 1)[1].split(".")[0]: Path(line) for line in r.stdout.split()}
+    assert set(made) == {"x86_64", "aarch64"}, r.stdout
+    return made
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_each_bundle_is_complete_for_every_python(bundles, arch):
+    r = bundle("check", str(bundles[arch]))
+    assert r.returncode == 0 and r.stdout.strip().endswith("complete"), r.stdout + r.stderr
+    with tarfile.open(bundles[arch]) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {"install.sh", "systemd/npu-watchdog.service", "config/npu-watchdog.example.yaml", "LICENSE",
+            "README.md"} <= names
+    wheels = [n for n in names if n.startswith("wheels/")]
+    assert any("npu_watchdog-" in n for n in wheels) and any("npu_watchdog_heartbeat-" in n for n in wheels)
+    native = [n for n in wheels if "manylinux" in n]
+    assert native and all(arch in n for n in native), native  # no other architecture's wheels
+
+
+def test_a_bundle_missing_a_wheel_is_refused_naming_it(bundles, tmp_path):
+    with tarfile.open(bundles["aarch64"]) as tar:
+        tar.extractall(tmp_path, **SAFE)
+    (top,) = tmp_path.iterdir()
+    for wheel in (top / "wheels").glob("pydantic_core-*cp310*"):
+        wheel.unlink()
+    r = bundle("check", str(top), "--python", "3.10", "--python", "3.11")
+    assert r.returncode == 1 and "incomplete" in r.stdout, r.stdout + r.stderr
+    assert "CPython 3.10" in r.stderr and "pydantic" in r.stderr.lower() and "3.11" not in r.stderr, r.stderr
+
+
+def _offline(argv, **kw) -> subprocess.CompletedProcess:
+    """`argv` in a new network namespace with loopback only: nothing beyond this machine is reachable."""
+    script = "ip link set lo up 2>/dev/null || true; exec \"$@\""
+    return subprocess.run(["unshare", "--net", "sh", "-c", script, "sh", *argv], **kw)
+
+
+def test_this_machines_bundle_installs_and_runs_its_demo_with_no_network(bundles, tmp_path):
+    if platform.machine() not in bundles:
+        pytest.skip(f"no bundle is built for {platform.machine()}")
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("cutting the network off needs root and unshare (util-linux)")
+    with tarfile.open(bundles[platform.machine()]) as tar:
+        tar.extractall(tmp_path / "unpacked", **SAFE)
+    (top,) = (tmp_path / "unpacked").iterdir()
+    root = tmp_path / "root"
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
+    r = _offline(["sh", str(top / "install.sh"), "install", "--root", str(root), "--no-systemctl",
+                  "--python", sys.executable], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    exe = root / "opt" / "npu-watchdog" / "venv" / "bin" / "npu-watchdog"
+    r = _offline([str(exe), "check-config", "-c", str(root / "etc" / "npu-watchdog" / "config.yaml")],
+                 capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _offline([str(exe), "demo"], capture_output=True, text=True, timeout=900, env=env, cwd=str(tmp_path))
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+
+
+def _unpack_mine(bundles, dest: Path) -> Path:
+    if platform.machine() not in bundles:
+        pytest.skip(f"no bundle is built for {platform.machine()}")
+    with tarfile.open(bundles[platform.machine()]) as tar:
+        tar.extractall(dest, **SAFE)
+    (top,) = dest.iterdir()
+    return top
+
+
+def _install(top: Path, root: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
+    return subprocess.run(["sh", str(top / "install.sh"), "install", "--root", str(root), "--no-systemctl",
+                           "--python", sys.executable], capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_installing_a_bundle_again_replaces_the_daemons_code_and_a_damaged_wheel_fails(bundles, tmp_path):
+    """A bundle built from a newer checkout keeps the version number: installing it again must
+    replace the installed code, not keep it as 'already satisfied'. A damaged dependency wheel
+    fails the install (naming pip's error) instead of being taken for a missing RE2 wheel."""
+    top = _unpack_mine(bundles, tmp_path / "unpacked")
+    root = tmp_path / "root"
+    assert _install(top, root).returncode == 0
+    (pkg,) = (root / "opt" / "npu-watchdog" / "venv" / "lib").glob("python*/site-packages/watchdog/__init__.py")
+    pkg.write_text(pkg.read_text() + "\nSTALE_MARKER = 1\n")
+    r = _install(top, root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "STALE_MARKER" not in pkg.read_text()
+
+    broken = tmp_path / "broken"
+    top2 = _unpack_mine(bundles, broken)
+    (yaml_wheel,) = [w for w in (top2 / "wheels").glob("pyyaml-*.whl")
+                     if f"cp{sys.version_info[0]}{sys.version_info[1]}" in w.name]
+    yaml_wheel.write_bytes(yaml_wheel.read_bytes()[:4096])
+    r = _install(top2, tmp_path / "root2")
+    assert r.returncode != 0 and "installing from the bundle failed" in r.stderr, r.stdout + r.stderr

@@ -1,0 +1,99 @@
+"""The clean-end decision (`judge_end`), row by row as docs/discovery.md lists them, and the
+evidence the discovered process probe gathers from real log bytes (end and failure lines)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from watchdog.config import load_config_text
+from watchdog.detectors.liveness import FAILURE, FINISHED, LEAVING, judge_end
+from watchdog.observations import EndEvidence
+from watchdog.probes.discovered import end_line, failure_line, failure_matcher
+
+W = 30.0  # discovery.end_window
+T = 1000.0  # when the first rank left
+QUIET = EndEvidence(ranks=4, gone=4, first_left_at=T, last_left_at=T + 5)
+
+
+def judged(ev: EndEvidence, running: int = 0, now: float = T + 10):
+    v = judge_end(ev, running, now, W)
+    return v.outcome, v.row
+
+
+@pytest.mark.parametrize("ev, running, now, want", [
+    # 1. a kernel kill of one of the job's pids wins over everything, even an end line
+    (EndEvidence(ranks=4, gone=4, done=4, heartbeats=4, end_line="Training completed.", kernel_kill="oom-kill pid 7"),
+     0, T + 10, (FAILURE, "kernel_kill")),
+    # 2. a failure line in the ranks' last lines wins over an end line and done heartbeats
+    (EndEvidence(ranks=4, gone=4, done=4, heartbeats=4, end_line="Training completed.",
+                 failure_line="oom_npu: RuntimeError: NPU out of memory"), 0, T + 10, (FAILURE, "failure_line")),
+    # ... and pages at once while the peers still run (rank_missing, no waiting for the window)
+    (EndEvidence(ranks=4, gone=1, failure_line="traceback: Traceback (most recent call last):",
+                 first_left_at=T, last_left_at=T), 3, T + 1, (FAILURE, "failure_line")),
+    # 3. one rank gone longer than the window while its peers run: missing
+    (EndEvidence(ranks=4, gone=1, first_left_at=T, last_left_at=T), 3, T + W + 1, (FAILURE, "left_alone")),
+    # 4. ranks going, peers not yet, within the window, no failure sign: no page yet
+    (EndEvidence(ranks=4, gone=1, first_left_at=T, last_left_at=T), 3, T + W - 1, (LEAVING, "leaving")),
+    # ... a rank that said done may leave first for as long as it likes
+    (EndEvidence(ranks=4, gone=1, done=1, heartbeats=4), 3, T + 10 * W, (LEAVING, "leaving")),
+    # 5. all gone, but apart (the last one long after the first): not an end
+    (EndEvidence(ranks=4, gone=4, end_line="Training completed.", first_left_at=T, last_left_at=T + W + 1),
+     0, T + W + 2, (FAILURE, "left_apart")),
+    # 6. every heartbeat said done
+    (EndEvidence(ranks=4, gone=4, done=4, heartbeats=4), 0, T + 10, (FINISHED, "heartbeats_done")),
+    # 7. an end line (a trainer's or the launcher's), ranks together
+    (EndEvidence(ranks=4, gone=4, end_line="worker group successfully finished", first_left_at=T,
+                 last_left_at=T + 10), 0, T + 10, (FINISHED, "end_line")),
+    # ... heartbeats not all done but an end line: still the end line's row
+    (EndEvidence(ranks=4, gone=4, done=1, heartbeats=4, end_line="Training completed.", first_left_at=T,
+                 last_left_at=T), 0, T + 10, (FINISHED, "end_line")),
+    # 8. together, no sign either way (a job cancelled as a whole): a quiet end
+    (QUIET, 0, T + 10, (FINISHED, "left_together")),
+])
+def test_decision_table_rows(ev, running, now, want):
+    assert judged(ev, running, now) == want
+
+
+def test_the_window_edge_is_exclusive_and_failure_signs_need_no_window():
+    ev = EndEvidence(ranks=2, gone=2, first_left_at=T, last_left_at=T + W)
+    assert judged(ev) == (FINISHED, "left_together")  # exactly the window apart: together
+    assert judged(EndEvidence(ranks=2, gone=1, first_left_at=T), 1, T + W) == (LEAVING, "leaving")
+
+
+def test_reasons_name_the_evidence():
+    v = judge_end(EndEvidence(ranks=8, gone=8, end_line="Training completed."), 0, T, W)
+    assert "Training completed." in v.reason
+    v = judge_end(EndEvidence(ranks=8, gone=8, failure_line="oom_npu: NPU out of memory"), 0, T, W)
+    assert "NPU out of memory" in v.reason and v.failure
+
+
+def test_end_lines_in_the_wordings_of_trainers_and_launchers():
+    pats = [re.compile(p) for p in load_config_text("discovery: {enabled: true}\n").discovery.end_patterns]
+    ends = [
+        b"Training completed. Do not forget to share your model on huggingface.co/models =)",  # HF Trainer
+        b"rank 0: training complete",
+        b"`Trainer.fit` stopped: `max_epochs=3` reached.",  # Lightning
+        b"[after training is done] datetime: 2026-11-30 10:15:00",  # Megatron
+        b"INFO:torch.distributed.elastic.agent.server.api:[default] worker group successfully finished. "
+        b"Waiting 300 seconds for other agents to finish.",  # torchrun's agent
+        b"[2026-11-30 10:15:00,123] [INFO] [launch.py:351:main] Process 4242 exits successfully.",  # DeepSpeed
+    ]
+    for line in ends:
+        assert end_line([b"iteration 5 | loss 2.0\n" + line + b"\n"], pats) == line.decode().strip(), line
+    assert end_line([b"iteration 5 | loss 2.0\nsaving checkpoint\n"], pats) == ""
+    assert end_line([b"\xff\xfe" * 100 + b"\x00\n"], pats) == ""  # bad bytes: no crash, no end
+
+
+def test_failure_lines_come_from_the_log_rules_of_warning_and_above():
+    m = failure_matcher(load_config_text("discovery: {enabled: true}\n"))
+    oom = (b"iteration 9 | loss 2.0\nRuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; "
+           b"60.97 GiB total capacity; 57.80 GiB already allocated)\n")
+    got = failure_line([b"Training completed.\n", oom], m)
+    assert "NPU out of memory" in got and got.split(":")[0] in {r.id for r in m.rules}
+    assert failure_line([b"iteration 9 | loss 2.0\nTraining completed.\n"], m) == ""
+    assert failure_line([b"Traceback (most recent call last):\n  File \"t.py\", line 1\nValueError: x\n"], m) != ""
+    # The root cause, not the traceback header above it, is the line that explains the exit.
+    got = failure_line([b"Traceback (most recent call last):\n  File \"t.py\", line 9\n" + oom.split(b"\n", 1)[1]], m)
+    assert "NPU out of memory" in got and not got.startswith("python_traceback")

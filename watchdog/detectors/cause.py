@@ -1,0 +1,217 @@
+"""Cause of death: why a rank (or a whole job) is gone or stalled, when anything knows.
+
+Pure over the StateView, used by the liveness rules (`rank_missing`, `job_gone`) and the fused
+`stall` rule to say WHY in their message and snapshot. The answer comes from the first source
+that knows, most specific first:
+
+1. the kernel: an OOM kill, segfault or trap of one of the pids (watchdog.detectors.kernel);
+2. a failure line of that rank the log rules matched (the logs probe's active matches);
+3. the launcher's report of the worker's exit: torchrun's `exitcode: -9 ... (pid: N)` and
+   `Signal 9 (SIGKILL) received by PID N`, mpirun's `... with PID N ... exited on signal 9`;
+4. else the rank's last lines that look like errors (error level, `Error:`, a traceback's tail).
+
+Log text is cut (lines and characters) and redacted with the snapshots' redactor before it goes
+into a finding; the channels escape it for their markup like any other finding text.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from watchdog.detectors.kernel import kernel_events_for_pids
+from watchdog.state import StateView
+
+#: Lines of evidence, and characters per line, a cause carries at most.
+MAX_LINES = 8
+MAX_CHARS = 300
+#: Log categories that explain a death (a NaN line does not kill a rank by itself, but is named).
+_FATAL_ORDER = ("oom", "crash", "device", "hccl", "traceback", "nan", "custom")
+
+_ERRORISH = re.compile(
+    r"(?i)(?:\b(?:error|fatal|critical|exception|abort(?:ed)?|killed|segmentation fault|core dumped)\b"
+    r"|^\s*Traceback \(most recent call last\)|^\s*\w*(?:Error|Exception)\b)", re.ASCII)
+_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\)")
+_TORCHRUN_EXIT = re.compile(r"exitcode\s*:\s*(-?\d{1,4})\)?(?:\s*local_rank:\s*\d{1,6})?\s*\(pid:\s*(\d{1,10})\)")
+_TORCHRUN_SIGNAL = re.compile(r"Signal (\d{1,3}) \((SIG[A-Z0-9]{1,12})\) received by PID (\d{1,10})")
+_MPIRUN = re.compile(r"with PID (\d{1,10}) on node \S{1,255} exited on signal (\d{1,3})(?: \(([^)]{1,40})\))?")
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a rank is gone: a one-line reason and the lines that show it."""
+
+    #: "kernel", "log", "launcher" or "last_lines".
+    kind: str
+    reason: str
+    lines: Tuple[str, ...] = ()
+    #: Where it was read (the kernel log, a log file's path).
+    source: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"kind": self.kind, "reason": self.reason, "lines": list(self.lines), "source": self.source}
+
+
+def _redactor(view: StateView, config: Any) -> Any:
+    from watchdog.snapshots.redact import Redactor, config_secrets
+
+    return view.once(("cause_redactor", id(config)), lambda: Redactor(config_secrets(config)))
+
+
+def _clean(view: StateView, config: Any, lines: Iterable[str]) -> Tuple[str, ...]:
+    red = _redactor(view, config)
+    out = []
+    for line in list(lines)[-MAX_LINES:]:
+        line = line.replace("\x00", "").rstrip()
+        if len(line) > MAX_CHARS:
+            line = line[:MAX_CHARS - 1] + "…"
+        out.append(red.text(line))
+    return tuple(out)
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def _from_kernel(view: StateView, config: Any, pids: Sequence[int]) -> Optional[Cause]:
+    events = [e for e in kernel_events_for_pids(view, pids) if e.category in ("oom", "crash")]
+    if not events:
+        events = list(kernel_events_for_pids(view, pids))
+    if not events:
+        return None
+    ev = events[-1]
+    return Cause("kernel", f"{ev.title} (kernel log): {ev.text[:200]}",
+                 _clean(view, config, [e.text for e in events]), "kernel log")
+
+
+def _from_log_rules(view: StateView, config: Any, rank: Optional[str], job: Optional[str]) -> Optional[Cause]:
+    sample = view.latest("logs")
+    active = getattr(sample.value, "active", ()) if sample is not None else ()
+    mine = [a for a in active if rank is not None and a.rank == rank and (job is None or a.job in (None, job))]
+    if not mine:
+        return None
+    order = {c: i for i, c in enumerate(_FATAL_ORDER)}
+    best = min(mine, key=lambda a: (a.role != "root", order.get(a.category, len(order)), -a.last_at))
+    return Cause("log", f"{best.title} (its log): {best.summary[:200]}",
+                 _clean(view, config, best.evidence), best.path)
+
+
+def _last_lines(view: StateView) -> Tuple[Any, ...]:
+    sample = view.latest("logs")
+    return getattr(sample.value, "last_lines", ()) if sample is not None else ()
+
+
+def _from_launcher(view: StateView, config: Any, pids: Sequence[int], job: Optional[str]) -> Optional[Cause]:
+    wanted = {str(p) for p in pids}
+    for ll in _last_lines(view):
+        if job is not None and ll.job not in (None, job):
+            continue
+        for line in reversed(ll.lines):
+            m = _TORCHRUN_EXIT.search(line)
+            if m and m.group(2) in wanted:
+                code = int(m.group(1))
+                how = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+                return Cause("launcher", f"the launcher reports pid {m.group(2)} {how}",
+                             _clean(view, config, [line]), ll.path)
+            m = _TORCHRUN_SIGNAL.search(line)
+            if m and m.group(3) in wanted:
+                return Cause("launcher", f"the launcher reports pid {m.group(3)} killed by {m.group(2)}",
+                             _clean(view, config, [line]), ll.path)
+            m = _MPIRUN.search(line)
+            if m and m.group(1) in wanted:
+                name = m.group(3) or _signal_name(int(m.group(2)))
+                return Cause("launcher", f"mpirun reports pid {m.group(1)} exited on signal {m.group(2)} ({name})",
+                             _clean(view, config, [line]), ll.path)
+    return None
+
+
+def errorish_tail(lines: Sequence[str]) -> List[str]:
+    """The lines that look like errors among a file's last lines: from the last traceback to the
+    end when there is one, else the error-looking lines (newest last)."""
+    for i in range(len(lines) - 1, -1, -1):
+        if _TRACEBACK.search(lines[i]):
+            return list(lines[i:])
+    return [x for x in lines if _ERRORISH.search(x)]
+
+
+def _from_last_lines(view: StateView, config: Any, rank: Optional[str], job: Optional[str]) -> Optional[Cause]:
+    own = [ll for ll in _last_lines(view) if rank is not None and ll.rank == rank and ll.job in (None, job)
+           or (job is not None and rank is None and ll.job == job)]
+    best: Optional[Tuple[float, Any, List[str]]] = None
+    for ll in own:
+        errs = errorish_tail(ll.lines)
+        if errs and (best is None or ll.at > best[0]):
+            best = (ll.at, ll, errs)
+    if best is None:
+        return None
+    _, ll, errs = best
+    lines = _clean(view, config, errs)
+    return Cause("last_lines", f"its last error lines: {lines[-1][:200]}", lines, ll.path)
+
+
+Member = Tuple[int, Optional[Any]]  # pid, rank
+
+
+def cause_of_death(view: StateView, config: Any, members: Iterable[Member],
+                   job: Optional[str] = None) -> Optional[Cause]:
+    """Why the processes `members` ((pid, rank) of one rank, or of every rank of a job) are gone,
+    or None when nothing says. Each source is asked about every member before the next, less
+    specific source is: a kernel kill of any rank explains a job's death before last lines do."""
+    ms = [(p, None if r is None else str(r)) for p, r in members if isinstance(p, int)]
+    pids = tuple(p for p, _ in ms)
+    finders = [lambda: _from_kernel(view, config, pids)]
+    finders += [lambda r=r: _from_log_rules(view, config, r, job) for _, r in ms]
+    finders.append(lambda: _from_launcher(view, config, pids, job))
+    finders += [lambda r=r: _from_last_lines(view, config, r, job) for _, r in ms]
+    if job is not None:
+        finders.append(lambda: _from_last_lines(view, config, None, job))
+    for find in finders:
+        got = find()
+        if got is not None:
+            return got
+    return None
+
+
+def with_cause(summary: str, cause: Optional[Cause]) -> str:
+    """A finding's summary with the cause appended (one line)."""
+    return summary if cause is None else f"{summary}: {cause.reason}"
+
+
+#: The rules whose message says why (the vanished or stalled ranks' cause of death).
+EXPLAINED = ("rank_missing", "job_gone", "stall")
+
+
+def _members(finding: Any, view: StateView) -> List[Member]:
+    sample = view.latest("process")
+    obs = sample.value if sample is not None else None
+    if finding.rule == "rank_missing":
+        pid = finding.labels.get("pid", "")
+        return [(int(pid), finding.labels.get("rank"))] if pid.isdigit() else []
+    procs = tuple(getattr(obs, "gone", ())) + tuple(getattr(obs, "processes", ()))
+    return [(p.pid, p.rank) for p in procs]
+
+
+def explain(view: StateView, config: Any, finding: Any) -> Any:
+    """`finding` (rank_missing, job_gone or stall) with its cause of death in the summary, the
+    details (`cause`, which the snapshot's manifest carries) and the evidence lines; unchanged
+    when nothing knows why."""
+    from dataclasses import replace
+
+    from watchdog.findings import JOB_LABEL
+
+    if finding.rule not in EXPLAINED:
+        return finding
+    sample = view.latest("process")
+    discovered = bool(getattr(sample.value, "discovered", False)) if sample is not None else False
+    job = finding.labels.get(JOB_LABEL) if discovered else None
+    cause = cause_of_death(view, config, _members(finding, view), job)
+    if cause is None:
+        return finding
+    return replace(finding, summary=with_cause(finding.summary, cause),
+                   details={**finding.details, "cause": cause.to_dict()},
+                   evidence=tuple(finding.evidence) + cause.lines)

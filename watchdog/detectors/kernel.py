@@ -1,0 +1,135 @@
+"""Kernel findings: what the kernel log said about a rank or the node (watchdog.probes.kernel).
+
+A record naming a rank's pid (OOM kill, segfault, trap, hung task) is that rank's finding, with
+its `training_job`, `rank` and `npu` labels: from discovery when the probe read the record,
+else from the process probe's ranks (alive or gone). Any other record is a node finding; a
+record about some other process is info when it is an OOM kill, segfault or trap (recorded, paging
+nobody), at most a warning otherwise (a hung task). A finding stays in
+force for `probes.kernel.hold` after its newest record.
+
+`kernel_events_for_pids` is the one question other rules ask (cause of death, a clean end).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from watchdog.config.schema import Config
+from watchdog.findings import JOB_LABEL, SEVERITY_RANK, Finding
+from watchdog.observations import KernelEvent, KernelObservation
+from watchdog.rulecatalog import Rule, probe_wait
+from watchdog.state import StateView
+
+#: Severity of a record about a process that is no rank, at most: another process's OOM kill or
+#: segfault is recorded (status, metrics, the snapshot's findings) but pages nobody (channels take
+#: warning and up); a hung task or a lockup says the node itself is stuck (warning).
+NODE_PROCESS_SEVERITY = {"crash": "info", "oom": "info"}
+NODE_PROCESS_DEFAULT = "warning"
+
+
+def _obs(view: StateView) -> Optional[KernelObservation]:
+    sample = view.latest("kernel")
+    return sample.value if sample is not None and isinstance(sample.value, KernelObservation) else None
+
+
+def kernel_events_for_pids(view: StateView, pids: Iterable[int], since: Optional[float] = None) -> Tuple[KernelEvent, ...]:
+    """The kernel's records (within the probe's hold) about any of `pids`, oldest first:
+    an OOM kill, segfault, trap or hung task of one of a job's processes."""
+    obs = _obs(view)
+    wanted = set(pids)
+    if obs is None or not wanted:
+        return ()
+    return tuple(e for e in obs.recent if e.pid in wanted and (since is None or e.time >= since))
+
+
+def _ranks_by_pid(view: StateView) -> Dict[int, Tuple[Optional[str], Optional[int]]]:
+    """pid -> (job, rank) of every rank the process probe follows or saw go."""
+    sample = view.latest("process")
+    out: Dict[int, Tuple[Optional[str], Optional[int]]] = {}
+    if sample is None:
+        return out
+    for p in tuple(getattr(sample.value, "gone", ())) + tuple(getattr(sample.value, "processes", ())):
+        out[p.pid] = (p.job, p.rank)
+    return out
+
+
+def _labels(ev: KernelEvent, config: Config, ranks: Dict[int, Tuple[Optional[str], Optional[int]]]) -> Dict[str, str]:
+    base = dict(config.base_labels)
+    job, rank, npu = ev.job, ev.rank, ev.npu
+    if rank is None and ev.pid is not None and ev.pid in ranks:
+        job, rank = ranks[ev.pid]
+    labels = {**base, "kernel_rule": ev.rule}
+    if rank is not None:
+        if job:
+            labels[JOB_LABEL] = job
+        labels["rank"] = str(rank)
+        if npu is not None:
+            labels["npu"] = str(npu)
+    elif ev.device is not None:
+        labels["device"] = str(ev.device)
+    return labels
+
+
+def detect(view: StateView, config: Config) -> List[Finding]:
+    cfg = config.probes.kernel
+    obs = _obs(view)
+    if not cfg.enabled or obs is None:
+        return []
+    ranks = _ranks_by_pid(view)
+    grouped: Dict[Tuple[str, ...], List[Tuple[KernelEvent, Dict[str, str]]]] = {}
+    for ev in obs.recent:
+        if view.now - ev.time > cfg.hold:
+            continue
+        labels = _labels(ev, config, ranks)
+        grouped.setdefault(tuple(sorted(labels.items())), []).append((ev, labels))
+    return [_finding(evs) for evs in grouped.values()]
+
+
+def _finding(evs: List[Tuple[KernelEvent, Dict[str, str]]]) -> Finding:
+    last, labels = evs[-1]
+    severity = last.severity
+    cap = NODE_PROCESS_SEVERITY.get(last.category, NODE_PROCESS_DEFAULT)
+    if "rank" not in labels and last.pid is not None and SEVERITY_RANK[severity] > SEVERITY_RANK[cap]:
+        severity = cap
+    who = f"rank {labels['rank']} (pid {last.pid})" if "rank" in labels else (
+        f"pid {last.pid}" if last.pid is not None else "the node")
+    pids = sorted({e.pid for e, _ in evs if e.pid is not None})
+    # One finding rule per kernel rule category; any other category (user rules) is an event.
+    for category, rule in (("oom", "kernel_oom"), ("crash", "kernel_crash"), ("device", "kernel_device"),
+                           (last.category, "kernel_event")):
+        if last.category == category:
+            break
+    return Finding(
+        rule=rule, severity=severity,
+        summary=f"{who}: {last.title} (kernel log): {last.text[:200]}",
+        labels=labels, hint=last.hint, value=str(len(evs)), since=evs[0][0].time,
+        details={"kernel_rule": last.rule, "pids": pids, "seq": [e.seq for e, _ in evs][-20:],
+                 "device": last.device},
+        evidence=tuple(e.text for e, _ in evs[-5:]),
+    )
+
+
+TRIGGERS = ("kernel", "process")
+
+
+def _wait(c: Config, f: dict) -> float:
+    return probe_wait(c, "kernel")
+
+
+RULES = (
+    Rule("kernel_oom", "critical", "The kernel's OOM killer killed a process: a rank (its labels say "
+         "which) or another process of the node (info then: recorded, paging nobody).",
+         "The job's host memory (data loader workers, pinned memory), the memory cgroup limit; `dmesg`.",
+         same_event=("rank_missing", "job_gone", "log_oom"), warmup=_wait),
+    Rule("kernel_crash", "critical", "The kernel reports a segmentation fault or a CPU trap (general "
+         "protection, invalid opcode) of a rank, or of another process of the node (info then).",
+         "The library named after `in` in the line; a core dump or `PYTHONFAULTHANDLER=1`; versions.",
+         same_event=("rank_missing", "job_gone", "log_crash"), warmup=_wait),
+    Rule("kernel_device", "critical", "The kernel reports a hardware fault: host memory ECC, a PCIe AER "
+         "error, or an NPU driver error (device heartbeat lost, task scheduler exception).",
+         "The card named by the line (`npu-smi info -t health`), the DIMM or PCIe port; `dmesg`.",
+         warmup=_wait),
+    Rule("kernel_event", "warning", "The kernel reports a hung task (blocked in the kernel for minutes), "
+         "a CPU soft or hard lockup, or a line of your own kernel rules.",
+         "`cat /proc/<pid>/stack` for a hung task; the driver lines just before a lockup.", warmup=_wait),
+)
