@@ -27,7 +27,9 @@ pytestmark = [pytest.mark.slow,
 def config(job: TrainJob, hook: str) -> dict:
     return {
         "job": {},
-        "discovery": {"enabled": True, "only_env": job.only_env, "forget_after": "60s", "interval": "1s"},
+        # No npu feed: no npu-smi here, and a job on a node without it pages npu_smi_missing.
+        "discovery": {"enabled": True, "only_env": job.only_env, "forget_after": "60s", "interval": "1s",
+                      "feed": ["process", "logs", "heartbeat"]},
         "probes": {"process": {"interval": "1s"}, "logs": {"interval": "1s", "rescan": "1s"}, "heartbeat": {"interval": "1s"},
                    "kernel": {"enabled": True, "interval": "1s"}},
         "alerting": {"group_window": "1s", "resolve_delay": "1m", "retry_initial": "300ms", "retry_max": "1s",
