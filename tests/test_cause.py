@@ -126,3 +126,19 @@ def test_a_stall_names_a_hung_task_of_one_of_its_ranks():
     got = explain(store.view(), CFG, f)
     assert "hung task" in got.summary and "python3:31" in got.summary
     assert got.details["cause"]["kind"] == "kernel"
+
+
+def test_a_launchers_report_pushed_out_of_the_last_lines_is_still_found():
+    """`torchrun ... > train.log`: the surviving ranks keep logging into the same file, so within
+    seconds the launcher's report of a rank's exit is no longer among the file's last lines; the
+    ring keeps the file's newest error-looking lines apart, and the cause is still found."""
+    from watchdog.logrules.lastlines import KEEP_LINES, LastLinesRing
+
+    ring = LastLinesRing()
+    report = ("E1201 torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -15) "
+              "local_rank: 1 (pid: 4242) of binary: /usr/bin/python3")
+    ring.feed("/l/train.log", "train", "j", None, (report + "\n").encode(), len(report) + 1, 1.0)
+    chatter = "".join(f"rank0 iteration {i} loss 1.0\n" for i in range(KEEP_LINES * 3)).encode()
+    ring.feed("/l/train.log", "train", "j", None, chatter, len(chatter), 2.0)
+    (ll,) = ring.snapshot()
+    assert report not in ll.lines and ll.errors == (report,)

@@ -214,7 +214,10 @@ def test_the_launchers_exit_report_names_the_signal_of_a_rank_killed_silently(tm
             started(d, job, name, 2)
             pid = rank_pid(d, 1)
             os.kill(pid, signal.SIGTERM)
-            wait_for(lambda: pages_about(rx, name, "1"), timeout=30, what="a page for rank 1")
+            # The launcher prints its report just after reaping the rank, a moment after the
+            # process probe may have judged the departure: then the rank pages as `left_alone`,
+            # `end_window` (30 s) later (docs/discovery.md), with the report in its cause.
+            wait_for(lambda: pages_about(rx, name, "1"), timeout=75, what="a page for rank 1")
             time.sleep(3)
             pages = pages_about(rx, name, "1")
             mine = [r for r in rx.accepted() if r.json["status"] == "firing" and name in json.dumps(r.json)]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.detectors.kernel import kernel_events_for_pids
+from watchdog.logrules.lastlines import ERRORISH
 from watchdog.state import StateView
 
 #: Lines of evidence, and characters per line, a cause carries at most.
@@ -30,9 +31,6 @@ MAX_CHARS = 300
 #: Log categories that explain a death (a NaN line does not kill a rank by itself, but is named).
 _FATAL_ORDER = ("oom", "crash", "device", "hccl", "traceback", "nan", "custom")
 
-_ERRORISH = re.compile(
-    r"(?i)(?:\b(?:error|fatal|critical|exception|abort(?:ed)?|killed|segmentation fault|core dumped)\b"
-    r"|^\s*Traceback \(most recent call last\)|^\s*\w*(?:Error|Exception)\b)", re.ASCII)
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\)")
 _TORCHRUN_EXIT = re.compile(r"exitcode\s*:\s*(-?\d{1,4})\)?(?:\s*local_rank:\s*\d{1,6})?\s*\(pid:\s*(\d{1,10})\)")
 _TORCHRUN_SIGNAL = re.compile(r"Signal (\d{1,3}) \((SIG[A-Z0-9]{1,12})\) received by PID (\d{1,10})")
@@ -111,7 +109,7 @@ def _from_launcher(view: StateView, config: Any, pids: Sequence[int], job: Optio
     for ll in _last_lines(view):
         if job is not None and ll.job not in (None, job):
             continue
-        for line in reversed(ll.lines):
+        for line in reversed(ll.lines + ll.errors):  # a report pushed out of the last lines is among the errors
             m = _TORCHRUN_EXIT.search(line)
             if m and m.group(2) in wanted:
                 code = int(m.group(1))
@@ -136,7 +134,7 @@ def errorish_tail(lines: Sequence[str]) -> List[str]:
     for i in range(len(lines) - 1, -1, -1):
         if _TRACEBACK.search(lines[i]):
             return list(lines[i:])
-    return [x for x in lines if _ERRORISH.search(x)]
+    return [x for x in lines if ERRORISH.search(x)]
 
 
 def _from_last_lines(view: StateView, config: Any, rank: Optional[str], job: Optional[str]) -> Optional[Cause]:
@@ -144,7 +142,7 @@ def _from_last_lines(view: StateView, config: Any, rank: Optional[str], job: Opt
            or (job is not None and rank is None and ll.job == job)]
     best: Optional[Tuple[float, Any, List[str]]] = None
     for ll in own:
-        errs = errorish_tail(ll.lines)
+        errs = errorish_tail(ll.lines) or list(ll.errors)  # pushed out of the last lines by other writers
         if errs and (best is None or ll.at > best[0]):
             best = (ll.at, ll, errs)
     if best is None:

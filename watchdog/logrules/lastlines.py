@@ -9,6 +9,7 @@ beyond those lines, nor on how much the file held before.
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Deque, Dict, Optional, Tuple
@@ -18,6 +19,15 @@ from typing import Deque, Dict, Optional, Tuple
 KEEP_LINES = 48
 MAX_LINE_CHARS = 512
 MAX_FILES = 256
+#: Error-looking lines kept per file besides the last lines: in a log several ranks (or a rank
+#: and its launcher) share, the survivors' progress lines push a dead rank's last words (and the
+#: launcher's report of its exit) out of the last KEEP_LINES within seconds.
+KEEP_ERRORS = 16
+
+#: A line that looks like an error (linear: alternatives of literals, anchored variants).
+ERRORISH = re.compile(
+    r"(?i)(?:\b(?:error|fatal|critical|exception|abort(?:ed)?|killed|segmentation fault|core dumped)\b"
+    r"|^\s*Traceback \(most recent call last\)|^\s*\w*(?:Error|Exception)\b)", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,8 @@ class LastLines:
     lines: Tuple[str, ...]
     #: Epoch seconds the newest of them was read.
     at: float
+    #: The newest error-looking lines (ERRORISH), oldest first, however far back among the lines.
+    errors: Tuple[str, ...] = ()
 
 
 def tail_lines(data: bytes, stop: int, keep: int, max_chars: int = MAX_LINE_CHARS) -> Tuple[str, ...]:
@@ -55,6 +67,7 @@ class LastLinesRing:
         self.keep = keep
         self.max_files = max_files
         self._rings: "OrderedDict[str, Deque[str]]" = OrderedDict()
+        self._errors: Dict[str, Deque[str]] = {}
         self._frozen: Dict[str, LastLines] = {}
 
     def feed(self, path: str, source: str, job: Optional[str], rank: Optional[str],
@@ -66,13 +79,18 @@ class LastLinesRing:
         ring = self._rings.get(path)
         if ring is None:
             ring = self._rings[path] = deque(maxlen=self.keep)
+            self._errors[path] = deque(maxlen=KEEP_ERRORS)
             while len(self._rings) > self.max_files:
                 old, _ = self._rings.popitem(last=False)
                 self._frozen.pop(old, None)
+                self._errors.pop(old, None)
         else:
             self._rings.move_to_end(path)
         ring.extend(lines)
-        self._frozen[path] = LastLines(path=path, source=source, job=job, rank=rank, lines=tuple(ring), at=now)
+        errors = self._errors[path]
+        errors.extend(x for x in lines if ERRORISH.search(x))
+        self._frozen[path] = LastLines(path=path, source=source, job=job, rank=rank, lines=tuple(ring), at=now,
+                                       errors=tuple(errors))
 
     def snapshot(self) -> Tuple[LastLines, ...]:
         """Every file's last lines; files not written since the last call cost nothing to copy."""
