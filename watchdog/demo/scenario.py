@@ -62,8 +62,10 @@ def demo_config(node: SimulatedNode, out: Path, receiver_url: str, port: int, sp
     _merge(doc, {
         "node": {"name": "demo-node-01"},
         # The job's ranks carry NPU_WATCHDOG_JOB=llama-demo (discovery's name_env): its label.
+        # end_window below the train heartbeat threshold: a silently killed rank is missing
+        # before its heartbeat goes stale (rank_missing is the page, the stale heartbeat its symptom).
         "discovery": {"enabled": True, "interval": _d(1 * s), "only_env": f"{DEMO_TAG}={node.tag}",
-                      "forget_after": _d(120 * s), "end_window": _d(30 * s)},
+                      "forget_after": _d(120 * s), "end_window": _d(6 * s)},
         "http": {"listen": f"127.0.0.1:{port}"},
         "logging": {"level": "info", "format": "text"},
         # Time constants only: each probe stays fed by discovery (none is enabled here).
