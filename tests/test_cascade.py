@@ -8,7 +8,7 @@ from watchdog.detectors import logs as logs_det
 from watchdog.hccl import CANN_EXEC_TIMEOUT, resolve
 from watchdog.observations import ProcessInfo, ProcessObservation
 from watchdog.probes.logs import ActiveMatch, LogProbeObservation
-from tests.test_trends_synth import T0, Synth
+from tests.synth import T0, Synth
 
 
 def match(rule, category, role, rank, at, severity="critical"):

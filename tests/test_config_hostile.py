@@ -14,15 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO
+from tests.hostile_configs import BILLION_LAUGHS
 from watchdog.config import ConfigError, load_config_text
 
 HANG_BOUND = 60.0
-
-BILLION_LAUGHS = "\n".join(
-    ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
-    + [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 10)]
-) + "\n"
-
 
 def check_config(path: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "watchdog", "check-config", "-c", str(path)],

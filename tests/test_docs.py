@@ -25,7 +25,7 @@ def test_generated_doc_blocks_are_current():
 
 
 def test_rule_table_lists_every_rule_with_a_runbook_section():
-    from tests.test_doc_links import anchors
+    from tests.doclinks import anchors
     from watchdog.rulecatalog import names
 
     runbook = anchors(REPO / "docs" / "runbook.md")

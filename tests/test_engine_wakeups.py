@@ -16,7 +16,7 @@ from typing import Callable, Dict, List, Tuple
 import pytest
 
 from tests.fakes.receivers import Receiver
-from tests.test_alert_engine import Clock, f, make_config
+from tests.alertkit import Clock, f, make_config
 from watchdog.alerting.engine import MAX_SLEEP, AlertEngine
 from watchdog.alerting.store import AlertStore
 

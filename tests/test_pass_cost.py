@@ -14,7 +14,7 @@ from typing import Dict, List
 
 import pytest
 
-from tests.test_trends_synth import T0, Synth, chip, logs, npu_obs
+from tests.synth import T0, Synth, chip, logs, npu_obs
 from watchdog.detectors import IncrementalDetectors, load_detectors
 from watchdog.observations import (HeartbeatObservation, HeartbeatReading, JobState, ProcessInfo,
                                    ProcessObservation)

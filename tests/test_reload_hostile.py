@@ -7,7 +7,7 @@ import os
 import signal
 
 from tests.helpers import http_get, wait_for
-from tests.test_config_hostile import BILLION_LAUGHS
+from tests.hostile_configs import BILLION_LAUGHS
 
 BASE = {"probes": {"jitter": "0s", "commands": [
     {"name": "ok", "argv": ["/bin/true"], "interval": "1s", "timeout": "5s"}]}}

@@ -79,7 +79,7 @@ def test_every_rule_any_module_can_emit_is_in_the_catalog():
 
 
 def test_every_catalog_rule_has_its_runbook_section():
-    from tests.test_doc_links import anchors
+    from tests.doclinks import anchors
 
     sections = anchors(REPO / "docs" / "runbook.md")
     for r in rulecatalog.catalog().values():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tests.test_trends_synth import BASE, T0, Synth, beats, chip, logs, npu_obs, procs
+from tests.synth import BASE, T0, Synth, beats, chip, logs, npu_obs, procs
 from watchdog.config.schema import Config
 from watchdog.detectors.stall import assess
 from watchdog.metrics import trends as trend_metrics

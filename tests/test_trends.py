@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tests.test_trends_synth import BASE, T0, Synth, beats, chip, npu_obs, procs, rules
+from tests.synth import BASE, T0, Synth, beats, chip, npu_obs, procs, rules
 from watchdog.config.schema import Config
 from watchdog.metrics import trends as trend_metrics
 from watchdog.runtime import Runtime
