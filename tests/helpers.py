@@ -19,6 +19,8 @@ from typing import Any, Callable, Dict, List, Optional
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+# The tests folder: kits, fakes, fixtures and samples live here (test files live in its tier folders).
+TESTS = REPO / "tests"
 # Real captures and log excerpts copied into the repository (each folder has a SOURCES.md).
 FIXTURES = REPO / "tests" / "fixtures"
 

@@ -13,7 +13,6 @@ import math
 import os
 import re
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 import yaml
@@ -22,6 +21,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from tests.helpers import TESTS
 from watchdog import flight_recorder as fr  # noqa: E402
 from watchdog.config import ConfigError, load_config_text  # noqa: E402
 from watchdog.heartbeat_format import HeartbeatFormatError, parse_heartbeat  # noqa: E402
@@ -34,7 +34,7 @@ settings.register_profile("fast", max_examples=40, deadline=timedelta(seconds=5)
 settings.register_profile("long", max_examples=2000, deadline=timedelta(seconds=10), **_COMMON)
 settings.load_profile(os.environ.get("NPU_WATCHDOG_FUZZ", "fast"))
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = TESTS / "fixtures"
 
 
 # -- npu-smi --------------------------------------------------------------------------------------

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import FIXTURES, REPO
+from tests.helpers import FIXTURES, REPO, TESTS
 
-SAMPLES = Path(__file__).parent / "samples" / "logs"
+SAMPLES = TESTS / "samples" / "logs"
 
 
 def scan(*args: str) -> subprocess.CompletedProcess:
@@ -67,7 +67,7 @@ def test_scan_applies_config_rules(tmp_path: Path) -> None:
 def test_scan_json_reports_crash_events(tmp_path: Path) -> None:
     """A native crash (no Python traceback) is a root `crash` event, before the peers' HCCL
     timeout it causes; real lines from the sample corpus."""
-    corpus = Path(__file__).parent / "samples" / "corpus"
+    corpus = TESTS / "samples" / "corpus"
     lines = [l.rsplit("  ##> ", 1)[0] for l in (corpus / "native_crashes.log").read_text().splitlines()]
     crash = [l for l in lines if l.startswith("Fatal Python error: Segmentation fault")][0]
     dump = [l for l in lines if l.startswith("Current thread 0x")][0]

@@ -3,10 +3,9 @@ verdicts, smoke evaluation, record comparison."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.helpers import TESTS
 from watchdog.config import load_config_text
 from watchdog.config.load import ConfigError
 from watchdog.config.sections.doctor import default_env_rules
@@ -26,7 +25,7 @@ from watchdog.doctor.versions import (
 )
 from watchdog.npusmi.parse import parse_info
 
-CAPTURES = Path(__file__).resolve().parent / "fixtures" / "npu-smi"
+CAPTURES = TESTS / "fixtures" / "npu-smi"
 
 
 def by_id(results, cid):

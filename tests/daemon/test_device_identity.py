@@ -10,12 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import TESTS, wait_for
 from watchdog.detectors.logs import _device_labels
 from watchdog.logrules.device import device_of
 from watchdog.npusmi import NpuSmiParseError, NpuSmiUnavailable, parse_chip_map
 
-HERE = Path(__file__).resolve().parent
+HERE = TESTS
 FIX = HERE / "fixtures" / "npu-smi"
 CORPUS = HERE / "samples" / "corpus"
 FAKE = str(HERE / "fakes" / "npu-smi")

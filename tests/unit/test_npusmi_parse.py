@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
+from tests.helpers import TESTS
 from watchdog.npusmi.parse import (
     NpuSmiParseError,
     NpuSmiUnavailable,
@@ -16,7 +16,7 @@ from watchdog.npusmi.parse import (
 )
 from watchdog.observations import NpuChip, NpuProcess
 
-FIX = Path(__file__).resolve().parent / "fixtures" / "npu-smi"
+FIX = TESTS / "fixtures" / "npu-smi"
 
 
 def read(name: str) -> str:

@@ -14,7 +14,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.receivers import Receiver
-from tests.helpers import wait_for
+from tests.helpers import TESTS, wait_for
 from tests.liveness_kit import Children
 from watchdog.alerting.engine import AlertEngine
 from watchdog.alerting.render import dashboard_link
@@ -24,7 +24,7 @@ from watchdog.config.sections.alerting import parse_matcher
 from watchdog.findings import JOB_LABEL, Finding
 from watchdog.metrics.catalog import TARGET_LABELS, MetricDef, all_metrics
 
-HERE = Path(__file__).resolve().parent
+HERE = TESTS
 FAKE_NPU_SMI = HERE / "fakes" / "npu-smi"
 OLD = {"host": "node-a", "job": "job-a"}  # what a version before the rename put on findings
 NEW = {"host": "node-a", "training_job": "job-a"}

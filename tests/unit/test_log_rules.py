@@ -7,14 +7,14 @@ from typing import Dict, Set, Tuple
 
 import pytest
 
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, TESTS
 from watchdog.logrules import corpus
 from watchdog.logrules.extract import Extractor, StreamState, line_timestamp
 from watchdog.logrules.matcher import Matcher, re2_available
 from watchdog.logrules.model import RuleError, SHIPPED_PACKS, build_ruleset, load_pack, make_rule
 
-SAMPLES = Path(__file__).parent / "samples" / "logs"
-CORPUS = Path(__file__).parent / "samples" / "corpus"
+SAMPLES = TESTS / "samples" / "logs"
+CORPUS = TESTS / "samples" / "corpus"
 ENGINES = ["re"] + (["re2"] if re2_available() else [])
 
 
@@ -80,7 +80,7 @@ def test_corpus_size_and_zero_false_alarms() -> None:
 
 
 def test_sources_file_names_every_sample() -> None:
-    text = (Path(__file__).parent / "samples" / "SOURCES.md").read_text(encoding="utf-8")
+    text = (TESTS / "samples" / "SOURCES.md").read_text(encoding="utf-8")
     for path in SAMPLE_FILES:
         assert f"## {path.parent.name}/{path.name}" in text, f"{path.name} has no provenance in samples/SOURCES.md"
 

@@ -8,13 +8,13 @@ same observation as the whole table: a short read must never look like a lost ca
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
+from tests.helpers import TESTS
 from watchdog.npusmi.parse import MAX_OUTPUT_CHARS, NpuSmiError, NpuSmiParseError, parse_info, parse_kv
 
-FIX = Path(__file__).resolve().parent / "fixtures" / "npu-smi"
+FIX = TESTS / "fixtures" / "npu-smi"
 
 
 def _tables():

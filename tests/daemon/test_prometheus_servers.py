@@ -22,9 +22,9 @@ from typing import Any, List, Optional
 import pytest
 import yaml
 
-from tests.helpers import REPO, Server, free_port, http_get, wait_for
+from tests.helpers import REPO, TESTS, free_port, http_get, wait_for, Server
 
-HERE = Path(__file__).resolve().parent
+HERE = TESTS
 FAKE_NPU_SMI = HERE / "fakes" / "npu-smi"
 RULES = REPO / "contrib" / "prometheus" / "npu-watchdog.rules.yml"
 DASHBOARD = REPO / "contrib" / "grafana" / "npu-watchdog.json"

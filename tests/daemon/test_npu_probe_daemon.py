@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, wait_for
+from tests.helpers import REPO, TESTS, wait_for
 from watchdog.config import load_config_text
 from watchdog.detectors.npu_smi import detect
 from watchdog.state import ProbeStatus, StateView
 
-HERE = Path(__file__).resolve().parent
+HERE = TESTS
 FAKE = str(HERE / "fakes" / "npu-smi")
 FIX = HERE / "fixtures" / "npu-smi"
 

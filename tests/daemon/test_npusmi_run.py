@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.helpers import wait_for
+from tests.helpers import TESTS, wait_for
 from watchdog.config.sections.npu import NpuProbeConfig
 from watchdog.npusmi.run import NpuSmiRunError, NpuSmiStats, query_health, query_info, reason_of
 from watchdog.probes.base import ProbeError
 from watchdog.probes.npu import NpuProbe
 
-HERE = Path(__file__).resolve().parent
+HERE = TESTS
 FAKE = str(HERE / "fakes" / "npu-smi")
 FIX = HERE / "fixtures" / "npu-smi"
 
