@@ -50,7 +50,7 @@ class Driver:
             self.engine.clock.now += step
 
 
-def settle(e: AlertEngine, timeout: float = 10.0) -> None:
+def settle(e: AlertEngine, timeout: float = 30.0) -> None:
     """Wait (real time, bounded) until every committed notification has been delivered."""
     deadline = time.monotonic() + timeout
     while e.outbox.stats()[0] and time.monotonic() < deadline:

@@ -249,6 +249,23 @@ class ProcView:
         return pid
 
 
+def own_processes_only(monkeypatch: Any) -> None:
+    """Make `psutil.process_iter` list only this test process and its descendants, for tests of
+    code that walks the process table with psutil (the process probe). Why: like ProcView for
+    /proc readers: on a shared machine (and in parallel test workers) other jobs with the same
+    command lines come and go, and a test must judge only the processes it started."""
+    import psutil
+
+    real = psutil.process_iter
+
+    def scoped(*args: Any, **kwargs: Any) -> Any:
+        me = psutil.Process(os.getpid())
+        keep = {me.pid} | {c.pid for c in me.children(recursive=True)}
+        return (p for p in real(*args, **kwargs) if p.pid in keep)
+
+    monkeypatch.setattr(psutil, "process_iter", scoped)
+
+
 def run_cli(*args: str, env: Optional[Dict[str, str]] = None, timeout: float = 60) -> "subprocess.CompletedProcess":
     """`npu-watchdog ARGS...` as a subprocess of this checkout (text output captured)."""
     return subprocess.run([sys.executable, "-m", "watchdog", *args], capture_output=True, text=True,

@@ -158,7 +158,7 @@ def test_reinstall_keeps_config_then_uninstall_keeps_only_config(installed):
     (["uninstall", "--prefix", "/"], "paths must be absolute and not /"),
     (["install", "--frobnicate"], "unknown option: --frobnicate"),
     (["reinstall"], "unknown action: reinstall"),
-    (["install", "--source", "/nonexistent/npu-watchdog"], "no npu-watchdog source tree at /nonexistent/npu-watchdog"),
+    (["install", "--source", "/nonexistent/npu-watchdog"], "no npu-watchdog source tree (or unpacked bundle) at /nonexistent/npu-watchdog"),
 ])
 def test_bad_arguments_are_refused(tmp_path, args, message):
     r = run_install(*args, "--root", str(tmp_path))

@@ -7,11 +7,17 @@ import collections
 
 import pytest
 
+from tests.helpers import own_processes_only, wait_for
 from tests.jobkit import TrainJob
-from tests.helpers import wait_for
 from watchdog.config import load_config_text
 from watchdog.metrics.liveness import _process_samples
 from watchdog.probes.process import ProcessProbe
+
+
+@pytest.fixture(autouse=True)
+def _own_processes(monkeypatch):
+    """The selectors here (`train\\.py`) match every fake job on the machine: judge only ours."""
+    own_processes_only(monkeypatch)
 
 
 def probe_for(job: TrainJob, **selectors) -> ProcessProbe:

@@ -6,7 +6,7 @@ finite again.
 Lightning comes from the `integrations` extra. MindSpore is not in it (its CPU wheel is large and
 needs numpy < 2): `pip install mindspore 'numpy<2'` into the test's interpreter, or point
 NPU_WATCHDOG_MINDSPORE_PYTHON at an interpreter that has it. A missing framework skips, naming
-the package. (HF Trainer, DeepSpeed and Megatron report the grad norm too: tests/test_integrations.py.)
+the package. (HF Trainer, DeepSpeed and Megatron report the grad norm too: tests/e2e/test_integrations.py.)
 """
 
 from __future__ import annotations
