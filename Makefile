@@ -44,7 +44,8 @@ check-config: $(STAMP)
 # The tiers (tests/unit, tests/daemon, tests/e2e; tests/tierkit.py says what goes where) run in
 # order, each its own pytest run, so a failing tier stops the rest. The daemon and e2e tiers mostly
 # wait on real processes, so they run in TEST_WORKERS worker processes (pytest-xdist), a file per
-# worker at a time (every test has its own temporary folder, ports and processes).
+# worker at a time (every test has its own temporary folder, ports and processes; tests/conftest.py
+# starts the files with slow tests first).
 PYTEST       = $(BIN)/python -m pytest -q -rs
 TEST_WORKERS ?= 4
 PARALLEL     = -n $(TEST_WORKERS) --dist loadfile

@@ -36,3 +36,10 @@ def procs():
         if p.poll() is None:
             p.kill()
         p.wait()
+
+
+def pytest_collection_modifyitems(config, items):
+    """For the parallel tiers (pytest-xdist, `--dist loadfile`): the files with tests marked slow
+    start first, so a parallel run does not end waiting on one long file that started last.
+    Stable, so every worker collects the same order."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
