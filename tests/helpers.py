@@ -66,7 +66,9 @@ def check_link(url: str) -> Optional[str]:
     return None
 
 
-def wait_for(pred: Callable[[], Any], timeout: float = 20.0, interval: float = 0.1, what: str = "condition") -> Any:
+def wait_for(pred: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1, what: str = "condition") -> Any:
+    """Poll `pred` until it is true. The deadline is generous on purpose (a hang bound, not a speed
+    figure): a loaded 2-core machine running the tiers in parallel stretches every wait."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -139,7 +141,7 @@ class Daemon:
         )
         if wait:
             wait_for(lambda: self.alive() and http_get(self.url + "/healthz")[0] in (200, 503),
-                     timeout=30, what="daemon /healthz")
+                     timeout=60, what="daemon /healthz")
         return self
 
     def alive(self) -> bool:
