@@ -43,17 +43,19 @@ check-config: $(STAMP)
 
 # The tiers (tests/unit, tests/daemon, tests/e2e; tests/tierkit.py says what goes where) run in
 # order, each its own pytest run, so a failing tier stops the rest. The daemon and e2e tiers mostly
-# wait on real processes, so they run in TEST_WORKERS worker processes (pytest-xdist), a file per
-# worker at a time (every test has its own temporary folder, ports and processes; tests/conftest.py
-# starts the files with slow tests first).
+# wait on real processes, so they run in TEST_WORKERS worker processes (pytest-xdist): the daemon
+# tier a file per worker at a time, the e2e tier test by test (tests/conftest.py keeps a file with a
+# module-scoped fixture on one worker, and starts the slow tests first). Every test has its own
+# temporary folder, ports and processes.
 PYTEST       = $(BIN)/python -m pytest -q -rs
 TEST_WORKERS ?= 4
 PARALLEL     = -n $(TEST_WORKERS) --dist loadfile
+SCENARIOS    = -n $(TEST_WORKERS) --dist load
 
 test: $(STAMP)
 	$(PYTEST) tests/unit
 	$(PYTEST) $(PARALLEL) tests/daemon
-	$(PYTEST) $(PARALLEL) tests/e2e
+	$(PYTEST) $(SCENARIOS) tests/e2e
 
 test-unit: $(STAMP)
 	$(PYTEST) tests/unit
@@ -63,7 +65,7 @@ test-fast: $(STAMP)
 	$(PYTEST) $(PARALLEL) -m "not slow" tests/daemon
 
 test-e2e: $(STAMP)
-	$(PYTEST) $(PARALLEL) tests/e2e
+	$(PYTEST) $(SCENARIOS) tests/e2e
 
 test-fuzz: $(STAMP)
 	NPU_WATCHDOG_FUZZ=long $(BIN)/python -m pytest -q -rs -p no:cacheprovider tests/unit/test_fuzz.py
