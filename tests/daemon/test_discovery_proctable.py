@@ -33,6 +33,15 @@ os.execve("/bin/sleep", ["sleep", "100"], dict(os.environ, RANK="7"))
 """
 
 
+def execed(pid: int, program: str) -> bool:
+    """The exec of `program` is complete: its command line is readable. Why: the kernel sets the
+    name (comm) and closes Popen's exec pipe before it sets up the new command line, and a scan
+    with `settled=0` that reads the empty one in that window takes the process for a kernel
+    thread for good (a loaded machine widens the window)."""
+    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+        return fh.read().split(b"\0")[0] == program.encode()
+
+
 @pytest.fixture
 def reads(monkeypatch):
     """The pids whose command line was read, in order."""
@@ -56,14 +65,14 @@ def test_a_second_scan_reads_only_new_processes(tmp_path, reads):
     table = procfs.ProcTable(settled=0.0)  # (a young process is read again: see below)
     try:
         for p in [first] + others:
-            wait_for(lambda: open(f"/proc/{p.pid}/comm").read().strip() == "sleep", what="sleep started")
+            wait_for(lambda: execed(p.pid, "sleep"), what="sleep started")
         before = table.read(KEYS, view.path)
         assert before[first.pid].env["RANK"] == "3" and before[first.pid].env["NPU_WATCHDOG_JOB"] == "t-job"
         assert sorted(reads) == sorted(before) == sorted([first.pid, os.getpid()] + [p.pid for p in others])
 
         reads.clear()
         second = subprocess.Popen(["sleep", "100"], env=dict(env, RANK="4"))
-        wait_for(lambda: open(f"/proc/{second.pid}/comm").read().strip() == "sleep", what="sleep started")
+        wait_for(lambda: execed(second.pid, "sleep"), what="sleep started")
         view.add(second.pid)
         after = table.read(KEYS, view.path)
         assert after[second.pid].env["RANK"] == "4" and after[first.pid] == before[first.pid]
@@ -86,7 +95,7 @@ def test_a_process_that_execs_is_read_again_and_a_zombie_is_gone(tmp_path, reads
         wait_for(lambda: proc.pid in table.read(KEYS, view.path), what="the python process")
         assert "RANK" not in table.read(KEYS, view.path)[proc.pid].env
         go.write_text("")
-        wait_for(lambda: open(f"/proc/{proc.pid}/comm").read().strip() == "sleep", what="the exec")
+        wait_for(lambda: execed(proc.pid, "sleep"), what="the exec")
         reads.clear()
         rec = table.read(KEYS, view.path)[proc.pid]
         assert rec.cmdline == ("sleep", "100") and rec.env["RANK"] == "7" and proc.pid in reads
@@ -180,7 +189,7 @@ def test_a_scan_reads_the_stat_of_the_ancestors_of_ranks_and_a_third_of_the_rest
     table = procfs.ProcTable(settled=0.0, full_every=0, rotate=3)
     try:
         for p in [rank] + others:
-            wait_for(lambda: open(f"/proc/{p.pid}/comm").read().strip() == "sleep", what="sleep started")
+            wait_for(lambda: execed(p.pid, "sleep"), what="sleep started")
         stats.append([])
         first = table.read(KEYS, view.path)
         assert first[rank.pid].env["RANK"] == "3" and not kernel & set(first)
@@ -206,10 +215,11 @@ def test_a_settled_unmarked_process_that_execs_into_a_rank_is_found_within_rotat
     view = ProcView(tmp_path / "proc", [proc.pid])
     table = procfs.ProcTable(settled=0.0, full_every=0, rotate=3)
     try:
+        wait_for(lambda: execed(proc.pid, sys.executable), what="the python process started")
         wait_for(lambda: proc.pid in table.read(KEYS, view.path), what="the python process")
         table.read(KEYS, view.path)  # now known and settled: looked at once in 3 scans
         go.write_text("")
-        wait_for(lambda: open(f"/proc/{proc.pid}/comm").read().strip() == "sleep", what="the exec")
+        wait_for(lambda: execed(proc.pid, "sleep"), what="the exec")
         seen = [table.read(KEYS, view.path)[proc.pid].env.get("RANK") for _ in range(3)]
         assert "7" in seen and seen[seen.index("7"):] == ["7"] * (3 - seen.index("7")), seen
     finally:
