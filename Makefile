@@ -5,16 +5,17 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 RUN_DIR ?= .run
 
-.PHONY: bundle help venv run demo test test-fast test-e2e test-fuzz check-config bench docs clean heartbeat-wheel integrations
+.PHONY: bundle help venv run demo test test-unit test-fast test-e2e test-fuzz check-config bench docs clean heartbeat-wheel integrations
 
 help:
 	@echo "make demo       create .venv, install, play faults on a simulated 8-NPU node against the real daemon (about 100 s; DEMO_ARGS=--verbose prints every message)"
 	@echo "make run        create .venv, install, run the daemon in the foreground with the example config"
-	@echo "make test       create .venv, install, run the whole test suite"
-	@echo "make test-e2e   the long end-to-end scenario suite"
+	@echo "make test       create .venv, install, run the whole test suite by tier: unit, daemon, e2e (stops at the first failing tier)"
+	@echo "make test-unit  the unit tier only: in-process, no subprocess, no sleep (well under 2 min)"
+	@echo "make test-e2e   the end-to-end scenario tier (tests/e2e, in parallel)"
 	@echo "make bench      benchmarks (by hand; results go to docs/benchmarks.md)"
 	@echo "make docs       regenerate the generated tables in docs/ (metrics, rules, config keys)"
-	@echo "make test-fast  the fast suite only (a few minutes)"
+	@echo "make test-fast  the unit tier, then the daemon tier without its tests marked slow (in parallel)"
 	@echo "make test-fuzz  the fuzz suite with many more random examples (minutes; the fast profile runs in make test)"
 	@echo "make heartbeat-wheel  build the trainer-side heartbeat package (dist/npu_watchdog_heartbeat-*.whl)"
 	@echo "make integrations     add the training frameworks its integration tests use (torch, transformers, ...)"
@@ -40,18 +41,34 @@ run: $(STAMP)
 check-config: $(STAMP)
 	$(BIN)/npu-watchdog check-config -c config/npu-watchdog.example.yaml
 
+# The tiers (tests/unit, tests/daemon, tests/e2e; tests/tierkit.py says what goes where) run in
+# order, each its own pytest run, so a failing tier stops the rest. The daemon and e2e tiers mostly
+# wait on real processes, so they run in TEST_WORKERS worker processes (pytest-xdist): the daemon
+# tier a file per worker at a time, the e2e tier test by test (tests/conftest.py keeps a file with a
+# module-scoped fixture on one worker, and starts the slow tests first). Every test has its own
+# temporary folder, ports and processes.
+PYTEST       = $(BIN)/python -m pytest -q -rs
+TEST_WORKERS ?= 4
+PARALLEL     = -n $(TEST_WORKERS) --dist loadfile
+SCENARIOS    = -n $(TEST_WORKERS) --dist load
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -rs -m "not slow" tests
-	$(MAKE) --no-print-directory test-e2e
+	$(PYTEST) tests/unit
+	$(PYTEST) $(PARALLEL) tests/daemon
+	$(PYTEST) $(SCENARIOS) tests/e2e
+
+test-unit: $(STAMP)
+	$(PYTEST) tests/unit
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -rs -m "not slow" tests
+	$(PYTEST) tests/unit
+	$(PYTEST) $(PARALLEL) -m "not slow" tests/daemon
 
 test-e2e: $(STAMP)
-	@if [ -d tests/e2e ]; then $(BIN)/python -m pytest -q -rs -m slow tests; else echo "no e2e tests yet"; fi
+	$(PYTEST) $(SCENARIOS) tests/e2e
 
 test-fuzz: $(STAMP)
-	NPU_WATCHDOG_FUZZ=long $(BIN)/python -m pytest -q -rs -p no:cacheprovider tests/test_fuzz.py
+	NPU_WATCHDOG_FUZZ=long $(BIN)/python -m pytest -q -rs -p no:cacheprovider tests/unit/test_fuzz.py
 
 # The trainer-side heartbeat package (contrib/heartbeat): a standard-library-only wheel to
 # `pip install` into the training environment.

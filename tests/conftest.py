@@ -1,4 +1,7 @@
+import ast
+import functools
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +47,38 @@ def other_root():
     """A folder an unprivileged second user (tests/hostile_kit.py) can reach; removed at the end."""
     with other_users_root() as root:
         yield root
+
+
+def pytest_collection_modifyitems(config, items):
+    """For the parallel tiers: tests marked slow start first, so a parallel run does not end
+    waiting on one long test that started last. Stable, so every worker collects the same order."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@functools.lru_cache(maxsize=None)
+def _has_module_fixture(path: Path) -> bool:
+    """Whether a test file defines a fixture shared beyond one test (module, package, session)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return True
+    return any(isinstance(node, ast.keyword) and node.arg == "scope" and isinstance(node.value, ast.Constant)
+               and node.value.value in ("module", "package", "session") for node in ast.walk(tree))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist load` (the e2e tier in `make test`): each test is its own unit of work, so the long
+    tests of one file spread over the workers; but a file with a module-scoped fixture (a fleet,
+    a built bundle, an install) stays on one worker, so it is built once and its tests keep their
+    order. (xdist's own `--dist loadgroup` does not group on pytest 9.) Other modes are xdist's."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TestOrFileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if _has_module_fixture(config.rootpath / path) else nodeid
+
+    return TestOrFileScheduling(config, log)

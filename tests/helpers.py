@@ -19,6 +19,8 @@ from typing import Any, Callable, Dict, List, Optional
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+# The tests folder: kits, fakes, fixtures and samples live here (test files live in its tier folders).
+TESTS = REPO / "tests"
 # Real captures and log excerpts copied into the repository (each folder has a SOURCES.md).
 FIXTURES = REPO / "tests" / "fixtures"
 
@@ -64,7 +66,9 @@ def check_link(url: str) -> Optional[str]:
     return None
 
 
-def wait_for(pred: Callable[[], Any], timeout: float = 20.0, interval: float = 0.1, what: str = "condition") -> Any:
+def wait_for(pred: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1, what: str = "condition") -> Any:
+    """Poll `pred` until it is true. The deadline is generous on purpose (a hang bound, not a speed
+    figure): a loaded 2-core machine running the tiers in parallel stretches every wait."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -137,7 +141,7 @@ class Daemon:
         )
         if wait:
             wait_for(lambda: self.alive() and http_get(self.url + "/healthz")[0] in (200, 503),
-                     timeout=30, what="daemon /healthz")
+                     timeout=60, what="daemon /healthz")
         return self
 
     def alive(self) -> bool:
@@ -245,6 +249,23 @@ class ProcView:
     def add(self, pid: int) -> int:
         os.symlink(f"/proc/{pid}", self.root / str(pid))
         return pid
+
+
+def own_processes_only(monkeypatch: Any) -> None:
+    """Make `psutil.process_iter` list only this test process and its descendants, for tests of
+    code that walks the process table with psutil (the process probe). Why: like ProcView for
+    /proc readers: on a shared machine (and in parallel test workers) other jobs with the same
+    command lines come and go, and a test must judge only the processes it started."""
+    import psutil
+
+    real = psutil.process_iter
+
+    def scoped(*args: Any, **kwargs: Any) -> Any:
+        me = psutil.Process(os.getpid())
+        keep = {me.pid} | {c.pid for c in me.children(recursive=True)}
+        return (p for p in real(*args, **kwargs) if p.pid in keep)
+
+    monkeypatch.setattr(psutil, "process_iter", scoped)
 
 
 def run_cli(*args: str, env: Optional[Dict[str, str]] = None, timeout: float = 60) -> "subprocess.CompletedProcess":

@@ -187,7 +187,7 @@ class Receiver:
         with self._lock:
             return [r for r in self.requests if r.accepted]
 
-    def wait_for(self, n: int = 1, timeout: float = 30.0, accepted: bool = True) -> List[Recorded]:
+    def wait_for(self, n: int = 1, timeout: float = 60.0, accepted: bool = True) -> List[Recorded]:
         """Block until `n` (accepted) requests arrived; returns them."""
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -201,7 +201,7 @@ class Receiver:
                                          f"(all: {[(r.status, r.answer[:80]) for r in self.requests]})")
                 self._cond.wait(min(left, 0.5))
 
-    def wait_arrived(self, n: int = 1, timeout: float = 30.0) -> None:
+    def wait_arrived(self, n: int = 1, timeout: float = 60.0) -> None:
         """Block until `n` requests reached the handler (answered or not yet)."""
         with self._cond:
             if not self._cond.wait_for(lambda: self.arrived >= n, timeout):

@@ -1,0 +1,207 @@
+"""Every shipped rule over sample logs with an inline expectation per line (both engines)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, Set, Tuple
+
+import pytest
+
+from tests.helpers import FIXTURES, TESTS
+from watchdog.logrules import corpus
+from watchdog.logrules.extract import Extractor, StreamState, line_timestamp
+from watchdog.logrules.matcher import Matcher, re2_available
+from watchdog.logrules.model import RuleError, SHIPPED_PACKS, build_ruleset, load_pack, make_rule
+
+SAMPLES = TESTS / "samples" / "logs"
+CORPUS = TESTS / "samples" / "corpus"
+ENGINES = ["re"] + (["re2"] if re2_available() else [])
+
+
+def load_sample(path: Path) -> Tuple[bytes, Dict[int, Set[str]]]:
+    sample = corpus.parse_annotated(path.read_text(encoding="utf-8"), path.name)
+    return sample.data, {no: set(e.rules) for no, e in sample.expect.items()}
+
+
+def run_rules(data: bytes, engine: str, chunk_lines: int = 0) -> Dict[int, Set[str]]:
+    ex = Extractor(Matcher(build_ruleset(), engine=engine))
+    st = StreamState()
+    got: Dict[int, Set[str]] = {}
+    blocks = [data]
+    if chunk_lines:
+        parts = data.splitlines(keepends=True)
+        blocks = [b"".join(parts[i:i + chunk_lines]) for i in range(0, len(parts), chunk_lines)]
+    for block in blocks:
+        for ev in ex.feed(st, block, None):
+            got.setdefault(ev.line_no, set()).add(ev.rule.id)
+    return got
+
+
+SAMPLE_FILES = sorted(SAMPLES.glob("*.log")) + sorted(CORPUS.glob("*.log"))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
+def test_sample_expectations(path: Path, engine: str) -> None:
+    data, expect = load_sample(path)
+    for chunk in (0, 1, 3):  # whole file, line by line, odd slices: same answer
+        got = run_rules(data, engine, chunk)
+        wrong = {no: (expect[no], got.get(no, set())) for no in expect if expect[no] != got.get(no, set())}
+        assert not wrong, f"{path.name} ({engine}, chunk={chunk}): line -> (expected, got): {wrong}"
+
+
+def test_every_shipped_rule_has_a_positive_and_a_near_miss_sample() -> None:
+    covered: Set[str] = set()
+    near: Set[str] = set()
+    for s in corpus.load(SAMPLE_FILES):
+        for e in s.expect.values():
+            covered |= e.rules
+            near |= e.near
+    shipped = {r.id for p in SHIPPED_PACKS for r in load_pack(p)}
+    assert shipped - covered == set(), "rules without a positive sample line"
+    assert shipped - near == set(), "rules without a near-miss sample line (`~rule_id`)"
+    assert near - shipped == set(), "near-miss annotations naming no shipped rule"
+
+
+def test_corpus_size_and_zero_false_alarms() -> None:
+    """The verbatim corpus: >= 150 real failure lines, at least as many lines that must stay
+    silent, and not one alarm on them (the scores the docs quote)."""
+    real = [p for p in sorted(CORPUS.glob("*.log")) if "constructed" not in p.name]
+    rep = corpus.score(corpus.load(real), build_ruleset())
+    assert rep.failure_lines >= 150, rep.failure_lines
+    assert rep.silent_lines >= rep.failure_lines, (rep.silent_lines, rep.failure_lines)
+    assert rep.false_alarms == 0
+    every = corpus.score(corpus.load(SAMPLE_FILES), build_ruleset())
+    assert every.false_alarms == 0 and all(s.near_alarms == 0 for s in every.scores.values())
+    cats = {r.category for r in build_ruleset()} | {corpus.OTHER}
+    for s in corpus.load(SAMPLE_FILES):
+        for no, e in s.expect.items():
+            assert e.missed <= cats, f"{s.name}:{no}: unknown category in {sorted(e.missed)}"
+
+
+def test_sources_file_names_every_sample() -> None:
+    text = (TESTS / "samples" / "SOURCES.md").read_text(encoding="utf-8")
+    for path in SAMPLE_FILES:
+        assert f"## {path.parent.name}/{path.name}" in text, f"{path.name} has no provenance in samples/SOURCES.md"
+
+
+def test_annotation_errors_are_specific() -> None:
+    with pytest.raises(corpus.AnnotationError, match="x.log:2"):
+        corpus.parse_annotated("a  ##> -\nno marker here\n", "x.log")
+
+
+def test_samples_have_negatives_for_each_category() -> None:
+    data, expect = load_sample(SAMPLES / "near_misses.log")
+    assert len(expect) >= 20 and all(not v for v in expect.values())
+
+
+def test_literals_cover_every_positive_line() -> None:
+    """The prefilter contract: a line a rule matches contains one of its literals (lower-cased)."""
+    rules = {r.id: r for r in build_ruleset()}
+    for path in SAMPLE_FILES:
+        data, expect = load_sample(path)
+        lines = data.decode().splitlines()
+        for no, ids in expect.items():
+            for rid in ids:
+                low = lines[no - 1].lower()
+                assert any(lit in low for lit in rules[rid].literals), f"{path.name}:{no} {rid}"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_shared_fixtures(engine: str) -> None:
+    """The public plog/device-log captures: what each must raise."""
+    logs = FIXTURES / "logs"
+    expect = {
+        "plog_hccl_notify_wait_timeout_heartbeat_lost.log": {"hccl_notify_wait_timeout", "hccl_heartbeat_lost"},
+        "plog_hccl_link_establish_timeout.log": {"hccl_socket_timeout", "hccl_link_error"},
+        "plog_hccl_no_connect_allreduce_error.log": {"hccl_link_error", "hccl_call_failed"},
+        "plog_mixed_runtime_hccl_errors.log": {"hccl_socket_timeout", "device_sdma_error", "hccl_roce_cqe_error",
+                                               "device_driver_error"},
+        "hisi_logs_history.log": {"device_ts_exception"},
+    }
+    for name, rules in expect.items():
+        got = run_rules((logs / name).read_bytes(), engine)
+        ids = set().union(*got.values()) if got else set()
+        assert ids == rules, name
+    # INFO lines of a healthy HCCL init never fire.
+    info = b"".join(l + b"\n" for l in (logs / "plog_hccl_notify_wait_timeout_heartbeat_lost.log").read_bytes().splitlines()
+                    if l.startswith(b"[INFO]"))
+    assert run_rules(info, engine) == {}
+
+
+def test_engines_agree_on_noisy_bytes() -> None:
+    if not re2_available():
+        pytest.skip("google-re2 not installed")
+    noise = (b"\xff\xfe garbage \x00\x00 NPU out of memory. Tried to allocate 1 MiB\n"
+             + b"x" * 300000 + b" loss: nan\n" + b"\x00" * 100 + b"EI0002 timeout\n"
+             + b"caf\xc3\xa9 loss: nan\n" + "中文 EI0006 文\n".encode())
+    assert run_rules(noise, "re") == run_rules(noise, "re2")
+    got = run_rules(noise, "re")
+    assert got[1] == {"oom_torch_npu"} and got[3] == {"hccl_notify_wait_timeout"} and got[4] == {"nan_loss_value"}
+    assert 2 not in got  # ' loss: nan' lies beyond the 64 KiB matching window of a 300 kB line
+
+
+def test_rule_validation_errors_are_specific() -> None:
+    with pytest.raises(RuleError, match="look-around"):
+        make_rule({"id": "x1", "category": "custom", "patterns": ["(?<=a)b"]}, "custom")
+    with pytest.raises(RuleError, match="does not compile"):
+        make_rule({"id": "x2", "category": "custom", "patterns": ["(unclosed"]}, "custom")
+    with pytest.raises(RuleError, match="category"):
+        make_rule({"id": "x3", "category": "bogus", "patterns": ["a"]}, "custom")
+    with pytest.raises(RuleError, match="not a shipped rule id"):
+        build_ruleset(disable=["no_such_rule"])
+    with pytest.raises(RuleError, match="already used"):
+        build_ruleset(user_rules=[{"id": "oom_torch_npu", "category": "oom", "patterns": ["x"]}])
+    assert "oom_torch_npu" not in {r.id for r in build_ruleset(disable=["oom_torch_npu"])}
+
+
+def test_line_timestamp_formats() -> None:
+    assert line_timestamp("[ERROR] HCCL(1,p):2025-01-24-11:24:07.908.424 [x]") is not None
+    assert line_timestamp("[2024-07-10 15:50:45,798] [INFO] x") is not None
+    assert line_timestamp("no time here") is None
+
+
+def _unbounded_risks(pattern: str) -> list:
+    """Parts of `pattern` whose cost on Python `re` can grow with the square of a line: an
+    unbounded `.` repeat, or an unbounded repeat inside another unbounded repeat."""
+    try:
+        from re import _parser as sre_parse  # Python 3.11+
+    except ImportError:  # pragma: no cover - older Pythons
+        import sre_parse  # type: ignore[no-redef]
+
+    risks = []
+
+    def walk(items, inside_unbounded):
+        for op, av in items:
+            if op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT):
+                lo, hi, sub = av
+                unbounded = hi == sre_parse.MAXREPEAT
+                if unbounded and any(o == sre_parse.ANY for o, _ in sub):
+                    risks.append("unbounded . repeat")
+                if unbounded and inside_unbounded:
+                    risks.append("nested unbounded repeat")
+                walk(sub, inside_unbounded or unbounded)
+            elif op == sre_parse.SUBPATTERN:
+                walk(av[-1], inside_unbounded)
+            elif op == sre_parse.BRANCH:
+                for alt in av[1]:
+                    walk(alt, inside_unbounded)
+
+    walk(sre_parse.parse(pattern), False)
+    return risks
+
+
+def test_no_shipped_pattern_can_cost_the_square_of_a_line():
+    """The fallback engine is Python `re` (and it runs the exact stage on flagged lines even with
+    RE2): an unbounded `.*` or a nested `(?: \\w+)*` after a literal rescans a hostile 64 KiB line
+    from every occurrence of the literal. Shipped rules bound such repeats."""
+    from watchdog.logrules.model import build_ruleset
+    from watchdog.logrules import SHIPPED_PACKS
+
+    bad = {}
+    for rule in build_ruleset(list(SHIPPED_PACKS), [], []):
+        for pat in getattr(rule, "patterns", ()):
+            risks = _unbounded_risks(pat if isinstance(pat, str) else pat.pattern)
+            if risks:
+                bad[f"{rule.id}: {pat}"] = risks
+    assert not bad, bad
