@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional
 
-from tests.test_trends_synth import T0, chip
+from tests.synth import T0, chip
 from watchdog.config.schema import Config
 from watchdog.detectors import IncrementalDetectors
 from watchdog.detectors import npu as npu_det
