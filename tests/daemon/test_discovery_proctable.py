@@ -246,10 +246,9 @@ def test_a_pid_taken_over_by_a_new_process_is_read_at_once(tmp_path):
     looked = table.stats_read
     table.read(KEYS, str(tmp_path))
     assert table.stats_read == looked, "not its turn: no stat read"
-    import shutil
-
-    shutil.rmtree(tmp_path / "4242")
-    (tmp_path / "placeholder").mkdir()  # keeps the freed inode number from being reused at once
+    # The old folder is moved aside, not deleted, so its inode stays taken: the new one surely has
+    # another (a deleted one's number can be reused at once while other tests create files).
+    (tmp_path / "4242").rename(tmp_path / "ended-4242")
     _fake_process(tmp_path, 4242, start=200, env="RANK=5")
     assert table.read(KEYS, str(tmp_path))[4242].env.get("RANK") == "5"
 
