@@ -6,9 +6,10 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from pathlib import Path
 
 import pytest
+
+from tests.helpers import FIXTURES, TESTS
 
 from watchdog.config.schema import Config
 from watchdog.detectors import kernel as kdet
@@ -21,8 +22,8 @@ from watchdog.probes.kernel import STATE_FILE, KernelProbe
 from watchdog.procstat import boot_time
 from watchdog.state import StateStore
 
-FIXTURE = Path(__file__).parent / "fixtures" / "kmsg" / "segfault_oom.kmsg"
-SAMPLES = Path(__file__).parent / "samples" / "corpus" / "device_and_kernel_logs.log"
+FIXTURE = FIXTURES / "kmsg" / "segfault_oom.kmsg"
+SAMPLES = TESTS / "samples" / "corpus" / "device_and_kernel_logs.log"
 
 
 def fixture_records():

@@ -45,8 +45,9 @@ def _d(seconds: float) -> str:
 TIME_BASE = 0.5
 
 
-#: The config `make install` ships (discovery on): the demo runs on it, the zero-config path.
-SHIPPED_CONFIG = REPO / "config" / "npu-watchdog.example.yaml"
+#: The config `make install` ships (discovery on): the demo runs on it, the zero-config path. It is
+#: package data (config/npu-watchdog.example.yaml links to it), so an installed demo has it too.
+SHIPPED_CONFIG = Path(__file__).resolve().parent.parent / "config" / "npu-watchdog.example.yaml"
 
 
 def demo_config(node: SimulatedNode, out: Path, receiver_url: str, port: int, speed: float = 1.0) -> Dict[str, Any]:

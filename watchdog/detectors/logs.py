@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.detectors.jobs import per_job
-from watchdog.findings import Finding
+from watchdog.findings import JOB_LABEL, Finding
 from watchdog.hccl import job_timeouts
 from watchdog.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.state import StateView
@@ -144,6 +144,10 @@ def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Opti
     """One log finding: the match's labels (rank, device), its folded symptoms and evidence."""
     cfg = config.probes.logs
     labels = {**config.base_labels, "log_rule": a.rule, **_device_labels(getattr(a, "device", None), view)}
+    if JOB_LABEL not in labels and getattr(a, "job", None):
+        # A discovered job's log line read before the process probe's round listed the job (its
+        # first seconds): the match knows its job, so the finding keeps one name from the start.
+        labels[JOB_LABEL] = a.job
     if a.rank is not None:
         labels["rank"] = str(a.rank)
     evidence = list(a.evidence)
