@@ -42,22 +42,31 @@ def kernel_events_for_pids(view: StateView, pids: Iterable[int], since: Optional
     return tuple(e for e in obs.recent if e.pid in wanted and (since is None or e.time >= since))
 
 
-def _ranks_by_pid(view: StateView) -> Dict[int, Tuple[Optional[str], Optional[int]]]:
-    """pid -> (job, rank) of every rank the process probe follows or saw go."""
+RankOf = Tuple[Optional[str], Optional[int], Optional[int]]  # job, rank, npu
+
+
+def _ranks_by_pid(view: StateView) -> Dict[int, RankOf]:
+    """pid -> (job, rank, npu) of every rank the process probe follows or saw go."""
     sample = view.latest("process")
-    out: Dict[int, Tuple[Optional[str], Optional[int]]] = {}
+    out: Dict[int, RankOf] = {}
     if sample is None:
         return out
     for p in tuple(getattr(sample.value, "gone", ())) + tuple(getattr(sample.value, "processes", ())):
-        out[p.pid] = (p.job, p.rank)
+        out[p.pid] = (p.job, p.rank, getattr(p, "npu", None))
     return out
 
 
-def _labels(ev: KernelEvent, config: Config, ranks: Dict[int, Tuple[Optional[str], Optional[int]]]) -> Dict[str, str]:
+def _labels(ev: KernelEvent, config: Config, ranks: Dict[int, RankOf]) -> Dict[str, str]:
     base = dict(config.base_labels)
     job, rank, npu = ev.job, ev.rank, ev.npu
-    if rank is None and ev.pid is not None and ev.pid in ranks:
-        job, rank = ranks[ev.pid]
+    if ev.pid is not None and ev.pid in ranks:
+        # The probe read the record before it learned the rank (it died at once): the process
+        # probe's record of it names its job, rank and NPU.
+        pjob, prank, pnpu = ranks[ev.pid]
+        if rank is None:
+            job, rank = pjob, prank
+        if npu is None:
+            npu = pnpu
     labels = {**base, "kernel_rule": ev.rule}
     if rank is not None:
         if job:
