@@ -38,7 +38,7 @@ class Failing(Probe):
         raise ProbeError("device file /dev/davinci9 not readable")
 
 
-def test_hung_round_is_abandoned_and_reported_without_blocking_others(caplog):
+def test_hung_round_is_abandoned_and_reported_without_blocking_others():
     store = StateStore()
     release = threading.Event()
     rounds = []
@@ -48,9 +48,9 @@ def test_hung_round_is_abandoned_and_reported_without_blocking_others(caplog):
     try:
         wait_for(lambda: (store.status("blocking").timeouts_total or 0) >= 1, what="timeout")
         st = store.status("blocking")
-        # (the next round may already have replaced the timeout's text by the stuck-round one)
-        assert not st.up and st.hung
-        assert any("probe blocking: round timed out after 0.3s" in r.getMessage() for r in caplog.records)
+        # The round timed out (counted); its text may already be the next round's stuck-round one.
+        assert not st.up and st.hung and st.timeouts_total >= 1
+        assert "timed out after 0.3s" in st.last_error or "previous round still running" in st.last_error
         # Next rounds see the previous one still stuck instead of starting another thread.
         wait_for(lambda: "previous round still running" in (store.status("blocking").last_error or ""),
                  what="stuck-round report")
