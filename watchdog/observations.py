@@ -259,6 +259,12 @@ class CommandResult:
 
 # --- kernel probe --------------------------------------------------------------------------
 
+#: Seconds a kernel record may precede the start of the process it names and still be about it:
+#: the record's time and a process's start time count from the same boot time (/proc/stat's
+#: btime), so only rounding separates them.
+PID_REUSE_SLACK_S = 2.0
+
+
 @dataclass(frozen=True)
 class KernelEvent:
     """One /dev/kmsg record a kernel rule matched."""
@@ -281,6 +287,13 @@ class KernelEvent:
     job: Optional[str] = None
     rank: Optional[int] = None
     npu: Optional[int] = None
+
+    def about(self, started_at: Optional[float]) -> bool:
+        """Whether this record can be about the process now holding its pid, which started at
+        `started_at` (None: unknown). A record written before that process started names an
+        earlier process that had the same pid (pids are reused, within minutes where pid_max is
+        32768), never this one."""
+        return started_at is None or self.time >= started_at - PID_REUSE_SLACK_S
 
 
 @dataclass(frozen=True)

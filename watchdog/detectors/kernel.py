@@ -34,35 +34,41 @@ def _obs(view: StateView) -> Optional[KernelObservation]:
 
 def kernel_events_for_pids(view: StateView, pids: Iterable[int], since: Optional[float] = None) -> Tuple[KernelEvent, ...]:
     """The kernel's records (within the probe's hold) about any of `pids`, oldest first:
-    an OOM kill, segfault, trap or hung task of one of a job's processes."""
+    an OOM kill, segfault, trap or hung task of one of a job's processes. A record older than
+    the process holding the pid is not about it (`KernelEvent.about`); a pid the process probe never
+    followed (a launcher) is bounded by the earliest start among `pids` it did follow."""
     obs = _obs(view)
     wanted = set(pids)
     if obs is None or not wanted:
         return ()
-    return tuple(e for e in obs.recent if e.pid in wanted and (since is None or e.time >= since))
+    ranks = _ranks_by_pid(view)
+    starts = [ranks[p][3] for p in wanted if p in ranks and ranks[p][3] is not None]
+    earliest = min(starts) if starts else None
+    return tuple(e for e in obs.recent if e.pid in wanted and (since is None or e.time >= since)
+                 and e.about(ranks[e.pid][3] if e.pid in ranks else earliest))
 
 
-RankOf = Tuple[Optional[str], Optional[int], Optional[int]]  # job, rank, npu
+RankOf = Tuple[Optional[str], Optional[int], Optional[int], Optional[float]]  # job, rank, npu, started at
 
 
 def _ranks_by_pid(view: StateView) -> Dict[int, RankOf]:
-    """pid -> (job, rank, npu) of every rank the process probe follows or saw go."""
+    """pid -> (job, rank, npu, start time) of every rank the process probe follows or saw go."""
     sample = view.latest("process")
     out: Dict[int, RankOf] = {}
     if sample is None:
         return out
     for p in tuple(getattr(sample.value, "gone", ())) + tuple(getattr(sample.value, "processes", ())):
-        out[p.pid] = (p.job, p.rank, getattr(p, "npu", None))
+        out[p.pid] = (p.job, p.rank, getattr(p, "npu", None), getattr(p, "create_time", None))
     return out
 
 
 def _labels(ev: KernelEvent, config: Config, ranks: Dict[int, RankOf]) -> Dict[str, str]:
     base = dict(config.base_labels)
     job, rank, npu = ev.job, ev.rank, ev.npu
-    if ev.pid is not None and ev.pid in ranks:
+    if ev.pid is not None and ev.pid in ranks and ev.about(ranks[ev.pid][3]):
         # The probe read the record before it learned the rank (it died at once): the process
         # probe's record of it names its job, rank and NPU.
-        pjob, prank, pnpu = ranks[ev.pid]
+        pjob, prank, pnpu, _ = ranks[ev.pid]
         if rank is None:
             job, rank = pjob, prank
         if npu is None:

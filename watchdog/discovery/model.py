@@ -34,6 +34,9 @@ class RankInfo:
     #: The rank's user: every file of the rank (heartbeat, ring, logs) must belong to it (see
     #: `watchdog.rankfiles`). Not part of the `discover --json` schema.
     uid: Optional[int] = None
+    #: Epoch seconds the rank's process started: a kernel record older than that names an
+    #: earlier process with the same pid. Not part of the `discover --json` schema.
+    started_at: Optional[float] = None
 
 
 @dataclass(frozen=True)

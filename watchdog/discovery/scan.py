@@ -137,7 +137,7 @@ def job_name(raw: RawJob, records: Dict[int, ProcRecord], name_env: Iterable[str
 
 
 def _describe_rank(rank: int, rec: ProcRecord, logs: Tuple[str, ...], npu_by_pid: Mapping[int, int],
-                   opts: ScanOptions) -> Tuple[RankInfo, Tuple[str, ...]]:
+                   opts: ScanOptions, boot: float) -> Tuple[RankInfo, Tuple[str, ...]]:
     """One rank and its plog folders, from its (untrusted) environment."""
     env = rec.env or {}
     local = first_int(env, LOCAL_RANK_KEYS)
@@ -145,7 +145,8 @@ def _describe_rank(rank: int, rec: ProcRecord, logs: Tuple[str, ...], npu_by_pid
     # The file is named whoever owns it: the heartbeat probe checks it against `uid` at every read
     # (watchdog.rankfiles), so a file that is not the rank's user's is a finding, never content.
     hb = heartbeat_path(env, rank, local)
-    info = RankInfo(rank=rank, local_rank=local, pid=rec.pid, npu=npu, logs=logs, heartbeat=hb, uid=rec.uid)
+    info = RankInfo(rank=rank, local_rank=local, pid=rec.pid, npu=npu, logs=logs, heartbeat=hb, uid=rec.uid,
+                    started_at=boot + rec.start_ticks / procfs.CLOCK_TICKS)
     return info, plog_dirs_of(env, opts.home_of(rec.uid))
 
 
@@ -163,7 +164,7 @@ def describe_job(raw: RawJob, records: Dict[int, ProcRecord], logs: Mapping[int,
         rec = records[pid]
         env = rec.env or {}
         try:
-            info, dirs = _describe_rank(rank, rec, logs.get(pid, ()), npu_by_pid, opts)
+            info, dirs = _describe_rank(rank, rec, logs.get(pid, ()), npu_by_pid, opts, boot)
         except (ValueError, TypeError, IndexError, KeyError, OverflowError, OSError) as exc:
             # Another user's process whose record cannot be made sense of: skipped and counted,
             # never the end of the scan (the parsers are total; this is the net under them).

@@ -44,7 +44,7 @@ MAX_RECENT = 512
 MAX_TEXT = 1000
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
-RankLabels = Tuple[str, int, Optional[int], float]  # job, rank, npu, last seen
+RankLabels = Tuple[str, int, Optional[int], float, Optional[float]]  # job, rank, npu, last seen, started at
 
 
 def read_boot_id(path: str = BOOT_ID) -> str:
@@ -236,7 +236,7 @@ class KernelProbe(Probe):
             # feed's latest scan still lists it, with its NPU.
             self._learn_ranks(time.time())
             labels = self._ranks.get(pid)
-        if labels is not None:
+        if labels is not None and ev.about(labels[4]):  # else an earlier process with the same pid
             ev = replace(ev, job=labels[0], rank=labels[1], npu=labels[2])
         return ev
 
@@ -247,7 +247,7 @@ class KernelProbe(Probe):
         if found is not None:
             for job in found.jobs:
                 for r in job.ranks:
-                    self._ranks[r.pid] = (job.name, r.rank, r.npu, now)
+                    self._ranks[r.pid] = (job.name, r.rank, r.npu, now, r.started_at)
         for pid in [p for p, lab in self._ranks.items() if now - lab[3] > self.cfg.hold]:
             del self._ranks[pid]
 
