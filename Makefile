@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 RUN_DIR ?= .run
 
-.PHONY: bundle help venv run demo test test-unit test-fast test-e2e test-fuzz check-config bench docs clean heartbeat-wheel integrations
+.PHONY: bundle help venv run demo test test-unit test-fast test-e2e test-fuzz check-config bench docs clean heartbeat-wheel integrations golden
 
 help:
 	@echo "make demo       create .venv, install, play faults on a simulated 8-NPU node against the real daemon (about 100 s; DEMO_ARGS=--verbose prints every message)"
@@ -16,6 +16,7 @@ help:
 	@echo "make bench      benchmarks (by hand; results go to docs/benchmarks.md)"
 	@echo "make docs       regenerate the generated tables in docs/ (metrics, rules, config keys)"
 	@echo "make test-fast  the unit tier, then the daemon tier without its tests marked slow (in parallel)"
+	@echo "make golden     rewrite the behaviour goldens in tests/fixtures/golden (the demo's /metrics shape and message counts) after an intended change"
 	@echo "make test-fuzz  the fuzz suite with many more random examples (minutes; the fast profile runs in make test)"
 	@echo "make heartbeat-wheel  build the trainer-side heartbeat package (dist/npu_watchdog_heartbeat-*.whl)"
 	@echo "make integrations     add the training frameworks its integration tests use (torch, transformers, ...)"
@@ -66,6 +67,11 @@ test-fast: $(STAMP)
 
 test-e2e: $(STAMP)
 	$(PYTEST) $(SCENARIOS) tests/e2e
+
+# Rewrite the behaviour goldens (tests/golden_kit.py: the demo's /metrics apart from values and its
+# message counts per step and channel) after an intended change; review the diff like code.
+golden: $(STAMP)
+	NPU_WATCHDOG_GOLDEN=update $(PYTEST) -p no:cacheprovider "tests/e2e/test_scenarios.py::test_every_fault_pages_exactly_once"
 
 test-fuzz: $(STAMP)
 	NPU_WATCHDOG_FUZZ=long $(BIN)/python -m pytest -q -rs -p no:cacheprovider tests/unit/test_fuzz.py

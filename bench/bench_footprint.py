@@ -3,8 +3,8 @@
 
 Both run at once on the same machine, are scraped every 15 s like one Prometheus would, and are
 measured the same way (psutil): the process's own CPU seconds per window (the daemon's children,
-i.e. the fake npu-smi, are excluded: the real tool is a C binary), RSS, and the CPU of one
-/metrics scrape (a burst of scrapes at the end). Ratios are daemon / node_exporter, measured in
+i.e. the fake npu-smi, are excluded: the real tool is a C binary), RSS, the thread count (sampled
+with the RSS), and the CPU of one /metrics scrape (a burst of scrapes at the end). Ratios are daemon / node_exporter, measured in
 the same run, so a machine shared with other work affects both.
 
     python bench/bench_footprint.py --size small            # 8 ranks, 8 NPUs, 1 log, 10 min
@@ -208,6 +208,7 @@ class Measured:
     def __init__(self, name: str, proc: subprocess.Popen):
         self.name, self.proc, self.ps = name, proc, psutil.Process(proc.pid)
         self.rss_peak = 0
+        self.threads: List[int] = []
 
     def cpu(self) -> float:
         t = self.ps.cpu_times()
@@ -216,6 +217,7 @@ class Measured:
     def rss(self) -> int:
         r = self.ps.memory_info().rss
         self.rss_peak = max(self.rss_peak, r)
+        self.threads.append(self.ps.num_threads())
         return r
 
 
@@ -352,9 +354,11 @@ def report(rows: List[Dict[str, float]], dm: Measured, ne: Measured, d_scrape: f
     print(f"peak RSS: daemon {dm.rss_peak / 1e6:.1f} MB, node_exporter {ne.rss_peak / 1e6:.1f} MB, "
           f"ratio {dm.rss_peak / ne.rss_peak:.2f}")
     print(f"CPU per /metrics scrape: daemon {d_scrape * 1e3:.2f} ms, node_exporter {n_scrape * 1e3:.2f} ms")
+    print(f"threads (sampled with RSS): daemon {min(dm.threads)}-{max(dm.threads)}, "
+          f"node_exporter {min(ne.threads)}-{max(ne.threads)}")
     print(f"flatness: last window / second window = {flat:.2f} (window = {300 / k:g}s)")
     print(f"SUMMARY cpu_ratio={d_cpu / n_cpu:.2f} rss_ratio={dm.rss_peak / ne.rss_peak:.2f} "
-          f"scrape_ms={d_scrape * 1e3:.2f}/{n_scrape * 1e3:.2f} flat={flat:.2f}")
+          f"scrape_ms={d_scrape * 1e3:.2f}/{n_scrape * 1e3:.2f} flat={flat:.2f} threads={max(dm.threads)}")
 
 
 def main() -> int:

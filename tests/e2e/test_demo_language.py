@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.golden_kit import golden_diff, message_counts
 from tests.message_kit import CJK, chat_text, english_left
 
 pytestmark = pytest.mark.slow
@@ -25,6 +26,8 @@ def test_the_chinese_demo_pages_like_the_english_one_in_chinese(demo):
         assert results[name].channels == {"timeline": {"firing": 1, "resolved": 1},
                                           "oncall-slack": {"firing": 1, "resolved": 1}}, (name, results[name].channels)
     assert results["rank crash"].channels["oncall-slack"]["firing"] == 1
+    counts = golden_diff("demo_messages.json", message_counts(results.values()))  # the English demo's
+    assert not counts, counts
 
     slack = [r.body for r in run.receiver.received if r.path.startswith("/slack")]
     assert len(slack) >= 9  # five faults, four resolves

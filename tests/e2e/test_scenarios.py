@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.golden_kit import golden_diff, message_counts, metrics_shape
 from tests.helpers import REPO, duplicate_series, wait_for
 from watchdog.config.load import load_config_text
 from watchdog.demo.scenario import state_dir
@@ -85,6 +86,13 @@ def test_every_fault_pages_exactly_once(demo):
     assert crash.alerts[0]["labels"]["rank"] == ("6" if run.node.npus > 6 else "3")
     snaps = list((state_dir(run.out) / "snapshots").glob("*.tar.gz"))
     assert snaps and all(p.stat().st_mode & 0o077 == 0 for p in snaps)
+
+    # Behaviour goldens (tests/golden_kit.py; regenerate with `make golden`): the messages per step
+    # and channel, and /metrics apart from values (names, TYPE, HELP, label sets).
+    counts = golden_diff("demo_messages.json", message_counts(results.values()))
+    assert not counts, counts
+    shape = golden_diff("demo_metrics.txt", metrics_shape(metrics))
+    assert not shape, shape
 
 
 # Lines that are near misses alone but count towards a repetition rule (overflow skips, skipped
