@@ -31,12 +31,12 @@ def rank(pid: int, r: int, started: float) -> ProcessInfo:
                        rss_bytes=0, threads=1, job="j")
 
 
-def view(events, procs=(), gone=(), launcher=None):
+def view(events, running=(), gone=(), launcher=None):
     store = StateStore()
     store.put("kernel", KernelObservation(recent=tuple(events)))
     job = JobState(name="j", first_seen_at=NOW - 100, expected=None, ended_at=None, launcher_pid=launcher,
                    end=EndEvidence(ranks=2, gone=2))
-    store.put("process", ProcessObservation(processes=tuple(procs), gone=tuple(gone), discovered=True, jobs=(job,)))
+    store.put("process", ProcessObservation(processes=tuple(running), gone=tuple(gone), discovered=True, jobs=(job,)))
     return store.view()
 
 
@@ -71,7 +71,7 @@ def test_a_clean_end_stays_clean_and_no_cause_is_made_up():
 
 def test_an_old_record_does_not_get_a_current_ranks_labels():
     cfg = Config.model_validate({"node": {"name": "n1"}, "probes": {"kernel": {"enabled": True}}})
-    old = kernel_detector.detect(view([kill(4242, NOW - 600)], procs=[rank(4242, 0, NOW - 60)]), cfg)
+    old = kernel_detector.detect(view([kill(4242, NOW - 600)], running=[rank(4242, 0, NOW - 60)]), cfg)
     assert [(f.rule, f.severity, "rank" in f.labels) for f in old] == [("kernel_oom", "info", False)]
-    new = kernel_detector.detect(view([kill(4242, NOW - 5)], procs=[rank(4242, 0, NOW - 60)]), cfg)
+    new = kernel_detector.detect(view([kill(4242, NOW - 5)], running=[rank(4242, 0, NOW - 60)]), cfg)
     assert [(f.rule, f.severity, f.labels.get("rank")) for f in new] == [("kernel_oom", "critical", "0")]
