@@ -16,6 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
+from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.logrules import follow
 from watchdog.logrules.extract import Extractor, RawEvent
@@ -353,6 +354,8 @@ def _match_key(rule: str, job: Any, rank: Any, device: Any) -> tuple:
 
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 40
+#: Its config: `probes.logs`; discovery feeds it.
+SECTION = ProbeSection("logs", LogsProbeConfig, feed=2)
 
 
 def build(ctx: ProbeContext) -> List[Probe]:
