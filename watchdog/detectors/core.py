@@ -68,9 +68,11 @@ RULES = (
          "this part of the node is unwatched. Critical for the NPU probe or a hung probe, else warning.",
          "The daemon log (`journalctl -u npu-watchdog`) for the probe's error, then `npu-watchdog status`.",
          default_for=30.0,
-         subject="watchdog", warmup=lambda c, f: probe_wait(c, "process", "heartbeat", "npu", "logs") + 30.0),
+         subject="watchdog", warmup=lambda c, f: probe_wait(c, "process", "heartbeat", "npu", "logs") + 30.0,
+         title="Watchdog probe failing"),
     Rule("command_check", "critical", "A configured command check exited non-zero or timed out "
          "(severity as configured).",
          "Run the check by hand (its argv is in the alert hint) and read its output tail in the alert.",
-         warmup=lambda c, f: 2 * max([float(x.interval) + float(x.timeout) for x in c.probes.commands] or [0.0])),
+         warmup=lambda c, f: 2 * max([float(x.interval) + float(x.timeout) for x in c.probes.commands] or [0.0]),
+         title="Command check failed"),
 )

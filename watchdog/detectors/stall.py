@@ -336,7 +336,8 @@ RULES = (
          # status); still in force when the stall clears, it is sent then.
          inhibits=(Inhibits(("npu_idle", "npu_busy_hang", "npu_low_util", "log_hccl", "log_traceback", "log_nan",
                              "heartbeat_stale", "heartbeat_no_progress", "throughput_drop", "rank_straggler")),),
-         warmup=_stall_warmup),
+         warmup=_stall_warmup,
+         title="Training stalled"),
 )
 
 
