@@ -230,7 +230,7 @@ def _assess(view: StateView, config: Config) -> StallAssessment:
     if phase == DONE_PHASE or threshold is None:
         return StallAssessment(False, "the job reports phase done", phase=DONE_PHASE)
 
-    for probe in ("heartbeat", "logs", "npu", "process"):
+    for probe in SOURCES:
         if probe_configured(config, probe, view):
             reason = blind_reason(view, probe)
             if reason:
@@ -319,6 +319,9 @@ def _detect_job(view: StateView, config: Config) -> List[Finding]:
         },
     ))]
 
+#: The probes whose evidence the fused rule weighs (one of them blind: it cannot judge).
+SOURCES = ("heartbeat", "logs", "npu", "process")
+#: Probes whose rounds start a pass of this module (a log round alone does not).
 TRIGGERS = ("npu", "process", "heartbeat")
 
 
