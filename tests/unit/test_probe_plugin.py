@@ -145,6 +145,8 @@ def test_one_module_is_a_whole_probe(planted: Path):
     fed = load_config_text("discovery: {enabled: true}\n")
     assert fed.discovery.feed == ["process", "logs", "heartbeat", "npu", "canary"]
     assert fed.feeds["canary"] == "discovery" and fed.probes.canary.enabled
+    from watchdog.detectors.jobs import filtered
+    assert filtered()[-1] == "canary"  # a job's view takes its samples per job
     assert load_config_text("discovery: {enabled: true, feed: [canary]}\n").feeds["process"] == "off"
 
     # Docs generation: the config reference and the metric table pick up its key and metric.
@@ -166,6 +168,17 @@ def test_one_module_is_a_whole_probe(planted: Path):
     module = [m for m in metric_modules() if m.__name__ == "watchdog.probes.canary"][0]
     rt = type("Rt", (), {"state": store, "config": cfg})()
     assert [(s.name, s.value) for s in module.samples(rt)] == [("npu_watchdog_canary_chirps", 7)]
+
+
+def test_detectors_read_only_declared_probes():
+    """Each detector declares the probes whose rounds it reads (`TRIGGERS`, the stall rule's
+    `SOURCES`): every name is a probe some module declares."""
+    from watchdog.config.schema import PROBE_SECTIONS
+    from watchdog.detectors import stall, triggers
+
+    declared = {s.key for s in PROBE_SECTIONS}
+    read = {p for probes in triggers().values() for p in probes} | set(stall.SOURCES)
+    assert read and read <= declared, sorted(read - declared)
 
 
 def test_the_real_package_has_no_canary():
