@@ -1,14 +1,27 @@
 """Records that probes put into the state store and detectors read.
 
 These are the contract between the probes and the detectors (including the fused stall rule,
-which reads several of them together). Probes may add fields; they keep these names and meanings.
-All times are epoch seconds (time.time()); all sizes bytes.
+which reads several of them together) and the pure parsers that build them (`watchdog.npusmi`):
+records other code shares without importing a probe's I/O. A probe may extend its record in its
+own module (the logs probe's `LogProbeObservation`), and a new probe declares its record there.
+Probes may add fields; they keep these names and meanings. A record of a probe discovery feeds
+says how one job's view narrows it (`for_job`, see `JobScoped`). All times are epoch seconds
+(time.time()); all sizes bytes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, List, Optional, Tuple
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, FrozenSet, List, Optional, Protocol, Tuple, runtime_checkable
+
+
+@runtime_checkable
+class JobScoped(Protocol):
+    """A record one discovered job's view narrows to that job (`watchdog.detectors.jobs`): the
+    records of the probes discovery feeds. `first`: the node's oldest job, which also owns what
+    no job claims (explicitly configured files)."""
+
+    def for_job(self, job: "JobState", first: bool) -> Any: ...
 
 
 # --- process probe -------------------------------------------------------------------------
@@ -96,6 +109,13 @@ class ProcessObservation:
     #: Ranks come from discovery (no "not started" finding: a node without a job is normal).
     discovered: bool = False
 
+    def for_job(self, job: JobState, first: bool) -> "ProcessObservation":
+        """The job's ranks, and the job's own expectations and end."""
+        return replace(self, processes=tuple(p for p in self.processes if p.job == job.name),
+                       gone=tuple(g for g in self.gone if g.job == job.name),
+                       expected=job.expected, first_seen_at=job.first_seen_at, jobs=(job,),
+                       clean_end=job.clean_end)
+
 
 # --- heartbeat probe -----------------------------------------------------------------------
 
@@ -147,6 +167,11 @@ class HeartbeatReading:
 @dataclass(frozen=True)
 class HeartbeatObservation:
     readings: Tuple[HeartbeatReading, ...]
+
+    def for_job(self, job: JobState, first: bool) -> "HeartbeatObservation":
+        """The job's ranks' files (configured paths belong to the first job)."""
+        return replace(self, readings=tuple(r for r in self.readings
+                                            if r.job == job.name or (r.job is None and first)))
 
 
 # --- npu probe -----------------------------------------------------------------------------

@@ -82,6 +82,9 @@ class Rule:
     subject: str = "job"
     #: Declaring module (filled in by the catalog).
     module: str = ""
+    #: Its English title: the phrase a message's headline starts with ("NaN loss at iteration
+    #: 5426 on ranks 0-7"); other languages' titles are in `watchdog/words/<lang>.yaml`.
+    title: str = ""
 
     @property
     def anchor(self) -> str:
@@ -207,11 +210,17 @@ def render_runbook() -> str:
     return "".join(out).rstrip("\n") + "\n"
 
 
+def title(name: str) -> str:
+    """The English title of rule `name` (its declaration's; a name the catalog does not know,
+    e.g. a newer detector's, falls back to the name with spaces)."""
+    r = catalog().get(name)
+    return (r.title if r is not None else "") or name.replace("_", " ").capitalize()
+
+
 def rule_words(name: str, language: str = "en") -> "RuleWords":
     """The words of rule `name` in `language`: English from where each is declared (the rule's
-    meaning and first check here, its title in the message wording; the summary and hint are the
-    finding's own, so empty here), other languages from `watchdog/words/<language>.yaml`."""
-    from watchdog.alerting.wording import phrase
+    title, meaning and first check in its declaration; the summary and hint are the finding's
+    own, so empty here), other languages from `watchdog/words/<language>.yaml`."""
     from watchdog.words import RuleWords, words
 
     w = words(language)
@@ -219,7 +228,7 @@ def rule_words(name: str, language: str = "en") -> "RuleWords":
         own = w.rule(name)
         return own if own is not None else RuleWords()
     r = catalog().get(name)
-    return RuleWords(title=phrase(name), meaning=r.meaning if r else "", first_check=r.first_check if r else "")
+    return RuleWords(title=title(name), meaning=r.meaning if r else "", first_check=r.first_check if r else "")
 
 
 def render_runbook_in(language: str) -> str:

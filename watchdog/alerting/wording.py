@@ -1,4 +1,4 @@
-"""What happened, in words: the phrase of each rule, the step or iteration a finding names, and
+"""What happened, in words: the phrase of each rule (its title, declared with the rule), the step or iteration a finding names, and
 compact sets of ranks and NPUs ("ranks 0-7", "NPU 2, 5").
 
 Why: a title made of a raw log line (or of rule names) makes the reader parse it at 3 a.m.; a
@@ -11,64 +11,16 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional, Sequence
 
+from watchdog import rulecatalog
 from watchdog.words import EN, Words
 
-
-#: The phrase of each rule of the rule table (tests check every known rule has one). A rule not
-#: listed (a newer detector) falls back to its name with spaces.
-RULE_PHRASES: Dict[str, str] = {
-    "process_not_started": "Training process not started",
-    "rank_missing": "Rank process gone",
-    "job_gone": "Training job gone",
-    "job_finished": "Training job finished cleanly",
-    "rank_zombie": "Rank process is a zombie",
-    "rank_stopped": "Rank process stopped",
-    "rank_disk_sleep": "Rank stuck in disk wait",
-    "heartbeat_stale": "Heartbeat stale",
-    "heartbeat_no_progress": "No training progress",
-    "heartbeat_clock_skew": "Heartbeat clock skew",
-    "heartbeat_unreadable": "Heartbeat file unreadable",
-    "loss_nan": "NaN loss",
-    "loss_scale_collapse": "Loss scale collapsed",
-    "throughput_drop": "Throughput dropped",
-    "rank_straggler": "Straggling rank",
-    "npu_smi_hung": "npu-smi hangs",
-    "npu_smi_failing": "npu-smi failing",
-    "npu_smi_missing": "npu-smi not found",
-    "npu_idle": "NPU idle",
-    "npu_busy_hang": "NPU busy but no progress",
-    "npu_low_util": "Low NPU utilisation",
-    "hbm_growth": "NPU memory growing",
-    "npu_unhealthy": "NPU unhealthy",
-    "npu_missing": "NPU card lost",
-    "npu_temperature": "NPU too hot",
-    "stall": "Training stalled",
-    "log_nan": "NaN loss",
-    "log_oom": "NPU out of memory",
-    "log_hccl": "HCCL error",
-    "log_device": "NPU device error",
-    "log_traceback": "Python traceback",
-    "log_custom": "Log rule matched",
-    "log_crash": "Process crashed",
-    "kernel_oom": "Killed by the kernel OOM killer",
-    "kernel_crash": "Process crashed (kernel log)",
-    "kernel_device": "Hardware or driver error (kernel log)",
-    "kernel_event": "Kernel reports a hung task or lockup",
-    "log_unreadable": "Log file unreadable",
-    "log_offsets_unsaved": "Log positions not saved",
-    "probe_down": "Watchdog probe failing",
-    "command_check": "Command check failed",
-    "path_unmatched": "Watched path matches nothing",
-    "state_damaged": "Watchdog state damaged",
-    "state_unwritable": "Watchdog state folder not writable",
-}
 
 def phrase(rule: str, w: Words = EN) -> str:
     """The rule's title in `w`'s language (English when it has none)."""
     own = w.rule(rule)
     if own is not None and own.title:
         return own.title
-    return RULE_PHRASES.get(rule) or rule.replace("_", " ").capitalize()
+    return rulecatalog.title(rule)
 
 
 def _int_or_none(v: str) -> Optional[int]:

@@ -1,23 +1,20 @@
-"""The root of the config file. Each feature's section lives in `watchdog/config/sections/`."""
+"""The root of the config file. Each feature's section lives in `watchdog/config/sections/`; each
+probe's section under `probes:` is declared by its probe module (`SECTION`), found at import."""
 
 from __future__ import annotations
 
 import os
 import re
 import socket
-from typing import Annotated, List, Literal, Optional
+from typing import Annotated, Literal, Optional, Tuple
 
-from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, create_model, field_validator, model_validator
 
 from watchdog.config.sections.alerting import AlertingConfig
-from watchdog.config.sections.commands import CommandCheck
+from watchdog.config.sections import discovery as discovery_section
+from watchdog.config.sections.common import ProbeSection, probe_sections
 from watchdog.config.sections.discovery import DiscoveryConfig
 from watchdog.config.sections.doctor import DoctorConfig
-from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
-from watchdog.config.sections.kernel import KernelProbeConfig
-from watchdog.config.sections.logs import LogsProbeConfig
-from watchdog.config.sections.npu import NpuProbeConfig
-from watchdog.config.sections.process import ProcessProbeConfig
 from watchdog.config.sections.snapshots import SnapshotsConfig
 from watchdog.config.sections.stall import StallConfig
 from watchdog.config.sections.trends import TrendsConfig
@@ -135,7 +132,7 @@ class LoggingConfig(StrictModel):
     format: Literal["text", "json"] = "text"
 
 
-class ProbesConfig(StrictModel):
+class ProbeDefaults(StrictModel):
     """Every probe has its own schedule; all are off until configured, except what you enable."""
 
     #: Maximum time a single probe round may take unless the probe sets its own `timeout`.
@@ -146,21 +143,12 @@ class ProbesConfig(StrictModel):
     #: How long the detectors remember a series: a rank or chip not seen for this long is
     #: forgotten, and a condition's start is not looked for further back.
     history: Duration = Field(default="1h")
-    process: ProcessProbeConfig = Field(default_factory=ProcessProbeConfig)
-    heartbeat: HeartbeatProbeConfig = Field(default_factory=HeartbeatProbeConfig)
-    npu: NpuProbeConfig = Field(default_factory=NpuProbeConfig)
-    logs: LogsProbeConfig = Field(default_factory=LogsProbeConfig)
-    #: The kernel log (/dev/kmsg): OOM kills, segfaults, hung tasks, ECC, PCIe AER, NPU driver errors.
-    kernel: KernelProbeConfig = Field(default_factory=KernelProbeConfig)
-    commands: List[CommandCheck] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _unique_commands(self) -> "ProbesConfig":
-        seen = set()
-        for c in self.commands:
-            if c.name in seen:
-                raise ValueError(f"commands: duplicate name {c.name!r}")
-            seen.add(c.name)
+    def _section_checks(self) -> "ProbeDefaults":
+        for section in PROBE_SECTIONS:
+            if section.check is not None:
+                section.check(getattr(self, section.key))
         return self
 
 
@@ -172,7 +160,7 @@ class Config(StrictModel):
     paths: PathsConfig = Field(default_factory=PathsConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
-    probes: ProbesConfig = Field(default_factory=ProbesConfig)
+    probes: ProbesConfig = Field(default_factory=lambda: ProbesConfig())
     #: NPU trend detectors (idle, busy-hang, low utilization, HBM growth, health, temperature).
     trends: TrendsConfig = Field(default_factory=TrendsConfig)
     #: The fused stall rule.
@@ -229,3 +217,20 @@ class Config(StrictModel):
     def job_label(self) -> str:
         """The `training_job` value of what is not a discovered job's ("" where there is none)."""
         return self.base_labels.get(JOB_LABEL, "")
+
+
+def _probes_model(sections: Tuple[ProbeSection, ...]) -> type:
+    """`probes:`: the shared keys of `ProbeDefaults`, then one key per probe module's `SECTION`
+    in the schedule's order (the order of the generated config reference)."""
+    fields = {s.key: s.field() for s in sections}
+    return create_model("ProbesConfig", __base__=ProbeDefaults, __module__=__name__,
+                        __doc__=ProbeDefaults.__doc__, **fields)
+
+
+#: The sections the probe modules declare. Found here, after `Config` exists: a probe module
+#: reads `Config` (through `watchdog.probes.base`) while it is imported.
+PROBE_SECTIONS: Tuple[ProbeSection, ...] = probe_sections()
+discovery_section.set_feeds(tuple(s.key for s in sorted((s for s in PROBE_SECTIONS if s.feed is not None),
+                                                         key=lambda s: s.feed)))
+ProbesConfig = _probes_model(PROBE_SECTIONS)
+Config.model_rebuild(force=True, _types_namespace={"ProbesConfig": ProbesConfig})

@@ -20,8 +20,9 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.config.schema import Config
+from watchdog.config.sections import discovery as discovery_section
 from watchdog.findings import Finding
-from watchdog.observations import JobState, NpuObservation, ProcessObservation
+from watchdog.observations import JobScoped, JobState, NpuObservation, ProcessObservation
 from watchdog.state import Sample, StateView
 from watchdog.summaries import Summaries
 
@@ -74,27 +75,20 @@ def _owners(view: StateView, value: NpuObservation) -> Dict[ChipKey, str]:
     return view.once(("chip_owners", id(value), id(procs)), lambda: chip_owners(value, procs))
 
 
-def _filter(probe: str, value: Any, job: JobState, first: bool, view: Optional[StateView] = None) -> Any:
-    if probe == "npu" and isinstance(value, NpuObservation) and view is not None:
-        return _npu_filter(value, _owners(view, value), job.name)
-    if probe == "process" and isinstance(value, ProcessObservation):
-        mine = tuple(p for p in value.processes if p.job == job.name)
-        return replace(value, processes=mine, gone=tuple(g for g in value.gone if g.job == job.name),
-                       expected=job.expected, first_seen_at=job.first_seen_at, jobs=(job,),
-                       clean_end=job.clean_end)
-    if probe == "heartbeat" and hasattr(value, "readings"):
-        return replace(value, readings=tuple(r for r in value.readings
-                                             if r.job == job.name or (r.job is None and first)))
-    if probe == "logs" and hasattr(value, "active"):
-        # A job's log progress is its own files' (a second job's lines are not its progress).
-        own = value.job_progress_at.get(job.name, {}) if value.job_progress_at else value.progress_at
-        return replace(value, active=tuple(a for a in value.active if a.job == job.name or (a.job is None and first)),
-                       progress_at=own)
+def _filter(value: Any, job: JobState, first: bool, view: Optional[StateView] = None) -> Any:
+    """One sample as the job's view sees it: chips by their owner (which needs the process
+    round), other records as they narrow themselves (`JobScoped.for_job`)."""
+    if isinstance(value, NpuObservation):
+        return _npu_filter(value, _owners(view, value), job.name) if view is not None else value
+    if isinstance(value, JobScoped):
+        return value.for_job(job, first)
     return value
 
 
-#: The probes whose samples a job's view filters; the others' summaries are the node's.
-FILTERED = ("process", "heartbeat", "logs", "npu")
+def filtered() -> Tuple[str, ...]:
+    """The probes whose samples a job's view filters: those discovery feeds (it points them at
+    the jobs); the others' summaries are the node's."""
+    return discovery_section.feeds()
 
 
 class JobHistory(abc.Sequence):  # type: ignore[type-arg]
@@ -155,7 +149,7 @@ class JobSummaries:
     def update(self, key: Tuple[str, bool], view: StateView, config: Config) -> Dict[str, Any]:
         summaries = self._jobs.get(key)
         if summaries is None:
-            summaries = self._jobs[key] = Summaries(FILTERED)
+            summaries = self._jobs[key] = Summaries(filtered())
         return summaries.update(view, config)
 
 
@@ -164,11 +158,12 @@ def job_view(view: StateView, job: JobState, first: bool, config: Optional[Confi
     summaries of the other probes, and (with the runner's `job_summaries`) its own summaries
     brought up to date with the samples new since the last pass."""
     samples: Dict[str, Sequence[Sample]] = dict(view.samples)
-    for probe in FILTERED:
+    per_job = filtered()
+    for probe in per_job:
         hist = view.samples.get(probe)
         if hist:
-            samples[probe] = JobHistory(hist, lambda v, p=probe: _filter(p, v, job, first, view))
-    shared = {k: v for k, v in (view.summaries or {}).items() if k not in FILTERED}
+            samples[probe] = JobHistory(hist, lambda v: _filter(v, job, first, view))
+    shared = {k: v for k, v in (view.summaries or {}).items() if k not in per_job}
     # Its own memo: the runner's answers are the whole node's.
     jv = replace(view, samples=samples, summaries=shared, memo={}, job_summaries=None)
     if view.job_summaries is not None and config is not None:

@@ -67,5 +67,6 @@ RULES = (
          "start grace while the job runs: those files are not watched.",
          "Compare the configured paths with where the job writes (`ls`), fix the glob, reload; "
          "`npu-watchdog check-config` lists every path that matches nothing.",
-         subject="watchdog", warmup=lambda c, f: float(c.probes.process.start_grace) + probe_wait(c, "logs", "heartbeat")),
+         subject="watchdog", warmup=lambda c, f: float(c.probes.process.start_grace) + probe_wait(c, "logs", "heartbeat"),
+         title="Watched path matches nothing"),
 )

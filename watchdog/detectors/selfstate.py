@@ -68,11 +68,13 @@ RULES = (
          "Keep the renamed file for a bug report; check the disk and what else writes to the state folder.",
          subject="watchdog",
          # The damage event is not seen again after a restart: the alert keeps its hour.
-         warmup=lambda c, f: max(0.0, float(f.get("since") or 0.0) + DAMAGE_HOLD_SECONDS - time.time())),
+         warmup=lambda c, f: max(0.0, float(f.get("since") or 0.0) + DAMAGE_HOLD_SECONDS - time.time()),
+         title="Watchdog state damaged"),
     Rule("state_unwritable", "critical", "The alert engine cannot write its state folder (read-only, full, or "
          "deleted and not re-creatable): new alerts are held in memory, not paged, until it can; probes keep "
          "running. Sent directly, outside the failing store.",
          "`df -h` and `findmnt` on the state folder (paths.state_dir); free space or remount it read-write. "
          "The held alerts go out once by themselves, and this alert resolves.",
-         subject="watchdog"),
+         subject="watchdog",
+         title="Watchdog state folder not writable"),
 )

@@ -230,7 +230,7 @@ def _assess(view: StateView, config: Config) -> StallAssessment:
     if phase == DONE_PHASE or threshold is None:
         return StallAssessment(False, "the job reports phase done", phase=DONE_PHASE)
 
-    for probe in ("heartbeat", "logs", "npu", "process"):
+    for probe in SOURCES:
         if probe_configured(config, probe, view):
             reason = blind_reason(view, probe)
             if reason:
@@ -319,6 +319,9 @@ def _detect_job(view: StateView, config: Config) -> List[Finding]:
         },
     ))]
 
+#: The probes whose evidence the fused rule weighs (one of them blind: it cannot judge).
+SOURCES = ("heartbeat", "logs", "npu", "process")
+#: Probes whose rounds start a pass of this module (a log round alone does not).
 TRIGGERS = ("npu", "process", "heartbeat")
 
 
@@ -336,7 +339,8 @@ RULES = (
          # status); still in force when the stall clears, it is sent then.
          inhibits=(Inhibits(("npu_idle", "npu_busy_hang", "npu_low_util", "log_hccl", "log_traceback", "log_nan",
                              "heartbeat_stale", "heartbeat_no_progress", "throughput_drop", "rank_straggler")),),
-         warmup=_stall_warmup),
+         warmup=_stall_warmup,
+         title="Training stalled"),
 )
 
 

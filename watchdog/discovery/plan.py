@@ -14,7 +14,7 @@ import os
 import shutil
 from typing import Any, Dict
 
-FEEDS = ("process", "logs", "heartbeat", "npu")
+from watchdog.config.sections import discovery as discovery_section
 
 
 def npu_smi_present(program: str) -> bool:
@@ -27,7 +27,7 @@ def resolve(config: Any) -> Dict[str, str]:
     """probe -> "config" | "discovery" | "off"; switches fed probes on."""
     out: Dict[str, str] = {}
     d = config.discovery
-    for name in FEEDS:
+    for name in discovery_section.feeds():
         section = getattr(config.probes, name)
         if section.enabled:
             out[name] = "config"

@@ -11,6 +11,9 @@ from watchdog.rulecatalog import names as rule_names
 RESULTS = ("sent", "retried", "failed", "expired")
 MUTE_REASONS = ("silenced", "inhibited")
 
+#: Position of this module's rows in the metric table (and in /metrics).
+ORDER = 70
+
 METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_alerts_firing", "gauge", ("rule", "severity"),
               "Alerts in the firing state (past their `for` duration), including muted ones."),

@@ -1,31 +1,27 @@
 """The table of every metric the daemon can export, assembled from one module per feature.
 
-Each feature module in `watchdog.metrics` declares `METRICS` (its rows of the table) and
-`samples(runtime)` (the current values, read from cached state: a scrape never runs a probe).
-One table means one place to check names, types, labels and help, and a test compares it with
-what `/metrics` really serves.
+Each feature module in `watchdog.metrics` declares `METRICS` (its rows of the table), `ORDER`
+(where its rows go) and `samples(runtime)` (the current values, read from cached state: a scrape
+never runs a probe). A probe module (`watchdog.probes`) may declare its own `METRICS` and
+`samples(runtime)` the same way: its rows follow the feature modules', in the probes' order. Both
+lists are found, never written down, so adding a probe with metrics edits nothing here. One table
+means one place to check names, types, labels and help, and a test compares it with what
+`/metrics` really serves.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Dict, Iterable, List, NamedTuple, Tuple
 
-#: Feature modules contributing metrics (each has METRICS and samples()).
-METRIC_MODULES = (
-    "watchdog.metrics.core",
-    "watchdog.metrics.liveness",
-    "watchdog.metrics.npu",
-    "watchdog.metrics.trends",
-    "watchdog.metrics.logs",
-    "watchdog.metrics.kernel",
-    "watchdog.metrics.alerting",
-    "watchdog.metrics.snapshots",
-    "watchdog.metrics.http",
-    "watchdog.metrics.discovery",
-)
+#: The package of the feature modules, and the package of the probes (whose modules may declare
+#: metrics of their own).
+FEATURE_PACKAGE = "watchdog.metrics"
+PROBE_PACKAGE = "watchdog.probes"
 
 _NAME = re.compile(r"^npu_watchdog_[a-z0-9_]+$")
 #: Labels Prometheus sets on every scraped series: ours would arrive renamed to `exported_*`.
@@ -60,8 +56,27 @@ class MetricSample(NamedTuple):
     value: float
 
 
+def _declaring(package: str) -> List[Tuple[int, str, Any]]:
+    """(ORDER, name, module) of every module of `package` that declares `METRICS` and `ORDER`."""
+    pkg = importlib.import_module(package)
+    out = []
+    for info in pkgutil.iter_modules(pkg.__path__):
+        mod = importlib.import_module(f"{package}.{info.name}")
+        if isinstance(getattr(mod, "METRICS", None), list) and isinstance(getattr(mod, "ORDER", None), int):
+            out.append((mod.ORDER, mod.__name__, mod))
+    return sorted(out, key=lambda t: t[:2])
+
+
+@lru_cache(maxsize=None)
+def _metric_module_names() -> Tuple[str, ...]:
+    """Feature modules in ORDER, then the probe modules that declare metrics, in probe ORDER.
+    Found once per process (a scrape or a detector pass never lists a folder)."""
+    return tuple(name for _, name, _ in _declaring(FEATURE_PACKAGE) + _declaring(PROBE_PACKAGE))
+
+
 def metric_modules() -> List[Any]:
-    return [importlib.import_module(m) for m in METRIC_MODULES]
+    """The modules contributing metrics (each has `METRICS` and `samples(runtime)`), table order."""
+    return [importlib.import_module(m) for m in _metric_module_names()]
 
 
 def all_metrics() -> List[MetricDef]:

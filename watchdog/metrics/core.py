@@ -9,6 +9,9 @@ from watchdog import __version__
 from watchdog.findings import JOB_LABEL, SEVERITIES
 from watchdog.metrics.catalog import MetricDef, MetricSample
 
+#: Position of this module's rows in the metric table (and in /metrics).
+ORDER = 10
+
 METRICS = [
     MetricDef("npu_watchdog_build_info", "gauge", ("version", "python"),
               "Always 1; the daemon's version and Python version."),

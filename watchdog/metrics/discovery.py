@@ -10,6 +10,9 @@ from typing import Any, Iterator, List
 from watchdog.findings import JOB_LABEL
 from watchdog.metrics.catalog import MetricDef, MetricSample
 
+#: Position of this module's rows in the metric table (and in /metrics).
+ORDER = 100
+
 METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_discovered_ranks", "gauge", (JOB_LABEL,),
               "Ranks discovery found in each training job on this node (launchers and helper processes excluded)."),

@@ -6,6 +6,9 @@ from typing import Any, Iterator
 
 from watchdog.metrics.catalog import MetricDef, MetricSample
 
+#: Position of this module's rows in the metric table (and in /metrics).
+ORDER = 90
+
 METRICS = [
     MetricDef("npu_watchdog_http_connections", "gauge", (),
               "HTTP connections open now (this scrape's included)."),

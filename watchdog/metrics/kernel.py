@@ -6,6 +6,9 @@ from typing import Any, Iterator, List, Tuple
 
 from watchdog.metrics.catalog import MetricDef, MetricSample
 
+#: Position of this module's rows in the metric table (and in /metrics).
+ORDER = 60
+
 METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_kernel_records_total", "counter", (),
               "Kernel log records (/dev/kmsg) judged since the daemon started."),

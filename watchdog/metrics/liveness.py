@@ -16,6 +16,9 @@ from watchdog.observations import HeartbeatObservation, ProcessObservation
 
 _JR = (JOB_LABEL, "rank")
 
+#: Position of this module's rows in the metric table (and in /metrics).
+ORDER = 20
+
 METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_heartbeat_age_seconds", "gauge", _JR,
               "Seconds since the rank's last heartbeat (JSON `time`, else file mtime)."),

@@ -7,6 +7,9 @@ from typing import Any, Iterator, List, Tuple
 from watchdog.logrules.matcher import effective_engine
 from watchdog.metrics.catalog import MetricDef, MetricSample
 
+#: Position of this module's rows in the metric table (and in /metrics).
+ORDER = 50
+
 METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_log_matches_total", "counter", ("rule", "category"),
               "Log lines that matched a rule (before thresholds), since the daemon started."),

@@ -23,6 +23,9 @@ HEALTH_CODES = {"ok": 0, "warning": 1, "alarm": 2, "critical": 3}
 HEALTH_UNKNOWN = 4
 HEALTH_MISSING = -1
 
+#: Position of this module's rows in the metric table (and in /metrics).
+ORDER = 30
+
 METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_npu_aicore_utilization_ratio", "gauge", CHIP,
               "AI Core utilization of the chip (0-1), from npu-smi AICore(%)."),

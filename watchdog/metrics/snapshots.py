@@ -11,6 +11,9 @@ from typing import Any, Iterator, List
 from watchdog.metrics.catalog import MetricDef, MetricSample
 from watchdog.snapshots.taker import RESULTS, SKIP_REASONS
 
+#: Position of this module's rows in the metric table (and in /metrics).
+ORDER = 80
+
 METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_snapshots_total", "counter", ("result",),
               "Failure snapshots by result: taken (archive complete), failed (could not be written), "

@@ -19,6 +19,9 @@ from watchdog.findings import JOB_LABEL
 from watchdog.metrics.catalog import MetricDef, MetricSample
 from watchdog.state import StateView
 
+#: Position of this module's rows in the metric table (and in /metrics).
+ORDER = 40
+
 METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_npu_hbm_full_eta_seconds", "gauge", ("npu", "chip"),
               "Linear prediction of the seconds until the chip's device memory is full, present only "

@@ -1,5 +1,8 @@
 """Probe registry, derived: every module of this package with a `build(ctx) -> list[Probe]` and an
-`ORDER` contributes probes, scheduled in `ORDER`. Adding a probe is adding one module."""
+`ORDER` contributes probes, scheduled in `ORDER`. Adding a probe is adding one module: it declares
+its config section (`SECTION`, which `watchdog.config.schema` finds), its metrics (`METRICS` and
+`samples(runtime)`, which `watchdog.metrics.catalog` finds), its observation record, and whether
+discovery feeds it (`SECTION.feed`); docs/architecture.md has the checklist."""
 
 from __future__ import annotations
 
@@ -7,6 +10,9 @@ import importlib
 import pkgutil
 from typing import List, Tuple
 
+# The config first: its schema imports every probe module to learn their sections, and a probe
+# module imported before the config is complete would be found half-initialised.
+import watchdog.config  # noqa: F401  isort: skip
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
 
 def probe_modules() -> Tuple[str, ...]:

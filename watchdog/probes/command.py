@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
+from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.commands import CommandCheck
 from watchdog.observations import CommandResult
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
@@ -37,6 +38,18 @@ class CommandProbe(Probe):
 
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 90
+
+
+def _unique_names(checks: List[CommandCheck]) -> None:
+    seen = set()
+    for c in checks:
+        if c.name in seen:
+            raise ValueError(f"commands: duplicate name {c.name!r}")
+        seen.add(c.name)
+
+
+#: Its config: `probes.commands`, a list of checks with unique names.
+SECTION = ProbeSection("commands", List[CommandCheck], default=list, check=_unique_names)
 
 
 def build(ctx: ProbeContext) -> List[Probe]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from watchdog import flight_recorder as fr
+from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.heartbeat_format import HeartbeatFormatError, ParsedBeat, parse_heartbeat
 from watchdog.observations import HeartbeatObservation, HeartbeatReading
@@ -328,6 +329,8 @@ class HeartbeatProbe(Probe):
 
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 20
+#: Its config: `probes.heartbeat`; discovery feeds it.
+SECTION = ProbeSection("heartbeat", HeartbeatProbeConfig, feed=3)
 
 
 def build(ctx: ProbeContext) -> List[Probe]:

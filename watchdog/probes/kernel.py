@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from watchdog import statefiles
+from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.kernel import KernelProbeConfig
 from watchdog.kernelrules import KernelRule, kernel_ruleset, pid_of
 from watchdog.kmsg import KmsgFormatError, KmsgRecord, parse_record
@@ -254,6 +255,9 @@ class KernelProbe(Probe):
 
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 45
+#: Its config: `probes.kernel` (discovery does not feed it: the kernel log is the node's).
+SECTION = ProbeSection("kernel", KernelProbeConfig,
+                       doc="The kernel log (/dev/kmsg): OOM kills, segfaults, hung tasks, ECC, PCIe AER, NPU driver errors.")
 
 
 def build(ctx: ProbeContext) -> List[Probe]:

@@ -16,6 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
+from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.logrules import follow
 from watchdog.logrules.extract import Extractor, RawEvent
@@ -24,7 +25,7 @@ from watchdog.logrules.lastlines import LastLines, LastLinesRing
 from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.progress import ProgressMatcher
 from watchdog.logrules.tail import Followed, SourceSpec, SourceStats, Tailer
-from watchdog.observations import LogEvent, LogObservation
+from watchdog.observations import JobState, LogEvent, LogObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,13 @@ class LogProbeObservation(LogObservation):
     state_save_errors_total: int = 0
     #: Per followed file, its last lines (a vanished rank's last words; watchdog.detectors.cause).
     last_lines: Tuple[LastLines, ...] = ()
+
+    def for_job(self, job: JobState, first: bool) -> "LogProbeObservation":
+        """The job's matches (configured sources belong to the first job) and its own progress:
+        a second job's lines are not its progress."""
+        own = self.job_progress_at.get(job.name, {}) if self.job_progress_at else self.progress_at
+        return replace(self, active=tuple(a for a in self.active if a.job == job.name or (a.job is None and first)),
+                       progress_at=own)
 
 
 def source_specs(cfg: LogsProbeConfig) -> List[SourceSpec]:
@@ -353,6 +361,8 @@ def _match_key(rule: str, job: Any, rank: Any, device: Any) -> tuple:
 
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 40
+#: Its config: `probes.logs`; discovery feeds it.
+SECTION = ProbeSection("logs", LogsProbeConfig, feed=2)
 
 
 def build(ctx: ProbeContext) -> List[Probe]:

@@ -22,6 +22,7 @@ import time
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
+from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.npu import NpuProbeConfig
 from watchdog.npusmi.run import NpuSmiRunError, query_chip_map, query_health, query_info, resolve
 from watchdog.observations import NpuChip, NpuObservation
@@ -161,6 +162,8 @@ class NpuProbe(Probe):
 
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 30
+#: Its config: `probes.npu`; discovery feeds it.
+SECTION = ProbeSection("npu", NpuProbeConfig, feed=4)
 
 
 def build(ctx: ProbeContext) -> List[Probe]:

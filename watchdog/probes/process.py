@@ -20,6 +20,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 import psutil
 
 from watchdog.argv import redact_argv
+from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.process import ProcessProbeConfig
 from watchdog.discovery.environ import BASE_KEYS, rank_of
 from watchdog.discovery.group import is_launcher_cmd, is_wrapper
@@ -339,6 +340,8 @@ class ProcessProbe(Probe):
 
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 10
+#: Its config: `probes.process`; discovery feeds it (first in `discovery.feed`).
+SECTION = ProbeSection("process", ProcessProbeConfig, feed=1)
 
 
 def build(ctx: ProbeContext) -> List[Probe]:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
-from typing import List, Literal, Tuple
+from typing import Any, List, Literal, Tuple
 
 from pydantic import Field, field_validator
 
 from watchdog.config.types import Duration, StrictModel
 
-#: The probes discovery can feed; a probe enabled in `probes:` keeps its own explicit settings.
-FeedName = Literal["process", "logs", "heartbeat", "npu"]
+#: The probes discovery can feed: those whose module declares a `feed` (see
+#: `watchdog.config.sections.common.ProbeSection`), in their `feed` order; set once by
+#: `watchdog.config.schema` when it finds the probe modules. A probe enabled in `probes:` keeps
+#: its own explicit settings.
+FEEDS: Tuple[str, ...] = ()
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
@@ -32,7 +35,7 @@ class DiscoveryConfig(StrictModel):
     #: (docs/discovery.md says what else it reads, and how often).
     interval: Duration = Field(default="10s", gt=0)
     #: Probes discovery switches on and points at the jobs, unless enabled explicitly under `probes:`.
-    feed: List[FeedName] = Field(default_factory=lambda: ["process", "logs", "heartbeat", "npu"])
+    feed: List[FeedName] = Field(default_factory=lambda: list(FEEDS))
     #: Environment keys of the ranks holding the job's name, first set wins (e.g. a scheduler's
     #: job name); else `<launcher script>-<start time>`. Only these and the documented keys are
     #: ever read from a process environment.
@@ -92,3 +95,16 @@ class DiscoveryConfig(StrictModel):
             except re.error as exc:
                 raise ValueError(f"{p!r} does not compile: {exc}") from None
         return v
+
+
+def set_feeds(names: Tuple[str, ...]) -> None:
+    """Make `names` the probes `discovery.feed` accepts (and its default), in this order."""
+    global FEEDS, FeedName
+    FEEDS = tuple(names)
+    FeedName = Literal[FEEDS] if FEEDS else Any  # type: ignore[valid-type]
+    DiscoveryConfig.model_rebuild(force=True, _types_namespace={"FeedName": FeedName})
+
+
+def feeds() -> Tuple[str, ...]:
+    """The probes discovery can feed, in `discovery.feed`'s default order."""
+    return FEEDS

@@ -1,0 +1,201 @@
+"""A probe is one plugin: dropping one module into `watchdog/probes/` is all the code a new probe
+needs. The module declares its config section, its observation record, its metrics and whether
+discovery feeds it; the config schema, the config reference, the metric table, discovery and the
+probe registry find it with no other file edited.
+
+Proved on a copy of the package with one throw-away probe module added (the copy is imported in
+this process in place of the real package, then the real one is put back), and the count of files
+a new probe touches that docs/architecture.md states is held to what this test plants.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import importlib
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterator
+
+import pytest
+
+import watchdog
+
+REPO = Path(watchdog.__file__).resolve().parent.parent
+PACKAGE = Path(watchdog.__file__).resolve().parent
+
+#: The throw-away probe: config section, observation record, metrics, discovery feed, build().
+CANARY = '''
+"""Canary probe: a throw-away probe that a test plants in a copy of the package."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, List
+
+from pydantic import Field
+
+from watchdog.config.sections.common import ProbeSchedule, ProbeSection
+from watchdog.metrics.catalog import MetricDef, MetricSample
+from watchdog.probes.base import Collected, Probe, ProbeContext
+
+
+class CanaryProbeConfig(ProbeSchedule):
+    """Off unless enabled: counts the canary's chirps."""
+
+    enabled: bool = False
+    #: Chirps per round the canary reports (a test's number).
+    chirps: int = Field(default=3, ge=0)
+
+
+@dataclass(frozen=True)
+class CanaryObservation:
+    chirps: int
+
+
+class CanaryProbe(Probe):
+    name = "canary"
+
+    def __init__(self, cfg: CanaryProbeConfig):
+        self.cfg = cfg
+        self.interval = float(cfg.interval)
+
+    def collect(self) -> Collected:
+        return Collected(CanaryObservation(self.cfg.chirps), f"{self.cfg.chirps} chirps")
+
+
+ORDER = 99
+SECTION = ProbeSection("canary", CanaryProbeConfig, feed=5)
+METRICS: List[MetricDef] = [
+    MetricDef("npu_watchdog_canary_chirps", "gauge", (), "Chirps of the canary's last round."),
+]
+
+
+def samples(rt: Any) -> Iterator[MetricSample]:
+    sample = rt.state.latest("canary")
+    if sample is not None:
+        yield MetricSample("npu_watchdog_canary_chirps", {}, sample.value.chirps)
+
+
+def build(ctx: ProbeContext) -> List[Probe]:
+    cfg = ctx.config.probes.canary
+    return [CanaryProbe(cfg)] if cfg.enabled else []
+'''
+
+
+def _own_modules() -> Dict[str, Any]:
+    return {k: v for k, v in sys.modules.items() if k == "watchdog" or k.startswith("watchdog.")}
+
+
+@pytest.fixture
+def planted(tmp_path: Path) -> Iterator[Path]:
+    """A copy of the package with `probes/canary.py` added, imported as `watchdog` for the test."""
+    root = tmp_path / "src"
+    shutil.copytree(PACKAGE, root / "watchdog", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (root / "watchdog" / "probes" / "canary.py").write_text(CANARY, encoding="utf-8")
+    saved = _own_modules()
+    for name in saved:
+        del sys.modules[name]
+    sys.path.insert(0, str(root))
+    importlib.invalidate_caches()
+    try:
+        assert importlib.import_module("watchdog").__file__.startswith(str(root))
+        yield root / "watchdog"
+    finally:
+        sys.path.remove(str(root))
+        for name in _own_modules():
+            del sys.modules[name]
+        sys.modules.update(saved)
+        importlib.invalidate_caches()
+
+
+def _changed(a: Path, b: Path) -> list:
+    """Files that differ between two trees (added, removed or edited), relative paths."""
+    out = []
+    cmp = filecmp.dircmp(a, b, ignore=["__pycache__"])
+    stack = [(cmp, Path())]
+    while stack:
+        c, rel = stack.pop()
+        out += [str(rel / n) for n in c.left_only + c.right_only + c.diff_files + c.funny_files]
+        stack += [(sub, rel / name) for name, sub in c.subdirs.items()]
+    return sorted(out)
+
+
+def test_one_module_is_a_whole_probe(planted: Path):
+    assert _changed(PACKAGE, planted) == ["probes/canary.py"]  # no other file edited
+
+    from watchdog.config.load import ConfigError, load_config_text
+    from watchdog.config.reference import render_reference
+    from watchdog.docsgen import BLOCKS
+    from watchdog.metrics.catalog import all_metrics, metric_modules
+    from watchdog.probes import ProbeContext, build_probes, probe_modules
+    from watchdog.state import StateStore
+
+    # Config: the section is accepted, checked strictly, and absent means its defaults.
+    cfg = load_config_text("probes:\n  canary: {enabled: true, chirps: 7, interval: 5s}\n")
+    assert (cfg.probes.canary.enabled, cfg.probes.canary.chirps, cfg.probes.canary.interval) == (True, 7, 5.0)
+    assert load_config_text("").probes.canary.enabled is False
+    with pytest.raises(ConfigError, match=r"probes\.canary\.chirp: unknown key"):
+        load_config_text("probes:\n  canary: {chirp: 7}\n")
+    with pytest.raises(ConfigError, match=r"probes\.canary\.chirps"):
+        load_config_text("probes:\n  canary: {chirps: -1}\n")
+
+    # Discovery: the probe declares a feed, so `discovery.feed` accepts it and feeds it by default.
+    fed = load_config_text("discovery: {enabled: true}\n")
+    assert fed.discovery.feed == ["process", "logs", "heartbeat", "npu", "canary"]
+    assert fed.feeds["canary"] == "discovery" and fed.probes.canary.enabled
+    from watchdog.detectors.jobs import filtered
+    assert filtered()[-1] == "canary"  # a job's view takes its samples per job
+    assert load_config_text("discovery: {enabled: true, feed: [canary]}\n").feeds["process"] == "off"
+
+    # Docs generation: the config reference and the metric table pick up its key and metric.
+    reference = render_reference()
+    assert "| `probes.canary.chirps` | int | `3` | Chirps per round the canary reports (a test's number). |" in reference
+    assert "| `probes.canary` | section |  | Off unless enabled: counts the canary's chirps. |" in reference
+    assert "`npu_watchdog_canary_chirps` | gauge | - | Chirps of the canary's last round." in \
+        BLOCKS[("docs/metrics.md", "metric-table")]()
+    assert [d.name for d in all_metrics()][-1] == "npu_watchdog_canary_chirps"
+
+    # The registry builds it for the scheduler, last in ORDER; its record reaches the state and
+    # its metric reads it.
+    assert probe_modules()[-1] == "watchdog.probes.canary"
+    probes = build_probes(ProbeContext(config=cfg, state_dir=str(planted.parent / "state")))
+    canary = [p for p in probes if p.name == "canary"]
+    assert len(canary) == 1 and canary[0].interval == 5.0
+    store = StateStore()
+    store.put("canary", canary[0].collect().value)
+    module = [m for m in metric_modules() if m.__name__ == "watchdog.probes.canary"][0]
+    rt = type("Rt", (), {"state": store, "config": cfg})()
+    assert [(s.name, s.value) for s in module.samples(rt)] == [("npu_watchdog_canary_chirps", 7)]
+
+
+def test_detectors_read_only_declared_probes():
+    """Each detector declares the probes whose rounds it reads (`TRIGGERS`, the stall rule's
+    `SOURCES`): every name is a probe some module declares."""
+    from watchdog.config.schema import PROBE_SECTIONS
+    from watchdog.detectors import stall, triggers
+
+    declared = {s.key for s in PROBE_SECTIONS}
+    read = {p for probes in triggers().values() for p in probes} | set(stall.SOURCES)
+    assert read and read <= declared, sorted(read - declared)
+
+
+def test_the_real_package_has_no_canary():
+    """The fixture put the real package back (and never wrote into it)."""
+    from watchdog.config import Config
+    from watchdog.probes import probe_modules
+
+    assert not (PACKAGE / "probes" / "canary.py").exists()
+    assert "canary" not in type(Config().probes).model_fields
+    assert "watchdog.probes.canary" not in probe_modules()
+
+
+def test_the_checklist_states_the_count_this_test_keeps():
+    """docs/architecture.md says how many files a new probe touches: the module planted above,
+    its tests and its docs page; the generated reference and tables are rewritten by `make docs`."""
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    stated = re.search(r"A new probe touches (\d+) files", text)
+    assert stated is not None, "docs/architecture.md lost the count of files a new probe touches"
+    planted_code = 1  # probes/<name>.py: the only file of the package the canary needed
+    assert int(stated.group(1)) == planted_code + 2 <= 3  # + its tests + its docs page
