@@ -33,12 +33,12 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.alerting.channels import Channel, build_channels
 from watchdog.alerting.channels.base import Verdict, scrub, secret_fragments
 from watchdog.alerting.channels.http import Deadline, make_session, read_answer
-from watchdog.alerting.store import AlertStore
+from watchdog.alerting.store import AlertStore, OutboxItem
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.config.types import secret_value
 
@@ -308,7 +308,7 @@ class Outbox:
                     continue
                 log.warning("outbox: dropped %d notification(s) for channel %s, which is no longer configured", n, name)
 
-    def send_from_memory(self, items: List[tuple]) -> None:
+    def send_from_memory(self, items: Sequence[OutboxItem]) -> None:
         """Queue (channel, ikey, kind, body) rows in memory only and wake their senders: for what
         must not wait for the state folder (the engine's `state_unwritable`)."""
         now = time.time()
@@ -331,7 +331,7 @@ class Outbox:
             if q and q[0] is row:
                 q.popleft()
 
-    def enqueue(self, items: List[tuple]) -> None:
+    def enqueue(self, items: Sequence[OutboxItem]) -> None:
         """Commit (channel, ikey, kind, body) rows, then wake their senders."""
         if not items:
             return
