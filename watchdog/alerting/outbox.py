@@ -198,12 +198,15 @@ class _Worker:
                       ch.name, row.ikey, verdict.line(), extra={"channel": ch.name, "event": "notification_rejected"})
             return 0.0
         attempt = row.attempts + 1
+        # Counted from the answer, as the vendor counts its Retry-After (not from before the
+        # attempt's commit and request, which a loaded disk or network can make last a while).
+        answered = time.time()
         if verdict.retry_after is not None:
             delay = min(MAX_RETRY_AFTER, max(0.5, verdict.retry_after))
-            self.limiter.block(now + delay)
+            self.limiter.block(answered + delay)
         else:
             delay = backoff(cfg, row.attempts)
-        store.retry(row.id, now + delay, verdict.line())
+        store.retry(row.id, answered + delay, verdict.line())
         self.outbox.count(ch.name, "retried")
         level = logging.WARNING if attempt <= 3 or attempt % 10 == 0 else logging.DEBUG
         log.log(level, "channel %s: attempt %d of notification %s failed (%s); retrying in %.1fs", ch.name, attempt,
@@ -236,11 +239,12 @@ class _Worker:
                     verdict.line(), extra={"channel": ch.name})
             return 0.0
         delay = backoff(cfg, mem.attempts)
+        answered = time.time()  # counted from the answer, as in `_step`
         if verdict.retry_after is not None:
             delay = min(MAX_RETRY_AFTER, max(0.5, verdict.retry_after))
-            self.limiter.block(now + delay)
+            self.limiter.block(answered + delay)
         mem.attempts += 1
-        mem.next_at = now + delay
+        mem.next_at = answered + delay
         self.outbox.count(ch.name, "retried")
         log.warning("channel %s: attempt %d of notification %s (from memory) failed (%s); retrying in %.1fs",
                     ch.name, mem.attempts, mem.ikey, verdict.line(), delay, extra={"channel": ch.name})
