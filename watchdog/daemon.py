@@ -16,6 +16,7 @@ import time
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
 from watchdog import __version__, fdbudget, statelock
+from watchdog.alerting.core import SnapshotRequester
 from watchdog.alerting.engine import AlertEngine
 from watchdog.alerting.outbox import DeadMan, Outbox
 from watchdog.alerting.store import AlertStore
@@ -35,7 +36,7 @@ from watchdog.probes import ProbeContext, build_probes
 from watchdog.runtime import Runtime
 from watchdog.scheduler import TICK_SECONDS, ProbeScheduler
 from watchdog import subproc
-from watchdog.snapshots import SnapshotTaker, build_snapshot_taker
+from watchdog.snapshots import build_snapshot_taker
 from watchdog.sdnotify import Notifier, watchdog_interval
 from watchdog.state import StateStore
 
@@ -117,7 +118,7 @@ class Daemon:
         self._reload_results: "queue.Queue[Tuple[int, Any]]" = queue.Queue()
         self._loop_beat = time.monotonic()
 
-    def _build_engine(self, config: Config, snapshots: Optional[SnapshotTaker]) -> AlertEngine:
+    def _build_engine(self, config: Config, snapshots: Optional[SnapshotRequester]) -> AlertEngine:
         """The alert engine and the parts it is handed: its store, the outbox (registered for the
         metrics) and the dead-man pinger; the engine closes them when it closes."""
         store = AlertStore(config.paths.state_dir, quarantine_damaged=True)

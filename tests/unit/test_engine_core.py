@@ -19,6 +19,7 @@ from watchdog.alerting.core import EngineCore, PassResult
 from watchdog.alerting.muting import ActiveSilences
 from watchdog.alerting.notification import AlertNote, Notification
 from watchdog.alerting.store import Silence
+from watchdog.alerting.timer import MAX_SLEEP, MIN_SLEEP, RETRY_SLEEP, SILENCE_POLL, Schedule
 from watchdog.config.sections.alerting import parse_matcher
 from watchdog.findings import Finding
 
@@ -182,3 +183,17 @@ def test_a_rolled_back_pass_leaves_nothing_but_the_first_sighting(tmp_path):
     [a] = c.core.alerts.values()
     assert a.pending_since == T0, "its `for` counts from the first sighting"
     assert kinds(c.run([x], T0 + 2.0).notifications) == [("firing", ["job_gone"])]
+
+
+def test_the_timer_sleeps_until_the_next_due_time_and_never_spins():
+    s = Schedule(due_at=T0 + 5.0, passed_at=T0, polled_at=T0)
+    assert not s.pass_due(T0 + 1.0) and s.next_wait(T0 + 1.0, ran=False) == 4.0
+    assert s.pass_due(T0 + 5.0)
+    s.due_at = float("inf")  # nothing due: a pass every MAX_SLEEP all the same
+    assert s.next_wait(T0, ran=False) == MAX_SLEEP and s.pass_due(T0 + MAX_SLEEP)
+    assert s.pass_due(T0 - 60.0), "a clock set back counts as MAX_SLEEP passed"
+    s.watch_silences = True  # an alert fires: the silences are polled every SILENCE_POLL
+    assert s.next_wait(T0 + 0.25, ran=False) == SILENCE_POLL - 0.25 and s.poll_due(T0 + SILENCE_POLL)
+    s.due_at = T0  # a pass left something already due: the old poll's cadence, not a spin
+    assert s.next_wait(T0 + 0.5, ran=True) == RETRY_SLEEP
+    assert s.next_wait(T0 + 0.5, ran=False) == MIN_SLEEP and s.sleeping_until == T0 + 0.5 + MIN_SLEEP

@@ -199,7 +199,7 @@ class AlertEngine:
             if ran:
                 self.timer_passes += 1
                 self.tick(now)
-            return s.sleep(now, ran)
+            return s.next_wait(now, ran)
 
     def _due_now(self) -> None:
         """Have the timer run a pass at once (the caller holds the lock)."""

@@ -49,7 +49,7 @@ class Schedule:
         """Time to look whether the silences changed (only while an alert fires)."""
         return self.watch_silences and not self.polled_at <= now < self.polled_at + SILENCE_POLL
 
-    def sleep(self, now: float, ran: bool) -> float:
+    def next_wait(self, now: float, ran: bool) -> float:
         """How long the timer sleeps after a pass at `now` (`ran`: it ran the engine's pass)."""
         wait = min(self.due_at - now, self.passed_at + MAX_SLEEP - now)
         if self.watch_silences:
