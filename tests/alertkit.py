@@ -1,14 +1,18 @@
 """Shared pieces of the in-process alert engine tests: a config with one webhook channel, a finding
-factory, a fake wall clock and a driver that replays detector passes on it."""
+factory, a fake wall clock, the engine wired as the daemon wires it, and a driver that replays
+detector passes on it."""
 
 from __future__ import annotations
 
 import time
-from typing import List
+from typing import Callable, List, Optional
 
 import yaml
 
+from watchdog.alerting.core import SnapshotRequester
 from watchdog.alerting.engine import AlertEngine
+from watchdog.alerting.outbox import DeadMan, Outbox
+from watchdog.alerting.store import AlertStore
 from watchdog.config.load import load_config_text
 from watchdog.findings import Finding
 
@@ -35,6 +39,18 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def open_engine(cfg, clock: Optional[Callable[[], float]] = None, timer: bool = False,
+                snapshots: Optional[SnapshotRequester] = None) -> AlertEngine:
+    """The engine with its store, outbox and dead-man pinger, as the daemon builds them (see
+    Daemon._build_engine); on a fake `clock` without the timer thread unless told otherwise."""
+    store = AlertStore(cfg.paths.state_dir, quarantine_damaged=True)
+    outbox = Outbox(store, cfg.alerting)
+    engine = AlertEngine(cfg, store, outbox, DeadMan(cfg.alerting), snapshots,
+                         clock=clock or time.time, timer=timer)
+    outbox.start()
+    return engine
 
 
 class Driver:

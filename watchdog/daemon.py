@@ -16,7 +16,10 @@ import time
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
 from watchdog import __version__, fdbudget, statelock
-from watchdog.alerting.engine import build_engine
+from watchdog.alerting.core import SnapshotRequester
+from watchdog.alerting.engine import AlertEngine
+from watchdog.alerting.outbox import DeadMan, Outbox
+from watchdog.alerting.store import AlertStore
 from watchdog.config import Config, ConfigError, load_config
 from watchdog.config.pathcheck import unmatched_paths
 from watchdog.detectors import IncrementalDetectors, load_detectors
@@ -81,11 +84,11 @@ class Daemon:
         self.state = StateStore(history_seconds=RETAIN_SECONDS)
         self.runtime = Runtime(config=config, state=self.state, engine=None, config_path=config_path)
         self.runtime.started_at = self.state.started_at
-        # Optional services first: the engine links alerts to snapshots through the runtime.
+        # Optional services first: the engine asks the snapshot taker for the evidence of what it pages.
         snapshots = build_snapshot_taker(config, self.runtime)
         if snapshots is not None:
             self.runtime.services["snapshots"] = snapshots
-        self.engine = build_engine(config, self.runtime)
+        self.engine = self._build_engine(config, snapshots)
         # One discovery result shared by the probes it feeds (kept across reloads).
         self.feed = feed_for(config)
         self.runtime.services["discovery"] = self.feed
@@ -114,6 +117,16 @@ class Daemon:
         self._reload_started: Optional[float] = None
         self._reload_results: "queue.Queue[Tuple[int, Any]]" = queue.Queue()
         self._loop_beat = time.monotonic()
+
+    def _build_engine(self, config: Config, snapshots: Optional[SnapshotRequester]) -> AlertEngine:
+        """The alert engine and the parts it is handed: its store, the outbox (registered for the
+        metrics) and the dead-man pinger; the engine closes them when it closes."""
+        store = AlertStore(config.paths.state_dir, quarantine_damaged=True)
+        outbox = Outbox(store, config.alerting)
+        engine = AlertEngine(config, store, outbox, DeadMan(config.alerting), snapshots)
+        outbox.start()
+        self.runtime.services["outbox"] = outbox
+        return engine
 
     @property
     def config(self) -> Config:

@@ -13,9 +13,8 @@ import time
 import pytest
 
 from tests.fakes.receivers import Receiver
-from tests.alertkit import BASE, Clock, Driver, f, make_config, settle
+from tests.alertkit import BASE, Clock, Driver, f, make_config, open_engine, settle
 from tests.helpers import wait_for
-from watchdog.alerting.engine import AlertEngine
 from watchdog.alerting.store import AlertStore
 
 @pytest.fixture
@@ -35,8 +34,8 @@ def engines():
             pass
 
 
-def new_engine(engines, cfg, runtime=None, clock=None):
-    e = AlertEngine(cfg, runtime, clock=clock or Clock(), timer=False)
+def new_engine(engines, cfg, snapshots=None, clock=None):
+    e = open_engine(cfg, clock=clock or Clock(), snapshots=snapshots)
     engines.append(e)
     return e
 
@@ -231,10 +230,8 @@ class RecordingTaker:
 
 
 def test_snapshots_only_for_alerts_that_are_sent(tmp_path, rx, engines):
-    from types import SimpleNamespace
-
     taker = RecordingTaker()
-    e = new_engine(engines, make_config(tmp_path, rx.url), SimpleNamespace(services={"snapshots": taker}))
+    e = new_engine(engines, make_config(tmp_path, rx.url), snapshots=taker)
     d = Driver(e)
     d.hold([f("log_oom", "critical", log_rule="npu_oom")], 0.3)
     d.hold([f("log_oom", "critical", log_rule="npu_oom"), f("stall", "critical")], 1.5)
@@ -265,10 +262,8 @@ def test_a_muted_alert_does_not_cut_the_group_window_short(tmp_path, rx, engines
 
 
 def test_symptom_firing_in_the_same_pass_as_its_root_runs_no_capture(tmp_path, rx, engines):
-    from types import SimpleNamespace
-
     taker = RecordingTaker()
-    e = new_engine(engines, make_config(tmp_path, rx.url), SimpleNamespace(services={"snapshots": taker}))
+    e = new_engine(engines, make_config(tmp_path, rx.url), snapshots=taker)
     # rank_missing sorts before log_oom and fires in the same pass; the OOM explains it.
     Driver(e).hold([f("rank_missing", "critical", rank="3"), f("log_oom", "critical", log_rule="npu_oom")], 1.5)
     (msg,) = rx.wait_for(1)

@@ -16,8 +16,9 @@ from typing import Callable, Dict, List, Tuple
 import pytest
 
 from tests.fakes.receivers import Receiver
-from tests.alertkit import Clock, f, make_config
+from tests.alertkit import Clock, f, make_config, open_engine
 from watchdog.alerting.engine import MAX_SLEEP, AlertEngine
+from watchdog.alerting.notification import Notification
 from watchdog.alerting.store import AlertStore
 
 Event = Tuple[float, Callable[[], None]]
@@ -40,7 +41,7 @@ def rx():
 def new_engine(engines, cfg) -> AlertEngine:
     clock = Clock()
     clock.now = float(int(clock.now))  # whole seconds: every time in the stories below is exact
-    e = AlertEngine(cfg, None, clock=clock, timer=False)
+    e = open_engine(cfg, clock=clock)
     engines.append(e)
     return e
 
@@ -58,6 +59,19 @@ def count_table_reads(e: AlertEngine) -> List[int]:
     return n
 
 
+def record_notifications(e: AlertEngine, record: Callable[[Notification], None]) -> None:
+    """Calls `record` with every notification the engine's core decides on (in pass order)."""
+    settle = e.core.settle
+
+    def recorded(*args, **kwargs):
+        result = settle(*args, **kwargs)
+        for n in result.notifications:
+            record(n)
+        return result
+
+    e.core.settle = recorded
+
+
 def run_timer(e: AlertEngine, until: float, events: List[Event]) -> None:
     """What the timer thread does, on the fake clock: pass (if due), sleep the returned time or
     until `process` sets the wake event; `events` (sorted, at fake times) happen meanwhile."""
@@ -69,8 +83,8 @@ def run_timer(e: AlertEngine, until: float, events: List[Event]) -> None:
             at, fn = events.pop(0)
             clock.now = max(clock.now, at)
             fn()
-            if e._wake.is_set():
-                e._wake.clear()
+            if e.timer.wake.is_set():
+                e.timer.wake.clear()
                 wake = clock.now
             continue
         clock.now = min(wake, until)
@@ -110,7 +124,7 @@ def test_timer_thread_of_an_idle_engine_sleeps(tmp_path, monkeypatch):
     passes = []
     real_tick = AlertEngine.tick
     monkeypatch.setattr(AlertEngine, "tick", lambda self, now=None: (passes.append(now), real_tick(self, now)))
-    e = AlertEngine(make_config(tmp_path, "http://127.0.0.1:9/hook"), None)
+    e = open_engine(make_config(tmp_path, "http://127.0.0.1:9/hook"), timer=True)
     try:
         e.process([])
         time.sleep(2.5)  # the old timer passed every second: 2 passes here
@@ -123,7 +137,7 @@ def test_a_pending_alert_wakes_the_timer_for_its_deadlines(tmp_path, rx):
     """Real thread, real clock: one detector pass, then the timer alone fires the alert after its
     `for` and sends it after the group window (nothing else calls the engine)."""
     cfg = make_config(tmp_path, rx.url, group_window="300ms", **{"for": {"stall": "400ms"}})
-    e = AlertEngine(cfg, None)
+    e = open_engine(cfg, timer=True)
     try:
         e.process([f("stall", "critical")])
         [msg] = rx.wait_for(1)
@@ -168,13 +182,7 @@ def story(e: AlertEngine, cli: AlertStore) -> Tuple[List[Event], Dict[str, list]
     falling between passes, so only the timer can meet them."""
     t0 = e.clock.now
     sent: Dict[str, list] = {"notes": []}
-    notify = e._notification
-
-    def record(kind, batch, now):
-        sent["notes"].append((kind, round(now - t0, 2), sorted(a.rule for a in batch)))
-        return notify(kind, batch, now)
-
-    e._notification = record
+    record_notifications(e, lambda n: sent["notes"].append((n.kind, round(n.created - t0, 2), sorted(n.rules()))))
 
     def findings(t: float) -> list:
         out = []
@@ -227,8 +235,7 @@ def silenced_stall(tmp_path, engines):
     t0 = e.clock.now
     s = cli.add_silence(["rule=stall"], t0, t0 + 3600, "tester", "maintenance")
     sent = []
-    notify = e._notification
-    e._notification = lambda kind, batch, now: (sent.append((kind, now - t0)), notify(kind, batch, now))[1]
+    record_notifications(e, lambda n: sent.append((n.kind, n.created - t0)))
     e.process([f("stall", "critical")])
     return e, cli, s, sent, t0
 

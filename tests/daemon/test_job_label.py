@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.receivers import Receiver
 from tests.helpers import TESTS, wait_for
+from tests.alertkit import open_engine
 from tests.liveness_kit import Children
 from watchdog.alerting.engine import AlertEngine
 from watchdog.alerting.render import dashboard_link
@@ -116,13 +117,13 @@ def test_upgrade_keeps_an_alert_firing_under_the_new_label(tmp_path, rx):
     """An alert that fired as `job=...` before the upgrade is the same alert after it: no resolved
     message for the old one and no second page for the new one; it resolves once, relabelled."""
     cfg = make_config(tmp_path, rx.url)
-    old = AlertEngine(cfg)
+    old = open_engine(cfg, timer=True)
     try:
         hold(old, [finding("job_gone", OLD)], 1.5)
         rx.wait_for(1)
     finally:
         old.close()
-    new = AlertEngine(cfg)
+    new = open_engine(cfg, timer=True)
     try:
         (row,) = new.alert_states()
         assert row.state == "firing" and row.labels == NEW
@@ -151,7 +152,7 @@ def test_outbox_entry_queued_before_the_upgrade_goes_out_relabelled(tmp_path, rx
     store.enqueue([("hook", "old-1", "firing", {"kind": "firing", "status": "firing", "ikey": "old-1",
                                                 "group": OLD, "alerts": [alert]})])
     store.close()
-    e = AlertEngine(cfg)
+    e = open_engine(cfg, timer=True)
     try:
         (msg,) = rx.wait_for(1)
     finally:
@@ -170,7 +171,7 @@ def test_legacy_job_matcher_and_inhibition_equal_still_work(tmp_path, rx, caplog
     now = time.time()
     store.add_silence(["rule=log_hccl", "job=job-a"], now, now + 3600, "tester", "from before the rename")
     store.close()
-    e = AlertEngine(cfg)
+    e = open_engine(cfg, timer=True)
     try:
         other = {"host": "node-a", JOB_LABEL: "job-b"}
         # npu_missing of another training job inhibits nothing of job-a; the old silence mutes log_hccl.

@@ -54,9 +54,28 @@ class FiringIndex:
         return cls(best)
 
 
+@dataclass(frozen=True)
+class ActiveSilences:
+    """The silences in force at a pass (with their parsed matchers) and when that set changes
+    next by time alone: what the engine's pure core needs of them, read by `Muter`."""
+
+    active: Tuple[Tuple[Silence, Tuple[Matcher, ...]], ...] = ()
+    next_change: float = float("inf")
+
+
+def mute_reason(a: AlertRow, silences: ActiveSilences, index: FiringIndex,
+                rules: Sequence[InhibitRule]) -> Optional[str]:
+    """"silenced:<id>", "inhibited:<rule>" or None (send it)."""
+    labels = match_labels(a.labels, a.rule, a.severity)
+    for s, ms in silences.active:
+        if matches_all(ms, labels):
+            return f"silenced:{s.id}"
+    return inhibitor(a, index, rules)
+
+
 class Muter:
-    """Silences from the store (kept in memory, re-read only when they may have changed) plus the
-    configured inhibitions."""
+    """Silences from the store (kept in memory, re-read only when they may have changed); the
+    engine's shell owns it and hands each pass of the core an `ActiveSilences`."""
 
     def __init__(self, store: AlertStore):
         self.store = store
@@ -110,13 +129,9 @@ class Muter:
         times = [t for s in self._silences for t in (s.starts_at, s.ends_at) if t > now]
         return min(times, default=float("inf"))
 
-    def reason(self, a: AlertRow, index: FiringIndex, rules: Sequence[InhibitRule]) -> Optional[str]:
-        """"silenced:<id>", "inhibited:<rule>" or None (send it)."""
-        labels = match_labels(a.labels, a.rule, a.severity)
-        for s, ms in self.active:
-            if matches_all(ms, labels):
-                return f"silenced:{s.id}"
-        return inhibitor(a, index, rules)
+    def view(self, now: float) -> ActiveSilences:
+        """The silences last loaded (`load_silences`) as the core sees them."""
+        return ActiveSilences(tuple((s, tuple(ms)) for s, ms in self.active), self.next_change(now))
 
 
 def mutual(rules: Sequence[InhibitRule], src: str, dst: str) -> bool:

@@ -33,12 +33,12 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.alerting.channels import Channel, build_channels
 from watchdog.alerting.channels.base import Verdict, scrub, secret_fragments
 from watchdog.alerting.channels.http import Deadline, make_session, read_answer
-from watchdog.alerting.store import AlertStore
+from watchdog.alerting.store import AlertStore, OutboxItem
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.config.types import secret_value
 
@@ -198,12 +198,15 @@ class _Worker:
                       ch.name, row.ikey, verdict.line(), extra={"channel": ch.name, "event": "notification_rejected"})
             return 0.0
         attempt = row.attempts + 1
+        # Counted from the answer, as the vendor counts its Retry-After (not from before the
+        # attempt's commit and request, which a loaded disk or network can make last a while).
+        answered = time.time()
         if verdict.retry_after is not None:
             delay = min(MAX_RETRY_AFTER, max(0.5, verdict.retry_after))
-            self.limiter.block(now + delay)
+            self.limiter.block(answered + delay)
         else:
             delay = backoff(cfg, row.attempts)
-        store.retry(row.id, now + delay, verdict.line())
+        store.retry(row.id, answered + delay, verdict.line())
         self.outbox.count(ch.name, "retried")
         level = logging.WARNING if attempt <= 3 or attempt % 10 == 0 else logging.DEBUG
         log.log(level, "channel %s: attempt %d of notification %s failed (%s); retrying in %.1fs", ch.name, attempt,
@@ -236,11 +239,12 @@ class _Worker:
                     verdict.line(), extra={"channel": ch.name})
             return 0.0
         delay = backoff(cfg, mem.attempts)
+        answered = time.time()  # counted from the answer, as in `_step`
         if verdict.retry_after is not None:
             delay = min(MAX_RETRY_AFTER, max(0.5, verdict.retry_after))
-            self.limiter.block(now + delay)
+            self.limiter.block(answered + delay)
         mem.attempts += 1
-        mem.next_at = now + delay
+        mem.next_at = answered + delay
         self.outbox.count(ch.name, "retried")
         log.warning("channel %s: attempt %d of notification %s (from memory) failed (%s); retrying in %.1fs",
                     ch.name, mem.attempts, mem.ikey, verdict.line(), delay, extra={"channel": ch.name})
@@ -308,7 +312,7 @@ class Outbox:
                     continue
                 log.warning("outbox: dropped %d notification(s) for channel %s, which is no longer configured", n, name)
 
-    def send_from_memory(self, items: List[tuple]) -> None:
+    def send_from_memory(self, items: Sequence[OutboxItem]) -> None:
         """Queue (channel, ikey, kind, body) rows in memory only and wake their senders: for what
         must not wait for the state folder (the engine's `state_unwritable`)."""
         now = time.time()
@@ -331,7 +335,7 @@ class Outbox:
             if q and q[0] is row:
                 q.popleft()
 
-    def enqueue(self, items: List[tuple]) -> None:
+    def enqueue(self, items: Sequence[OutboxItem]) -> None:
         """Commit (channel, ikey, kind, body) rows, then wake their senders."""
         if not items:
             return

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional, Protocol, Sequence
 
-from watchdog.config.sections.alerting import Matcher
+from watchdog.alerting.notification import Notification
+from watchdog.alerting.store import OutboxItem
+from watchdog.config.sections.alerting import ChannelConfig, Matcher
 from watchdog.findings import SEVERITY_RANK
+
+class RouteTarget(Protocol):
+    """What routing reads of a channel (watchdog.alerting.channels.Channel has it)."""
+
+    name: str
+    type: str
+    cfg: ChannelConfig
+
+    @property
+    def send_resolved(self) -> bool: ...
 
 
 def match_labels(labels: Dict[str, str], rule: str, severity: str) -> Dict[str, str]:
@@ -13,27 +25,25 @@ def match_labels(labels: Dict[str, str], rule: str, severity: str) -> Dict[str, 
     return {**labels, "rule": rule, "severity": severity}
 
 
-def matches_all(matchers: List[Matcher], labels: Dict[str, str]) -> bool:
+def matches_all(matchers: Sequence[Matcher], labels: Dict[str, str]) -> bool:
     return all(m.matches(labels) for m in matchers)
 
 
-def route(note: Dict[str, Any], channels: Iterable[Any],
-          direct: Optional[Callable[[str, str], bool]] = None) -> List[tuple]:
-    """One outbox row (channel, ikey, kind, body) per channel that takes at least one alert of
-    the notification; a note with `only` goes to that channel alone. `direct(channel type, rule)`
-    says whether this node sends the rule to that kind of channel at all (fleet mode)."""
+def route(note: Notification, channels: Iterable[RouteTarget],
+          direct: Optional[Callable[[str, str], bool]] = None) -> List[OutboxItem]:
+    """One outbox row per channel that takes at least one alert of the notification; a note with
+    `only` goes to that channel alone. `direct(channel type, rule)` says whether this node sends
+    the rule to that kind of channel at all (fleet mode)."""
     items = []
-    only = note.get("only")
-    body = {k: v for k, v in note.items() if k != "only"}
     for ch in channels:
-        if only is not None and ch.name != only:
+        if note.only is not None and ch.name != note.only:
             continue
-        if note["status"] == "resolved" and not ch.send_resolved:
+        if note.status == "resolved" and not ch.send_resolved:
             continue
         floor = SEVERITY_RANK[ch.cfg.min_severity]
-        keep = [a for a in note["alerts"] if SEVERITY_RANK.get(a["severity"], 0) >= floor
-                and (direct is None or direct(ch.type, a["rule"]))
-                and matches_all(ch.cfg.matchers, match_labels(a["labels"], a["rule"], a["severity"]))]
+        keep = [a for a in note.alerts if SEVERITY_RANK.get(a.severity, 0) >= floor
+                and (direct is None or direct(ch.type, a.rule))
+                and matches_all(ch.cfg.matchers, match_labels(dict(a.labels), a.rule, a.severity))]
         if keep:
-            items.append((ch.name, note["ikey"], note["kind"], dict(body, alerts=keep)))
+            items.append(OutboxItem(ch.name, note.ikey, note.kind, note.body(keep)))
     return items

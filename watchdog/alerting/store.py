@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, ContextManager, Dict, Iterator, List, NamedTuple, Optional, Sequence
 
 from watchdog import statefiles
 from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL, fingerprint, upgrade_labels
@@ -153,7 +153,94 @@ class OutboxRow:
     repeat: bool = False
 
 
-class AlertStore:
+class OutboxItem(NamedTuple):
+    """A notification committed for one channel: the channel's name, the notification's key and
+    kind, and the JSON body the channel renders at send time (see watchdog.alerting.routing)."""
+
+    channel: str
+    ikey: str
+    kind: str
+    body: Dict[str, Any]
+
+
+class OutboxQueue:
+    """The outbox table of `AlertStore` (a part of its own so each part stays readable): rows
+    committed before any send, taken oldest first per channel by the senders."""
+
+    _lock: threading.RLock
+    _db: sqlite3.Connection
+
+    def _tx(self) -> ContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    def enqueue(self, items: Sequence[OutboxItem]) -> None:
+        """Commit notifications (channel, ikey, kind, body) in one transaction, before any send."""
+        with self._tx() as db:
+            self._enqueue(db, items)
+
+    @staticmethod
+    def _enqueue(db: sqlite3.Connection, items: Sequence[OutboxItem]) -> None:
+        now = time.time()
+        for channel, ikey, kind, body in items:
+            if kind == "refresh":
+                # An unsent periodic refresh is superseded by the newer one.
+                db.execute("DELETE FROM outbox WHERE channel=? AND kind='refresh' AND attempts=0 AND in_flight=0",
+                           (channel,))
+            db.execute("INSERT INTO outbox (channel, created, ikey, kind, body, attempts, next_at)"
+                       " VALUES (?,?,?,?,?,0,?)", (channel, now, ikey, kind, json.dumps(body, default=str), now))
+
+    def next_due(self, channel: str, now: float) -> Optional[OutboxRow]:
+        with self._lock:
+            # Strictly first in, first out per channel: the oldest row goes first even while it waits
+            # for a retry, so an on-call reader never sees a resolve before its firing message.
+            r = self._db.execute(
+                "SELECT id, channel, created, ikey, kind, body, attempts, next_at, last_error, repeat FROM outbox"
+                " WHERE channel=? ORDER BY id LIMIT 1", (channel,)).fetchone()
+        if r is None or r[7] > now:
+            return None
+        return OutboxRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], bool(r[9]))
+
+    def next_time(self, channel: str) -> Optional[float]:
+        with self._lock:
+            r = self._db.execute("SELECT next_at FROM outbox WHERE channel=? ORDER BY id LIMIT 1", (channel,)).fetchone()
+        return r[0] if r else None
+
+    def begin_attempt(self, row_id: int) -> None:
+        """Record, durably and before the request leaves, that an attempt of this row is under way."""
+        with self._tx() as db:
+            db.execute("UPDATE outbox SET in_flight=1 WHERE id=?", (row_id,))
+
+    def interrupted_attempts(self) -> int:
+        """At the daemon's start: rows whose attempt began in an earlier life and whose outcome was
+        never recorded (killed mid-send) are sent again, marked as possible repeats. Returns how many."""
+        with self._tx() as db:
+            return db.execute("UPDATE outbox SET repeat=1, in_flight=0 WHERE in_flight=1").rowcount
+
+    def done(self, row_id: int) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM outbox WHERE id=?", (row_id,))
+
+    def retry(self, row_id: int, next_at: float, error: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE outbox SET attempts=attempts+1, next_at=?, last_error=?, in_flight=0 WHERE id=?",
+                       (next_at, error, row_id))
+
+    def outbox_stats(self) -> tuple:
+        """(pending count, oldest created time or None)."""
+        with self._lock:
+            r = self._db.execute("SELECT COUNT(*), MIN(created) FROM outbox").fetchone()
+        return int(r[0]), r[1]
+
+    def outbox_channels(self) -> List[str]:
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT DISTINCT channel FROM outbox").fetchall()]
+
+    def drop_channel(self, channel: str) -> int:
+        with self._tx() as db:
+            return db.execute("DELETE FROM outbox WHERE channel=?", (channel,)).rowcount
+
+
+class AlertStore(OutboxQueue):
     """Thread-safe access to the alerting database (one connection, one lock)."""
 
     def __init__(self, state_dir: str, quarantine_damaged: bool = False):
@@ -327,7 +414,7 @@ class AlertStore:
     def save_alerts(self, changed: List[AlertRow], deleted: List[str]) -> None:
         self.commit_alerts(changed, deleted, [])
 
-    def commit_alerts(self, changed: List[AlertRow], deleted: List[str], items: List[tuple],
+    def commit_alerts(self, changed: Sequence[AlertRow], deleted: Sequence[str], items: Sequence[OutboxItem],
                       probe: bool = False) -> None:
         """Alert state and the notifications it caused, in one transaction: a kill can never
         leave an alert marked as sent without its message queued (a lost page), nor the reverse.
@@ -391,70 +478,3 @@ class AlertStore:
         with self._tx() as db:
             if db.execute("DELETE FROM silences WHERE ends_at < ?", (older_than,)).rowcount:
                 self._silence_writes += 1
-
-    # -- outbox ----------------------------------------------------------------------------
-    def enqueue(self, items: List[tuple]) -> None:
-        """Commit notifications (channel, ikey, kind, body) in one transaction, before any send."""
-        with self._tx() as db:
-            self._enqueue(db, items)
-
-    @staticmethod
-    def _enqueue(db: sqlite3.Connection, items: List[tuple]) -> None:
-        now = time.time()
-        for channel, ikey, kind, body in items:
-            if kind == "refresh":
-                # An unsent periodic refresh is superseded by the newer one.
-                db.execute("DELETE FROM outbox WHERE channel=? AND kind='refresh' AND attempts=0 AND in_flight=0",
-                           (channel,))
-            db.execute("INSERT INTO outbox (channel, created, ikey, kind, body, attempts, next_at)"
-                       " VALUES (?,?,?,?,?,0,?)", (channel, now, ikey, kind, json.dumps(body, default=str), now))
-
-    def next_due(self, channel: str, now: float) -> Optional[OutboxRow]:
-        with self._lock:
-            # Strictly first in, first out per channel: the oldest row goes first even while it waits
-            # for a retry, so an on-call reader never sees a resolve before its firing message.
-            r = self._db.execute(
-                "SELECT id, channel, created, ikey, kind, body, attempts, next_at, last_error, repeat FROM outbox"
-                " WHERE channel=? ORDER BY id LIMIT 1", (channel,)).fetchone()
-        if r is None or r[7] > now:
-            return None
-        return OutboxRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], bool(r[9]))
-
-    def next_time(self, channel: str) -> Optional[float]:
-        with self._lock:
-            r = self._db.execute("SELECT next_at FROM outbox WHERE channel=? ORDER BY id LIMIT 1", (channel,)).fetchone()
-        return r[0] if r else None
-
-    def begin_attempt(self, row_id: int) -> None:
-        """Record, durably and before the request leaves, that an attempt of this row is under way."""
-        with self._tx() as db:
-            db.execute("UPDATE outbox SET in_flight=1 WHERE id=?", (row_id,))
-
-    def interrupted_attempts(self) -> int:
-        """At the daemon's start: rows whose attempt began in an earlier life and whose outcome was
-        never recorded (killed mid-send) are sent again, marked as possible repeats. Returns how many."""
-        with self._tx() as db:
-            return db.execute("UPDATE outbox SET repeat=1, in_flight=0 WHERE in_flight=1").rowcount
-
-    def done(self, row_id: int) -> None:
-        with self._tx() as db:
-            db.execute("DELETE FROM outbox WHERE id=?", (row_id,))
-
-    def retry(self, row_id: int, next_at: float, error: str) -> None:
-        with self._tx() as db:
-            db.execute("UPDATE outbox SET attempts=attempts+1, next_at=?, last_error=?, in_flight=0 WHERE id=?",
-                       (next_at, error, row_id))
-
-    def outbox_stats(self) -> tuple:
-        """(pending count, oldest created time or None)."""
-        with self._lock:
-            r = self._db.execute("SELECT COUNT(*), MIN(created) FROM outbox").fetchone()
-        return int(r[0]), r[1]
-
-    def outbox_channels(self) -> List[str]:
-        with self._lock:
-            return [r[0] for r in self._db.execute("SELECT DISTINCT channel FROM outbox").fetchall()]
-
-    def drop_channel(self, channel: str) -> int:
-        with self._tx() as db:
-            return db.execute("DELETE FROM outbox WHERE channel=?", (channel,)).rowcount

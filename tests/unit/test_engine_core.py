@@ -1,0 +1,199 @@
+"""The alert engine's pure core, driven directly: findings and a time in, typed notifications out.
+
+No thread, no sleep, no database, no network: the time is only the argument each pass is given,
+the silences are data, the channels are built from the config and never contacted, and the
+snapshot requester is a recording stand-in. The shell around the core (its timer, the SQLite
+commit, the senders) is exercised by tests/daemon/test_alert_engine.py and test_engine_wakeups.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Sequence
+
+import pytest
+
+from tests.alertkit import BASE, f, make_config
+from watchdog.alerting.channels import build_channels
+from watchdog.alerting.core import EngineCore, PassResult
+from watchdog.alerting.muting import ActiveSilences
+from watchdog.alerting.notification import AlertNote, Notification
+from watchdog.alerting.store import Silence
+from watchdog.alerting.timer import MAX_SLEEP, MIN_SLEEP, RETRY_SLEEP, SILENCE_POLL, Schedule
+from watchdog.config.sections.alerting import parse_matcher
+from watchdog.findings import Finding
+
+URL = "http://127.0.0.1:9/hook"  # never contacted: the core only routes
+T0 = 1_800_000_000.0
+
+
+class Requester:
+    """Stands in for the snapshot taker: records what it was asked for, names an archive."""
+
+    def __init__(self) -> None:
+        self.asked: List[str] = []
+
+    def request(self, finding: Finding) -> Optional[str]:
+        self.asked.append(finding.rule)
+        return f"/snapshots/{finding.rule}.tar.gz"
+
+
+class Core:
+    """An EngineCore with the channels of its config, and one call per detector pass."""
+
+    def __init__(self, tmp_path, **alerting) -> None:
+        self.cfg = make_config(tmp_path, URL, **alerting).alerting
+        self.core = EngineCore(self.cfg, {})
+        self.channels = list(build_channels(self.cfg).values())
+        self.silences = ActiveSilences()
+        self.snapshots: Optional[Requester] = None
+
+    def run(self, findings: Sequence[Finding], now: float) -> PassResult:
+        self.core.see(findings)
+        tr = self.core.advance(now, observe=True)
+        return self.core.settle(now, tr, self.silences, self.channels, self.snapshots)
+
+    def hold(self, findings: Sequence[Finding], start: float, seconds: float, step: float = 0.25) -> List[Notification]:
+        """Passes every `step` from `start` for `seconds`; every notification they made."""
+        notes: List[Notification] = []
+        for i in range(int(seconds / step) + 1):
+            notes += self.run(findings, start + i * step).notifications
+        return notes
+
+
+def kinds(notes: Sequence[Notification]) -> List[tuple]:
+    return [(n.kind, sorted(a.rule for a in n.alerts)) for n in notes]
+
+
+def test_a_held_finding_pages_once_after_its_for_and_the_group_window(tmp_path):
+    c = Core(tmp_path, group_window="1s", **{"for": {"stall": "2s"}})
+    stall = f("stall", "critical")
+    first = c.run([stall], T0)
+    assert first.notifications == () and [a.state for a in first.changed] == ["pending"]
+    assert first.due_at == T0 + 2.0  # the `for` ends: the timer wakes then, not before
+    assert c.run([stall], T0 + 2.0).notifications == ()  # fired, its group window opens
+    sent = c.hold([stall], T0 + 2.25, 2.0)
+    [note] = sent
+    assert note.kind == "firing" and note.status == "firing" and note.created == T0 + 3.0
+    assert [a.rule for a in note.alerts] == ["stall"] and dict(note.group) == BASE
+    assert [a.state for a in c.core.alerts.values()] == ["firing"]
+
+
+def test_notifications_and_their_alerts_are_frozen_records(tmp_path):
+    c = Core(tmp_path, group_window="0s")
+    [note] = c.hold([f("log_oom", "critical", log_rule="npu_oom")], T0, 0.5)
+    assert isinstance(note, Notification) and all(isinstance(a, AlertNote) for a in note.alerts)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        note.kind = "resolved"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        note.alerts[0].severity = "info"  # type: ignore[misc]
+    body = note.body()
+    assert list(body) == ["kind", "status", "ikey", "created", "group", "alerts"]
+    assert list(body["alerts"][0]) == ["fp", "rule", "severity", "status", "summary", "labels", "hint", "value",
+                                       "since", "starts_at", "ends_at", "evidence", "snapshot", "dashboard",
+                                       "count", "ranks"]
+    assert body["alerts"][0]["evidence"] == ["line one", "line two"] and body["alerts"][0]["ends_at"] is None
+
+
+def test_findings_of_one_event_share_a_message_and_the_watchdogs_own_trouble_does_not(tmp_path):
+    c = Core(tmp_path, group_window="1s", **{"for": {"probe_down": "0s"}})
+    idle = [f("npu_idle", npu=str(i)) for i in range(8)]
+    notes = c.hold(idle[:3], T0, 0.5)
+    notes += c.hold(idle + [f("probe_down", probe="npu")], T0 + 0.75, 2.0)
+    assert sorted(kinds(notes)) == [("firing", ["npu_idle"] * 8), ("firing", ["probe_down"])]
+    [idle_note] = [n for n in notes if n.alerts[0].rule == "npu_idle"]
+    assert sorted(a.labels["npu"] for a in idle_note.alerts) == [str(i) for i in range(8)]
+
+
+def test_a_root_cause_mutes_its_symptom_which_is_released_when_the_cause_clears(tmp_path):
+    c = Core(tmp_path, group_window="1s", resolve_delay="1s")
+    c.snapshots = Requester()
+    root, symptom = f("log_oom", "critical", log_rule="npu_oom"), f("stall", "critical")
+    notes = c.hold([root, symptom], T0, 2.0)
+    assert kinds(notes) == [("firing", ["log_oom"])]
+    assert {a.rule: a.muted for a in c.core.alerts.values()} == {"log_oom": None, "stall": "inhibited:log_oom"}
+    assert c.snapshots.asked == ["log_oom"], "a muted symptom runs no capture"
+    assert notes[0].alerts[0].snapshot == "/snapshots/log_oom.tar.gz"
+    notes = c.hold([symptom], T0 + 2.25, 3.0)
+    # The root resolves; the stall, still there, is released at once (no second group window).
+    assert sorted(kinds(notes)) == [("firing", ["stall"]), ("resolved", ["log_oom"])]
+    assert c.snapshots.asked == ["log_oom", "stall"]
+
+
+def test_a_silence_mutes_until_it_ends_and_its_end_is_a_deadline(tmp_path):
+    c = Core(tmp_path, group_window="0s")
+    s = Silence("s1", ["rule=stall"], T0, T0 + 10.0, "tester", "maintenance")
+    c.silences = ActiveSilences(((s, (parse_matcher("rule=stall"),)),), next_change=s.ends_at)
+    stall = f("stall", "critical")
+    result = c.run([stall], T0)
+    assert result.notifications == () and [a.muted for a in result.changed] == ["silenced:s1"]
+    assert result.due_at == T0 + 10.0
+    c.silences = ActiveSilences()  # the silence has ended: the shell hands the core the new set
+    assert kinds(c.run([stall], T0 + 10.0).notifications) == [("firing", ["stall"])]
+
+
+def test_an_incident_resolves_once_after_the_resolve_delay_and_its_rows_go(tmp_path):
+    c = Core(tmp_path, group_window="0s", resolve_delay="5s")
+    x = f("job_gone", "critical")
+    c.hold([x], T0, 0.5)
+    assert c.hold([], T0 + 1.0, 4.25) == []  # last seen at T0 + 0.5: absent for 4.75 s at most
+    result = c.run([], T0 + 5.5)
+    assert kinds(result.notifications) == [("resolved", ["job_gone"])]
+    [note] = result.notifications
+    assert note.status == "resolved" and note.alerts[0].ends_at == T0 + 0.5
+    assert result.deleted == (x.key,) and c.core.alerts == {}
+
+
+def test_routing_gives_each_channel_its_share_and_no_resolved_to_a_channel_that_declines(tmp_path):
+    channels = [{"type": "webhook", "name": "all", "url": URL, "min_severity": "info"},
+                {"type": "webhook", "name": "crit", "url": URL, "min_severity": "critical", "send_resolved": False},
+                {"type": "webhook", "name": "npu3", "url": URL, "min_severity": "info", "matchers": ["npu=3"]}]
+    c = Core(tmp_path, group_window="0s", resolve_delay="1s", channels=channels)
+    found = [f("npu_idle", "warning", npu="3"), f("command_check", "critical", check="fs")]
+    fired = c.run(found, T0)
+    by_channel: Dict[str, List[str]] = {i.channel: sorted(a["rule"] for a in i.body["alerts"]) for i in fired.items}
+    assert by_channel == {"all": ["command_check", "npu_idle"], "crit": ["command_check"], "npu3": ["npu_idle"]}
+    assert {i.ikey for i in fired.items} == {fired.notifications[0].ikey}
+    resolved = c.hold([], T0 + 0.25, 1.5)
+    assert kinds(resolved) == [("resolved", ["command_check", "npu_idle"])]
+
+
+def test_alertmanager_hears_firing_alerts_again_every_resend_interval(tmp_path):
+    channels = [{"type": "alertmanager", "name": "am", "url": URL, "resend_interval": "10s"},
+                {"type": "webhook", "name": "hook", "url": URL}]
+    c = Core(tmp_path, group_window="0s", channels=channels)
+    x = f("job_gone", "critical")
+    assert kinds(c.run([x], T0).notifications) == [("firing", ["job_gone"])]
+    result = c.run([x], T0 + 5.0)
+    assert result.notifications == () and result.due_at == T0 + 10.0
+    result = c.run([x], T0 + 10.0)
+    [note] = result.notifications
+    assert note.kind == "refresh" and note.only == "am"
+    assert [i.channel for i in result.items] == ["am"]
+
+
+def test_a_rolled_back_pass_leaves_nothing_but_the_first_sighting(tmp_path):
+    c = Core(tmp_path, group_window="0s", **{"for": {"job_gone": "2s"}})
+    x = f("job_gone", "critical")
+    saved = c.core.savepoint()
+    c.run([x], T0)  # its commit "failed":
+    c.core.rollback(saved)
+    assert c.core.alerts == {} and c.core.carry == {x.key: (T0, None)}
+    assert c.run([x], T0 + 1.0).notifications == ()
+    [a] = c.core.alerts.values()
+    assert a.pending_since == T0, "its `for` counts from the first sighting"
+    assert kinds(c.run([x], T0 + 2.0).notifications) == [("firing", ["job_gone"])]
+
+
+def test_the_timer_sleeps_until_the_next_due_time_and_never_spins():
+    s = Schedule(due_at=T0 + 5.0, passed_at=T0, polled_at=T0)
+    assert not s.pass_due(T0 + 1.0) and s.next_wait(T0 + 1.0, ran=False) == 4.0
+    assert s.pass_due(T0 + 5.0)
+    s.due_at = float("inf")  # nothing due: a pass every MAX_SLEEP all the same
+    assert s.next_wait(T0, ran=False) == MAX_SLEEP and s.pass_due(T0 + MAX_SLEEP)
+    assert s.pass_due(T0 - 60.0), "a clock set back counts as MAX_SLEEP passed"
+    s.watch_silences = True  # an alert fires: the silences are polled every SILENCE_POLL
+    assert s.next_wait(T0 + 0.25, ran=False) == SILENCE_POLL - 0.25 and s.poll_due(T0 + SILENCE_POLL)
+    s.due_at = T0  # a pass left something already due: the old poll's cadence, not a spin
+    assert s.next_wait(T0 + 0.5, ran=True) == RETRY_SLEEP
+    assert s.next_wait(T0 + 0.5, ran=False) == MIN_SLEEP and s.sleeping_until == T0 + 0.5 + MIN_SLEEP

@@ -1,0 +1,260 @@
+"""The alert engine's pure core: findings and a time in, typed notifications out.
+
+Why a core apart from the engine: the decisions (what is pending, firing, muted, grouped, due,
+resolved, and which channel gets what) are the product, and they are easiest to get right where
+nothing else happens: no thread, no clock (every call takes `now`), no database, no network. The
+shell (watchdog.alerting.engine.AlertEngine) owns the timer thread, reads the silences, commits a
+pass's `PassResult` to SQLite and wakes the senders; tests drive the core directly.
+
+A pass has two halves because of one cost the shell keeps low: `advance` runs the state machine,
+then (only when an alert fires, or on a timer pass) the shell reads the silences, then `settle`
+mutes, groups, flushes, reminds, resolves incidents and routes. The one outside call a pass makes
+is the snapshot request (`SnapshotRequester.request`: it only decides and returns the archive's
+path; the capture runs elsewhere), since a message names the snapshot of what it pages about.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Protocol, Sequence, Set, Tuple
+
+from watchdog.alerting import lifecycle
+from watchdog.alerting.grouping import Groups, group_key
+from watchdog.alerting.muting import ActiveSilences, FiringIndex, mutual, mute_reason, source_alert
+from watchdog.alerting.notification import Notification, notification
+from watchdog.alerting.routing import RouteTarget, route
+from watchdog.alerting.storagefault import Carry, SavePoint, apply_carry
+from watchdog.alerting.store import AlertRow, OutboxItem
+from watchdog.config.sections.alerting import AlertingConfig
+from watchdog.findings import Finding
+
+log = logging.getLogger("watchdog.alerts")
+
+#: Why each firing alert is muted now (None: not muted), by fingerprint.
+Mute = Dict[str, Optional[str]]
+
+
+class SnapshotRequester(Protocol):
+    """Asks for the evidence bundle of a finding about to be paged; returns the archive's path, or
+    None when none is taken (watchdog.snapshots' taker is one)."""
+
+    def request(self, finding: Finding) -> Optional[str]: ...
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What one pass decided: the notifications, their outbox rows (one per channel that takes
+    them), the alert rows to save and delete, and when a pass without new findings could change
+    something next (the shell's timer sleeps until then)."""
+
+    notifications: Tuple[Notification, ...]
+    items: Tuple[OutboxItem, ...]
+    changed: Tuple[AlertRow, ...]
+    deleted: Tuple[str, ...]
+    due_at: float
+
+
+class EngineCore:
+    """The alerts by fingerprint, the open group windows and the Alertmanager refresh times; the
+    findings of the last detector pass (`present`)."""
+
+    def __init__(self, config: AlertingConfig, alerts: Dict[str, AlertRow]):
+        self.config = config
+        self.alerts = alerts
+        self.groups = Groups()
+        self.present: Dict[str, Finding] = {}
+        #: Alertmanager channel -> when its firing alerts were last sent again.
+        self.am_last: Dict[str, float] = {}
+        #: What rolled-back passes learnt about the alerts they created (see storagefault); one
+        #: dict for the core's life (the shell's log filter holds it).
+        self.carry: Carry = {}
+
+    # -- a pass -------------------------------------------------------------------------------
+    def see(self, findings: Iterable[Finding]) -> None:
+        """The findings of a detector pass (replacing the last pass's)."""
+        self.present = {f.key: f for f in findings}
+
+    def advance(self, now: float, observe: bool) -> lifecycle.Transitions:
+        """The state machine's half of a pass: with `observe`, record the present findings first."""
+        cfg = self.config
+        tr = lifecycle.Transitions()
+        if observe:
+            lifecycle.observe(self.alerts, self.present, now, tr)
+            if self.carry:
+                apply_carry(self.alerts, self.carry, self.present)
+        lifecycle.advance(self.alerts, self.present, now, cfg.for_rule, cfg.resolve_delay, tr)
+        return tr
+
+    def firing(self) -> bool:
+        """Whether an alert fires (only then do silences mute anything)."""
+        return any(a.state == "firing" for a in self.alerts.values())
+
+    def settle(self, now: float, tr: lifecycle.Transitions, silences: ActiveSilences,
+               channels: Sequence[RouteTarget], snapshots: Optional[SnapshotRequester] = None) -> PassResult:
+        """The rest of the pass `advance` began: mute, group, flush, remind, resolve, refresh, route."""
+        cfg = self.config
+        mute = self._mute(tr, silences, snapshots)
+        self._schedule(mute, now, tr.changed)
+        notes = self._flush(mute, now, tr.changed, snapshots)
+        notes += self._reminders(mute, now, tr.changed)
+        for batch in lifecycle.incident_resolutions(self.alerts, tr):
+            # Alerts folded into the page without being shown (same event) are not listed either.
+            notes.append(notification("resolved", [a for a in batch if a.last_notified] or batch, now, cfg))
+        notes += self._am_refresh(mute, now, channels)
+        items = [item for n in notes for item in route(n, channels, cfg.sends_direct)]
+        changed = tuple(self.alerts[fp] for fp in tr.changed if fp in self.alerts)
+        return PassResult(tuple(notes), tuple(items), changed, tuple(tr.deleted),
+                          self._next_due(mute, now, silences, channels))
+
+    # -- around a pass ------------------------------------------------------------------------
+    def savepoint(self) -> SavePoint:
+        return SavePoint.take(self.alerts, self.groups.deadlines, self.am_last)
+
+    def rollback(self, saved: SavePoint) -> None:
+        """Back to `saved` (a commit failed); what the pass learnt of new alerts goes to the carry."""
+        self.carry.update(saved.restore(self.alerts, self.groups.deadlines, self.am_last))
+
+    def first_round(self, now: float) -> None:
+        """Every probe finished a round: restored alerts start their warm-up now."""
+        lifecycle.first_round_done(self.alerts, now)
+
+    def held(self) -> List[str]:
+        """The findings whose alerts are not sent yet (`rule: summary`), for `state_unwritable`."""
+        return [f"{f.rule}: {f.summary}" for fp, f in sorted(self.present.items())
+                if not (fp in self.alerts and self.alerts[fp].notified)]
+
+    # -- the steps of `settle` ----------------------------------------------------------------
+    def _next_due(self, mute: Mute, now: float, silences: ActiveSilences, channels: Sequence[RouteTarget]) -> float:
+        """The earliest time a pass without new findings could change something: the state
+        machine's next transition, an open group's window, a reminder, an Alertmanager refresh,
+        a silence starting or ending. Each term mirrors a time test of this pass."""
+        cfg = self.config
+        times = [lifecycle.next_transition(self.alerts, self.present, cfg.for_rule, cfg.resolve_delay),
+                 silences.next_change]
+        times += self.groups.deadlines.values()
+        if cfg.reminder > 0:
+            times += [a.last_notified + cfg.reminder for a in self.alerts.values()
+                      if a.state == "firing" and a.notified and not mute.get(a.fp) and a.last_notified is not None]
+        times += [self.am_last[ch.name] + ch.cfg.resend_interval for ch in channels
+                  if ch.type == "alertmanager" and ch.name in self.am_last]
+        return min(times)
+
+    def _mute(self, tr: lifecycle.Transitions, silences: ActiveSilences,
+              snapshots: Optional[SnapshotRequester]) -> Mute:
+        """Why each firing alert is muted now (None: not muted). Evidence is requested for what just
+        fired and is not muted: a symptom that fired in the same pass as its root runs no capture."""
+        rules = self.config.inhibitions
+        index = FiringIndex.build(self.alerts.values(), rules)
+        mute = {a.fp: mute_reason(a, silences, index, rules) for a in self.alerts.values() if a.state == "firing"}
+        for a in tr.fired:
+            if mute.get(a.fp) is None:
+                self._request_snapshot(a, snapshots)
+        for a in self.alerts.values():
+            if a.state == "firing" and a.notified and a.muted != mute[a.fp]:
+                a.muted = mute[a.fp]
+                tr.changed.add(a.fp)
+        self._fold_same_event(mute, index, tr.changed)
+        return mute
+
+    def _fold_same_event(self, mute: Mute, index: FiringIndex, changed: Set[str]) -> None:
+        """An alert muted by a same-event peer that has paged joins that page's incident: it is
+        never paged on its own (not even when the peer resolves first) and the incident resolves
+        only when it has cleared too."""
+        rules = self.config.inhibitions
+        for a in self.alerts.values():
+            reason = mute.get(a.fp) or ""
+            if a.state != "firing" or a.notified or not reason.startswith("inhibited:"):
+                continue
+            src = reason.split(":", 1)[1]
+            if not mutual(rules, src, a.rule):
+                continue
+            peer = self.alerts.get(source_alert(a, src, index, rules) or "")
+            if peer is not None and peer.notified and peer.incident:
+                a.notified, a.incident, a.muted = True, peer.incident, reason
+                log.info("alert %s folded into the page of %s (same event)", a.rule, peer.rule,
+                         extra={"event": "alert_folded"})
+                changed.add(a.fp)
+
+    def _schedule(self, mute: Mute, now: float, changed: Set[str]) -> None:
+        """Open the group of every firing alert not yet sent; record why a muted one waits."""
+        for a in self.alerts.values():
+            if a.state != "firing" or a.notified:
+                continue
+            reason = mute.get(a.fp)
+            if reason:
+                # Muted now: nothing to schedule (a muted alert must not cut the group window
+                # short for the others); remember why, for status and metrics.
+                if a.muted != reason:
+                    log.info("alert %s not sent: %s", a.rule, reason, extra={"event": "alert_muted"})
+                    a.muted = reason
+                    changed.add(a.fp)
+                continue
+            released = bool(a.muted) and a.fp in self.present  # its silence ended or its cause cleared
+            self.groups.add(a, now, self.config.group_window, at_once=released)
+
+    def _flush(self, mute: Mute, now: float, changed: Set[str],
+               snapshots: Optional[SnapshotRequester]) -> List[Notification]:
+        """The first page of every group whose window has closed."""
+        notes = []
+        for g in self.groups.due(now):
+            batch = []
+            for a in self.alerts.values():
+                if a.state != "firing" or a.notified or group_key(a) != g:
+                    continue
+                if a.fp not in self.present or mute.get(a.fp):
+                    # Muted, or its condition already cleared (e.g. together with the root cause
+                    # that held it back): on its way to resolving, nobody needs a page for it now.
+                    continue
+                if a.muted and not a.snapshot:
+                    self._request_snapshot(a, snapshots)  # held back until now: capture before sending
+                a.notified, a.last_notified, a.muted = True, now, None
+                batch.append(a)
+                changed.add(a.fp)
+            if batch:
+                note = notification("firing", batch, now, self.config)
+                for a in batch:
+                    a.incident = a.incident or note.ikey
+                notes.append(note)
+        return notes
+
+    def _reminders(self, mute: Mute, now: float, changed: Set[str]) -> List[Notification]:
+        every = self.config.reminder
+        if every <= 0:
+            return []
+        due: Dict[str, List[AlertRow]] = {}
+        for a in self.alerts.values():
+            if a.state == "firing" and a.notified and not mute.get(a.fp) and a.last_notified is not None \
+                    and now - a.last_notified >= every:
+                a.last_notified = now
+                due.setdefault(group_key(a), []).append(a)
+                changed.add(a.fp)
+        return [notification("reminder", batch, now, self.config) for batch in due.values()]
+
+    def _am_refresh(self, mute: Mute, now: float, channels: Sequence[RouteTarget]) -> List[Notification]:
+        """Alertmanager wants firing alerts re-sent before their endsAt."""
+        notes = []
+        for ch in channels:
+            if ch.type != "alertmanager":
+                continue
+            last = self.am_last.setdefault(ch.name, now)
+            if now - last >= ch.cfg.resend_interval:
+                self.am_last[ch.name] = now
+                live = [a for a in self.alerts.values() if a.state == "firing" and a.last_notified is not None
+                        and not mute.get(a.fp)]
+                if live:
+                    notes.append(notification("refresh", live, now, self.config, only=ch.name))
+        return notes
+
+    def _request_snapshot(self, a: AlertRow, snapshots: Optional[SnapshotRequester]) -> None:
+        """Ask for the evidence bundle of an alert that will be sent. An inhibited or silenced
+        symptom gets none while muted (py-spy on every rank costs), and asks when it is released."""
+        f = self.present.get(a.fp)
+        if snapshots is not None and f is not None and not a.snapshot:
+            try:
+                a.snapshot = snapshots.request(f)
+                if a.snapshot:
+                    log.warning("snapshot of %s: %s", a.rule, a.snapshot, extra={"event": "snapshot_requested"})
+            except Exception as exc:
+                log.error("snapshot request for %s failed: %s: %s", a.rule, type(exc).__name__, exc)
+
