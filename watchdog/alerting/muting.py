@@ -17,7 +17,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.alerting.routing import match_labels, matches_all
 from watchdog.alerting.store import AlertRow, AlertStore, Silence
-from watchdog.config.sections.alerting import InhibitRule, Matcher, parse_matcher
+from watchdog.config.sections.alerting import InhibitRule, LabelMatcher, parse_matcher
 
 log = logging.getLogger("watchdog.alerts")
 
@@ -60,8 +60,8 @@ class Muter:
 
     def __init__(self, store: AlertStore):
         self.store = store
-        self.active: List[Tuple[Silence, List[Matcher]]] = []
-        self._cache: Dict[str, List[Matcher]] = {}
+        self.active: List[Tuple[Silence, List[LabelMatcher]]] = []
+        self._cache: Dict[str, List[LabelMatcher]] = {}
         self._last_prune = 0.0
         self._silences: List[Silence] = []
         self._version: Optional[tuple] = None

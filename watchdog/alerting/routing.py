@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
-from watchdog.config.sections.alerting import Matcher
+from watchdog.config.sections.alerting import LabelMatcher
 from watchdog.findings import SEVERITY_RANK
 
 
@@ -13,7 +13,7 @@ def match_labels(labels: Dict[str, str], rule: str, severity: str) -> Dict[str, 
     return {**labels, "rule": rule, "severity": severity}
 
 
-def matches_all(matchers: List[Matcher], labels: Dict[str, str]) -> bool:
+def matches_all(matchers: List[LabelMatcher], labels: Dict[str, str]) -> bool:
     return all(m.matches(labels) for m in matchers)
 
 
