@@ -153,7 +153,7 @@ def detail_levels(max_lines: int) -> List[Detail]:
 
 @dataclass(frozen=True)
 class Style:
-    """A dialect: its escaping and the few marks a group needs (render.MARKDOWN, SLACK, PLAIN)."""
+    """A dialect: its escaping and the few marks a group needs (render.MARKDOWN, SLACK)."""
 
     escape: Callable[[Any], str]
     bold: Callable[[str], str]

@@ -134,8 +134,6 @@ def _md_inline(text: str) -> str:
 #: A dialect: how escaped text is marked up (bold, links, code blocks, inline code).
 MARKDOWN = Style(escape_md, lambda s: f"**{s}**", lambda t, u: f"[{t}]({u})", _md_code, _md_inline)
 SLACK = Style(escape_slack, lambda s: f"*{s}*", lambda t, u: f"<{u}|{t}>", _slack_code, _md_inline)
-PLAIN = Style(escape_plain, lambda s: s, lambda t, u: f"{t}: {u}", lambda ls: "\n".join("  " + x for x in ls),
-              lambda s: s)
 
 def safe_url(url: Optional[str]) -> Optional[str]:
     """Only http(s) links without characters that could break out of a link syntax."""

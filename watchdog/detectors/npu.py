@@ -21,7 +21,6 @@ from watchdog.detectors.series import (
     MIB,
     ChipKey,
     blind_reason,
-    chip_memory_mb,
     fmt_age,
     heartbeat_progress,
     job_phase,
@@ -33,7 +32,7 @@ from watchdog.detectors.series import (
 from watchdog.detectors.jobs import per_job
 from watchdog.findings import Finding
 from watchdog.rulecatalog import Inhibits, Rule, probe_wait
-from watchdog.observations import NpuChip, NpuObservation
+from watchdog.observations import NpuObservation
 from watchdog.state import StateView
 from watchdog.summaries.npu import Summary as NpuSummary
 
@@ -126,8 +125,9 @@ class HbmTrend:
     window_start: float
 
 
-def hbm_trend(points: Sequence[Tuple[float, NpuChip]], now: float, tc: TrendsConfig) -> Optional[HbmTrend]:
-    """Judge one chip's memory series; None without a full window of readings.
+def hbm_trend_mb(mem_pts: Sequence[Tuple[float, Tuple[int, int]]], now: float, tc: TrendsConfig) -> Optional[HbmTrend]:
+    """Judge one chip's memory series of (time, (used MB, total MB)) points; None without a full
+    window of readings.
 
     Growth means all of: a net rise of at least `hbm_min_growth` over the window, no fall larger
     than `hbm_drop_tolerance` (a saw-tooth from the caching allocator releasing memory is normal,
@@ -135,12 +135,6 @@ def hbm_trend(points: Sequence[Tuple[float, NpuChip]], now: float, tc: TrendsCon
     start-up that has levelled off is not a leak). The time until full is a least-squares line
     through the window.
     """
-    mem = [(t, chip_memory_mb(c)) for t, c in points]
-    return hbm_trend_mb([(t, m) for t, m in mem if m is not None], now, tc)
-
-
-def hbm_trend_mb(mem_pts: Sequence[Tuple[float, Tuple[int, int]]], now: float, tc: TrendsConfig) -> Optional[HbmTrend]:
-    """hbm_trend over (time, (used MB, total MB)) points."""
     start = now - tc.hbm_window
     win, covered = window_points(mem_pts, start)
     if not covered or len(win) < 3:
@@ -163,7 +157,7 @@ def hbm_trend_mb(mem_pts: Sequence[Tuple[float, Tuple[int, int]]], now: float, t
 
 
 def hbm_trends(view: StateView, config: Config) -> Dict[ChipKey, HbmTrend]:
-    """hbm_trend for every chip present in the latest round (empty while the probe is blind)."""
+    """hbm_trend_mb for every chip present in the latest round (empty while the probe is blind)."""
     if blind_reason(view, "npu"):
         return {}
     summary: NpuSummary = view.summary("npu", config)

@@ -486,11 +486,10 @@ _MAP_ROW = re.compile(r"^(\d{1,9})\s+(\d{1,9})\s+(\d{1,9}|-)\s+(\S.*)$")
 
 @dataclass(frozen=True)
 class ChipMapEntry:
-    """One chip of `npu-smi info -m`: the card (NPU ID), the chip inside it, and its logic id."""
+    """One chip of `npu-smi info -m` (keyed by its logic id): the card (NPU ID), the chip inside it."""
 
     npu: int
     chip: int
-    logic_id: int
     name: str
 
 
@@ -524,7 +523,7 @@ def parse_chip_map(text: str) -> Dict[int, ChipMapEntry]:
         logic = int(m.group(3))
         if logic in out:
             raise NpuSmiParseError(f"chip logic id {logic} listed twice", idx, raw)
-        out[logic] = ChipMapEntry(npu=int(m.group(1)), chip=int(m.group(2)), logic_id=logic, name=m.group(4).strip())
+        out[logic] = ChipMapEntry(npu=int(m.group(1)), chip=int(m.group(2)), name=m.group(4).strip())
     if not header:
         raise NpuSmiParseError("empty output")
     return out
