@@ -32,6 +32,6 @@ def build_snapshot_taker(config: Any, runtime: Any) -> Optional[SnapshotRequeste
     """
     if not config.snapshots.enabled:
         return None
-    from watchdog.snapshots.taker import SnapshotTaker as _Taker
+    from watchdog.snapshots.taker import SnapshotTaker
 
-    return _Taker(config, runtime)
+    return SnapshotTaker(config, runtime)
