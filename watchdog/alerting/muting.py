@@ -65,8 +65,6 @@ class Muter:
         self._last_prune = 0.0
         self._silences: List[Silence] = []
         self._version: Optional[tuple] = None
-        #: Reads of the silences table (a test counts them: one per change, not one per pass).
-        self.reads = 0
 
     def load_silences(self, now: float) -> None:
         """The silences active at `now`. The table is read again only when another process (the
@@ -76,7 +74,6 @@ class Muter:
         if version != self._version:
             self._silences = self.store.silences()
             self._version = version
-            self.reads += 1
             ids = {s.id for s in self._silences}
             self._cache = {k: v for k, v in self._cache.items() if k in ids}
         active = []
