@@ -148,7 +148,7 @@ def main() -> int:
             ("prometheus-client, OpenMetrics + gzip 6", gzipped(through_client(samples, True), 6)),
         ]
         print(f"\n{size_name}: {len(samples)} series of {len(all_metrics())} metrics, median of {reps}")
-        print(f"| variant | CPU ms per answer | body bytes |\n|---|---:|---:|")
+        print("| variant | CPU ms per answer | body bytes |\n|---|---:|---:|")
         for name, fn in variants:
             ms, nbytes = cpu_ms(fn, reps)
             print(f"| {name} | {ms:.2f} | {nbytes} |")
