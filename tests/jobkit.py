@@ -7,7 +7,9 @@ so a daemon or `discover` restricted with `discovery.only_env` sees this test's 
 when other tests run training processes on the same machine.
 
 `FakeNpuNode` is the fake npu-smi of such a node, its process table following the jobs' ranks;
-`ShippedDaemon` runs the daemon on the zero-config path (the shipped example config).
+`ShippedDaemon` runs the daemon on the zero-config path (the shipped example config);
+`ShippedNode` is that daemon with its two receivers and a fake npu-smi the test steers
+(`write_scenario`), shared by the rows of a scenario file that count messages row by row.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Dict, List, Optional
 
 import psutil
 
+from tests.fakes.receivers import Receiver
 from tests.helpers import REPO, free_port, http_get, wait_for
 
 FAKES = REPO / "tests" / "fakes" / "trainjob"
@@ -343,6 +346,96 @@ class ShippedDaemon:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def write_scenario(path: Path, pids: List[int]) -> None:
+    """npu-smi's view: busy chips with the ranks' processes on them, or idle and freed."""
+    doc = {"generate": {"npus": 8, "aicore": 60 if pids else 0},
+           "processes": [{"npu": n, "chip": 0, "pid": pid, "name": "python3", "memory_mb": 30000}
+                         for n, pid in enumerate(pids)]}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+
+
+class ShippedNode:
+    """A `ShippedDaemon` with a Feishu and an ops-webhook receiver and a fake npu-smi whose table
+    the test writes (`write_scenario(node.scenario, pids)`), shared by several rows of one file:
+    each row starts its own job (`job`), waits until the daemon follows it (`follow`), marks where
+    its messages start (`start_row`) and counts only those (`counts`, `messages`, `hook_alerts`)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.tag = f"t-{uuid.uuid4().hex[:12]}"
+        bindir = self.root / "bin"
+        bindir.mkdir(parents=True)
+        (bindir / "npu-smi").symlink_to(REPO / "tests" / "fakes" / "npu-smi")
+        self.scenario = self.root / "npu.json"
+        write_scenario(self.scenario, [])
+        self.feishu = Receiver("feishu").start()
+        self.hook = Receiver("webhook").start()
+        self.daemon = ShippedDaemon(self.root, {"PATH": f"{bindir}:{os.environ['PATH']}",
+                                                "FAKE_NPU_SMI_SCENARIO": str(self.scenario)},
+                                    f"{TAG}={self.tag}", self.feishu.url, self.hook.url)
+        self.url = self.daemon.url
+        self.mark = (0, 0)
+        self.files = 0
+        self.port_seq = 29600 + os.getpid() % 200
+
+    def status(self) -> Dict:
+        return self.daemon.status()
+
+    def findings(self, job: str, rule: str) -> List[Dict]:
+        return [f for f in self.status().get("findings", [])
+                if f["rule"] == rule and f["labels"].get("training_job") == job]
+
+    def job(self, name: str, ranks: int = 4, **env: str) -> TrainJob:
+        self.port_seq += 1
+        return TrainJob(self.root / name, ranks=ranks, tag=self.tag, port=str(self.port_seq),
+                        env={"NPU_WATCHDOG_JOB": name, **env})
+
+    def follow(self, job: TrainJob, name: str) -> None:
+        """The ranks on the chips (npu-smi's table), and the daemon following them and their logs."""
+        pids = wait_for(lambda: job.rank_pids() if len(job.rank_pids()) == job.ranks else None,
+                        what="rank processes")
+        write_scenario(self.scenario, pids)
+        key = f'npu_watchdog_job_ranks_alive{{training_job="{name}"}}'
+        wait_for(lambda: f"{key} {float(job.ranks)}" in http_get(self.url + "/metrics")[1], timeout=60,
+                 what=f"{name}: ranks followed")
+        # The logs probe follows the rank files (an ended job's files stay followed for
+        # `forget_after`, so the count grows by each job's ranks), then reads them once more.
+        self.files += job.ranks
+        wait_for(lambda: self.metric('npu_watchdog_log_files_followed{source="train"}') >= self.files, timeout=60,
+                 what=f"{name}: rank logs followed")
+        time.sleep(4)
+
+    def metric(self, key: str) -> float:
+        for line in http_get(self.url + "/metrics")[1].splitlines():
+            if line.startswith(key + " "):
+                return float(line.split()[-1])
+        return 0.0
+
+    def start_row(self) -> None:
+        self.mark = (len(self.feishu.accepted()), len(self.hook.accepted()))
+
+    def messages(self) -> Dict[str, List[Dict]]:
+        return {"feishu": [r for r in self.feishu.accepted()[self.mark[0]:]],
+                "hook": [r.json for r in self.hook.accepted()[self.mark[1]:]]}
+
+    def counts(self) -> Dict[str, Dict[str, int]]:
+        m = self.messages()
+        hook = {s: sum(1 for x in m["hook"] if x["status"] == s) for s in ("firing", "resolved")}
+        return {"feishu": len(m["feishu"]), "hook": hook}
+
+    def hook_alerts(self, status: str = "firing") -> List[Dict[str, str]]:
+        return [a["labels"] for x in self.messages()["hook"] if x["status"] == status for a in x["alerts"]]
+
+    def stop(self) -> None:
+        try:
+            self.daemon.stop()
+        finally:
+            self.feishu.stop()
+            self.hook.stop()
 
 
 def _merge(base: Dict, over: Dict) -> None:

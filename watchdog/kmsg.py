@@ -31,9 +31,8 @@ class KmsgFormatError(ValueError):
 @dataclass(frozen=True)
 class KmsgRecord:
     seq: int
-    #: Syslog level 0 (emerg) .. 7 (debug), and facility (0: kernel).
+    #: Syslog level 0 (emerg) .. 7 (debug).
     level: int
-    facility: int
     #: Microseconds since boot (CLOCK_MONOTONIC of the kernel).
     usec: int
     message: str
@@ -69,5 +68,5 @@ def parse_record(raw: bytes) -> KmsgRecord:
         if line.startswith(" ") and "=" in line:
             key, _, value = line[1:].partition("=")
             dictionary.append((key, value))
-    return KmsgRecord(seq=seq, level=prio & 7, facility=prio >> 3, usec=usec, message=message,
+    return KmsgRecord(seq=seq, level=prio & 7, usec=usec, message=message,
                       dictionary=tuple(dictionary))

@@ -191,11 +191,6 @@ class NpuChip:
     hbm_used_mb: Optional[int]
     hbm_total_mb: Optional[int]
     bus_id: Optional[str]
-    #: Hugepages used/total (pages) where the table has that column.
-    hugepages_used: Optional[int] = None
-    hugepages_total: Optional[int] = None
-    #: Values of table columns the parser does not know yet, as (header name, text), never guessed.
-    extra: Tuple[Tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -217,13 +212,9 @@ class NpuObservation:
     duration_seconds: float = 0.0
     #: Chips seen by earlier rounds of this daemon and absent now, with their last reading (掉卡).
     missing: Tuple[NpuChip, ...] = ()
-    #: `Error Information` lines of `npu-smi info -t health` for chips that are not OK.
-    health_info: Dict[Tuple[int, int], List[str]] = field(default_factory=dict)
     #: `npu-smi info -m`: chip logic id (the device id of plogs, the driver and torch_npu) ->
     #: (NPU ID, chip). Empty until the mapping could be read once.
     chip_map: Dict[int, Tuple[int, int]] = field(default_factory=dict)
-    #: Why the last `npu-smi info -m` failed (the previous mapping is kept), else None.
-    chip_map_error: Optional[str] = None
     #: Discovery feeds the probe and npu-smi is not on this node (yet) while no training job
     #: runs: nothing to see, and not a fault (with a job, the probe reports `npu_smi_missing`).
     absent: bool = False

@@ -62,10 +62,8 @@ class Rule:
     name: str
     #: The highest severity the rule raises (some rules also raise a lower one).
     severity: str
-    #: What the alert means, one sentence (runbook and docs).
-    meaning: str
-    #: What to check first.
-    first_check: str = ""
+    # What the alert means and what to check first live in the runbook only
+    # (watchdog/runbook/en.md, `rule_words`), not here: one source for that text.
     #: How long the finding must hold before it fires, seconds (config `alerting.for` overrides).
     default_for: float = 0.0
     inhibits: Tuple[Inhibits, ...] = ()
@@ -178,38 +176,6 @@ def render_markdown() -> str:
     return "\n".join(rows) + "\n"
 
 
-RUNBOOK_INTRO = """# Runbook
-
-One section per alert rule (the anchor is the rule name, as linked from every message). Generated
-from the rule catalog (`python -m watchdog.rulecatalog runbook`); edit the declarations in the
-detector modules, not this file. How alerts fire, group, inhibit and resolve:
-[alerting.md](alerting.md).
-
-"""
-
-
-def render_runbook() -> str:
-    """The runbook page: per rule what it means, what to check first, how it relates to other
-    rules, and how to silence it from the node."""
-    out = [RUNBOOK_INTRO]
-    for r in catalog().values():
-        inh = sorted({t for i in r.inhibits for t in i.targets})
-        by = sorted(set(inhibited_by(r.name)))
-        out.append(f"## {r.name}\n\n{r.meaning}\n\n")
-        out.append(f"- Severity: {r.severity}; fires after `for` {_dur(r.default_for)} (`alerting.for.{r.name}`).\n")
-        if r.first_check:
-            out.append(f"- Check first: {r.first_check}\n")
-        if r.same_event:
-            out.append(f"- Same event as: {', '.join(f'`{x}`' for x in r.same_event)} (the first to fire pages).\n")
-        if inh:
-            out.append(f"- While firing, mutes its symptoms: {', '.join(f'`{x}`' for x in inh)}.\n")
-        if by:
-            out.append(f"- Muted while one of these fires: {', '.join(f'`{x}`' for x in by)}.\n")
-        out.append(f"- Silence it on the node: `npu-watchdog silence add -m rule={r.name} --for 2h "
-                   f"--comment \"why\"` (add `-m rank=N` or `-m npu=N` to narrow it).\n\n")
-    return "".join(out).rstrip("\n") + "\n"
-
-
 def title(name: str) -> str:
     """The English title of rule `name` (its declaration's; a name the catalog does not know,
     e.g. a newer detector's, falls back to the name with spaces)."""
@@ -218,28 +184,33 @@ def title(name: str) -> str:
 
 
 def rule_words(name: str, language: str = "en") -> "RuleWords":
-    """The words of rule `name` in `language`: English from where each is declared (the rule's
-    title, meaning and first check in its declaration; the summary and hint are the finding's
-    own, so empty here), other languages from `watchdog/words/<language>.yaml`."""
+    """The words of rule `name` in `language`: English from where each is written (its meaning
+    and first check in the runbook, `watchdog/runbook/en.md`; its title in its declaration;
+    the summary and hint are the finding's own, so empty here), other languages from
+    `watchdog/words/<language>.yaml`."""
+    from watchdog.runbook import meaning_and_check
     from watchdog.words import RuleWords, words
 
     w = words(language)
     if w.language != "en":
         own = w.rule(name)
         return own if own is not None else RuleWords()
-    r = catalog().get(name)
-    return RuleWords(title=title(name), meaning=r.meaning if r else "", first_check=r.first_check if r else "")
+    meaning, check = meaning_and_check(name, "en")
+    return RuleWords(title=title(name), meaning=meaning, first_check=check)
 
 
 def render_runbook_in(language: str) -> str:
-    """The runbook page in `language` (English: `render_runbook`); the same sections and anchors
+    """The runbook page in `language` (English: the hand-written `watchdog/runbook/en.md` itself);
+    the same sections and anchors
     (the rule names), the words from `watchdog/words/<language>.yaml`. Alerts that are not catalog
     rules have their sections too, from the words' `other_alerts`: the test alert first, the fleet
     alerts of the shipped Prometheus rules last (as in the English runbook)."""
     from watchdog.words import words
 
     if language == "en":
-        return render_runbook()
+        from watchdog.runbook import source
+
+        return source("en")
     w = words(language)
     out = [f"# {w.t('runbook_title')}\n\n{w.t('runbook_intro')}\n\n"]
     if any(a.source == "prometheus" for a in w.alerts.values()):

@@ -37,7 +37,6 @@ class ProbeStatus:
     last_success: Optional[float] = None
     last_duration: Optional[float] = None
     last_error: Optional[str] = None
-    next_run: Optional[float] = None
     #: True while a timed-out round is still stuck in its worker thread.
     hung: bool = False
     #: A short human summary of what the last successful round saw.
@@ -100,10 +99,6 @@ class StateStore:
         self._samples: Dict[str, Deque[Sample]] = {}
         self._statuses: Dict[str, ProbeStatus] = {}
         self.started_at = time.time()
-
-    def set_history(self, seconds: float) -> None:
-        with self._lock:
-            self._history_seconds = seconds
 
     def put(self, probe: str, value: Any, at: Optional[float] = None) -> None:
         at = time.time() if at is None else at

@@ -9,13 +9,14 @@ that alert history or log offsets were lost, and where the old file is.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
 
 log = logging.getLogger("watchdog.state")
 
@@ -66,30 +67,51 @@ def events() -> Tuple[StateDamage, ...]:
         return tuple(_events)
 
 
-# -- small JSON state files -----------------------------------------------------------------------
+# -- writing files atomically ---------------------------------------------------------------------
 
-def write_json(path: str, doc: Dict[str, Any], sync: bool = True) -> None:
-    """Write atomically and privately: a temporary file (0600), renamed over the old one, so a
-    crash at any moment leaves the old or the new content, never a torn file. `sync` fsyncs it
-    first, which only a crash of the machine (not of the daemon: the page cache outlives it)
-    needs; a failure removes the temporary file and raises OSError."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+@contextlib.contextmanager
+def atomic_file(path: str, tmp: Optional[str] = None, mode: int = 0o600, sync: bool = False,
+                exclusive: bool = False) -> Iterator[BinaryIO]:
+    """Write `path` so that a crash at any moment leaves the old or the new content, never a torn
+    file: yields the temporary file `tmp` (default `path + ".tmp"`, in the same folder) open for
+    binary writing, created with exactly `mode` (the umask neither loosens nor tightens it), and
+    renames it over `path` when the block ends. `sync` fsyncs it first, which only a crash of the
+    machine (not of the daemon: the page cache outlives it) needs; `exclusive` refuses a leftover
+    temporary file instead of truncating it. Any failure removes the temporary file (a full disk
+    must not also keep a half-written one) and raises. Every file the daemon replaces goes
+    through here: the JSON state files, the rebuilt alert database, evidence bundles, doctor
+    records."""
+    tmp = path + ".tmp" if tmp is None else tmp
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(tmp, flags, mode)
     try:
         try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, json.dumps(doc).encode("utf-8"))
-            if sync:
-                os.fsync(fd)
-        finally:
+            os.fchmod(fd, mode)
+            fh = os.fdopen(fd, "wb")
+        except BaseException:
             os.close(fd)
+            raise
+        with fh:
+            yield fh
+            fh.flush()
+            if sync:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except OSError:
+    except BaseException:
         try:
-            os.unlink(tmp)  # a full disk must not also keep a half-written file
+            os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+# -- small JSON state files -----------------------------------------------------------------------
+
+def write_json(path: str, doc: Dict[str, Any], sync: bool = True) -> None:
+    """Write atomically and privately (`atomic_file`, 0600); `sync` fsyncs first. A failure removes
+    the temporary file and raises OSError."""
+    with atomic_file(path, sync=sync) as fh:
+        fh.write(json.dumps(doc).encode("utf-8"))
 
 
 def read_json(path: str, version: int) -> Dict[str, Any]:

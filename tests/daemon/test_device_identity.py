@@ -127,14 +127,14 @@ def test_probe_keeps_the_last_mapping_when_info_m_fails(tmp_path: Path, monkeypa
     before = STATS.snapshot().failures["unavailable"]
     obs = probe.collect().value
     assert len(obs.chips) == 4 and obs.chip_map == {}
-    assert obs.chip_map_error and obs.chip_map_error.startswith("npu-smi unavailable:")
+    assert probe._map_error and probe._map_error.startswith("npu-smi unavailable:")
     assert STATS.snapshot().failures["unavailable"] == before + 1
     scenario("ok")
     obs = probe.collect().value
-    assert obs.chip_map == {0: (6, 0), 1: (6, 1), 2: (6, 2), 3: (6, 3)} and obs.chip_map_error is None
+    assert obs.chip_map == {0: (6, 0), 1: (6, 1), 2: (6, 2), 3: (6, 3)} and probe._map_error is None
     scenario("garbage")
     obs = probe.collect().value
-    assert obs.chip_map[3] == (6, 3) and obs.chip_map_error.startswith("npu-smi output unreadable:")
+    assert obs.chip_map[3] == (6, 3) and probe._map_error.startswith("npu-smi output unreadable:")
 
 
 def test_chip_map_hostile_numbers_are_parse_errors() -> None:

@@ -16,7 +16,7 @@ import yaml
 
 from tests.message_kit import (ALL_KINDS, CHAT_KINDS, MEGATRON_NAN, chat_text, check_limits, deliver, incident_64,
                                nan_on_8_ranks)
-from watchdog.alerting.clock import Clock, ago
+from watchdog.alerting.timetext import TimeText, ago
 from watchdog.rulecatalog import catalog as rule_catalog
 from watchdog.rulecatalog import names as rule_names
 from watchdog.alerting.wording import compact, phrase, scope
@@ -60,8 +60,8 @@ def test_a_nan_on_8_ranks_is_a_message_of_a_few_lines(kind):
 
 def test_display_time_zone_shows_the_offset_and_how_long_ago():
     ts = 1796040000.0  # 2026-11-30 12:00:00 UTC
-    assert Clock.named("Asia/Shanghai", now=ts + 180).since(ts) == "2026-11-30 20:00:00 +08:00 (3m ago)"
-    assert Clock.named("UTC", now=ts + 5).since(ts) == "2026-11-30 12:00:00 +00:00 (5s ago)"
+    assert TimeText.named("Asia/Shanghai", now=ts + 180).since(ts) == "2026-11-30 20:00:00 +08:00 (3m ago)"
+    assert TimeText.named("UTC", now=ts + 5).since(ts) == "2026-11-30 12:00:00 +00:00 (5s ago)"
     assert ago(3 * 3600 + 7 * 60 + 12) == "3h7m ago" and ago(0.2) == "just now"
     req = deliver("wecom", nan_on_8_ranks(), display_timezone="Asia/Shanghai")
     assert "+08:00 (3m ago)" in req.json["markdown"]["content"]

@@ -12,21 +12,15 @@ The kernel-kill row needs the kernel probe; it is unit-tested (tests/test_job_en
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import time
-import uuid
-from pathlib import Path
-from typing import Dict, List
+from typing import Dict
 
 import pytest
 
-from tests.fakes.receivers import Receiver
-from tests.helpers import REPO, free_port, http_get, wait_for
-from tests.jobkit import TrainJob
+from tests.helpers import REPO, wait_for
+from tests.jobkit import ShippedNode, TrainJob, write_scenario
 
 pytestmark = pytest.mark.slow
 SHIPPED = REPO / "config" / "npu-watchdog.example.yaml"
@@ -37,102 +31,8 @@ PAGE_BUDGET_S = 90
 END_WINDOW_S = 30
 
 
-def write_scenario(path: Path, pids: List[int]) -> None:
-    """npu-smi's view: busy chips with the ranks' processes on them, or idle and freed."""
-    doc = {"generate": {"npus": 8, "aicore": 60 if pids else 0},
-           "processes": [{"npu": n, "chip": 0, "pid": pid, "name": "python3", "memory_mb": 30000}
-                         for n, pid in enumerate(pids)]}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, path)
-
-
-class Node:
-    """The daemon on the shipped config, its receivers and fake npu-smi, shared by the rows."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.tag = f"t-{uuid.uuid4().hex[:12]}"
-        bindir = root / "bin"
-        bindir.mkdir(parents=True)
-        (bindir / "npu-smi").symlink_to(REPO / "tests" / "fakes" / "npu-smi")
-        self.scenario = root / "npu.json"
-        write_scenario(self.scenario, [])
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.feishu = Receiver("feishu").start()
-        self.hook = Receiver("webhook").start()
-        self.env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", FAKE_NPU_SMI_SCENARIO=str(self.scenario),
-                        NPU_WATCHDOG_LISTEN=f"127.0.0.1:{self.port}",
-                        NPU_WATCHDOG_DISCOVERY_ONLY=f"NPU_WATCHDOG_TEST_JOB={self.tag}",
-                        FEISHU_WEBHOOK_URL=self.feishu.url, OPS_WEBHOOK_URL=self.hook.url)
-        self.env.pop("RANK", None)
-        self.log = open(root / "daemon.log", "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "watchdog", "run", "-c", str(SHIPPED),
-                                      "--state-dir", str(root / "state")], env=self.env, stdout=self.log,
-                                     stderr=self.log, cwd=str(REPO))
-        self.mark = (0, 0)
-        self.files = 0
-        self.port_seq = 29600 + os.getpid() % 200
-
-    def status(self) -> Dict:
-        assert self.proc.poll() is None, (self.root / "daemon.log").read_text()[-3000:]
-        return json.loads(http_get(self.url + "/api/status")[1])
-
-    def findings(self, job: str, rule: str) -> List[Dict]:
-        return [f for f in self.status().get("findings", [])
-                if f["rule"] == rule and f["labels"].get("training_job") == job]
-
-    def job(self, name: str, ranks: int = 4, **env: str) -> TrainJob:
-        self.port_seq += 1
-        return TrainJob(self.root / name, ranks=ranks, tag=self.tag, port=str(self.port_seq),
-                        env={"NPU_WATCHDOG_JOB": name, **env})
-
-    def follow(self, job: TrainJob, name: str) -> None:
-        """The ranks on the chips (npu-smi's table), and the daemon following them and their logs."""
-        pids = wait_for(lambda: job.rank_pids() if len(job.rank_pids()) == job.ranks else None,
-                        what="rank processes")
-        write_scenario(self.scenario, pids)
-        key = f'npu_watchdog_job_ranks_alive{{training_job="{name}"}}'
-        wait_for(lambda: f"{key} {float(job.ranks)}" in http_get(self.url + "/metrics")[1], timeout=60,
-                 what=f"{name}: ranks followed")
-        # The logs probe follows the rank files (an ended job's files stay followed for
-        # `forget_after`, so the count grows by each job's ranks), then reads them once more.
-        self.files += job.ranks
-        wait_for(lambda: self.metric('npu_watchdog_log_files_followed{source="train"}') >= self.files, timeout=60,
-                 what=f"{name}: rank logs followed")
-        time.sleep(4)
-
-    def metric(self, key: str) -> float:
-        for line in http_get(self.url + "/metrics")[1].splitlines():
-            if line.startswith(key + " "):
-                return float(line.split()[-1])
-        return 0.0
-
-    def start_row(self) -> None:
-        self.mark = (len(self.feishu.accepted()), len(self.hook.accepted()))
-
-    def messages(self) -> Dict[str, List[Dict]]:
-        return {"feishu": [r for r in self.feishu.accepted()[self.mark[0]:]],
-                "hook": [r.json for r in self.hook.accepted()[self.mark[1]:]]}
-
-    def counts(self) -> Dict[str, Dict[str, int]]:
-        m = self.messages()
-        hook = {s: sum(1 for x in m["hook"] if x["status"] == s) for s in ("firing", "resolved")}
-        return {"feishu": len(m["feishu"]), "hook": hook}
-
-    def hook_alerts(self, status: str = "firing") -> List[Dict[str, str]]:
-        return [a["labels"] for x in self.messages()["hook"] if x["status"] == status for a in x["alerts"]]
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-        self.feishu.stop()
-        self.hook.stop()
+#: The rows' shared node: the shipped-config daemon, its receivers and fake npu-smi (the kit's).
+Node = ShippedNode
 
 
 @pytest.fixture(scope="module")

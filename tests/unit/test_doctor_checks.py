@@ -13,7 +13,7 @@ from watchdog.doctor import envcheck
 from watchdog.doctor.devices import check_devices
 from watchdog.doctor.model import CheckResult, Report
 from watchdog.doctor.report import compare_records
-from watchdog.doctor.smoke import evaluate_smoke, parse_smoke_output
+from watchdog.doctor.smokecheck import evaluate_smoke, parse_smoke_output
 from watchdog.doctor.versions import (
     VersionFacts,
     base_version,

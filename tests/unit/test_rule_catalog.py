@@ -8,12 +8,13 @@ config's defaults come from the catalog.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 from typing import Iterator, Set, Tuple
 
 from tests.helpers import REPO
-from watchdog import rulecatalog
+from watchdog import rulecatalog, runbook
 from watchdog.config.load import load_config_text
 from watchdog.logrules.model import CATEGORIES
 
@@ -85,9 +86,23 @@ def test_every_catalog_rule_has_its_runbook_section():
     for r in rulecatalog.catalog().values():
         assert r.name in sections, f"docs/runbook.md has no section for {r.name} (anchor {r.anchor})"
         assert r.anchor == f"docs/runbook.md#{r.name}"
-        assert r.meaning and r.first_check, f"{r.name}: meaning and first check are required"
-    generated = rulecatalog.render_runbook()
-    assert all(f"## {name}" in generated for name in rulecatalog.names())
+        meaning, check = runbook.meaning_and_check(r.name)
+        assert meaning and check, f"watchdog/runbook/en.md, ## {r.name}: its **Severity** and **Check first.** are required"
+
+
+def test_the_runbook_is_the_one_source_of_what_a_rule_means():
+    """The English meaning and first check come from the runbook page the daemon serves (and
+    docs/runbook.md copies); no second text of them in the catalog or a generated page."""
+    meaning, check = runbook.meaning_and_check("npu_smi_missing")
+    assert meaning == "npu-smi is not installed where `probes.npu.npu_smi` says.", meaning
+    assert not meaning.startswith("**Severity**") and "Check first" not in meaning
+    assert check.startswith("Install the Ascend driver (npu-smi is usually") and check.endswith("disable `probes.npu`.")
+    assert rulecatalog.rule_words("npu_smi_missing", "en").meaning == meaning
+    assert rulecatalog.render_runbook_in("en") == runbook.source("en")
+    assert not hasattr(rulecatalog, "render_runbook")
+    fields = {f.name for f in dataclasses.fields(rulecatalog.Rule)}
+    assert not fields & {"meaning", "first_check"}, "runbook text declared a second time"
+    assert runbook.meaning_and_check("no_such_rule") == ("", "")
 
 
 def test_references_between_rules_exist():

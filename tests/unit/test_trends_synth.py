@@ -12,19 +12,11 @@ from watchdog.detectors.series import (
     linear_slope,
     log_progress,
     max_drawdown,
-    trailing_since,
     window_points,
 )
 
 
 # --- tests of the shared series functions ---------------------------------------------------------------
-
-def test_trailing_since_takes_the_start_of_the_last_unbroken_run():
-    pts = [(0, 1), (10, 0), (20, 1), (30, 1), (40, 1)]
-    assert trailing_since(pts, lambda v: v == 1) == 20
-    assert trailing_since(pts + [(50, 0)], lambda v: v == 1) is None
-    assert trailing_since([], lambda v: True) is None
-
 
 def test_window_points_reports_coverage():
     pts = [(0, "a"), (10, "b"), (20, "c")]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from watchdog.alerting.clock import Clock, format_duration
+from watchdog.alerting.timetext import TimeText, format_duration
 from watchdog.alerting.wording import compact, headline, phrase, scope
 from watchdog.runbook import runbook_link  # the one link builder (channels import it from here too)
 from watchdog.steps import find_step
@@ -153,7 +153,7 @@ def detail_levels(max_lines: int) -> List[Detail]:
 
 @dataclass(frozen=True)
 class Style:
-    """A dialect: its escaping and the few marks a group needs (render.MARKDOWN, SLACK, PLAIN)."""
+    """A dialect: its escaping and the few marks a group needs (render.MARKDOWN, SLACK)."""
 
     escape: Callable[[Any], str]
     bold: Callable[[str], str]
@@ -168,19 +168,19 @@ def _one_line(text: Any, limit: int) -> str:
     return one_line(text, limit)
 
 
-def since_text(clock: Clock, ts: Optional[float], w: Words = EN) -> str:
+def since_text(times: TimeText, ts: Optional[float], w: Words = EN) -> str:
     """`2026-11-30 22:16:40 +08:00 (3m ago)` in `w`'s words (the time itself is unchanged)."""
     if not ts:
         return w.t("unknown_time")
-    seconds = max(0.0, clock._now() - ts)
+    seconds = max(0.0, times._now() - ts)
     if seconds < 1:
         ago = w.t("just_now")
     else:
         ago = w.t("ago", d=format_duration(seconds - seconds % 60 if seconds >= 600 else seconds))
-    return w.t("since_at", stamp=clock.stamp(ts), ago=ago)
+    return w.t("since_at", stamp=times.stamp(ts), ago=ago)
 
 
-def group_text(g: RuleGroup, st: Style, d: Detail, clock: Clock, runbook: Optional[str],
+def group_text(g: RuleGroup, st: Style, d: Detail, times: TimeText, runbook: Optional[str],
                resolved: bool, w: Words = EN) -> str:
     """One rule of a message as text, in `w`'s language; untrusted parts (summaries, hints, log
     lines, label values in the headline) pass through the dialect's `escape` exactly once."""
@@ -190,10 +190,10 @@ def group_text(g: RuleGroup, st: Style, d: Detail, clock: Clock, runbook: Option
     head = st.bold(head)
     head = w.t("group_count", head=head, n=n) if n > 1 else head
     if resolved:
-        head = w.t("group_resolved_at", head=head, when=since_text(clock, g.ended, w)) if g.ended \
+        head = w.t("group_resolved_at", head=head, when=since_text(times, g.ended, w)) if g.ended \
             else w.t("group_resolved", head=head)
     else:
-        head = w.t("group_since", head=head, when=since_text(clock, g.since, w))
+        head = w.t("group_since", head=head, when=since_text(times, g.since, w))
     out = [head]
     if d.summary:
         out.append(e(_one_line(g.summary_in(w), MAX_SUMMARY)))

@@ -17,7 +17,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.alerting.routing import match_labels, matches_all
 from watchdog.alerting.store import AlertRow, AlertStore, Silence
-from watchdog.config.sections.alerting import InhibitRule, Matcher, parse_matcher
+from watchdog.config.sections.alerting import InhibitRule, LabelMatcher, parse_matcher
 
 log = logging.getLogger("watchdog.alerts")
 
@@ -59,7 +59,7 @@ class ActiveSilences:
     """The silences in force at a pass (with their parsed matchers) and when that set changes
     next by time alone: what the engine's pure core needs of them, read by `Muter`."""
 
-    active: Tuple[Tuple[Silence, Tuple[Matcher, ...]], ...] = ()
+    active: Tuple[Tuple[Silence, Tuple[LabelMatcher, ...]], ...] = ()
     next_change: float = float("inf")
 
 
@@ -79,13 +79,11 @@ class Muter:
 
     def __init__(self, store: AlertStore):
         self.store = store
-        self.active: List[Tuple[Silence, List[Matcher]]] = []
-        self._cache: Dict[str, List[Matcher]] = {}
+        self.active: List[Tuple[Silence, List[LabelMatcher]]] = []
+        self._cache: Dict[str, List[LabelMatcher]] = {}
         self._last_prune = 0.0
         self._silences: List[Silence] = []
         self._version: Optional[tuple] = None
-        #: Reads of the silences table (a test counts them: one per change, not one per pass).
-        self.reads = 0
 
     def load_silences(self, now: float) -> None:
         """The silences active at `now`. The table is read again only when another process (the
@@ -95,7 +93,6 @@ class Muter:
         if version != self._version:
             self._silences = self.store.silences()
             self._version = version
-            self.reads += 1
             ids = {s.id for s in self._silences}
             self._cache = {k: v for k, v in self._cache.items() if k in ids}
         active = []

@@ -97,7 +97,7 @@ def backoff(cfg: AlertingConfig, attempts: int) -> float:
     return base * random.uniform(0.5, 1.0)
 
 
-class _Worker:
+class _ChannelSender:
     def __init__(self, outbox: "Outbox", channel: Channel):
         self.outbox = outbox
         self.channel = channel
@@ -261,7 +261,7 @@ class Outbox:
         self.counts: Dict[Tuple[str, str], int] = {}
         self.last_verdict: Dict[str, Verdict] = {}
         self._lock = threading.Lock()
-        self._workers: Dict[str, _Worker] = {}
+        self._workers: Dict[str, _ChannelSender] = {}
         #: Memory-only notifications per channel, oldest first (see `send_from_memory`).
         self._memory: Dict[str, Deque[MemoryRow]] = {}
         for name in self.channels:
@@ -294,7 +294,7 @@ class Outbox:
                 if w is not None and not w.exited:
                     w.adopt(ch)
                     continue
-                w = _Worker(self, ch)
+                w = _ChannelSender(self, ch)
                 self._workers[name] = w
                 w.thread.start()
             for name, w in self._workers.items():

@@ -15,7 +15,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from watchdog.alerting.clock import Clock
+from watchdog.alerting.timetext import TimeText
 from watchdog.alerting.digest import (Detail, RuleGroup, Style, group_alerts, group_text, more_rules_line,
                                       runbook_link, scope_counts, snapshot_line)
 from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL, SEVERITY_RANK
@@ -134,8 +134,6 @@ def _md_inline(text: str) -> str:
 #: A dialect: how escaped text is marked up (bold, links, code blocks, inline code).
 MARKDOWN = Style(escape_md, lambda s: f"**{s}**", lambda t, u: f"[{t}]({u})", _md_code, _md_inline)
 SLACK = Style(escape_slack, lambda s: f"*{s}*", lambda t, u: f"<{u}|{t}>", _slack_code, _md_inline)
-PLAIN = Style(escape_plain, lambda s: s, lambda t, u: f"{t}: {u}", lambda ls: "\n".join("  " + x for x in ls),
-              lambda s: s)
 
 def safe_url(url: Optional[str]) -> Optional[str]:
     """Only http(s) links without characters that could break out of a link syntax."""
@@ -269,8 +267,8 @@ class Parts:
     notice: str = ""
 
 
-def clock_of(alerting: Any, now: Optional[float] = None) -> Clock:
-    return Clock.named(getattr(alerting, "display_timezone", "UTC"), now)
+def time_text_of(alerting: Any, now: Optional[float] = None) -> TimeText:
+    return TimeText.named(getattr(alerting, "display_timezone", "UTC"), now)
 
 
 def runbook_of(alerting: Any) -> Optional[str]:
@@ -284,9 +282,9 @@ def compose(msg: Message, st: Style, shown: List[RuleGroup], d: Detail, names: b
     """The rule texts of `shown`, the "and N more" line for the rest, the snapshot once, a footer;
     in `w`'s language."""
     groups = msg.groups()
-    clock = clock_of(alerting, now)
+    times = time_text_of(alerting, now)
     resolved = msg.status == "resolved"
-    texts = [group_text(g, st, d, clock, runbook_of(alerting), resolved, w) for g in shown]
+    texts = [group_text(g, st, d, times, runbook_of(alerting), resolved, w) for g in shown]
     more = more_rules_line(groups[len(shown):], st, names, w)
     snap = "" if resolved else snapshot_line(groups, st, w)
     footer = w.t("footer", kind=w.t(f"footer_{msg.kind}") if f"footer_{msg.kind}" in w.ui else msg.kind,

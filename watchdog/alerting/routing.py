@@ -6,7 +6,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Protocol, Sequence
 
 from watchdog.alerting.notification import Notification
 from watchdog.alerting.store import OutboxItem
-from watchdog.config.sections.alerting import ChannelConfig, Matcher
+from watchdog.config.sections.alerting import ChannelConfig, LabelMatcher
 from watchdog.findings import SEVERITY_RANK
 
 class RouteTarget(Protocol):
@@ -25,7 +25,7 @@ def match_labels(labels: Dict[str, str], rule: str, severity: str) -> Dict[str, 
     return {**labels, "rule": rule, "severity": severity}
 
 
-def matches_all(matchers: Sequence[Matcher], labels: Dict[str, str]) -> bool:
+def matches_all(matchers: Sequence[LabelMatcher], labels: Dict[str, str]) -> bool:
     return all(m.matches(labels) for m in matchers)
 
 

@@ -375,21 +375,12 @@ class AlertStore(OutboxQueue):
                 os.makedirs(folder, mode=0o700, exist_ok=True)
                 os.chmod(folder, 0o700)  # makedirs' mode passes through the umask
             tmp = self.path + ".rebuild"
-            fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
-            os.close(fd)
-            try:
+            with statefiles.atomic_file(self.path, tmp=tmp):
                 copy = self._connect(tmp)
                 try:
                     self._db.backup(copy)
                 finally:
                     copy.close()
-                os.replace(tmp, self.path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
             old, self._db = self._db, self._connect(self.path)
             self._identity = _identity(self.path)
             old.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 import yaml  # noqa: F401  (error classes)
@@ -34,12 +33,6 @@ class ConfigError(Exception):
     def render(self) -> str:
         head = f"invalid config {self.source}:"
         return "\n".join([head] + [f"  {e}" for e in self.errors])
-
-
-@dataclass
-class LoadedConfig:
-    config: Config
-    path: str
 
 
 def _path_str(loc: Tuple[Union[str, int], ...]) -> str:

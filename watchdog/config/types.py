@@ -11,7 +11,6 @@ import math
 import os
 import re
 import stat
-from pathlib import Path
 from typing import Annotated, Any, Dict
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, SecretStr, model_validator
@@ -88,26 +87,10 @@ def parse_size(value: Any) -> int:
     return int(size)
 
 
-def _check_readable_file(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError("expected a file path")
-    p = Path(value)
-    if not p.is_file():
-        raise ValueError("file does not exist or is not a regular file")
-    try:
-        with p.open("rb"):
-            pass
-    except OSError as exc:
-        raise ValueError(f"file is not readable ({exc.strerror})") from None
-    return value
-
-
 #: Seconds, written in config as `30s`, `5m`, `1h30m`.
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 #: Bytes, written in config as `512MiB`, `2GiB`.
 Size = Annotated[int, BeforeValidator(parse_size)]
-#: A path that must name a readable file when the config is loaded.
-ReadableFile = Annotated[str, BeforeValidator(_check_readable_file)]
 #: A secret: redacted in every dump; may be given as `<name>_file: /path` instead of inline.
 Secret = SecretStr
 

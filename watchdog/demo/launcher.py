@@ -12,9 +12,6 @@ import subprocess
 import sys
 from typing import List
 
-PROGRAM = "watchdog.demo.launcher"
-
-
 def main() -> int:
     root, helper_dir, world = sys.argv[1], sys.argv[2], int(sys.argv[3])
     procs: List[subprocess.Popen] = []

@@ -18,6 +18,8 @@ from typing import Any, Dict, List, Optional
 
 import psutil
 
+from watchdog.statefiles import atomic_file
+
 REPO = Path(__file__).resolve().parents[2]
 #: The fake npu-smi ships inside the package (a standalone script that imports nothing of ours), so
 #: the demo runs from an installed venv too; tests reach it as tests/fakes/npu-smi.
@@ -39,9 +41,10 @@ class DemoSetupError(RuntimeError):
 
 
 def write_atomic(path: Path, data: Any) -> None:
+    """The fake tools read these files while the demo rewrites them: never a torn one."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+    with atomic_file(str(path), tmp=str(tmp), mode=0o644) as fh:
+        fh.write(json.dumps(data, indent=1).encode("utf-8"))
 
 
 def _installed(module: str) -> bool:

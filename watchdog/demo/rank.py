@@ -19,9 +19,6 @@ import time
 from pathlib import Path
 from typing import Any, Dict, TextIO
 
-PROGRAM = "watchdog.demo.rank"
-
-
 def _stamp(t: float) -> str:
     lt = time.localtime(t)
     return time.strftime("%Y-%m-%d-%H:%M:%S", lt) + f".{int((t % 1) * 1000):03d}.{random.randint(0, 999):03d}"

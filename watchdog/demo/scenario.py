@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -456,8 +455,3 @@ def summary_table(results: List[StepResult]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def cleanup_dir(path: Path) -> None:
-    if path.exists():
-        shutil.rmtree(path)

@@ -65,17 +65,9 @@ def detect(view: StateView, config: Config) -> List[Finding]:
 TRIGGERS: tuple = ()
 
 RULES = (
-    Rule("probe_down", "critical", "A probe cannot observe (its command fails, hangs or its input is unreadable): "
-         "this part of the node is unwatched. Critical for the NPU probe or a hung probe, else warning.",
-         "The daemon log (`journalctl -u npu-watchdog`) for the probe's error, then `npu-watchdog status`.",
+    Rule("probe_down", "critical",
          default_for=30.0,
-         # Three rounds of the slowest probe that watches the job (those discovery can feed;
-         # the kernel log and the command checks are the node's), and the `for`.
-         subject="watchdog", warmup=lambda c, f: probe_wait(c, *discovery_section.feeds()) + 30.0,
-         title="Watchdog probe failing"),
-    Rule("command_check", "critical", "A configured command check exited non-zero or timed out "
-         "(severity as configured).",
-         "Run the check by hand (its argv is in the alert hint) and read its output tail in the alert.",
-         warmup=lambda c, f: 2 * max([float(x.interval) + float(x.timeout) for x in c.probes.commands] or [0.0]),
-         title="Command check failed"),
+         subject="watchdog", warmup=lambda c, f: probe_wait(c, "process", "heartbeat", "npu", "logs") + 30.0),
+    Rule("command_check", "critical",
+         warmup=lambda c, f: 2 * max([float(x.interval) + float(x.timeout) for x in c.probes.commands] or [0.0]), title="Command check failed"),
 )

@@ -132,23 +132,11 @@ def _wait(c: Config, f: dict) -> float:
 
 
 RULES = (
-    Rule("kernel_oom", "critical", "The kernel's OOM killer killed a process: a rank (its labels say "
-         "which) or another process of the node (info then: recorded, paging nobody).",
-         "The job's host memory (data loader workers, pinned memory), the memory cgroup limit; `dmesg`.",
-         same_event=("rank_missing", "job_gone", "log_oom"), warmup=_wait,
-         title="Killed by the kernel OOM killer"),
-    Rule("kernel_crash", "critical", "The kernel reports a segmentation fault or a CPU trap (general "
-         "protection, invalid opcode) of a rank, or of another process of the node (info then).",
-         "The library named after `in` in the line; a core dump or `PYTHONFAULTHANDLER=1`; versions.",
-         same_event=("rank_missing", "job_gone", "log_crash"), warmup=_wait,
-         title="Process crashed (kernel log)"),
-    Rule("kernel_device", "critical", "The kernel reports a hardware fault: host memory ECC, a PCIe AER "
-         "error, or an NPU driver error (device heartbeat lost, task scheduler exception).",
-         "The card named by the line (`npu-smi info -t health`), the DIMM or PCIe port; `dmesg`.",
-         warmup=_wait,
-         title="Hardware or driver error (kernel log)"),
-    Rule("kernel_event", "warning", "The kernel reports a hung task (blocked in the kernel for minutes), "
-         "a CPU soft or hard lockup, or a line of your own kernel rules.",
-         "`cat /proc/<pid>/stack` for a hung task; the driver lines just before a lockup.", warmup=_wait,
-         title="Kernel reports a hung task or lockup"),
+    Rule("kernel_oom", "critical",
+         same_event=("rank_missing", "job_gone", "log_oom"), warmup=_wait, title="Killed by the kernel OOM killer"),
+    Rule("kernel_crash", "critical",
+         same_event=("rank_missing", "job_gone", "log_crash"), warmup=_wait, title="Process crashed (kernel log)"),
+    Rule("kernel_device", "critical",
+         warmup=_wait, title="Hardware or driver error (kernel log)"),
+    Rule("kernel_event", "warning", warmup=_wait, title="Kernel reports a hung task or lockup"),
 )

@@ -59,14 +59,8 @@ TRIGGERS = ("logs",)
 _LOGS = lambda c, f: probe_wait(c, "logs")  # noqa: E731
 
 RULES = (
-    Rule("log_unreadable", "warning", "Configured log paths cannot be read (permissions, a mount gone): failure "
-         "lines written there raise no alert.",
-         "The daemon's read access to the files and search access to the directories; the mount.",
-         subject="watchdog", warmup=_LOGS,
-         title="Log file unreadable"),
-    Rule("log_offsets_unsaved", "warning", "The log read offsets cannot be saved in the state folder (read-only "
-         "or full): lines are still matched, but a restart would re-read them.",
-         "Free space or fix the mount of the state folder; the finding clears on the next save.",
-         subject="watchdog", warmup=_LOGS,
-         title="Log positions not saved"),
+    Rule("log_unreadable", "warning",
+         subject="watchdog", warmup=_LOGS, title="Log file unreadable"),
+    Rule("log_offsets_unsaved", "warning",
+         subject="watchdog", warmup=_LOGS, title="Log positions not saved"),
 )

@@ -196,38 +196,20 @@ _ROOT_SYMPTOMS = Inhibits(("stall", "log_hccl", "log_traceback", "npu_idle", "np
 
 #: One rule per log category (`log_<category>`).
 RULES = (
-    Rule("log_nan", "critical", "A log line reports a NaN/inf loss or gradient norm (the same event as "
-         "`loss_nan`: whichever is seen first pages).",
-         "Stop, resume from the last good checkpoint with a lower learning rate or bf16; check the data.",
-         same_event=("loss_nan",), inhibits=(Inhibits(("loss_scale_collapse", "throughput_drop")),), warmup=_LOGS,
-         title="NaN loss"),
-    Rule("log_oom", "critical", "A rank ran out of NPU memory; its peers' HCCL timeouts and the job's death "
-         "that follow are folded into it.",
-         "The allocator numbers in the evidence; lower the micro-batch or enable recomputation.",
-         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, same_event=("kernel_oom",),
-         title="NPU out of memory"),
-    Rule("log_device", "critical", "The CANN runtime or driver reports a device fault (AI Core error, ECC, "
-         "task exception).",
-         "The plog and device log of that NPU, `npu-smi info -t health -i <npu>`.",
-         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS,
-         title="NPU device error"),
-    Rule("log_crash", "critical", "A rank crashed natively (fatal signal, faulthandler or crash-handler dump, "
-         "`Segmentation fault`): its peers' HCCL timeouts and the job's death that follow are folded into it.",
-         "The signal and the native stack in the evidence; `dmesg -T` for the kernel's view; the core dump.",
-         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, same_event=("kernel_crash",),
-         title="Process crashed"),
-    Rule("log_hccl", "critical", "HCCL reports a timeout or a communication error in a collective.",
-         "`grep -r 'Entry-' ~/ascend/log/debug/plog/` on every node to find the rank that never arrived.",
-         inhibits=(Inhibits(("log_traceback",)),), warmup=_LOGS,
-         title="HCCL error"),
-    Rule("log_traceback", "warning", "A Python traceback or C++ terminate appeared in a training log.",
-         "The exception at the bottom of the traceback in the alert evidence.",
-         warmup=_LOGS,
-         title="Python traceback"),
-    Rule("log_custom", "critical", "A line matched one of your own log rules (severity as configured).",
-         "The rule's hint in the alert; the rule is in `probes.logs.rules`.",
-         warmup=_LOGS,
-         title="Log rule matched"),
+    Rule("log_nan", "critical",
+         same_event=("loss_nan",), inhibits=(Inhibits(("loss_scale_collapse", "throughput_drop")),), warmup=_LOGS, title="NaN loss"),
+    Rule("log_oom", "critical",
+         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, same_event=("kernel_oom",), title="NPU out of memory"),
+    Rule("log_device", "critical",
+         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, title="NPU device error"),
+    Rule("log_crash", "critical",
+         inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, same_event=("kernel_crash",), title="Process crashed"),
+    Rule("log_hccl", "critical",
+         inhibits=(Inhibits(("log_traceback",)),), warmup=_LOGS, title="HCCL error"),
+    Rule("log_traceback", "warning",
+         warmup=_LOGS, title="Python traceback"),
+    Rule("log_custom", "critical",
+         warmup=_LOGS, title="Log rule matched"),
 )
 
 #: Discovered jobs each get their own pass (and job label); see detectors/jobs.py.

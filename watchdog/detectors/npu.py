@@ -21,7 +21,6 @@ from watchdog.detectors.series import (
     MIB,
     ChipKey,
     blind_reason,
-    chip_memory_mb,
     fmt_age,
     heartbeat_progress,
     job_phase,
@@ -33,7 +32,7 @@ from watchdog.detectors.series import (
 from watchdog.detectors.jobs import per_job
 from watchdog.findings import Finding
 from watchdog.rulecatalog import Inhibits, Rule, probe_wait
-from watchdog.observations import NpuChip, NpuObservation
+from watchdog.observations import NpuObservation
 from watchdog.state import StateView
 from watchdog.summaries.npu import Summary as NpuSummary
 
@@ -126,8 +125,9 @@ class HbmTrend:
     window_start: float
 
 
-def hbm_trend(points: Sequence[Tuple[float, NpuChip]], now: float, tc: TrendsConfig) -> Optional[HbmTrend]:
-    """Judge one chip's memory series; None without a full window of readings.
+def hbm_trend_mb(mem_pts: Sequence[Tuple[float, Tuple[int, int]]], now: float, tc: TrendsConfig) -> Optional[HbmTrend]:
+    """Judge one chip's memory series of (time, (used MB, total MB)) points; None without a full
+    window of readings.
 
     Growth means all of: a net rise of at least `hbm_min_growth` over the window, no fall larger
     than `hbm_drop_tolerance` (a saw-tooth from the caching allocator releasing memory is normal,
@@ -135,12 +135,6 @@ def hbm_trend(points: Sequence[Tuple[float, NpuChip]], now: float, tc: TrendsCon
     start-up that has levelled off is not a leak). The time until full is a least-squares line
     through the window.
     """
-    mem = [(t, chip_memory_mb(c)) for t, c in points]
-    return hbm_trend_mb([(t, m) for t, m in mem if m is not None], now, tc)
-
-
-def hbm_trend_mb(mem_pts: Sequence[Tuple[float, Tuple[int, int]]], now: float, tc: TrendsConfig) -> Optional[HbmTrend]:
-    """hbm_trend over (time, (used MB, total MB)) points."""
     start = now - tc.hbm_window
     win, covered = window_points(mem_pts, start)
     if not covered or len(win) < 3:
@@ -163,7 +157,7 @@ def hbm_trend_mb(mem_pts: Sequence[Tuple[float, Tuple[int, int]]], now: float, t
 
 
 def hbm_trends(view: StateView, config: Config) -> Dict[ChipKey, HbmTrend]:
-    """hbm_trend for every chip present in the latest round (empty while the probe is blind)."""
+    """hbm_trend_mb for every chip present in the latest round (empty while the probe is blind)."""
     if blind_reason(view, "npu"):
         return {}
     summary: NpuSummary = view.summary("npu", config)
@@ -413,32 +407,18 @@ _CARD_SYMPTOMS = (
 )
 
 RULES = (
-    Rule("npu_idle", "warning", "A job NPU's AI Core stays idle for `trends.idle_for` while the job runs.",
-         "Is the rank on that NPU alive and in a phase that computes? Compare with the other NPUs.",
-         warmup=lambda c, f: float(c.trends.idle_for) + _NPU(c, f),
-         title="NPU idle"),
-    Rule("npu_busy_hang", "critical", "A job NPU is pegged near 100 % with unchanged memory for `trends.busy_for`.",
-         "The plog for AI Core timeouts (507014, 507015, EZ codes); `py-spy dump` of the rank.",
-         warmup=lambda c, f: float(c.trends.busy_for) + _NPU(c, f),
-         title="NPU busy but no progress"),
-    Rule("npu_low_util", "warning", "A job NPU's utilisation stays low for `trends.low_util_for`.",
-         "The data loader, host CPU, and whether the job is input-bound.",
-         default_for=300.0, warmup=lambda c, f: float(c.trends.low_util_for) + _NPU(c, f),
-         title="Low NPU utilisation"),
-    Rule("hbm_growth", "critical", "HBM use grows steadily and will run out (warning, critical when close).",
-         "A memory leak in the training loop (growing caches, kept graphs); compare steps.",
-         default_for=300.0, warmup=lambda c, f: float(c.trends.hbm_window),
-         title="NPU memory growing"),
-    Rule("npu_unhealthy", "critical", "npu-smi reports a health other than OK for an NPU.",
-         "`npu-smi info -t health -i <npu>` and the device log of that NPU.",
-         inhibits=_CARD_SYMPTOMS, warmup=lambda c, f: float(c.probes.npu.health_interval) + _NPU(c, f),
-         title="NPU unhealthy"),
-    Rule("npu_missing", "critical", "An NPU seen before (or expected) is missing from npu-smi.",
-         "`npu-smi info`, `lspci | grep -i d80`, `dmesg` for PCIe/driver errors.",
-         inhibits=_CARD_SYMPTOMS, warmup=_NPU,
-         title="NPU card lost"),
-    Rule("npu_temperature", "critical", "An NPU runs hot for `trends.temperature_for` (warning, critical).",
-         "Cooling, fans and airflow; `npu-smi info -t temp -i <npu>`.",
-         default_for=120.0, warmup=lambda c, f: float(c.trends.temperature_for) + _NPU(c, f),
-         title="NPU too hot"),
+    Rule("npu_idle", "warning",
+         warmup=lambda c, f: float(c.trends.idle_for) + _NPU(c, f), title="NPU idle"),
+    Rule("npu_busy_hang", "critical",
+         warmup=lambda c, f: float(c.trends.busy_for) + _NPU(c, f), title="NPU busy but no progress"),
+    Rule("npu_low_util", "warning",
+         default_for=300.0, warmup=lambda c, f: float(c.trends.low_util_for) + _NPU(c, f), title="Low NPU utilisation"),
+    Rule("hbm_growth", "critical",
+         default_for=300.0, warmup=lambda c, f: float(c.trends.hbm_window), title="NPU memory growing"),
+    Rule("npu_unhealthy", "critical",
+         inhibits=_CARD_SYMPTOMS, warmup=lambda c, f: float(c.probes.npu.health_interval) + _NPU(c, f), title="NPU unhealthy"),
+    Rule("npu_missing", "critical",
+         inhibits=_CARD_SYMPTOMS, warmup=_NPU, title="NPU card lost"),
+    Rule("npu_temperature", "critical",
+         default_for=120.0, warmup=lambda c, f: float(c.trends.temperature_for) + _NPU(c, f), title="NPU too hot"),
 )

@@ -86,20 +86,12 @@ _NPU_SMI_SYMPTOMS = (
 )
 
 RULES = (
-    Rule("npu_smi_hung", "critical", "npu-smi did not answer within `probes.npu.command_timeout` and was "
-         "killed; usually the driver or a device is wedged.",
-         "`dmesg | tail`, the device logs, and whether `npu-smi info` answers by hand.",
+    Rule("npu_smi_hung", "critical",
          inhibits=_NPU_SMI_SYMPTOMS,
-         subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu") + float(c.probes.npu.command_timeout),
-         title="npu-smi hangs"),
-    Rule("npu_smi_failing", "critical", "npu-smi keeps failing (non-zero exit, `dcmi ... ret is -80xx`, "
-         "unreadable output) for `probes.npu.failing_after`: the NPUs cannot be seen.",
-         "Run `npu-smi info` by hand as the daemon's user; in a container check the device and driver mounts.",
+         subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu") + float(c.probes.npu.command_timeout)),
+    Rule("npu_smi_failing", "critical",
          inhibits=_NPU_SMI_SYMPTOMS,
-         subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu") + float(c.probes.npu.failing_after),
-         title="npu-smi failing"),
-    Rule("npu_smi_missing", "critical", "npu-smi is not installed where `probes.npu.npu_smi` says.",
-         "Install the Ascend driver or set the absolute path; on a node without NPUs disable `probes.npu`.",
-         inhibits=_NPU_SMI_SYMPTOMS, subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu"),
-         title="npu-smi not found"),
+         subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu") + float(c.probes.npu.failing_after), title="npu-smi failing"),
+    Rule("npu_smi_missing", "critical",
+         inhibits=_NPU_SMI_SYMPTOMS, subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu"), title="npu-smi not found"),
 )

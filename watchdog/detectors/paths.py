@@ -63,10 +63,6 @@ def detect(view: StateView, config: Config) -> List[Finding]:
 TRIGGERS: tuple = ()
 
 RULES = (
-    Rule("path_unmatched", "warning", "A configured log source or heartbeat glob matches no file after the "
-         "start grace while the job runs: those files are not watched.",
-         "Compare the configured paths with where the job writes (`ls`), fix the glob, reload; "
-         "`npu-watchdog check-config` lists every path that matches nothing.",
-         subject="watchdog", warmup=lambda c, f: float(c.probes.process.start_grace) + probe_wait(c, "logs", "heartbeat"),
-         title="Watched path matches nothing"),
+    Rule("path_unmatched", "warning",
+         subject="watchdog", warmup=lambda c, f: float(c.probes.process.start_grace) + probe_wait(c, "logs", "heartbeat"), title="Watched path matches nothing"),
 )

@@ -63,18 +63,10 @@ def unwritable_finding(config: Config, folder: str, error: str, since: float, he
 TRIGGERS: tuple = ()
 
 RULES = (
-    Rule("state_damaged", "warning", "One of the daemon's own state files was damaged; it was set aside and the "
-         "daemon started fresh (alert history and silences, or log read positions, were lost).",
-         "Keep the renamed file for a bug report; check the disk and what else writes to the state folder.",
+    Rule("state_damaged", "warning",
          subject="watchdog",
          # The damage event is not seen again after a restart: the alert keeps its hour.
-         warmup=lambda c, f: max(0.0, float(f.get("since") or 0.0) + DAMAGE_HOLD_SECONDS - time.time()),
-         title="Watchdog state damaged"),
-    Rule("state_unwritable", "critical", "The alert engine cannot write its state folder (read-only, full, or "
-         "deleted and not re-creatable): new alerts are held in memory, not paged, until it can; probes keep "
-         "running. Sent directly, outside the failing store.",
-         "`df -h` and `findmnt` on the state folder (paths.state_dir); free space or remount it read-write. "
-         "The held alerts go out once by themselves, and this alert resolves.",
-         subject="watchdog",
-         title="Watchdog state folder not writable"),
+         warmup=lambda c, f: max(0.0, float(f.get("since") or 0.0) + DAMAGE_HOLD_SECONDS - time.time())),
+    Rule("state_unwritable", "critical",
+         subject="watchdog", title="Watchdog state folder not writable"),
 )

@@ -9,10 +9,10 @@ condition "holds for 2 minutes" when the earliest sample of its current unbroken
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from watchdog.config.schema import Config
-from watchdog.observations import LogObservation, NpuChip, NpuObservation
+from watchdog.observations import LogObservation
 from watchdog.state import StateView
 from watchdog.summaries.npu import chip_memory_mb, job_chips, live_ranks
 
@@ -83,16 +83,6 @@ def blind_reason(view: StateView, probe: str) -> Optional[str]:
 
 # --- generic run / regression functions ----------------------------------------------------
 
-def trailing_since(points: Sequence[Tuple[float, T]], pred: Callable[[T], bool]) -> Optional[float]:
-    """Time of the earliest point of the unbroken run of points satisfying `pred` that ends at
-    the latest point; None when the latest point does not satisfy it (or there are no points)."""
-    since: Optional[float] = None
-    for t, x in reversed(points):
-        if not pred(x):
-            break
-        since = t
-    return since
-
 
 def window_points(points: Sequence[Tuple[float, T]], start: float) -> Tuple[List[Tuple[float, T]], bool]:
     """Points from the last one at or before `start` onwards, and whether the history reaches back
@@ -130,21 +120,6 @@ def max_drawdown(values: Sequence[float]) -> float:
         peak = v if peak is None or v > peak else peak
         worst = max(worst, peak - v)
     return worst
-
-
-# --- NPU series ----------------------------------------------------------------------------
-
-def npu_history(view: StateView) -> List[Tuple[float, NpuObservation]]:
-    return [(s.time, s.value) for s in view.history("npu") if isinstance(s.value, NpuObservation)]
-
-
-def chip_series(history: Sequence[Tuple[float, NpuObservation]]) -> Dict[ChipKey, List[Tuple[float, NpuChip]]]:
-    """Per (npu, chip): its readings over time (a chip absent from a round has no point there)."""
-    out: Dict[ChipKey, List[Tuple[float, NpuChip]]] = {}
-    for t, obs in history:
-        for c in obs.chips:
-            out.setdefault((c.npu, c.chip), []).append((t, c))
-    return out
 
 
 # --- heartbeat phase and progress -----------------------------------------------------------

@@ -332,9 +332,7 @@ def _stall_warmup(c: Config, f: dict) -> float:
 
 
 RULES = (
-    Rule("stall", "critical", "The job stopped moving: no progress (heartbeat step or progress log line) AND no "
-         "device activity AND quiet rank CPUs, for the duration of the job's most lenient phase.",
-         "The classification in the alert; for a collective hang grep the plog for `Entry-` on every node.",
+    Rule("stall", "critical",
          # A NaN/error line printed while the job hangs is part of the hang's page (it is shown in
          # status); still in force when the stall clears, it is sent then.
          inhibits=(Inhibits(("npu_idle", "npu_busy_hang", "npu_low_util", "log_hccl", "log_traceback", "log_nan",

@@ -99,6 +99,3 @@ class Discovered:
 
     def to_json(self) -> Dict[str, Any]:
         return {"jobs": [j.to_json() for j in self.jobs]}
-
-    def job_of_pid(self) -> Dict[int, str]:
-        return {r.pid: j.name for j in self.jobs for r in j.ranks}

@@ -130,8 +130,6 @@ class ProcTable:
         self.scans = 0
         #: Processes of the last scan whose `stat` could not be parsed (left out, counted).
         self.unparsable = 0
-        #: Processes whose command line and environment were read (all scans): what a scan costs.
-        self.records_read = 0
         #: `stat` files read (all scans).
         self.stats_read = 0
         #: pid -> (identity, scan, log files): a rank's open files are listed again every
@@ -212,7 +210,6 @@ class ProcTable:
                 rec = replace(rec, ppid=ppid)
             return ident, rec, True, ino, state, prev[5]
         settled = now_ticks - start >= self.settled * CLOCK_TICKS
-        self.records_read += 1
         rec = read_record(pid, keys, proc)
         return ident, rec, settled, ino, state, is_marked(rec)
 

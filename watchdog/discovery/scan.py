@@ -19,11 +19,13 @@ from watchdog.discovery.environ import (CONTAINER_DEVICES_KEY, DEVICE_KEYS, HEAR
                                         WORLD_SIZE_KEYS, first_int, wanted_keys)
 from watchdog.discovery.group import RawJob, group_jobs
 from watchdog.discovery.model import (Discovered, HcclTimeouts, JobInfo, LauncherInfo, ProcRecord, RankInfo)
+from watchdog.hccl import CANN_CONNECT_TIMEOUT, CANN_EXEC_TIMEOUT
 from watchdog.untrusted import ascii_int
 
-#: CANN defaults (seconds) when the ranks' environment does not set them.
-HCCL_EXEC_TIMEOUT_DEFAULT = 1836
-HCCL_CONNECT_TIMEOUT_DEFAULT = 120
+#: CANN defaults (whole seconds, as discovery reports them) when the ranks' environment does not
+#: set them: the one definition is watchdog.hccl's.
+HCCL_EXEC_TIMEOUT_DEFAULT = int(CANN_EXEC_TIMEOUT)
+HCCL_CONNECT_TIMEOUT_DEFAULT = int(CANN_CONNECT_TIMEOUT)
 #: Job-name keys read from the ranks' environment when the config does not name others.
 DEFAULT_NAME_ENV = ("NPU_WATCHDOG_JOB", "SLURM_JOB_NAME", "JOB_NAME")
 _LABEL_BAD = re.compile(r"[^A-Za-z0-9._:-]+")

@@ -10,16 +10,11 @@ from __future__ import annotations
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from watchdog.doctor.model import FAIL, PASS, SKIPPED, WARN, CheckResult
-from watchdog.observations import NpuChip, NpuObservation
+from watchdog.observations import NpuObservation
 
 GROUP = "devices"
 #: Health strings (npu-smi) -> verdict. Anything else (UNKNOWN, new words) is a warning.
 HEALTH_STATUS = {"OK": PASS, "WARNING": WARN, "ALARM": FAIL, "CRITICAL": FAIL}
-
-
-def chip_label(chip: NpuChip) -> str:
-    dev = f" (device {chip.device_id})" if chip.device_id is not None else ""
-    return f"NPU {chip.npu} chip {chip.chip}{dev}"
 
 
 def cards_summary(obs: NpuObservation) -> List[Dict[str, object]]:

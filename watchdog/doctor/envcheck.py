@@ -10,6 +10,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 from watchdog.config.sections.doctor import EnvRule
 from watchdog.config.types import format_duration
 from watchdog.doctor.model import FAIL, PASS, SKIPPED, WARN, CheckResult
+from watchdog.hccl import CANN_CONNECT_TIMEOUT, CANN_EXEC_TIMEOUT
 
 GROUP = "env"
 
@@ -26,10 +27,11 @@ KEY_VARS = (
     "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
 )
 
-#: Documented HCCL defaults and range (HCCL environment variable reference).
-HCCL_CONNECT_DEFAULT = 120
+#: Documented HCCL defaults (one definition: watchdog.hccl) and range (HCCL environment
+#: variable reference).
+HCCL_CONNECT_DEFAULT = int(CANN_CONNECT_TIMEOUT)
 HCCL_CONNECT_RANGE = (120, 7200)
-HCCL_EXEC_DEFAULT = 1836
+HCCL_EXEC_DEFAULT = int(CANN_EXEC_TIMEOUT)
 
 
 class EnvSourceError(Exception):

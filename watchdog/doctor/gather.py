@@ -17,7 +17,7 @@ from watchdog.config.load import redacted_dump
 from watchdog.config.schema import Config
 from watchdog.config.types import format_duration
 from watchdog.doctor import devices as devices_mod
-from watchdog.doctor import envcheck, smoke, versions
+from watchdog.doctor import envcheck, smokecheck, versions
 from watchdog.doctor.model import FAIL, PASS, SKIPPED, WARN, CheckResult, Report
 from watchdog.doctor.unitcheck import UNIT_PATHS, check_private_tmp
 from watchdog.npusmi import run as npusmi_run
@@ -195,7 +195,7 @@ def run_smoke(python: str, timeout: float) -> Dict[str, Any]:
     if out.timed_out:
         return {"importable": True, "error": f"smoke run did not finish within {format_duration(timeout)}; killed"}
     try:
-        return smoke.parse_smoke_output(out.stdout)
+        return smokecheck.parse_smoke_output(out.stdout)
     except ValueError as exc:
         tail = (out.stderr or "").strip().splitlines()[-1:] or [""]
         return {"importable": True, "error": f"{exc} (exit {out.returncode}: {tail[0][:200]})"}
@@ -452,5 +452,5 @@ def run_doctor(opts: DoctorOptions) -> Report:
                                    "pass --python PATH (the job's python) with --smoke"))
         else:
             data = run_smoke(python, d.smoke_timeout)
-            report.add(smoke.evaluate_smoke(data, d.smoke_min_cosine, d.smoke_max_abs_err, expected))
+            report.add(smokecheck.evaluate_smoke(data, d.smoke_min_cosine, d.smoke_max_abs_err, expected))
     return report

@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Tuple
 
 from watchdog import __version__
 from watchdog.doctor.model import FAIL, PASS, SKIPPED, WARN, Report
+from watchdog.statefiles import atomic_file
 
 RECORD_NAME = "environment.json"
 RECORD_FORMAT = 1
@@ -61,19 +62,8 @@ def write_record(report: Report, directory: str) -> str:
     replaced atomically, so a record next to a checkpoint is never half-written."""
     os.makedirs(directory, mode=0o700, exist_ok=True)
     path = os.path.join(directory, RECORD_NAME)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(render_json(report) + "\n")
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_file(path, tmp=f"{path}.tmp.{os.getpid()}") as fh:
+        fh.write((render_json(report) + "\n").encode("utf-8"))
     return path
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set
 
 from watchdog.logrules.extract import Extractor, StreamState
 from watchdog.logrules.matcher import Matcher
@@ -88,12 +88,6 @@ def run(sample: Sample, rules: Sequence[Rule], engine: str = "re", chunk_lines: 
         for ev in ex.feed(st, block, None):
             got.setdefault(ev.line_no or 0, set()).add(ev.rule.id)
     return got
-
-
-def disagreements(sample: Sample, got: Dict[int, Set[str]]) -> Dict[int, Tuple[Set[str], Set[str]]]:
-    """Line -> (expected rule ids, raised rule ids) wherever they differ."""
-    return {no: (set(e.rules), got.get(no, set())) for no, e in sample.expect.items()
-            if set(e.rules) != got.get(no, set())}
 
 
 @dataclass

@@ -118,6 +118,7 @@ _COLUMNS = {
     "aicore(%)": "aicore_util_pct",
     "memory-usage(mb)": ("memory_used_mb", "memory_total_mb"),
     "hbm-usage(mb)": ("hbm_used_mb", "hbm_total_mb"),
+    # checked like the others (a malformed pair is a parse error); nothing reads it, so not kept
     "hugepages-usage(page)": ("hugepages_used", "hugepages_total"),
 }
 
@@ -197,7 +198,8 @@ def _metric_values(cell: str, names: Sequence[str], line_no: int, line: str) -> 
     for name, tok in zip(names, toks):
         target = _COLUMNS.get(name.lower())
         if target is None:
-            # A column this parser does not know yet: keep it readable, never misplace it.
+            # A column this parser does not know yet: it counts for the cell's shape, and is
+            # never misplaced into a known field.
             out["extra:" + name] = "/".join(tok)
             continue
         if isinstance(target, tuple):
@@ -398,7 +400,6 @@ def _chip(header: _Header, row1: Tuple[int, str, List[str]], row2: Tuple[int, st
         raise NpuSmiParseError(f"Bus-Id should be one word, got {bus!r}", n2, raw2)
     values = _metric_values(c1[2], header.top, n1, raw1)
     values.update(_metric_values(c2[2], header.bottom, n2, raw2))
-    extra = tuple((k[6:], str(v)) for k, v in values.items() if k.startswith("extra:"))
     return NpuChip(
         npu=npu, chip=chip, device_id=device_id, name=name, health=health,
         power_w=values.get("power_w"),  # type: ignore[arg-type]
@@ -409,9 +410,6 @@ def _chip(header: _Header, row1: Tuple[int, str, List[str]], row2: Tuple[int, st
         hbm_used_mb=values.get("hbm_used_mb"),  # type: ignore[arg-type]
         hbm_total_mb=values.get("hbm_total_mb"),  # type: ignore[arg-type]
         bus_id=None if bus.upper() in _NULLS else bus,
-        hugepages_used=values.get("hugepages_used"),  # type: ignore[arg-type]
-        hugepages_total=values.get("hugepages_total"),  # type: ignore[arg-type]
-        extra=extra,
     )
 
 
@@ -486,11 +484,10 @@ _MAP_ROW = re.compile(r"^(\d{1,9})\s+(\d{1,9})\s+(\d{1,9}|-)\s+(\S.*)$")
 
 @dataclass(frozen=True)
 class ChipMapEntry:
-    """One chip of `npu-smi info -m`: the card (NPU ID), the chip inside it, and its logic id."""
+    """One chip of `npu-smi info -m` (keyed by its logic id): the card (NPU ID), the chip inside it."""
 
     npu: int
     chip: int
-    logic_id: int
     name: str
 
 
@@ -524,7 +521,7 @@ def parse_chip_map(text: str) -> Dict[int, ChipMapEntry]:
         logic = int(m.group(3))
         if logic in out:
             raise NpuSmiParseError(f"chip logic id {logic} listed twice", idx, raw)
-        out[logic] = ChipMapEntry(npu=int(m.group(1)), chip=int(m.group(2)), logic_id=logic, name=m.group(4).strip())
+        out[logic] = ChipMapEntry(npu=int(m.group(1)), chip=int(m.group(2)), name=m.group(4).strip())
     if not header:
         raise NpuSmiParseError("empty output")
     return out

@@ -48,8 +48,8 @@ class NpuProbe(Probe):
         self.follow_node = follow_node and feed is not None
         #: Last reading of every chip seen since the daemon started.
         self.seen: Dict[Key, NpuChip] = {}
-        #: Health details per chip: (monotonic time of the query, codes, information lines).
-        self.health: Dict[Key, Tuple[float, List[str], List[str]]] = {}
+        #: Health codes per chip: (monotonic time of the query, codes).
+        self.health: Dict[Key, Tuple[float, List[str]]] = {}
         self._health_errors: Dict[Key, str] = {}
         self.chip_map: Dict[int, Key] = {}
         self._map_keys: Optional[frozenset] = None
@@ -85,10 +85,9 @@ class NpuProbe(Probe):
         current = {(c.npu, c.chip): c for c in obs.chips}
         missing = tuple(chip for key, chip in sorted(self.seen.items()) if key not in current)
         self.seen.update(current)
-        codes, info = self._health_details(obs, started)
+        codes = self._health_codes(obs, started)
         self._refresh_chip_map(set(current), started)
-        obs = replace(obs, missing=missing, health_codes=codes, health_info=info,
-                      chip_map=dict(self.chip_map), chip_map_error=self._map_error)
+        obs = replace(obs, missing=missing, health_codes=codes, chip_map=dict(self.chip_map))
         if self.feed is not None and obs.processes_known:
             self.feed.set_npu_processes({p.pid: p.npu for p in obs.processes})
         return Collected(obs, self._summary(obs))
@@ -116,7 +115,7 @@ class NpuProbe(Probe):
         self._map_error = None
         self.chip_map = {logic: (e.npu, e.chip) for logic, e in entries.items()}
 
-    def _health_details(self, obs: NpuObservation, started: float) -> Tuple[Dict[Key, List[str]], Dict[Key, List[str]]]:
+    def _health_codes(self, obs: NpuObservation, started: float) -> Dict[Key, List[str]]:
         cfg = self.cfg
         bad = [c for c in obs.chips if c.health.upper() != "OK"]
         bad_keys = {(c.npu, c.chip) for c in bad}
@@ -140,13 +139,11 @@ class NpuProbe(Probe):
                 if self._health_errors.get(key) != str(exc):
                     log.warning("health details of npu %s chip %s: %s", c.npu, c.chip, exc)
                 self._health_errors[key] = str(exc)
-                self.health[key] = (now, [], [])
+                self.health[key] = (now, [])
                 continue
             self._health_errors.pop(key, None)
-            self.health[key] = (now, list(h.codes), list(h.information))
-        codes = {k: v[1] for k, v in self.health.items() if v[1]}
-        info = {k: v[2] for k, v in self.health.items() if v[2]}
-        return codes, info
+            self.health[key] = (now, list(h.codes))
+        return {k: v[1] for k, v in self.health.items() if v[1]}
 
     @staticmethod
     def _summary(obs: NpuObservation) -> str:

@@ -18,7 +18,7 @@ import html
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 #: The language of `/runbook` and of links without one.
@@ -45,6 +45,34 @@ def source(language: str = DEFAULT_LANGUAGE) -> str:
 def anchors(language: str = DEFAULT_LANGUAGE) -> List[str]:
     """The section anchors (rule names) of one language, in order."""
     return [m.group(1) for m in (_SECTION.match(ln) for ln in source(language).splitlines()) if m]
+
+
+_SEVERITY = re.compile(r"^\*\*Severity\*\* [^.]*\.\s*")
+_CHECK = "**Check first.**"
+
+
+@lru_cache(maxsize=None)
+def _sections(language: str) -> Dict[str, List[str]]:
+    """anchor -> the paragraphs of its section (lines joined), from the Markdown source."""
+    out: Dict[str, List[str]] = {}
+    current: Optional[List[str]] = None
+    for kind, lines in _blocks(source(language)):
+        m = _SECTION.match(lines[0]) if kind == "heading" else None
+        if m:
+            current = out.setdefault(m.group(1), [])
+        elif current is not None and kind == "para":
+            current.append(" ".join(lines))
+    return out
+
+
+def meaning_and_check(rule: str, language: str = DEFAULT_LANGUAGE) -> Tuple[str, str]:
+    """What `rule`'s section says it means (its `**Severity**` paragraph without the severity)
+    and what to check first (its `**Check first.**` paragraph); empty where the section lacks
+    one. The runbook file is the only place this text lives."""
+    paras = _sections(language).get(rule, [])
+    meaning = next((_SEVERITY.sub("", p, count=1) for p in paras if _SEVERITY.match(p)), "")
+    check = next((p[len(_CHECK):].strip() for p in paras if p.startswith(_CHECK)), "")
+    return meaning, check
 
 
 def runbook_link(base: Optional[str], rule: str, language: str = DEFAULT_LANGUAGE) -> Optional[str]:

@@ -16,13 +16,15 @@ from typing import Any, Optional, Protocol
 from watchdog.findings import Finding
 
 
-class SnapshotTaker(Protocol):
+class SnapshotRequester(Protocol):
+    """What the alert engine sees of the snapshot taker (`taker.SnapshotTaker`)."""
+
     def request(self, finding: Finding) -> Optional[str]: ...
 
     def close(self) -> None: ...
 
 
-def build_snapshot_taker(config: Any, runtime: Any) -> Optional[SnapshotTaker]:
+def build_snapshot_taker(config: Any, runtime: Any) -> Optional[SnapshotRequester]:
     """The daemon's snapshot taker, or None when `snapshots.enabled` is false.
 
     Enabling or disabling snapshots takes effect at the next restart; the other settings follow
@@ -30,6 +32,6 @@ def build_snapshot_taker(config: Any, runtime: Any) -> Optional[SnapshotTaker]:
     """
     if not config.snapshots.enabled:
         return None
-    from watchdog.snapshots.taker import SnapshotTaker as _Taker
+    from watchdog.snapshots.taker import SnapshotTaker
 
-    return _Taker(config, runtime)
+    return SnapshotTaker(config, runtime)

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from watchdog.rankfiles import RankFileRefused
+from watchdog.statefiles import atomic_file
 from watchdog.subproc import CommandOutcome
 
 # Reasons an item could not be collected (the manifest's vocabulary).
@@ -200,30 +201,20 @@ def write_archive(final_path: str, top: str, files: Dict[str, bytes], file_mode:
     directory, base = os.path.split(final_path)
     tmp = os.path.join(directory, f".{base}.partial")
     mtime = time.time() if mtime is None else mtime
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode)
-    try:
-        os.fchmod(fd, file_mode)  # umask must not loosen or tighten what was configured
-        with os.fdopen(fd, "wb") as fh:
-            with tarfile.open(fileobj=fh, mode="w:gz") as tar:
-                dinfo = tarfile.TarInfo(top)
-                dinfo.type = tarfile.DIRTYPE
-                dinfo.mode = 0o700
-                dinfo.mtime = int(mtime)
-                tar.addfile(dinfo)
-                for name in sorted(files):
-                    data = files[name]
-                    info = tarfile.TarInfo(f"{top}/{name}")
-                    info.size = len(data)
-                    info.mode = 0o600
-                    info.mtime = int(mtime)
-                    tar.addfile(info, io.BytesIO(data))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, final_path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    # exclusive: a leftover of a crashed write is refused, not overwritten; the mode is exactly
+    # the configured one whatever the umask
+    with atomic_file(final_path, tmp=tmp, mode=file_mode, sync=True, exclusive=True) as fh:
+        with tarfile.open(fileobj=fh, mode="w:gz") as tar:
+            dinfo = tarfile.TarInfo(top)
+            dinfo.type = tarfile.DIRTYPE
+            dinfo.mode = 0o700
+            dinfo.mtime = int(mtime)
+            tar.addfile(dinfo)
+            for name in sorted(files):
+                data = files[name]
+                info = tarfile.TarInfo(f"{top}/{name}")
+                info.size = len(data)
+                info.mode = 0o600
+                info.mtime = int(mtime)
+                tar.addfile(info, io.BytesIO(data))
     return os.stat(final_path).st_size

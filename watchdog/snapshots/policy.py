@@ -25,7 +25,7 @@ def min_interval(finding: Finding, scfg: object) -> float:
     return float(scfg.min_interval)  # type: ignore[attr-defined]
 
 
-class RateLimiter:
+class Cooldown:
     """At most one snapshot per (rule, job) per interval: a flapping stall runs py-spy once."""
 
     def __init__(self) -> None:

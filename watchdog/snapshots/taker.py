@@ -23,7 +23,7 @@ from watchdog.findings import JOB_LABEL, Finding
 from watchdog.snapshots import collect, flight, procs
 from watchdog.snapshots.bundle import Bundle, Item, Task, run_tasks, write_archive
 from watchdog.snapshots.context import CaptureContext
-from watchdog.snapshots.policy import RateLimiter, min_interval, wants_snapshot
+from watchdog.snapshots.policy import Cooldown, min_interval, wants_snapshot
 from watchdog.snapshots.redact import Cancelled, Redactor, config_secrets
 from watchdog.snapshots.retention import apply_retention, disk_bytes, free_bytes
 
@@ -68,7 +68,7 @@ class SnapshotTaker:
         self._closed = False
         #: Set when the daemon stops: captures stop collecting and redacting, and write what they have.
         self._cancel = threading.Event()
-        self.limiter = RateLimiter()
+        self.cooldown = Cooldown()
         self.results: Dict[str, int] = {r: 0 for r in RESULTS}
         self.skipped: Dict[str, int] = {r: 0 for r in SKIP_REASONS}
         self.last_duration = 0.0
@@ -182,7 +182,7 @@ class SnapshotTaker:
         if busy:
             return self._skip(finding, "busy", f"{scfg.max_concurrent} snapshots are already being captured")
         interval = min_interval(finding, scfg)
-        if not force and not self.limiter.allow(finding, interval, now, commit=False):
+        if not force and not self.cooldown.allow(finding, interval, now, commit=False):
             return self._skip(finding, "rate_limited",
                               f"one was taken for this rule and job less than {interval:g}s ago")
         try:
@@ -202,7 +202,7 @@ class SnapshotTaker:
                 busy = True
             else:
                 if not force:
-                    self.limiter.allow(finding, interval, now, commit=True)
+                    self.cooldown.allow(finding, interval, now, commit=True)
                 self._running += 1
                 path = self._reserve_path(finding)
         if busy:

@@ -159,7 +159,7 @@ class ChipTrack:
         return self.util_sum / len(w), w.first()[0], len(w)
 
     def hbm(self, now: float, tc: Any) -> Any:
-        """hbm_trend over the window, recomputed only when the window's points change."""
+        """hbm_trend_mb over the window, recomputed only when the window's points change."""
         from watchdog.detectors.npu import hbm_trend_mb  # the rule's own definition
 
         start = now - tc.hbm_window

@@ -44,8 +44,8 @@ def current_label(name: str, where: str) -> str:
     return JOB_LABEL
 
 
-def parse_matcher(text: str) -> "Matcher":
-    """`label=value`, `label!=value`, `label=~regex`, `label!~regex` -> Matcher."""
+def parse_matcher(text: str) -> "LabelMatcher":
+    """`label=value`, `label!=value`, `label=~regex`, `label!~regex` -> LabelMatcher."""
     m = _MATCHER.match(text.strip()) if isinstance(text, str) else None
     if not m:
         raise ValueError("expected label=value, label!=value, label=~regex or label!~regex")
@@ -57,10 +57,10 @@ def parse_matcher(text: str) -> "Matcher":
             re.compile(value)
         except re.error as exc:
             raise ValueError(f"bad regular expression {value!r}: {exc}") from None
-    return Matcher(name=name, op=op, value=value)
+    return LabelMatcher(name=name, op=op, value=value)
 
 
-class Matcher(StrictModel):
+class LabelMatcher(StrictModel):
     """One label condition. `rule` and `severity` can be matched like any label."""
 
     #: Label to match (`rule` and `severity` work too).
@@ -123,7 +123,7 @@ class ChannelConfig(StrictModel):
     #: Only alerts at or above this severity go to this channel.
     min_severity: Literal["info", "warning", "critical"] = "warning"
     #: Label matchers (`rule=stall`, `rank=~0|1`, `severity!=info`); all must match.
-    matchers: List[Matcher] = Field(default_factory=list)
+    matchers: List[LabelMatcher] = Field(default_factory=list)
     #: Who to mention, per severity of the most severe firing alert in the message. Feishu: open ids
     #: (`ou_...`) or `all`; Slack: `here`, `channel`, user ids `U...`, user groups `S...`;
     #: DingTalk: mobiles, user ids or `all`; WeCom: user ids.
@@ -281,7 +281,7 @@ class AlertingConfig(StrictModel):
     @field_validator("display_timezone")
     @classmethod
     def _zone(cls, v: str) -> str:
-        from watchdog.alerting.clock import load_zone
+        from watchdog.alerting.timetext import load_zone
 
         load_zone(v)  # raises ValueError naming the zone
         return v

@@ -45,14 +45,14 @@ def ago(seconds: float) -> str:
 
 
 @dataclass(frozen=True)
-class Clock:
+class TimeText:
     """Formats epoch seconds in one zone; `now` is fixed per message so every line agrees."""
 
     zone: _dt.tzinfo = _dt.timezone.utc
     now: Optional[float] = None
 
     @classmethod
-    def named(cls, name: str, now: Optional[float] = None) -> "Clock":
+    def named(cls, name: str, now: Optional[float] = None) -> "TimeText":
         try:
             zone = load_zone(name)
         except ValueError:
