@@ -575,7 +575,8 @@ _KERNEL_DEATH = ("kernel_oom", "kernel_crash")
 RULES = (
     Rule("process_not_started", "warning",
          inhibits=(_JOB_SYMPTOMS,),
-         warmup=lambda c, f: max(float(c.probes.process.start_grace), float(c.probes.heartbeat.start_grace))),
+         warmup=lambda c, f: max(float(c.probes.process.start_grace), float(c.probes.heartbeat.start_grace)),
+         title="Training process not started"),
     Rule("job_gone", "critical",
          inhibits=(_JOB_SYMPTOMS, Inhibits(("rank_missing", "rank_zombie"))), warmup=_process_warmup,
          same_event=_KERNEL_DEATH, title="Training job gone"),

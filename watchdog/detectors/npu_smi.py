@@ -88,7 +88,8 @@ _NPU_SMI_SYMPTOMS = (
 RULES = (
     Rule("npu_smi_hung", "critical",
          inhibits=_NPU_SMI_SYMPTOMS,
-         subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu") + float(c.probes.npu.command_timeout)),
+         subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu") + float(c.probes.npu.command_timeout),
+         title="npu-smi hangs"),
     Rule("npu_smi_failing", "critical",
          inhibits=_NPU_SMI_SYMPTOMS,
          subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu") + float(c.probes.npu.failing_after), title="npu-smi failing"),

@@ -66,7 +66,8 @@ RULES = (
     Rule("state_damaged", "warning",
          subject="watchdog",
          # The damage event is not seen again after a restart: the alert keeps its hour.
-         warmup=lambda c, f: max(0.0, float(f.get("since") or 0.0) + DAMAGE_HOLD_SECONDS - time.time())),
+         warmup=lambda c, f: max(0.0, float(f.get("since") or 0.0) + DAMAGE_HOLD_SECONDS - time.time()),
+         title="Watchdog state damaged"),
     Rule("state_unwritable", "critical",
          subject="watchdog", title="Watchdog state folder not writable"),
 )
