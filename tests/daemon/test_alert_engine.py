@@ -234,7 +234,7 @@ def test_snapshots_only_for_alerts_that_are_sent(tmp_path, rx, engines):
     from types import SimpleNamespace
 
     taker = RecordingTaker()
-    e = new_engine(engines, make_config(tmp_path, rx.url), SimpleNamespace(services={"snapshots": taker}))
+    e = new_engine(engines, make_config(tmp_path, rx.url), SimpleNamespace(snapshots=taker))
     d = Driver(e)
     d.hold([f("log_oom", "critical", log_rule="npu_oom")], 0.3)
     d.hold([f("log_oom", "critical", log_rule="npu_oom"), f("stall", "critical")], 1.5)
@@ -268,7 +268,7 @@ def test_symptom_firing_in_the_same_pass_as_its_root_runs_no_capture(tmp_path, r
     from types import SimpleNamespace
 
     taker = RecordingTaker()
-    e = new_engine(engines, make_config(tmp_path, rx.url), SimpleNamespace(services={"snapshots": taker}))
+    e = new_engine(engines, make_config(tmp_path, rx.url), SimpleNamespace(snapshots=taker))
     # rank_missing sorts before log_oom and fires in the same pass; the OOM explains it.
     Driver(e).hold([f("rank_missing", "critical", rank="3"), f("log_oom", "critical", log_rule="npu_oom")], 1.5)
     (msg,) = rx.wait_for(1)

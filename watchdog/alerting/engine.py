@@ -490,7 +490,7 @@ class AlertEngine:
         """Ask for the evidence bundle of an alert that will be sent. An inhibited or silenced
         symptom gets none while muted (py-spy on every rank costs), and asks when it is released."""
         f = self._present.get(a.fp)
-        snaps = self.runtime.services.get("snapshots") if self.runtime is not None else None
+        snaps = self.runtime.snapshots if self.runtime is not None else None
         if snaps is not None and f is not None and not a.snapshot:
             try:
                 a.snapshot = snaps.request(f)
@@ -534,9 +534,9 @@ def _count(v: Any) -> Optional[int]:
 
 
 def build_engine(config: Config, runtime: Any) -> AlertEngine:
-    """The daemon's engine. `runtime.services` may hold a snapshot taker (see watchdog.snapshots);
-    the engine registers its outbox there as "outbox" for the metrics."""
+    """The daemon's engine. `runtime.snapshots` may hold a snapshot taker (see watchdog.snapshots);
+    the engine registers its outbox there for the metrics."""
     engine = AlertEngine(config, runtime)
     if runtime is not None:
-        runtime.services["outbox"] = engine.outbox
+        runtime.outbox = engine.outbox
     return engine
