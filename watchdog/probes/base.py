@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from watchdog.config.schema import Config
+from watchdog.state import FailureReason
 
 
 @dataclass
@@ -42,7 +43,12 @@ class Collected:
 
 
 class ProbeError(Exception):
-    """A probe could not observe; the message is shown in logs, `status` and the probe_down finding."""
+    """A probe could not observe; the message is shown in logs, `status` and the probe_down
+    finding, the `reason` (kept in ProbeStatus.reason) is what detectors tell failures apart by."""
+
+    def __init__(self, message: str, reason: FailureReason = FailureReason.ERROR):
+        super().__init__(message)
+        self.reason = reason
 
 
 class Probe:
@@ -54,6 +60,16 @@ class Probe:
 
     def collect(self) -> Collected:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def wait_change(self, timeout: float) -> bool:
+        """Wait up to `timeout` for a change worth a round now (new log lines, kernel records);
+        True if one came. Only probes that override this have change events: the scheduler then
+        also runs their rounds when changes arrive (see `follows_changes`)."""
+        return False
+
+    @property
+    def follows_changes(self) -> bool:
+        return type(self).wait_change is not Probe.wait_change
 
     def reconfigure(self, new: "Probe") -> bool:
         """Adopt the settings of `new` (built from a reloaded config) keeping runtime state.
