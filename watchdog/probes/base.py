@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from watchdog.config.schema import Config
+from watchdog.discovery.feed import DiscoveryFeed, feed_for
 from watchdog.state import FailureReason
 
 
@@ -21,12 +22,10 @@ class ProbeContext:
     config: Config
     state_dir: str
     #: The daemon's shared discovery result (a private one is made when absent, e.g. `probe`).
-    feed: Any = None
+    feed: Optional[DiscoveryFeed] = None
 
-    def discovery_feed(self) -> Any:
+    def discovery_feed(self) -> DiscoveryFeed:
         if self.feed is None:
-            from watchdog.discovery.feed import feed_for
-
             self.feed = feed_for(self.config)
         return self.feed
 

@@ -57,7 +57,7 @@ def rank_owners(ctx: CaptureContext) -> Dict[str, int]:
     files are copied only when they belong to that user."""
     found = _discovered(ctx)
     out: Dict[str, int] = {}
-    for job in getattr(found, "jobs", ()):
+    for job in found.jobs if found is not None else ():
         for r in job.ranks:
             if r.uid is None:
                 continue
