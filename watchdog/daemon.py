@@ -2,7 +2,8 @@
 
 Signal handlers only queue the signal; the main loop acts on it (reload, stop), feeds the systemd
 watchdog only while rounds really complete, and keeps STATUS= current. Its parts live in
-watchdog.wiring: the reload, the status document, the health check, the start-up checks.
+watchdog.wiring: the reload, the status document, the health check, the keep-alive pings, start-up
+and shutdown.
 """
 
 from __future__ import annotations
@@ -20,21 +21,21 @@ from watchdog.alerting.engine import build_engine
 from watchdog.config import Config
 from watchdog.detectors import IncrementalDetectors, load_detectors
 from watchdog.discovery.feed import feed_for, scan_options
-from watchdog.httpserver import HttpEndpoint
+from watchdog.httpserver import HttpEndpoint, MetricsSource
 from watchdog.logsetup import set_level
 from watchdog.metrics.collector import evaluated_metrics, make_registry
 from watchdog.probes import ProbeContext, build_probes
 from watchdog.probes.base import Probe
 from watchdog.runtime import AlertEngineView, Runtime
 from watchdog.scheduler import TICK_SECONDS, ProbeScheduler
-from watchdog import subproc
 from watchdog.snapshots import build_snapshot_taker
 from watchdog.sdnotify import Notifier, watchdog_interval
 from watchdog.state import StateStore
 from watchdog.wiring.health import LOOP_STALL_SECONDS, Liveness, health
 from watchdog.wiring.keepalive import KeepAlive
 from watchdog.wiring.reload import RELOAD_TIMEOUT_SECONDS, Outcome, Reloader
-from watchdog.wiring.setup import StateFolder, ensure_private_dir, report_setup, start_http
+from watchdog.wiring.shutdown import shut_down
+from watchdog.wiring.startup import StateFolder, ensure_private_dir, report_setup, start_http
 from watchdog.wiring.status import build_status, status_line
 
 log = logging.getLogger("watchdog.daemon")
@@ -211,7 +212,7 @@ class Daemon:
         return True
 
     # -- lifecycle -------------------------------------------------------------------------
-    def _start_http(self, config: Config, registry: object) -> bool:
+    def _start_http(self, config: Config, registry: MetricsSource) -> bool:
         def attach(http: HttpEndpoint) -> None:
             self.http = self.runtime.http = http
 
@@ -296,24 +297,4 @@ class Daemon:
     def stop(self) -> None:
         self.stopping = True
         self.notifier.stopping()
-        snapshots = self.runtime.snapshots
-        if snapshots is not None:
-            snapshots.cancel()  # captures wind down while the rest stops (joined below)
-        self.scheduler.shutdown()
-        if self.http is not None:
-            self.http.stop()
-        try:
-            self.engine.close()
-        except Exception:
-            log.exception("closing the alert engine failed")
-        if snapshots is not None:
-            try:
-                snapshots.close()
-            except Exception:
-                log.exception("closing the snapshot taker failed")
-        # Last: commands still running (an abandoned round, a capture's hung npu-smi) are in their
-        # own sessions, so nothing else would end them.
-        killed = subproc.kill_all()
-        if killed:
-            log.info("stopped %d running command(s) with their process groups", killed)
-        log.info("stopped")
+        shut_down(self.scheduler, self.http, self.engine, self.runtime.snapshots)

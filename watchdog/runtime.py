@@ -22,9 +22,14 @@ from watchdog.state import StateStore
 class StorageHealthView(Protocol):
     """The state folder as the engine's commits see it (metrics, /healthz)."""
 
-    since: Optional[float]
-    error: str
-    errors_total: int
+    @property
+    def since(self) -> Optional[float]: ...
+
+    @property
+    def error(self) -> str: ...
+
+    @property
+    def errors_total(self) -> int: ...
 
     @property
     def writable(self) -> bool: ...
@@ -45,13 +50,15 @@ class AlertStateView(Protocol):
 class DeadManView(Protocol):
     """The alerting dead-man pinger's counts by result ("ok", "failed")."""
 
-    counts: Mapping[str, int]
+    @property
+    def counts(self) -> Mapping[str, int]: ...
 
 
 class AlertEngineView(Protocol):
     """What the daemon, `status` and the metrics use of the alert engine."""
 
-    deadman: DeadManView
+    @property
+    def deadman(self) -> DeadManView: ...
 
     def process(self, findings: List[Finding], now: Optional[float] = None) -> None: ...
 
@@ -75,7 +82,8 @@ class AlertEngineView(Protocol):
 class OutboxView(Protocol):
     """The durable outbox as the metrics read it: sends by (channel, result), backlog."""
 
-    counts: Mapping[Tuple[str, str], int]
+    @property
+    def counts(self) -> Mapping[Tuple[str, str], int]: ...
 
     def stats(self) -> Tuple[int, float]: ...
 

@@ -214,7 +214,7 @@ class ProbeScheduler:
                 self._inflight.pop(name, None)
         record_round(self.store, name, rnd, finished, timeout, runs, now)
         ok = finished and rnd.error is None and rnd.result is not None
-        quiet = ok and rnd.result.quiet
+        quiet = ok and rnd.result is not None and rnd.result.quiet
         # A round of a probe with change events that found something (new log matches: a NaN
         # line) is judged at once, not after a slow batch mate (an npu round may take seconds).
         found = ok and not quiet and probe.follows_changes

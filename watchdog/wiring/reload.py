@@ -72,7 +72,7 @@ class Reloader:
 
     def outcomes(self) -> List[Outcome]:
         """The outcome of the reload in flight, if it has arrived (older ones are dropped)."""
-        out = []
+        out: List[Outcome] = []
         while True:
             try:
                 gen, result = self._results.get_nowait()

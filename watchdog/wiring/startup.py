@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from watchdog import fdbudget, statelock
 from watchdog.config import Config
-from watchdog.httpserver import HttpEndpoint
+from watchdog.httpserver import HttpEndpoint, MetricsSource
 from watchdog.config.pathcheck import unmatched_paths
 from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
 
@@ -58,7 +58,7 @@ class StateFolder:
         log.warning("the lock of the state folder %s was deleted; taken again", self.path)
 
 
-def start_http(config: Config, registry: object, status: Callable[[], Dict[str, Any]],
+def start_http(config: Config, registry: MetricsSource, status: Callable[[], Dict[str, Any]],
                healthy: Callable[[], Tuple[bool, str]], status_remote: Callable[[], bool],
                attach: Callable[[HttpEndpoint], None]) -> Optional[HttpEndpoint]:
     """Listen with a connection cap that leaves the probes their descriptors (fdbudget); None
