@@ -27,7 +27,7 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Protocol, Tuple
 
 from watchdog import __version__, runbook
 from watchdog.findings import JOB_LABEL
@@ -118,8 +118,14 @@ class _Server6(_Server):
     address_family = socket.AF_INET6
 
 
+class MetricsSource(Protocol):
+    """What `/metrics` is rendered from (watchdog.metrics.collector.make_registry)."""
+
+    def render(self) -> bytes: ...
+
+
 class HttpEndpoint:
-    def __init__(self, host: str, port: int, registry: Any, status_fn: Callable[[], Dict[str, Any]],
+    def __init__(self, host: str, port: int, registry: MetricsSource, status_fn: Callable[[], Dict[str, Any]],
                  healthy_fn: Callable[[], Tuple[bool, str]], max_connections: int = 64,
                  connection_timeout: float = 10.0, status_remote: Callable[[], bool] = lambda: False):
         self.registry = registry

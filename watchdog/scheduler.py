@@ -10,8 +10,6 @@ Subprocesses inside probes have their own timeouts and kill their process group.
 from __future__ import annotations
 
 import logging
-import math
-import queue
 import random
 import threading
 import time
@@ -21,7 +19,10 @@ from typing import Callable, Dict, FrozenSet, List, Optional
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from watchdog.probes.base import Collected, Probe
+from watchdog.probes.base import Probe
+from watchdog.scheduling.rounds import Round, RoundWorker, record_round, record_stuck
+from watchdog.scheduling.tracker import RoundTracker
+from watchdog.scheduling.trigger import PhasedTrigger
 from watchdog.state import StateStore
 
 log = logging.getLogger(__name__)
@@ -42,75 +43,6 @@ FOLLOW_WAIT = 5.0
 BATCH_SECONDS = 0.5
 
 
-class _PhasedTrigger(IntervalTrigger):
-    """An interval trigger whose runs stay on its grid (start_date + k * interval) after a run
-    off the grid. Why: a probe's first round runs at once (start, reload), and APScheduler's own
-    trigger counts the next run from that one, which dropped the daemon's random offset (every
-    node started together probed in lock-step). Always after the previous run, so APScheduler's
-    catch-up loop ends."""
-
-    def get_next_fire_time(self, previous_fire_time: Optional[datetime], now: datetime) -> Optional[datetime]:
-        if previous_fire_time is None:
-            return super().get_next_fire_time(previous_fire_time, now)
-        base, length = self.start_date.timestamp(), self.interval_length
-        # The grid's first run more than half an interval after the previous one: a run on the
-        # grid is followed by the next one, a run off it (at once) by one 0.5 to 1.5 intervals on.
-        after = previous_fire_time + timedelta(seconds=length / 2)
-        steps = math.floor((after.timestamp() - base) / length) + 1
-        nxt = datetime.fromtimestamp(base + steps * length, tz=self.timezone)
-        while nxt <= after:  # rounding (floats, microseconds)
-            steps += 1
-            nxt = datetime.fromtimestamp(base + steps * length, tz=self.timezone)
-        return nxt
-
-
-class _Round:
-    """One round of one probe, run by the probe's worker thread."""
-
-    def __init__(self, probe: Probe):
-        self.probe = probe
-        self.started = time.monotonic()
-        self.result: Optional[Collected] = None
-        self.error: Optional[BaseException] = None
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        try:
-            self.result = self.probe.collect()
-        except BaseException as exc:  # noqa: BLE001 - reported, never raised into the scheduler
-            self.error = exc
-        finally:
-            self.done.set()
-
-
-class _Worker:
-    """The thread that runs one probe's rounds, one after the other (a thread per round cost a
-    thread start per round). A round stuck in it is abandoned by the scheduler like before: the
-    next rounds are refused ("previous round still running") until it returns."""
-
-    def __init__(self, name: str):
-        self._queue: "queue.SimpleQueue[Optional[_Round]]" = queue.SimpleQueue()
-        threading.Thread(target=self._loop, name=f"probe-{name}", daemon=True).start()
-
-    def submit(self, rnd: Optional[_Round]) -> None:
-        self._queue.put(rnd)
-
-    def _loop(self) -> None:
-        while True:
-            rnd = self._queue.get()
-            if rnd is None:
-                return
-            rnd.run()
-
-
-def _short_error(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    name = type(exc).__name__
-    if name in ("ProbeError",):
-        return text[:500]
-    return f"{name}: {text}"[:500] if text else name
-
-
 class ProbeScheduler:
     """Owns the APScheduler instance and the probes' round bookkeeping."""
 
@@ -129,23 +61,17 @@ class ProbeScheduler:
         #: a fleet still does not probe in lock-step, while this daemon's probes of one interval
         #: run together (one wake-up, one detector pass for their batch, warm caches).
         self._anchor = datetime.now(timezone.utc) + timedelta(seconds=random.uniform(0.0, jitter or 0.0))
-        #: Called when every probe has finished a round (none timed out or hung) since the last call.
-        self.on_complete_round = on_complete_round
-        self._round_done: set = set()
-        #: Called once, as soon as every probe has finished its first round (READY=1 follows).
-        self.on_first_round = on_first_round
-        self._first_round_fired = False
+        #: First rounds (READY=1), full rounds (the dead-man ping), rounds completing on time.
+        self.rounds = RoundTracker(on_complete_round, on_first_round)
         self._tick_fn = tick
         self.probes: Dict[str, Probe] = {}
-        self._inflight: Dict[str, _Round] = {}
+        self._inflight: Dict[str, Round] = {}
         #: When each probe's latest round started (monotonic), for batching (`_gather`).
         self._started: Dict[str, float] = {}
-        self._completed: Dict[str, float] = {}
-        self._first_done: Dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         #: One round of a probe at a time, whether the schedule or its change events started it.
         self._turns: Dict[str, threading.Lock] = {}
-        self._workers: Dict[str, _Worker] = {}
+        self._workers: Dict[str, RoundWorker] = {}
         self._stopped = threading.Event()
         self.last_tick = time.monotonic()
         self._sched = BackgroundScheduler(
@@ -181,25 +107,25 @@ class ProbeScheduler:
 
     def _add(self, probe: Probe) -> None:
         self.probes[probe.name] = probe
-        self._first_done.setdefault(probe.name, threading.Event())
+        self.rounds.register(probe.name)
         self.store.register(probe.name, probe.interval)
         self._sched.add_job(
             self._run_probe, self._trigger(probe.interval),
             args=[probe.name], id=probe.name, name=probe.name, replace_existing=True,
             next_run_time=datetime.now().astimezone(),
         )
-        if callable(getattr(probe, "wait_change", None)):
+        if probe.follows_changes:
             threading.Thread(target=self._follow, args=(probe,), name=f"follow-{probe.name}", daemon=True).start()
 
     def _trigger(self, interval: float) -> IntervalTrigger:
-        return _PhasedTrigger(seconds=interval, start_date=self._anchor, timezone=timezone.utc)
+        return PhasedTrigger(seconds=interval, start_date=self._anchor, timezone=timezone.utc)
 
     def _follow(self, probe: Probe) -> None:
         """Run a round of `probe` whenever it reports a change (until it is replaced or stopped)."""
         last = 0.0
         while not self._stopped.is_set() and self.probes.get(probe.name) is probe:
             try:
-                changed = probe.wait_change(FOLLOW_WAIT)  # type: ignore[attr-defined]
+                changed = probe.wait_change(FOLLOW_WAIT)
             except Exception:
                 log.exception("waiting for changes of probe %s failed", probe.name)
                 self._stopped.wait(FOLLOW_WAIT)
@@ -271,69 +197,38 @@ class ProbeScheduler:
         with self._lock:
             stuck = self._inflight.get(name)
         if stuck is not None and not stuck.done.is_set():
-            age = time.monotonic() - stuck.started
-            msg = f"previous round still running after {age:.0f}s (hung)"
-            st = self.store.update_status(name, up=False, hung=True, runs_total=runs, last_run=now,
-                                          errors_total=(st.errors_total if st else 0) + 1, last_error=msg)
-            log.error("probe %s: %s", name, msg, extra={"probe": name})
+            record_stuck(self.store, name, stuck, runs, now)
             self._finish(name, complete=False)
             return
-        rnd = _Round(probe)
+        rnd = Round(probe)
         with self._lock:
             self._inflight[name] = rnd
             self._started[name] = rnd.started
             worker = self._workers.get(name)
             if worker is None:
-                worker = self._workers[name] = _Worker(name)
+                worker = self._workers[name] = RoundWorker(name)
         worker.submit(rnd)
         finished = rnd.done.wait(timeout)
-        duration = time.monotonic() - rnd.started
-        st = self.store.status(name)
-        errors = st.errors_total if st else 0
-        if not finished:
-            msg = f"round timed out after {timeout:g}s"
-            self.store.update_status(name, up=False, hung=True, runs_total=runs, last_run=now,
-                                     last_duration=duration, errors_total=errors + 1,
-                                     timeouts_total=(st.timeouts_total if st else 0) + 1, last_error=msg)
-            log.error("probe %s: %s", name, msg, extra={"probe": name})
-        else:
+        if finished:
             with self._lock:
                 self._inflight.pop(name, None)
-            if rnd.error is not None:
-                msg = _short_error(rnd.error)
-                self.store.update_status(name, up=False, hung=False, runs_total=runs, last_run=now,
-                                         last_duration=duration, errors_total=errors + 1, last_error=msg)
-                level = logging.ERROR if (st is None or st.up or st.last_error != msg) else logging.DEBUG
-                log.log(level, "probe %s failed: %s", name, msg, extra={"probe": name},
-                        exc_info=rnd.error if not type(rnd.error).__name__ == "ProbeError" and level == logging.ERROR else None)
-            else:
-                assert rnd.result is not None
-                self.store.put(name, rnd.result.value, at=now)
-                if st is not None and not st.up and st.runs_total > 0:
-                    log.info("probe %s recovered: %s", name, rnd.result.summary, extra={"probe": name})
-                self.store.update_status(name, up=True, hung=False, runs_total=runs, last_run=now,
-                                         last_success=time.time(), last_duration=duration, last_error=None,
-                                         last_result=rnd.result.summary)
+        record_round(self.store, name, rnd, finished, timeout, runs, now)
         ok = finished and rnd.error is None and rnd.result is not None
-        quiet = ok and rnd.result.quiet
+        quiet = ok and rnd.result is not None and rnd.result.quiet
         # A round of a probe with change events that found something (new log matches: a NaN
         # line) is judged at once, not after a slow batch mate (an npu round may take seconds).
-        found = ok and not quiet and callable(getattr(probe, "wait_change", None))
+        found = ok and not quiet and probe.follows_changes
         self._finish(name, complete=finished, evaluate=not quiet, wait=not found)
 
     def _finish(self, name: str, complete: bool = True, evaluate: bool = True, wait: bool = True) -> None:
-        self._completed[name] = time.monotonic()
-        ev = self._first_done.get(name)
-        if ev is not None:
-            ev.set()
-        self._note_first_round()
+        self.rounds.ended(name)
         try:
             batch = self._gather(name, own=evaluate, wait=wait)
             if batch:
                 self.on_round(batch)
         except Exception:
             log.exception("evaluation after probe %s failed", name)
-        self._note_round(name, complete)
+        self.rounds.note_round(name, complete, self.probes)
 
     def _gather(self, name: str, own: bool = True, wait: bool = True) -> Optional[FrozenSet[str]]:
         """The probes to evaluate for now: none while another round of this round's batch (started
@@ -356,40 +251,9 @@ class ProbeScheduler:
             batch, self._gathered = frozenset(self._gathered), set()
             return batch
 
-    def _note_first_round(self) -> None:
-        with self._lock:
-            if self._first_round_fired or not all(e.is_set() for e in self._first_done.values()):
-                return
-            self._first_round_fired = True
-        if self.on_first_round is not None:
-            try:
-                self.on_first_round()
-            except Exception:
-                log.exception("first-round hook failed")
-
-    def _note_round(self, name: str, complete: bool) -> None:
-        if self.on_complete_round is None:
-            return
-        with self._lock:
-            if not complete:
-                self._round_done.discard(name)
-                return
-            self._round_done.add(name)
-            if not self.probes or not set(self.probes) <= self._round_done:
-                return
-            self._round_done = set()
-        try:
-            self.on_complete_round()
-        except Exception:
-            log.exception("complete-round hook failed")
-
     # -- health ----------------------------------------------------------------------------
     def wait_first_round(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        for ev in list(self._first_done.values()):
-            if not ev.wait(max(0.0, deadline - time.monotonic())):
-                return False
-        return True
+        return self.rounds.wait_first_round(timeout)
 
     def completing_rounds(self) -> bool:
         """True if the scheduler loop ticks and every probe's rounds complete on time.
@@ -402,11 +266,7 @@ class ProbeScheduler:
         if now - self.last_tick > 30:
             return False
         for name, probe in self.probes.items():
-            last = self._completed.get(name)
-            budget = probe.interval + self.timeout_of(probe) + self.jitter + 30
-            if last is None:
-                continue
-            if now - last > budget:
+            if self.rounds.overdue(name, probe.interval + self.timeout_of(probe) + self.jitter + 30, now):
                 return False
         return True
 

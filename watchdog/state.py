@@ -10,6 +10,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from watchdog import statefiles
@@ -21,6 +22,27 @@ class Sample:
 
     time: float
     value: Any
+
+
+class FailureReason(str, Enum):
+    """Why a probe's last round failed, as the probe said it (`ProbeError.reason`); detectors
+    read this, never the wording of the message. npu-smi's reasons are the `reason` label of
+    `npu_watchdog_npu_smi_failures_total` (watchdog.npusmi.run.REASONS)."""
+
+    #: The probe could not observe, for no more specific reason (its message says what).
+    ERROR = "error"
+    #: The probe raised something it did not expect (a bug): the message names the type.
+    UNEXPECTED = "unexpected"
+    #: npu-smi hung and was killed.
+    TIMEOUT = "timeout"
+    #: npu-smi exited non-zero.
+    EXIT = "exit"
+    #: npu-smi's output could not be read.
+    PARSE = "parse"
+    #: npu-smi answered that the device or driver is unavailable.
+    UNAVAILABLE = "unavailable"
+    #: npu-smi is not installed (or not executable).
+    MISSING = "missing"
 
 
 @dataclass(frozen=True)
@@ -41,6 +63,9 @@ class ProbeStatus:
     hung: bool = False
     #: A short human summary of what the last successful round saw.
     last_result: Optional[str] = None
+    #: Why the last round failed (None after a success, and for a round that timed out or is
+    #: still stuck: `hung` says that).
+    reason: Optional[FailureReason] = None
 
 
 @dataclass(frozen=True)

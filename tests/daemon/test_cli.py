@@ -85,16 +85,15 @@ def test_status_talks_to_the_daemon(make_daemon):
 
 
 def test_state_dir_override_keeps_an_explicit_snapshot_dir(tmp_path):
-    from watchdog.commands.run import override_state_dir
-    from watchdog.config.load import load_config_text
+    from watchdog.config.load import load_config_text, with_state_dir
 
     explicit = load_config_text(f"paths: {{state_dir: {tmp_path / 'a'}, snapshot_dir: {tmp_path / 'snaps'}}}")
-    override_state_dir(explicit, str(tmp_path / "b"))
-    assert explicit.paths.state_dir == str(tmp_path / "b")
-    assert explicit.paths.snapshot_dir == str(tmp_path / "snaps")
+    moved = with_state_dir(explicit, str(tmp_path / "b"))
+    assert moved.paths.state_dir == str(tmp_path / "b")
+    assert moved.paths.snapshot_dir == str(tmp_path / "snaps")
+    assert explicit.paths.state_dir == str(tmp_path / "a")  # a new config; the loaded one is frozen
     derived = load_config_text(f"paths: {{state_dir: {tmp_path / 'a'}}}")
-    override_state_dir(derived, str(tmp_path / "b"))
-    assert derived.paths.snapshot_dir == str(tmp_path / "b" / "snapshots")
+    assert with_state_dir(derived, str(tmp_path / "b")).paths.snapshot_dir == str(tmp_path / "b" / "snapshots")
 
 
 def test_discover_prints_each_jobs_ranks_under_its_own_header(tmp_path):

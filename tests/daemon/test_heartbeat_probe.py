@@ -162,8 +162,7 @@ def test_persistently_broken_file_alarms_only_after_a_while(tmp_path, kids):
 
 
 def test_missing_file_is_not_started_not_stale(tmp_path, kids):
-    cfg = hb_config(tmp_path, kids, start_grace="0.5s")
-    cfg.probes.heartbeat.paths = [str(tmp_path / "rank0.json")]
+    cfg = hb_config(tmp_path, kids, start_grace="0.5s", paths=[str(tmp_path / "rank0.json")])
     h = Harness(cfg)
     h.round()
     r = h.reading(0)

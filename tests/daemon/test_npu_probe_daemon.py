@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import REPO, TESTS, wait_for
 from watchdog.config import load_config_text
 from watchdog.detectors.npu_smi import detect
-from watchdog.state import ProbeStatus, StateView
+from watchdog.state import FailureReason, ProbeStatus, StateView
 
 HERE = TESTS
 FAKE = str(HERE / "fakes" / "npu-smi")
@@ -122,7 +122,7 @@ def cfg():
 
 def test_detector_failing_waits_for_failing_after(cfg):
     st = ProbeStatus("npu", 10, up=False, runs_total=5, errors_total=2, last_success=980.0,
-                     last_error="npu-smi failing: exit code 1: boom")
+                     last_error="npu-smi failing: exit code 1: boom", reason=FailureReason.EXIT)
     assert detect(_view(st, now=1000.0), cfg) == []
     found = detect(_view(st, now=1011.0), cfg)
     assert [f.rule for f in found] == ["npu_smi_failing"] and found[0].since == 980.0
@@ -132,13 +132,15 @@ def test_detector_failing_waits_for_failing_after(cfg):
 def test_detector_hung_from_scheduler_timeout_and_from_runner(cfg):
     st = ProbeStatus("npu", 10, up=False, runs_total=3, hung=True, last_error="round timed out after 20s")
     assert [f.rule for f in detect(_view(st), cfg)] == ["npu_smi_hung"]
-    st = ProbeStatus("npu", 10, up=False, runs_total=3, last_error="npu-smi hung: `npu-smi info` gave no answer")
+    st = ProbeStatus("npu", 10, up=False, runs_total=3, last_error="npu-smi hung: `npu-smi info` gave no answer",
+                     reason=FailureReason.TIMEOUT)
     assert [(f.rule, f.severity) for f in detect(_view(st), cfg)] == [("npu_smi_hung", "critical")]
 
 
 def test_detector_quiet_when_up_or_unrelated(cfg):
     assert detect(_view(ProbeStatus("npu", 10, up=True, runs_total=3)), cfg) == []
-    st = ProbeStatus("npu", 10, up=False, runs_total=3, last_error="ValueError: something else")
+    st = ProbeStatus("npu", 10, up=False, runs_total=3, last_error="ValueError: something else",
+                     reason=FailureReason.UNEXPECTED)
     assert detect(_view(st, now=5000), cfg) == []
 
 

@@ -86,9 +86,8 @@ def test_killed_rank_then_whole_job_gone(tmp_path, kids):
 def test_zombie_rank_under_a_non_reaping_launcher(tmp_path, kids):
     parent = kids.spawn(NON_REAPING_PARENT, "1.0", stdout=subprocess.PIPE)
     child_pid = int(parent.stdout.readline())
-    cfg = make_config(tmp_path, kids.marker, process={"zombie_after": "0.3s"})
     # Ranks are the launcher's children whose command line carries the marker.
-    cfg.probes.process.parent = r"import subprocess"
+    cfg = make_config(tmp_path, kids.marker, process={"zombie_after": "0.3s", "parent": r"import subprocess"})
     h = Harness(cfg)
     h.wait_round(lambda: [p for p in h.processes() if p.pid == child_pid], what="the rank under its launcher")
     assert [p.pid for p in h.processes()] == [child_pid]  # the launcher itself is not a rank
@@ -102,8 +101,7 @@ def test_pid_file_and_pid_reuse_by_start_time(tmp_path, kids):
     p = kids.spawn(SLEEPER, rank=0)
     pid_file = tmp_path / "ranks.pid"
     pid_file.write_text(f"{p.pid}\n")
-    cfg = make_config(tmp_path, "unused", process={"pid_file": str(pid_file)})
-    cfg.probes.process.cmdline = None
+    cfg = make_config(tmp_path, "unused", process={"pid_file": str(pid_file), "cmdline": None})
     h = Harness(cfg)
     h.wait_round(lambda: len(h.processes()) == 1)
     assert h.processes()[0].pid == p.pid

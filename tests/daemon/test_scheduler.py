@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from tests.helpers import wait_for
 from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.scheduler import ProbeScheduler
-from watchdog.state import StateStore
+from watchdog.state import FailureReason, StateStore
 
 
 class Blocking(Probe):
@@ -36,6 +36,20 @@ class Failing(Probe):
 
     def collect(self):
         raise ProbeError("device file /dev/davinci9 not readable")
+
+
+class Missing(Probe):
+    name, interval, timeout = "missing", 0.2, 1.0
+
+    def collect(self):
+        raise ProbeError("npu-smi missing: not on PATH", FailureReason.MISSING)
+
+
+class Buggy(Probe):
+    name, interval, timeout = "buggy", 0.2, 1.0
+
+    def collect(self):
+        return {}["no such key"]
 
 
 def test_hung_round_is_abandoned_and_reported_without_blocking_others():
@@ -76,7 +90,25 @@ def test_exception_marks_probe_down_with_message():
         wait_for(lambda: (store.status("failing").errors_total or 0) >= 2, what="errors counted")
         st = store.status("failing")
         assert not st.up and st.last_error == "device file /dev/davinci9 not readable"
+        assert st.reason is FailureReason.ERROR
         assert st.last_success is None and store.view().latest("failing") is None
+    finally:
+        sched.shutdown()
+
+
+def test_a_failure_keeps_the_probes_reason_and_a_bug_is_named_by_its_type():
+    """Detectors tell failures apart by the typed reason, never by the wording of the message."""
+    store = StateStore()
+    sched = ProbeScheduler(store, 5.0, 0.0, on_round=lambda n: None, tick=lambda: None)
+    sched.start([Missing(), Buggy(), Counting("counting")])
+    try:
+        wait_for(lambda: all((store.status(n).errors_total or 0) >= 1 for n in ("missing", "buggy")),
+                 what="both failures recorded")
+        missing, buggy = store.status("missing"), store.status("buggy")
+        assert missing.reason is FailureReason.MISSING and missing.last_error == "npu-smi missing: not on PATH"
+        assert buggy.reason is FailureReason.UNEXPECTED and buggy.last_error == "KeyError: 'no such key'"
+        wait_for(lambda: store.status("counting").up, what="a good round")
+        assert store.status("counting").reason is None
     finally:
         sched.shutdown()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from typing import Any, Dict
 
@@ -46,9 +45,11 @@ def main(args: argparse.Namespace) -> int:
         return 2
     import tempfile
 
+    from watchdog.config.schema import PathsConfig
+
     scratch = None if args.state_dir else tempfile.TemporaryDirectory(prefix="npu-watchdog-probe-")
-    config.paths.state_dir = args.state_dir or scratch.name
-    config.paths.snapshot_dir = os.path.join(config.paths.state_dir, "snapshots")
+    state_dir = args.state_dir or scratch.name
+    config = config.model_copy(update={"paths": PathsConfig(state_dir=state_dir)})
     try:
         return _run(args, config)
     finally:

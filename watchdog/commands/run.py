@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from watchdog.commands import add_config_arg, load_config_or_report
 
@@ -18,22 +17,10 @@ def register(sub: "argparse._SubParsersAction") -> None:
     p.set_defaults(func=main)
 
 
-def override_state_dir(config: Any, state_dir: str) -> None:
-    """`--state-dir`: move the state; the snapshots follow it only when the config did not name
-    their folder itself (an explicit `paths.snapshot_dir` is kept)."""
-    import os
-
-    explicit = config.paths.snapshot_dir != os.path.join(config.paths.state_dir, "snapshots")
-    data = config.paths.model_dump()
-    data["state_dir"] = state_dir
-    if not explicit:
-        data.pop("snapshot_dir", None)
-    config.paths = type(config.paths).model_validate(data)
-
-
 def main(args: argparse.Namespace) -> int:
     import sqlite3
 
+    from watchdog.config.load import with_state_dir
     from watchdog.daemon import Daemon
     from watchdog.logsetup import setup_logging
     from watchdog.malloc import limit_arenas
@@ -44,7 +31,7 @@ def main(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     if args.state_dir:
-        override_state_dir(config, args.state_dir)
+        config = with_state_dir(config, args.state_dir)
     setup_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
     try:
         daemon = Daemon(config, args.config)

@@ -186,6 +186,18 @@ def load_config(path: Optional[str]) -> Config:
     return load_config_text(read_config_file(path), path)
 
 
+def with_state_dir(config: Config, state_dir: str) -> Config:
+    """A copy of `config` with its state moved (`--state-dir`, `probe`'s scratch folder); the
+    snapshots follow only when the config did not name their folder itself. A config is frozen:
+    every change is a new object."""
+    explicit = config.paths.snapshot_dir != os.path.join(config.paths.state_dir, "snapshots")
+    data = config.paths.model_dump()
+    data["state_dir"] = state_dir
+    if not explicit:
+        data.pop("snapshot_dir", None)
+    return config.model_copy(update={"paths": type(config.paths).model_validate(data)})
+
+
 def redacted_dump(config: Config) -> dict:
     """The effective config as plain data with every secret replaced by `<redacted>`."""
 

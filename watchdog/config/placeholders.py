@@ -14,6 +14,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
+from pydantic import SecretStr
+
 #: Host names reserved for documentation and tests (RFC 2606, RFC 6761): never a real receiver.
 _RESERVED_HOST = re.compile(r"(?:^|\.)(?:example(?:\.com|\.org|\.net)?|invalid|test)$")
 #: Words people put where a token goes.
@@ -57,7 +59,7 @@ def why_placeholder(url: str) -> Optional[str]:
 def _secret(v: Any) -> Optional[str]:
     if v is None:
         return None
-    return v.get_secret_value() if hasattr(v, "get_secret_value") else str(v)
+    return v.get_secret_value() if isinstance(v, SecretStr) else str(v)
 
 
 def placeholders(config: Any) -> List[Placeholder]:

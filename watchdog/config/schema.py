@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import socket
-from typing import Annotated, Literal, Optional, Tuple
+from typing import Annotated, Any, Literal, Optional, Tuple
 
 from pydantic import BeforeValidator, Field, PrivateAttr, create_model, field_validator, model_validator
 
@@ -81,11 +81,15 @@ class PathsConfig(StrictModel):
     #: Defaults to `<state_dir>/snapshots`.
     snapshot_dir: Optional[str] = None
 
-    @model_validator(mode="after")
-    def _snapshot_default(self) -> "PathsConfig":
-        if not self.snapshot_dir:
-            self.snapshot_dir = os.path.join(self.state_dir, "snapshots")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _snapshot_default(cls, data: Any) -> Any:
+        """Fill the default in before validation: a built config is frozen."""
+        if isinstance(data, dict) and not data.get("snapshot_dir"):
+            state_dir = data["state_dir"] if "state_dir" in data else _default_state_dir()
+            if isinstance(state_dir, str):
+                data = {**data, "snapshot_dir": os.path.join(state_dir, "snapshots")}
+        return data
 
 
 class HttpConfig(StrictModel):
@@ -181,6 +185,11 @@ class Config(StrictModel):
         from watchdog.discovery.plan import resolve
 
         self._feeds = resolve(self)
+        fed = {name: getattr(self.probes, name).model_copy(update={"enabled": True})
+               for name, how in self._feeds.items() if how == "discovery"}
+        if fed:
+            # Still being built (the one place a config section is replaced; frozen from here on).
+            object.__setattr__(self, "probes", self.probes.model_copy(update=fed))
         return self
 
     @model_validator(mode="after")
@@ -190,6 +199,13 @@ class Config(StrictModel):
 
         self.alerting._own_runbook = own_base(self.http.enabled, self.http.host, self.http.port)
         return self
+
+    def for_job(self, name: str) -> "Config":
+        """The config as one discovered job's pass sees it: a new config naming the job (see
+        watchdog.detectors.jobs.job_config), whose findings carry that name."""
+        cfg = self.model_copy(update={"job": self.job.model_copy(update={"name": name})})
+        cfg._job_scoped = True
+        return cfg
 
     def fed_by_discovery(self, probe: str) -> bool:
         return self._feeds.get(probe) == "discovery"

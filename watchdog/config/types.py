@@ -104,7 +104,7 @@ class StrictModel(BaseModel):
     """
 
     # allow_inf_nan=False: `.inf` or `.nan` in a float field is an error, never a timer that breaks.
-    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=False, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod

@@ -182,9 +182,7 @@ def node_view(view: StateView, config: Optional[Config] = None) -> StateView:
 def job_config(config: Config, job: JobState) -> Config:
     """The config as one job's pass sees it: the job's own name. (Its HCCL timeouts come with its
     ranks, `ProcessInfo.hccl_env`, which watchdog.hccl reads from the job's view.)"""
-    cfg = config.model_copy(update={"job": config.job.model_copy(update={"name": job.name})})
-    cfg._job_scoped = True
-    return cfg
+    return config.for_job(job.name)
 
 
 def jobs_of(view: StateView) -> Tuple[JobState, ...]:

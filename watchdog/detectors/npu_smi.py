@@ -14,7 +14,6 @@ from typing import List
 from watchdog.config.schema import Config
 from watchdog.findings import Finding
 from watchdog.rulecatalog import JOB_LABELS, Inhibits, Rule, probe_wait
-from watchdog.npusmi.run import reason_of
 from watchdog.state import ProbeStatus, StateView
 
 HUNG_HINT = (
@@ -46,7 +45,7 @@ EXPLAINED = ("timeout", "missing", "exit", "unavailable", "parse")
 def explains(status: ProbeStatus) -> bool:
     """Whether a down NPU probe is npu-smi's own failure (reported here, not as `probe_down`):
     one fault, one rule, whatever the order in which the detectors see it."""
-    return bool(status.hung) or reason_of(status.last_error) in EXPLAINED
+    return bool(status.hung) or (status.reason is not None and status.reason.value in EXPLAINED)
 
 
 def detect(view: StateView, config: Config) -> List[Finding]:
@@ -56,7 +55,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
         return []
     base = {**config.base_labels, "probe": "npu"}
     since = st.last_success or view.started_at
-    reason = "timeout" if st.hung else reason_of(st.last_error)
+    reason = "timeout" if st.hung else (st.reason.value if st.reason is not None else None)
     details = {"reason": reason, "errors_total": st.errors_total, "timeouts_total": st.timeouts_total,
                "npu_smi": cfg.npu_smi}
     if reason == "timeout":

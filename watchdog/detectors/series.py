@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from watchdog.config.schema import Config
 from watchdog.observations import LogObservation
-from watchdog.state import StateView
+from watchdog.state import FailureReason, StateView
 from watchdog.summaries.npu import chip_memory_mb, job_chips, live_ranks
 
 __all__ = ["chip_memory_mb", "job_chips", "live_ranks"]  # shared with the detectors
@@ -51,13 +51,11 @@ def probe_configured(config: Config, probe: str, view: Optional[StateView] = Non
 def npu_smi_absent(view: StateView) -> bool:
     """The npu probe finds no npu-smi program on this node: its last round said so (no job ran),
     or it is down for that reason (watchdog.npusmi.run's `missing`)."""
-    from watchdog.npusmi.run import reason_of  # (the runner imports the observations only)
-
     status = view.status("npu")
     if status is None:
         return False
     if not status.up:
-        return not status.hung and reason_of(status.last_error) == "missing"
+        return not status.hung and status.reason is FailureReason.MISSING
     sample = view.latest("npu")
     return sample is not None and bool(getattr(sample.value, "absent", False))
 

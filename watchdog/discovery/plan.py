@@ -24,7 +24,8 @@ def npu_smi_present(program: str) -> bool:
 
 
 def resolve(config: Any) -> Dict[str, str]:
-    """probe -> "config" | "discovery" | "off"; switches fed probes on."""
+    """probe -> "config" | "discovery" | "off". The config switches the fed probes on itself
+    (`Config._resolve_discovery`): a built config is frozen."""
     out: Dict[str, str] = {}
     d = config.discovery
     for name in discovery_section.feeds():
@@ -35,7 +36,6 @@ def resolve(config: Any) -> Dict[str, str]:
             out[name] = "off"
         else:
             out[name] = "discovery"
-            section.enabled = True
     return out
 
 

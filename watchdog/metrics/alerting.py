@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 from watchdog.findings import SEVERITIES
 from watchdog.metrics.catalog import MetricDef, MetricSample
@@ -51,7 +51,7 @@ def samples(rt: Any) -> Iterator[MetricSample]:
             firing[(rule, sev)] = 0
     pending = 0
     muted = {r: 0 for r in MUTE_REASONS}
-    states = engine.alert_states() if hasattr(engine, "alert_states") else []
+    states = engine.alert_states() if engine is not None else []
     for a in states:
         if a.state == "firing":
             firing[(a.rule, a.severity)] = firing.get((a.rule, a.severity), 0) + 1
@@ -65,7 +65,7 @@ def samples(rt: Any) -> Iterator[MetricSample]:
     yield MetricSample("npu_watchdog_alerts_pending", {}, pending)
     for reason, n in muted.items():
         yield MetricSample("npu_watchdog_alerts_muted", {"reason": reason}, n)
-    outbox = rt.services.get("outbox")
+    outbox = rt.outbox
     counts = dict(outbox.counts) if outbox is not None else {}
     for (channel, result), n in sorted(counts.items()):
         yield MetricSample("npu_watchdog_notifications_total", {"channel": channel, "result": result}, n)
@@ -73,19 +73,19 @@ def samples(rt: Any) -> Iterator[MetricSample]:
     yield MetricSample("npu_watchdog_outbox_pending", {}, pending_n)
     yield MetricSample("npu_watchdog_outbox_oldest_age_seconds", {}, oldest)
     yield MetricSample("npu_watchdog_silences_active", {},
-                       engine.silences_active() if hasattr(engine, "silences_active") else 0)
-    yield from first_seen_samples(engine, states)
-    health = engine.storage_health() if hasattr(engine, "storage_health") else None
+                       engine.silences_active() if engine is not None else 0)
+    yield from first_seen_samples(rt.config.alerting if engine is not None else None, states)
+    health = engine.storage_health() if engine is not None else None
     yield MetricSample("npu_watchdog_state_writable", {}, 1 if health is None or health.writable else 0)
     yield MetricSample("npu_watchdog_state_write_errors_total", {}, health.errors_total if health else 0)
-    dm = getattr(engine, "deadman", None)
+    dm = engine.deadman if engine is not None else None
     for result in ("ok", "failed"):
         yield MetricSample("npu_watchdog_deadman_pings_total", {"result": result}, dm.counts[result] if dm else 0)
 
 
-def first_seen_samples(engine: Any, states: List[Any]) -> Iterator[MetricSample]:
-    """One series per firing alert (none when all is well), labelled like the fleet's alerts."""
-    alerting = engine.config.alerting if hasattr(engine, "config") else None
+def first_seen_samples(alerting: Any, states: Sequence[Any]) -> Iterator[MetricSample]:
+    """One series per firing alert (none when all is well), labelled like the fleet's alerts;
+    `alerting` (the engine's config section, None without an engine) names each rule's role."""
     earliest: Dict[Tuple[str, str, str, str], float] = {}
     for a in states:
         seen = (a.finding or {}).get("since") or a.firing_since

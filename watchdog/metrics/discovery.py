@@ -29,7 +29,7 @@ METRICS: List[MetricDef] = [
 
 
 def samples(rt: Any) -> Iterator[MetricSample]:
-    feed = rt.services.get("discovery")
+    feed = rt.discovery
     if feed is None:
         return
     yield MetricSample("npu_watchdog_discovery_scans_total", {}, feed.scans_total)

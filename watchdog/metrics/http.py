@@ -20,7 +20,7 @@ METRICS = [
 
 
 def samples(rt: Any) -> Iterator[MetricSample]:
-    http = rt.services.get("http")
+    http = rt.http
     if http is None:
         return
     st = http.connection_stats()

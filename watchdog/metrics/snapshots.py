@@ -30,8 +30,8 @@ METRICS: List[MetricDef] = [
 
 
 def samples(rt: Any) -> Iterator[MetricSample]:
-    taker = getattr(rt, "services", {}).get("snapshots")
-    stats = taker.stats() if taker is not None and hasattr(taker, "stats") else {}
+    taker = rt.snapshots
+    stats = taker.stats() if taker is not None else {}
     results = stats.get("results", {})
     skipped = stats.get("skipped", {})
     for r in RESULTS:

@@ -33,7 +33,8 @@ from watchdog.subproc import run_command
 #: Failure reasons, as in the `npu_watchdog_npu_smi_failures_total{reason}` metric.
 REASONS = ("timeout", "exit", "parse", "unavailable", "missing")
 
-#: Message prefix of each reason: the probe's error text starts with it, detectors read it back.
+#: Message prefix of each reason: the probe's error text starts with it (for people; detectors
+#: read the reason itself, ProbeStatus.reason).
 PREFIX = {
     "timeout": "npu-smi hung:",
     "exit": "npu-smi failing:",
@@ -41,16 +42,6 @@ PREFIX = {
     "unavailable": "npu-smi unavailable:",
     "missing": "npu-smi missing:",
 }
-
-
-def reason_of(message: Optional[str]) -> Optional[str]:
-    """The failure reason encoded in an error message made here (None if it is not one of ours)."""
-    if not message:
-        return None
-    for reason, prefix in PREFIX.items():
-        if message.startswith(prefix):
-            return reason
-    return None
 
 
 class NpuSmiRunError(NpuSmiError):

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from watchdog.config.schema import Config
+from watchdog.discovery.feed import DiscoveryFeed, feed_for
+from watchdog.state import FailureReason
 
 
 @dataclass
@@ -20,12 +22,10 @@ class ProbeContext:
     config: Config
     state_dir: str
     #: The daemon's shared discovery result (a private one is made when absent, e.g. `probe`).
-    feed: Any = None
+    feed: Optional[DiscoveryFeed] = None
 
-    def discovery_feed(self) -> Any:
+    def discovery_feed(self) -> DiscoveryFeed:
         if self.feed is None:
-            from watchdog.discovery.feed import feed_for
-
             self.feed = feed_for(self.config)
         return self.feed
 
@@ -42,7 +42,12 @@ class Collected:
 
 
 class ProbeError(Exception):
-    """A probe could not observe; the message is shown in logs, `status` and the probe_down finding."""
+    """A probe could not observe; the message is shown in logs, `status` and the probe_down
+    finding, the `reason` (kept in ProbeStatus.reason) is what detectors tell failures apart by."""
+
+    def __init__(self, message: str, reason: FailureReason = FailureReason.ERROR):
+        super().__init__(message)
+        self.reason = reason
 
 
 class Probe:
@@ -54,6 +59,16 @@ class Probe:
 
     def collect(self) -> Collected:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def wait_change(self, timeout: float) -> bool:
+        """Wait up to `timeout` for a change worth a round now (new log lines, kernel records);
+        True if one came. Only probes that override this have change events: the scheduler then
+        also runs their rounds when changes arrive (see `follows_changes`)."""
+        return False
+
+    @property
+    def follows_changes(self) -> bool:
+        return type(self).wait_change is not Probe.wait_change
 
     def reconfigure(self, new: "Probe") -> bool:
         """Adopt the settings of `new` (built from a reloaded config) keeping runtime state.

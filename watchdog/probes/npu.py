@@ -27,6 +27,7 @@ from watchdog.config.sections.npu import NpuProbeConfig
 from watchdog.npusmi.run import NpuSmiRunError, query_chip_map, query_health, query_info, resolve
 from watchdog.observations import NpuChip, NpuObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
+from watchdog.state import FailureReason
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class NpuProbe(Probe):
         try:
             obs = query_info(cfg.npu_smi, cfg.command_timeout)
         except NpuSmiRunError as exc:
-            raise ProbeError(str(exc)) from None
+            raise ProbeError(str(exc), FailureReason(exc.reason)) from None
         current = {(c.npu, c.chip): c for c in obs.chips}
         missing = tuple(chip for key, chip in sorted(self.seen.items()) if key not in current)
         self.seen.update(current)

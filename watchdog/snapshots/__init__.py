@@ -11,20 +11,13 @@ parallel collection, archive writing), `redact` (secrets), `retention` (count/by
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Optional
 
-from watchdog.findings import Finding
-
-
-class SnapshotRequester(Protocol):
-    """What the alert engine sees of the snapshot taker (`taker.SnapshotTaker`)."""
-
-    def request(self, finding: Finding) -> Optional[str]: ...
-
-    def close(self) -> None: ...
+if TYPE_CHECKING:  # the package's own class; importing it here would load the capture machinery
+    from watchdog.snapshots.taker import SnapshotTaker
 
 
-def build_snapshot_taker(config: Any, runtime: Any) -> Optional[SnapshotRequester]:
+def build_snapshot_taker(config: Any, runtime: Any) -> Optional["SnapshotTaker"]:
     """The daemon's snapshot taker, or None when `snapshots.enabled` is false.
 
     Enabling or disabling snapshots takes effect at the next restart; the other settings follow

@@ -48,7 +48,7 @@ def tail_paths(ctx: CaptureContext, item: Item, patterns: List[str], prefix: str
 
 def _discovered(ctx: CaptureContext) -> Any:
     """The daemon's latest discovery result, when discovery feeds the probes."""
-    feed = getattr(ctx.runtime, "services", {}).get("discovery") if ctx.runtime is not None else None
+    feed = ctx.runtime.discovery if ctx.runtime is not None else None
     return feed.latest() if feed is not None else None
 
 
@@ -57,7 +57,7 @@ def rank_owners(ctx: CaptureContext) -> Dict[str, int]:
     files are copied only when they belong to that user."""
     found = _discovered(ctx)
     out: Dict[str, int] = {}
-    for job in getattr(found, "jobs", ()):
+    for job in found.jobs if found is not None else ():
         for r in job.ranks:
             if r.uid is None:
                 continue
@@ -98,12 +98,8 @@ def _safe(name: str) -> str:
 # -- npu-smi ---------------------------------------------------------------------------------------
 
 def _latest_npu(ctx: CaptureContext) -> Optional[NpuObservation]:
-    state = getattr(ctx.runtime, "state", None)
-    if state is None:
-        return None
-    sample = state.latest("npu")
-    value = getattr(sample, "value", None)
-    return value if isinstance(value, NpuObservation) else None
+    sample = ctx.runtime.state.latest("npu") if ctx.runtime is not None else None
+    return sample.value if sample is not None and isinstance(sample.value, NpuObservation) else None
 
 
 def collect_npu_smi(ctx: CaptureContext, item: Item) -> None:
@@ -190,12 +186,12 @@ def collect_version_files(ctx: CaptureContext, item: Item) -> None:
 def collect_findings(ctx: CaptureContext, item: Item) -> None:
     """The daemon's findings in force and its probes' status (what it believed at the time)."""
     rt = ctx.runtime
-    engine = getattr(rt, "engine", None)
+    engine = rt.engine if rt is not None else None
     if engine is not None:
         findings = [f.to_dict() for f in engine.current()]
         ctx.bundle.add("daemon/findings.json", json.dumps(findings, indent=2, default=str))
         item.files.append("daemon/findings.json")
-    state = getattr(rt, "state", None)
+    state = rt.state if rt is not None else None
     if state is not None:
         statuses = [s.__dict__ for s in state.statuses()]
         ctx.bundle.add("daemon/probes.json", json.dumps(statuses, indent=2, default=str))

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from watchdog.runtime import Runtime
 from watchdog.snapshots.bundle import Bundle
 
 
@@ -41,7 +42,7 @@ class ProcRecord:
 @dataclass
 class CaptureContext:
     config: Any  # watchdog.config.schema.Config
-    runtime: Optional[Any]
+    runtime: Optional[Runtime]
     bundle: Bundle
     deadline: float  # time.monotonic()
     #: Processes to start the tree from: pid -> rank (None when unknown).

@@ -14,6 +14,7 @@ import os
 from typing import List, Optional
 
 from watchdog import flight_recorder as fr
+from watchdog.observations import HeartbeatObservation
 from watchdog.rankfiles import open_rank_file
 from watchdog.snapshots.collect import rank_owners
 from watchdog.snapshots.bundle import NOT_FOUND, Item, oserror_reason
@@ -29,10 +30,10 @@ def heartbeat_files(ctx: CaptureContext) -> List[str]:
     found: List[str] = []
     for pattern in ctx.config.probes.heartbeat.paths:
         found += [p for p in expand(pattern) if not p.endswith(fr.SUFFIX)]
-    state = getattr(ctx.runtime, "state", None)
-    if state is not None:
-        sample = state.view().latest("heartbeat")
-        found += [r.path for r in getattr(getattr(sample, "value", None), "readings", ())]
+    if ctx.runtime is not None:
+        sample = ctx.runtime.state.view().latest("heartbeat")
+        if sample is not None and isinstance(sample.value, HeartbeatObservation):
+            found += [r.path for r in sample.value.readings]
     return sorted(set(found))
 
 

@@ -18,6 +18,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import psutil
 
 from watchdog.observations import ProcessObservation
+from watchdog.runtime import Runtime
 from watchdog.snapshots.bundle import NOT_FOUND, PERMISSION_DENIED, TOOL_ABSENT, Item, Problem, oserror_reason, outcome_problem
 from watchdog.snapshots.context import CaptureContext, ProcRecord
 from watchdog.rankfiles import rank_file
@@ -29,16 +30,13 @@ from watchdog.subproc import run_command
 _VERSION_ASSIGN = re.compile(r"""^\s*__version__\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
 
 
-def job_roots(runtime: Optional[object], extra_pids: Iterable[int] = ()) -> Dict[int, Optional[int]]:
+def job_roots(runtime: Optional[Runtime], extra_pids: Iterable[int] = ()) -> Dict[int, Optional[int]]:
     """pid -> rank of the job's processes: the latest `process` observation plus explicit pids."""
     roots: Dict[int, Optional[int]] = {}
-    state = getattr(runtime, "state", None)
-    if state is not None:
-        sample = state.latest("process")
-        obs = getattr(sample, "value", None)
-        if isinstance(obs, ProcessObservation):
-            for p in obs.processes:
-                roots[p.pid] = p.rank
+    sample = runtime.state.latest("process") if runtime is not None else None
+    if sample is not None and isinstance(sample.value, ProcessObservation):
+        for p in sample.value.processes:
+            roots[p.pid] = p.rank
     for pid in extra_pids:
         roots.setdefault(int(pid), None)
     return roots

@@ -20,6 +20,7 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from watchdog import __version__
 from watchdog.findings import JOB_LABEL, Finding
+from watchdog.runtime import Runtime
 from watchdog.snapshots import collect, flight, procs
 from watchdog.snapshots.bundle import Bundle, Item, Task, run_tasks, write_archive
 from watchdog.snapshots.context import CaptureContext
@@ -56,7 +57,7 @@ def _safe(text: str) -> str:
 
 
 class SnapshotTaker:
-    def __init__(self, config: Any, runtime: Optional[Any] = None):
+    def __init__(self, config: Any, runtime: Optional[Runtime] = None):
         self._config = config
         self.runtime = runtime
         self._lock = threading.Lock()
@@ -83,8 +84,7 @@ class SnapshotTaker:
     # -- config (follows reloads through the runtime) --
     @property
     def config(self) -> Any:
-        rt_config = getattr(self.runtime, "config", None)
-        return rt_config if rt_config is not None else self._config
+        return self.runtime.config if self.runtime is not None else self._config
 
     @property
     def scfg(self) -> Any:

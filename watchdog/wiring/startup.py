@@ -1,0 +1,79 @@
+"""What the daemon does once at start (and says again on reload): its private folders, the
+warnings about settings that would otherwise fail in silence."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from watchdog import fdbudget, statelock
+from watchdog.config import Config
+from watchdog.httpserver import HttpEndpoint, MetricsSource
+from watchdog.config.pathcheck import unmatched_paths
+from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
+
+log = logging.getLogger("watchdog.daemon")
+
+
+def ensure_private_dir(path: str) -> None:
+    """Create a directory the daemon writes to, owner-only (0700)."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    try:
+        os.chmod(path, 0o700)
+    except OSError as exc:  # not ours, or read-only: writes there report themselves
+        log.warning("cannot tighten permissions of %s: %s", path, exc.strerror or exc)
+
+
+def report_setup(config: Config) -> None:
+    """Say at start and on reload what would otherwise fail in silence: the slow log engine,
+    configured paths that match nothing (the `path_unmatched` finding follows after start_grace)."""
+    engine = effective_engine(config.probes.logs.engine)
+    if config.probes.logs.enabled and engine == "re":
+        log.warning(SLOW_ENGINE_ADVICE)
+    else:
+        log.info("log rules run on the %s engine", engine)
+    for line in unmatched_paths(config):
+        log.warning("config: %s", line)
+
+
+class StateFolder:
+    """The state folder and its lock, held for the daemon's lifetime (raises StateFolderBusy when
+    another daemon holds it)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        ensure_private_dir(path)
+        self.lock_fd = statelock.acquire(path)
+
+    def check(self) -> None:
+        """A state folder deleted under the daemon is re-created and its lock taken again, so no
+        second daemon can start on it. Raises OSError / StateFolderBusy (retried by the caller)."""
+        if statelock.held(self.lock_fd, self.path):
+            return
+        ensure_private_dir(self.path)
+        fd = statelock.acquire(self.path)
+        os.close(self.lock_fd)
+        self.lock_fd = fd
+        log.warning("the lock of the state folder %s was deleted; taken again", self.path)
+
+
+def start_http(config: Config, registry: MetricsSource, status: Callable[[], Dict[str, Any]],
+               healthy: Callable[[], Tuple[bool, str]], status_remote: Callable[[], bool],
+               attach: Callable[[HttpEndpoint], None]) -> Optional[HttpEndpoint]:
+    """Listen with a connection cap that leaves the probes their descriptors (fdbudget); None
+    (said in the log) when the address cannot be had. `attach` sees the endpoint before it serves."""
+    soft = fdbudget.raise_soft_limit()
+    cap = fdbudget.connection_cap(config.http.max_connections, soft, fdbudget.open_fds())
+    try:
+        http = HttpEndpoint(config.http.host, config.http.port, registry, status, healthy,
+                            max_connections=cap, connection_timeout=config.http.connection_timeout,
+                            status_remote=status_remote)
+    except OSError as exc:
+        log.error("cannot listen on %s: %s", config.http.listen, exc.strerror or exc)
+        return None
+    attach(http)
+    http.start()
+    log.info("serving /metrics on http://%s:%d/ (at most %d connections; open-files limit %d, %d kept for probes)",
+             config.http.host, http.port, cap, soft, fdbudget.PROBE_RESERVE)
+    return http
