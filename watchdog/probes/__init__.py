@@ -12,8 +12,10 @@ from typing import List, Tuple
 
 # The config first: its schema imports every probe module to learn their sections, and a probe
 # module imported before the config is complete would be found half-initialised.
-import watchdog.config  # noqa: F401  isort: skip
+import watchdog.config as _config_first  # isort: skip
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
+
+del _config_first  # imported for its side effect only (above)
 
 def probe_modules() -> Tuple[str, ...]:
     """Modules of this package that declare probes (`build` and `ORDER`), in schedule order."""
