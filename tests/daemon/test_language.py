@@ -21,7 +21,8 @@ from tests.message_kit import (ALL_KINDS, CJK, alert, chat_text, check_limits, d
 from watchdog import rulecatalog
 from watchdog.alerting.channels import build_channel
 from watchdog.alerting.digest import runbook_link
-from watchdog.alerting.render import Message, cut_bytes, cut_chars, escape_plain
+from watchdog.alerting.render import Message, escape_plain
+from watchdog.alerting.text import cut_bytes, cut_chars
 from watchdog.config.load import load_config_text
 from watchdog.words import LANGUAGES, RULE_FIELDS, SUMMARY_FIELDS, template_fields, words
 
