@@ -10,7 +10,7 @@ import yaml
 
 from watchdog.alerting.engine import AlertEngine
 from watchdog.config.load import load_config_text
-from watchdog.findings import Finding
+from watchdog.core.findings import Finding
 
 BASE = {"host": "node-a", "training_job": "job-a"}
 

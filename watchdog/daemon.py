@@ -15,27 +15,28 @@ import threading
 import time
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
-from watchdog import __version__, fdbudget, statelock
+from watchdog import __version__
+from watchdog.service import fdbudget, statelock
 from watchdog.alerting.engine import build_engine
 from watchdog.config import Config, ConfigError, load_config
 from watchdog.config.pathcheck import unmatched_paths
 from watchdog.detectors import IncrementalDetectors, load_detectors
-from watchdog.findings import JOB_LABEL
+from watchdog.core.findings import JOB_LABEL
 from watchdog.discovery.feed import feed_for, scan_options
 from watchdog.discovery.status import discovery_status
-from watchdog.flight_recorder import public_record
-from watchdog.httpserver import HttpEndpoint
+from watchdog.parse.flight_recorder import public_record
+from watchdog.http.server import HttpEndpoint
 from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
-from watchdog.logsetup import set_level
-from watchdog.malloc import TRIM_SECONDS, trim
+from watchdog.service.logsetup import set_level
+from watchdog.service.malloc import TRIM_SECONDS, trim
 from watchdog.metrics.collector import evaluated_metrics, make_registry
 from watchdog.probes import ProbeContext, build_probes
 from watchdog.runtime import Runtime
 from watchdog.scheduler import TICK_SECONDS, ProbeScheduler
-from watchdog import subproc
+from watchdog.host import subproc
 from watchdog.snapshots import build_snapshot_taker
-from watchdog.sdnotify import Notifier, watchdog_interval
-from watchdog.state import StateStore
+from watchdog.service.sdnotify import Notifier, watchdog_interval
+from watchdog.core.state import StateStore
 
 log = logging.getLogger("watchdog.daemon")
 

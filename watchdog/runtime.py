@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from watchdog.config.schema import Config
-from watchdog.state import StateStore
+from watchdog.core.state import StateStore
 
 
 @dataclass

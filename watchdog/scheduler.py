@@ -22,7 +22,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from watchdog.probes.base import Collected, Probe
-from watchdog.state import StateStore
+from watchdog.core.state import StateStore
 
 log = logging.getLogger(__name__)
 

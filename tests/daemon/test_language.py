@@ -18,7 +18,7 @@ from tests.fakes.receivers import Receiver
 from tests.helpers import REPO
 from tests.message_kit import (ALL_KINDS, CJK, alert, chat_text, check_limits, deliver, english_left, incident_64,
                                nan_on_8_ranks, note)
-from watchdog import rulecatalog
+from watchdog.core import rulecatalog
 from watchdog.alerting.channels import build_channel
 from watchdog.alerting.digest import runbook_link
 from watchdog.alerting.render import Message, escape_plain

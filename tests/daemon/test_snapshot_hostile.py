@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from tests.helpers import http_get, wait_for
-from watchdog.snapshots.redact import MAX_LINE_CHARS, REDACTED, Redactor
+from watchdog.privacy.redact import MAX_LINE_CHARS, REDACTED, Redactor
 
 
 def _manifest(archive: Path) -> dict:

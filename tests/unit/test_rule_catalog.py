@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator, Set, Tuple
 
 from tests.helpers import REPO
-from watchdog import rulecatalog
+from watchdog.core import rulecatalog
 from watchdog.config.load import load_config_text
 from watchdog.logrules.model import CATEGORIES
 

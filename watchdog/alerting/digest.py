@@ -16,8 +16,8 @@ from watchdog.alerting.clock import Clock, format_duration
 from watchdog.alerting.text import one_line
 from watchdog.alerting.wording import compact, headline, phrase, scope
 from watchdog.runbook import runbook_link  # the one link builder (channels import it from here too)
-from watchdog.steps import find_step
-from watchdog.findings import SEVERITY_RANK
+from watchdog.parse.steps import find_step
+from watchdog.core.findings import SEVERITY_RANK
 from watchdog.words import EN, Words, fill
 
 MAX_LINE = 300

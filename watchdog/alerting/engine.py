@@ -42,8 +42,8 @@ from watchdog.alerting.storagefault import (STORAGE_ERRORS, STORAGE_RETRY, Carry
 from watchdog.alerting.store import AlertRow, AlertStore
 from watchdog.config.schema import Config
 from watchdog.detectors.selfstate import unwritable_finding
-from watchdog.findings import SEVERITY_RANK, Finding
-from watchdog.rulecatalog import JOB_LABELS, warmup
+from watchdog.core.findings import SEVERITY_RANK, Finding
+from watchdog.core.rulecatalog import JOB_LABELS, warmup
 
 log = logging.getLogger("watchdog.alerts")
 

@@ -18,7 +18,7 @@ from watchdog.alerting.clock import Clock
 from watchdog.alerting.text import clean
 from watchdog.alerting.digest import (Detail, RuleGroup, Style, group_alerts, group_text, more_rules_line,
                                       runbook_link, scope_counts, snapshot_line)
-from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL, SEVERITY_RANK
+from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL, SEVERITY_RANK
 from watchdog.words import EN, Words
 
 ZWSP = "\u200b"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from watchdog.config.sections.alerting import Matcher
-from watchdog.findings import SEVERITY_RANK
+from watchdog.core.findings import SEVERITY_RANK
 
 
 def match_labels(labels: Dict[str, str], rule: str, severity: str) -> Dict[str, str]:

@@ -187,7 +187,7 @@ def read_config_file(path: str) -> str:
 
 def load_config(path: Optional[str]) -> Config:
     """Load and validate a config file; a missing or unreadable file is a ConfigError too."""
-    from watchdog.defaults import DEFAULT_CONFIG_PATH
+    from watchdog.service.defaults import DEFAULT_CONFIG_PATH
 
     path = path or DEFAULT_CONFIG_PATH
     return load_config_text(read_config_file(path), path)

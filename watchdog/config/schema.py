@@ -22,9 +22,9 @@ from watchdog.config.sections.snapshots import SnapshotsConfig
 from watchdog.config.sections.stall import StallConfig
 from watchdog.config.sections.trends import TrendsConfig
 from watchdog.config.types import Duration, StrictModel
-from watchdog.findings import JOB_LABEL
+from watchdog.core.findings import JOB_LABEL
 
-from watchdog.defaults import DEFAULT_PORT
+from watchdog.service.defaults import DEFAULT_PORT
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Dict
 from pydantic import BaseModel, BeforeValidator, ConfigDict, SecretStr, model_validator
 
 
-from watchdog.durations import parse_duration
+from watchdog.parse.durations import parse_duration
 
 _SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 _SIZE_UNITS = {

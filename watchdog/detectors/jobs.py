@@ -20,9 +20,9 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.config.schema import Config
-from watchdog.findings import Finding
+from watchdog.core.findings import Finding
 from watchdog.observations import JobState, NpuObservation, ProcessObservation
-from watchdog.state import Sample, StateView
+from watchdog.core.state import Sample, StateView
 from watchdog.summaries import Summaries
 
 Detector = Callable[[StateView, Config], List[Finding]]
@@ -186,7 +186,7 @@ def node_view(view: StateView, config: Optional[Config] = None) -> StateView:
 
 def job_config(config: Config, job: JobState) -> Config:
     """The config as one job's pass sees it: the job's own name. (Its HCCL timeouts come with its
-    ranks, `ProcessInfo.hccl_env`, which watchdog.hccl reads from the job's view.)"""
+    ranks, `ProcessInfo.hccl_env`, which watchdog.parse.hccl reads from the job's view.)"""
     cfg = config.model_copy(update={"job": config.job.model_copy(update={"name": job.name})})
     cfg._job_scoped = True
     return cfg

@@ -27,13 +27,13 @@ from watchdog.detectors.cause import explain
 from watchdog.detectors.kernel import kernel_events_for_pids
 from watchdog.detectors.jobs import per_job
 from watchdog.detectors.logs import first_line
-from watchdog.findings import Finding
-from watchdog.losscale import ScaleTrend, collapsed
-from watchdog.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_wait
+from watchdog.core.findings import Finding
+from watchdog.core.losscale import ScaleTrend, collapsed
+from watchdog.core.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_wait
 from watchdog.observations import (EndEvidence, HeartbeatObservation, HeartbeatReading, JobState, ProcessInfo,
                                    ProcessObservation)
-from watchdog.state import StateView
-from watchdog.steps import find_step
+from watchdog.core.state import StateView
+from watchdog.parse.steps import find_step
 
 STALE_HINT = ("The rank has not written its heartbeat within the threshold for its phase. Check the rank's "
               "log tail and `py-spy dump --pid <pid>`; if every rank is quiet, suspect a hung collective "

@@ -31,10 +31,10 @@ from watchdog.detectors.series import (
     window_points,
 )
 from watchdog.detectors.jobs import per_job
-from watchdog.findings import Finding
-from watchdog.rulecatalog import Inhibits, Rule, probe_wait
+from watchdog.core.findings import Finding
+from watchdog.core.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.observations import NpuChip, NpuObservation
-from watchdog.state import StateView
+from watchdog.core.state import StateView
 from watchdog.summaries.npu import Summary as NpuSummary
 
 HINT_IDLE = (

@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Uni
 
 from watchdog.config.schema import Config
 from watchdog.observations import LogObservation, NpuChip, NpuObservation
-from watchdog.state import StateView
+from watchdog.core.state import StateView
 from watchdog.summaries.npu import chip_memory_mb, job_chips, live_ranks
 
 __all__ = ["chip_memory_mb", "job_chips", "live_ranks"]  # shared with the detectors

@@ -41,10 +41,10 @@ from watchdog.detectors.series import (
 )
 from watchdog.detectors.cause import explain
 from watchdog.detectors.jobs import per_job
-from watchdog.findings import Finding
-from watchdog.rulecatalog import Inhibits, Rule, detail, probe_wait
+from watchdog.core.findings import Finding
+from watchdog.core.rulecatalog import Inhibits, Rule, detail, probe_wait
 from watchdog.observations import NpuChip
-from watchdog.state import StateView
+from watchdog.core.state import StateView
 from watchdog.summaries.npu import Summary as NpuSummary
 
 #: Process states that set one rank apart from ranks waiting normally in a collective.

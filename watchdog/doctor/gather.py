@@ -23,7 +23,7 @@ from watchdog.doctor.unitcheck import UNIT_PATHS, check_private_tmp
 from watchdog.npusmi import run as npusmi_run
 from watchdog.npusmi.parse import NpuSmiError, parse_kv
 from watchdog.observations import NpuObservation
-from watchdog.subproc import run_command
+from watchdog.host.subproc import run_command
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 #: Health queries for at most this many unhealthy chips (each is one npu-smi call).

@@ -43,7 +43,7 @@ def _rules(cfg: Any) -> tuple:
     """(id, category) of the configured kernel rules, rebuilt only when the config changes."""
     global _cache
     if _cache[0] is not cfg:
-        from watchdog.kernelrules import kernel_ruleset
+        from watchdog.logrules.kernel import kernel_ruleset
 
         rules = kernel_ruleset(cfg.disable, [r.as_rule_data() for r in cfg.rules])
         _cache = (cfg, tuple((k.rule.id, k.rule.category) for k in rules))

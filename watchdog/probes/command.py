@@ -7,7 +7,7 @@ from typing import List
 from watchdog.config.sections.commands import CommandCheck
 from watchdog.observations import CommandResult
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
-from watchdog.subproc import run_command
+from watchdog.host.subproc import run_command
 
 
 class CommandProbe(Probe):

@@ -1,5 +1,5 @@
 """The process probe: finds the training ranks with psutil and records their state each round
-from /proc (`watchdog.procstat`: a stat and a statm read per rank, psutil's values).
+from /proc (`watchdog.host.procstat`: a stat and a statm read per rank, psutil's values).
 
 A rank is identified by (pid, create_time), never by pid alone: after a crash the kernel may hand
 the pid to an unrelated process, which must not be taken for the rank. Once a rank has been seen,
@@ -19,7 +19,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import psutil
 
-from watchdog.argv import redact_argv
+from watchdog.privacy.argv import redact_argv
 from watchdog.config.sections.process import ProcessProbeConfig
 from watchdog.discovery.environ import BASE_KEYS, rank_of
 from watchdog.discovery.group import is_launcher_cmd, is_wrapper
@@ -27,8 +27,8 @@ from watchdog.discovery.model import ProcRecord
 from watchdog.discovery.procfs import read_record
 from watchdog.observations import ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
-from watchdog.procstat import PROC, ProcStat, long_name, read_cmdline, read_rss, read_stat
-from watchdog.untrusted import ascii_int
+from watchdog.host.procstat import PROC, ProcStat, long_name, read_cmdline, read_rss, read_stat
+from watchdog.parse.untrusted import ascii_int
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Protocol
 
-from watchdog.findings import Finding
+from watchdog.core.findings import Finding
 
 
 class SnapshotTaker(Protocol):

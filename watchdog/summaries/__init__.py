@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import logging
 
-from watchdog.state import Sample, StateView
+from watchdog.core.state import Sample, StateView
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional, Set, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.observations import NpuChip, NpuObservation, ProcessObservation
-from watchdog.state import Sample, StateView
+from watchdog.core.state import Sample, StateView
 from watchdog.summaries.window import LastBeyond, Run, Window, latest, run_start
 
 PROBE = "npu"

@@ -15,8 +15,8 @@ from watchdog.alerting.render import Message, escape_plain, runbook_of, safe_url
 from watchdog.alerting.text import one_line
 from watchdog.alerting.wording import headline
 from watchdog.config.types import secret_value
-from watchdog.findings import JOB_LABEL, upgrade_labels
-from watchdog.steps import find_step
+from watchdog.core.findings import JOB_LABEL, upgrade_labels
+from watchdog.parse.steps import find_step
 from watchdog.words import EN, Words
 
 ZERO_TIME = "0001-01-01T00:00:00Z"

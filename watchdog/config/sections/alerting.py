@@ -15,8 +15,8 @@ from typing import Dict, List, Literal, Optional
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from watchdog.config.types import Duration, Secret, StrictModel
-from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL
-from watchdog.rulecatalog import JOB_LABELS
+from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL
+from watchdog.core.rulecatalog import JOB_LABELS
 
 log = logging.getLogger("watchdog.config")
 
@@ -208,8 +208,8 @@ class InhibitRule(StrictModel):
 
 
 def _default_inhibitions() -> List[InhibitRule]:
-    """The inhibitions each rule declares in the rule catalog (watchdog.rulecatalog)."""
-    from watchdog.rulecatalog import default_inhibitions
+    """The inhibitions each rule declares in the rule catalog (watchdog.core.rulecatalog)."""
+    from watchdog.core.rulecatalog import default_inhibitions
 
     return [InhibitRule(**r) for r in default_inhibitions()]
 
@@ -330,6 +330,6 @@ class AlertingConfig(StrictModel):
         """The configured `for`, else the rule's declared default, else `default_for`."""
         if rule in self.for_:
             return self.for_[rule]
-        from watchdog.rulecatalog import default_for
+        from watchdog.core.rulecatalog import default_for
 
         return default_for(rule) or self.default_for

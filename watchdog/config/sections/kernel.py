@@ -49,7 +49,7 @@ class KernelProbeConfig(ProbeSchedule):
 
     @model_validator(mode="after")
     def _check(self) -> "KernelProbeConfig":
-        from watchdog.kernelrules import RuleError, kernel_ruleset  # local: avoid import cycles
+        from watchdog.logrules.kernel import RuleError, kernel_ruleset  # local: avoid import cycles
 
         try:
             kernel_ruleset(self.disable, [r.as_rule_data() for r in self.rules])

@@ -5,6 +5,6 @@ from __future__ import annotations
 
 
 def render_rule_table() -> str:
-    from watchdog.rulecatalog import render_markdown
+    from watchdog.core.rulecatalog import render_markdown
 
     return render_markdown().rstrip("\n")

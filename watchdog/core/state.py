@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from watchdog import statefiles
+from watchdog.service import statefiles
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class StateView:
     #: discovered job's view, watchdog.detectors.jobs).
     samples: Mapping[str, Sequence[Sample]]
     statuses: Mapping[str, ProbeStatus]
-    #: Damaged state files this process set aside (watchdog.statefiles), for `state_damaged`.
+    #: Damaged state files this process set aside (watchdog.service.statefiles), for `state_damaged`.
     damage: Tuple[Any, ...] = ()
     #: Per-probe incremental summaries kept up to date by the daemon's detector runner (see
     #: watchdog.summaries); None: folded from this view's history on first use.

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from watchdog.findings import JOB_LABEL
+from watchdog.core.findings import JOB_LABEL
 
 if False:  # typing only (watchdog.words is loaded on use)
     from watchdog.words import RuleWords  # noqa: F401
@@ -178,7 +178,7 @@ def render_markdown() -> str:
 RUNBOOK_INTRO = """# Runbook
 
 One section per alert rule (the anchor is the rule name, as linked from every message). Generated
-from the rule catalog (`python -m watchdog.rulecatalog runbook`); edit the declarations in the
+from the rule catalog (`python -m watchdog.core.rulecatalog runbook`); edit the declarations in the
 detector modules, not this file. How alerts fire, group, inhibit and resolve:
 [alerting.md](alerting.md).
 
@@ -279,7 +279,7 @@ def _other_section(name: str, a: Any, w: Any) -> str:
     return "".join(out) + "\n"
 
 
-if __name__ == "__main__":  # pragma: no cover - `python -m watchdog.rulecatalog [table|runbook]`
+if __name__ == "__main__":  # pragma: no cover - `python -m watchdog.core.rulecatalog [table|runbook]`
     import sys
 
     args = sys.argv[1:]

@@ -8,11 +8,10 @@ reference can never drift from what the daemon does.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 
 
 def _metric_table() -> str:
@@ -28,7 +27,7 @@ def _config_reference() -> str:
 
 
 def _rule_table() -> str:
-    from watchdog.rules_table import render_rule_table
+    from watchdog.docsgen.rules_table import render_rule_table
 
     return render_rule_table()
 
@@ -124,7 +123,7 @@ BLOCKS: Dict[Tuple[str, str], Callable[[], str]] = {
 
 def _runbook(language: str) -> Callable[[], str]:
     def render() -> str:
-        from watchdog.rulecatalog import render_runbook_in
+        from watchdog.core.rulecatalog import render_runbook_in
 
         return render_runbook_in(language)
 
@@ -189,8 +188,3 @@ def update(root: Path = REPO) -> List[str]:
             changed.append(page)
     return changed
 
-
-if __name__ == "__main__":
-    changed = update()
-    print("updated: " + ", ".join(changed) if changed else "all generated blocks are current")
-    sys.exit(0)
