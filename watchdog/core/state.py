@@ -65,14 +65,6 @@ class StateView:
     #: Results computed once per view and shared by the detectors and the metrics of one pass.
     memo: Dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    def summary(self, probe: str, config: Any) -> Any:
-        """The probe's summary (see watchdog.summaries) for this view and config."""
-        if self.summaries is not None and probe in self.summaries:
-            return self.summaries[probe]
-        from watchdog.summaries import fold  # the summaries import this module
-
-        return self.once(("summary", probe, id(config)), lambda: fold(probe, self, config))
-
     def once(self, key: Any, compute: Callable[[], Any]) -> Any:
         """compute() the first time `key` is asked for in this view, the same answer after."""
         if key not in self.memo:
