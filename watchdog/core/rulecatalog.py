@@ -16,9 +16,7 @@ from functools import lru_cache
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from watchdog.core.findings import JOB_LABEL
-
-if False:  # typing only (watchdog.words is loaded on use)
-    from watchdog.words import RuleWords  # noqa: F401
+from watchdog.core.plugins import registry
 
 #: Labels that identify one training job on one node: the default `equal` of an inhibition and
 #: the grouping key of messages.
@@ -91,10 +89,8 @@ class Rule:
 @lru_cache(maxsize=1)
 def catalog() -> Dict[str, Rule]:
     """name -> Rule, gathered from the producing modules in declaration order."""
-    from watchdog.detectors import detector_modules  # the modules that produce findings
-
     out: Dict[str, Rule] = {}
-    for mod in detector_modules():
+    for mod in registry("watchdog.detectors").detector_modules():  # the modules that produce findings
         for r in importlib.import_module(mod).RULES:
             if r.name in out:
                 raise ValueError(f"rule {r.name} declared twice ({out[r.name].module} and {mod})")
@@ -207,80 +203,8 @@ def render_runbook() -> str:
     return "".join(out).rstrip("\n") + "\n"
 
 
-def rule_words(name: str, language: str = "en") -> "RuleWords":
-    """The words of rule `name` in `language`: English from where each is declared (the rule's
-    meaning and first check here, its title in the message wording; the summary and hint are the
-    finding's own, so empty here), other languages from `watchdog/words/<language>.yaml`."""
-    from watchdog.alerting.wording import phrase
-    from watchdog.words import RuleWords, words
-
-    w = words(language)
-    if w.language != "en":
-        own = w.rule(name)
-        return own if own is not None else RuleWords()
-    r = catalog().get(name)
-    return RuleWords(title=phrase(name), meaning=r.meaning if r else "", first_check=r.first_check if r else "")
-
-
-def render_runbook_in(language: str) -> str:
-    """The runbook page in `language` (English: `render_runbook`); the same sections and anchors
-    (the rule names), the words from `watchdog/words/<language>.yaml`. Alerts that are not catalog
-    rules have their sections too, from the words' `other_alerts`: the test alert first, the fleet
-    alerts of the shipped Prometheus rules last (as in the English runbook)."""
-    from watchdog.words import words
-
-    if language == "en":
-        return render_runbook()
-    w = words(language)
-    out = [f"# {w.t('runbook_title')}\n\n{w.t('runbook_intro')}\n\n"]
-    if any(a.source == "prometheus" for a in w.alerts.values()):
-        out.append(w.t("runbook_fleet_intro") + "\n\n")
-    out += [_other_section(name, a, w) for name, a in w.alerts.items() if a.source != "prometheus"]
-    out += [_rule_section(r, w) for r in catalog().values()]
-    out += [_other_section(name, a, w) for name, a in w.alerts.items() if a.source == "prometheus"]
-    return "".join(out).rstrip("\n") + "\n"
-
-
-def _codes(names: Any) -> str:
-    return "、".join(f"`{x}`" for x in names)
-
-
-def _rule_section(r: Rule, w: Any) -> str:
-    """One catalog rule's section of a generated (non-English) runbook."""
-    rw = rule_words(r.name, w.language)
-    inh = sorted({t for i in r.inhibits for t in i.targets})
-    by = sorted(set(inhibited_by(r.name)))
-    out = [f'<a id="{r.name}"></a>\n\n## {r.name}\n\n**{rw.title}**：{rw.meaning}\n\n']
-    out.append("- " + w.t("runbook_severity", severity=w.severity(r.severity), duration=_dur(r.default_for),
-                          rule=r.name) + "\n")
-    out.append(f"- {w.t('runbook_check')}{rw.first_check}\n")
-    out.append(f"- {w.t('runbook_hint')}{rw.hint}\n")
-    if r.same_event:
-        out.append("- " + w.t("runbook_same_event", rules=_codes(r.same_event)) + "\n")
-    if inh:
-        out.append("- " + w.t("runbook_mutes", rules=_codes(inh)) + "\n")
-    if by:
-        out.append("- " + w.t("runbook_muted_by", rules=_codes(by)) + "\n")
-    out.append("- " + w.t("runbook_silence", rule=r.name) + "\n\n")
-    return "".join(out)
-
-
-def _other_section(name: str, a: Any, w: Any) -> str:
-    """The section of an alert outside the catalog (`AlertWords`): the test alert, or a fleet alert
-    that Prometheus raises and Alertmanager delivers (so it is silenced there, not on the node)."""
-    out = [f'<a id="{name}"></a>\n\n## {name}\n\n**{a.title}**：{a.meaning}\n\n']
-    if a.source == "prometheus":
-        out.append("- " + w.t("runbook_fleet_severity", severity=w.severity(a.severity)) + "\n")
-    else:
-        out.append("- " + w.t("runbook_test_severity") + "\n")
-    out.append(f"- {w.t('runbook_check')}{a.first_check}\n")
-    if a.source == "prometheus":
-        out.append("- " + w.t("runbook_fleet_silence", rule=name) + "\n")
-    return "".join(out) + "\n"
-
-
-if __name__ == "__main__":  # pragma: no cover - `python -m watchdog.core.rulecatalog [table|runbook]`
+if __name__ == "__main__":  # pragma: no cover - `python -m watchdog.core.rulecatalog [table|runbook]` (other languages: watchdog.docsgen.runbooks)
     import sys
 
     args = sys.argv[1:]
-    print(render_runbook_in(args[1] if len(args) > 1 else "en") if args[:1] == ["runbook"] else render_markdown(), end="")
+    print(render_runbook() if args[:1] == ["runbook"] else render_markdown(), end="")

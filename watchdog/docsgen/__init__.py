@@ -123,7 +123,7 @@ BLOCKS: Dict[Tuple[str, str], Callable[[], str]] = {
 
 def _runbook(language: str) -> Callable[[], str]:
     def render() -> str:
-        from watchdog.core.rulecatalog import render_runbook_in
+        from watchdog.docsgen.runbooks import render_runbook_in
 
         return render_runbook_in(language)
 

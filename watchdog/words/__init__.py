@@ -10,7 +10,7 @@ Two parts per language:
 - `rules`: per alert rule its title, summary, meaning, first checks and hint. English rule words
   live beside each rule where it is produced (the rule's `meaning` and `first_check` in its
   declaration, the title in `watchdog.alerting.wording`, the summary and hint in the finding the
-  detector builds); `rulecatalog.rule_words` gathers them. Other languages come from here.
+  detector builds); `watchdog.docsgen.runbooks.rule_words` gathers them. Other languages come from here.
 - `other_alerts`: the runbook words of alerts that are not catalog rules: `test_alert` (sent by
   hand) and the fleet alerts of the shipped Prometheus rules. English has them in the hand-written
   `watchdog/runbook/en.md`; the generated runbook of another language takes them from here.
