@@ -2,7 +2,9 @@
 inside functions. Used by tests/unit/test_architecture.py; run by hand for the numbers in
 docs/architecture.md:
 
-    .venv/bin/python -m tests.archkit
+    .venv/bin/python -m tests.archkit            # this tree
+    .venv/bin/python -m tests.archkit DIR        # the package in DIR/watchdog (e.g. an older commit's,
+                                                 # from `git archive <commit> watchdog | tar -x -C DIR`)
 
 The import graph is grimp's (the library import-linter is built on): every `import` statement,
 at module level or inside a function, also under `if TYPE_CHECKING:`. A run-time lookup of a plugin
@@ -121,11 +123,15 @@ def copy_package(dest: Path) -> Path:
     return dest
 
 
-def main() -> int:
+def main(argv: List[str]) -> int:
+    tree = Path(argv[0]).resolve() if argv else REPO
+    if tree != REPO:  # measure another copy: found first, and nothing of this one imported
+        assert PACKAGE not in sys.modules
+        sys.path.insert(0, str(tree))
     graph = build_graph()
     cycles = import_cycles(graph)
-    inner = function_level_imports()
-    kept, report = check_contracts()
+    inner = function_level_imports(tree / PACKAGE)
+    kept, report = check_contracts() if tree == REPO else (True, "")
     print(f"modules: {len(graph.modules)}")
     print(f"import cycles: {len(cycles)}")
     for c in cycles:
@@ -135,11 +141,11 @@ def main() -> int:
     for f, line, name, why in inner:
         if not f.startswith(f"{PACKAGE}/commands/"):
             print(f"  {f}:{line} {name}" + (f"  # {why}" if why else ""))
-    print(f"layer contract: {'kept' if kept else 'BROKEN'}")
+    print(f"layer contract: {'kept' if kept else 'BROKEN'}" if tree == REPO else "layer contract: not checked")
     if not kept:
         print(report)
     return 0 if kept and not cycles else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

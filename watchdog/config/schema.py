@@ -25,6 +25,8 @@ from watchdog.config.types import Duration, StrictModel
 from watchdog.core.findings import JOB_LABEL
 
 from watchdog.service.defaults import DEFAULT_PORT
+from watchdog.discovery.plan import resolve
+from watchdog.runbook import own_base
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 
@@ -190,16 +192,12 @@ class Config(StrictModel):
 
     @model_validator(mode="after")
     def _resolve_discovery(self) -> "Config":
-        from watchdog.discovery.plan import resolve
-
         self._feeds = resolve(self)
         return self
 
     @model_validator(mode="after")
     def _own_runbook(self) -> "Config":
         """Runbook links point at the runbook this daemon serves unless a base is configured."""
-        from watchdog.runbook import own_base
-
         self.alerting._own_runbook = own_base(self.http.enabled, self.http.host, self.http.port)
         return self
 

@@ -16,6 +16,7 @@ from watchdog.observations import LogObservation, NpuChip, NpuObservation
 from watchdog.core.state import StateView
 from watchdog.summaries import summary_of
 from watchdog.summaries.npu import chip_memory_mb, job_chips, live_ranks
+from watchdog.npusmi.run import reason_of
 
 __all__ = ["chip_memory_mb", "job_chips", "live_ranks"]  # shared with the detectors
 
@@ -52,8 +53,6 @@ def probe_configured(config: Config, probe: str, view: Optional[StateView] = Non
 def npu_smi_absent(view: StateView) -> bool:
     """The npu probe finds no npu-smi program on this node: its last round said so (no job ran),
     or it is down for that reason (watchdog.npusmi.run's `missing`)."""
-    from watchdog.npusmi.run import reason_of  # (the runner imports the observations only)
-
     status = view.status("npu")
     if status is None:
         return False

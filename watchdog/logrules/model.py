@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.logrules import SHIPPED_PACKS  # noqa: E402 - re-exported for the rule loader
 from watchdog.core.losscale import ScaleTrend, parse_scale
+from watchdog.parse.durations import parse_duration
 
 CATEGORIES = SHIPPED_PACKS + ("custom",)
 ROLES = ("root", "cascade")
@@ -100,7 +101,6 @@ def _as_list(value: Any, what: str, rid: str) -> List[str]:
 
 
 def parse_duration_text(value: Any, rid: str) -> float:
-    from watchdog.parse.durations import parse_duration
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     try:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from watchdog.config.schema import Config
+from watchdog.discovery.feed import feed_for
 
 
 @dataclass
@@ -24,8 +25,6 @@ class ProbeContext:
 
     def discovery_feed(self) -> Any:
         if self.feed is None:
-            from watchdog.discovery.feed import feed_for
-
             self.feed = feed_for(self.config)
         return self.feed
 

@@ -27,7 +27,7 @@ from watchdog.logrules.matcher import Matcher, decode_line
 from watchdog.observations import EndEvidence, JobState, ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.probes.heartbeat import read_file
-from watchdog.probes.process import describe, follow
+from watchdog.probes.procinfo import describe, follow
 from watchdog.host.procstat import ProcStat, read_stat
 from watchdog.host.rankfiles import rank_file
 

@@ -17,7 +17,7 @@ from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.discovery.model import Discovered
 from watchdog.logrules.tail import SourceSpec
-from watchdog.probes.base import Probe, ProbeError
+from watchdog.probes.base import Probe, ProbeContext, ProbeError
 from watchdog.probes.logs import LogsProbe
 
 TRAIN, PLOG = "train", "plog"
@@ -116,3 +116,19 @@ class DiscoveredLogsProbe(LogsProbe):
             self.tailer.set_sources(specs)
         else:
             self.tailer.sources = specs
+
+
+#: Position in the schedule (the registry orders probe modules by it).
+ORDER = 40
+
+
+def build(ctx: ProbeContext) -> List[Probe]:
+    """The logs probe: fed by discovery, or following the configured sources (watchdog.probes.logs)."""
+    cfg = ctx.config.probes.logs
+    if not cfg.enabled:
+        return []
+    if ctx.config.fed_by_discovery("logs"):
+        return [DiscoveredLogsProbe(cfg, ctx.state_dir, ctx.config.discovery, ctx.discovery_feed())]
+    if not cfg.sources:
+        return []
+    return [LogsProbe(cfg, ctx.state_dir)]

@@ -30,6 +30,6 @@ def build_snapshot_taker(config: Any, runtime: Any) -> Optional[SnapshotTaker]:
     """
     if not config.snapshots.enabled:
         return None
-    from watchdog.snapshots.taker import SnapshotTaker as _Taker
+    from watchdog.snapshots.taker import SnapshotTaker as _Taker  # lazy: no capture code without snapshots
 
     return _Taker(config, runtime)

@@ -86,8 +86,8 @@ def watch_socket(sock: Optional[socket.socket]) -> None:
 def make_session() -> "requests.Session":
     """A requests session whose connections obey `Deadline`. requests and urllib3 are imported
     here, on the first send: a daemon whose channels have sent nothing does not carry them
-    (about 5 MB of its memory); that is why this import stays inside the function."""
-    from watchdog.alerting.httpclient import deadline_session
+    (about 5 MB of its memory)."""
+    from watchdog.alerting.httpclient import deadline_session  # lazy: requests loads on the first send
 
     return deadline_session(watch_socket)
 
