@@ -50,7 +50,7 @@ def test_a_long_line_under_the_cut_is_still_redacted_in_full():
 
 
 def test_secrets_spanning_the_chunk_boundary_are_found():
-    from watchdog.snapshots import redact
+    from watchdog.privacy import redact
 
     line = "y" * 99 + "\n"
     filler = line * (redact.CHUNK_CHARS // len(line)) + "z" * (redact.CHUNK_CHARS % len(line) - 5)
