@@ -14,7 +14,7 @@ from watchdog.alerting.engine import AlertEngine
 from watchdog.alerting.outbox import DeadMan, Outbox
 from watchdog.alerting.store import AlertStore
 from watchdog.config.load import load_config_text
-from watchdog.findings import Finding
+from watchdog.core.findings import Finding
 
 BASE = {"host": "node-a", "training_job": "job-a"}
 

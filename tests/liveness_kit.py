@@ -13,11 +13,11 @@ from typing import Any, Dict, List, Optional
 from tests.helpers import REPO, wait_for
 from watchdog.config.schema import Config
 from watchdog.detectors import liveness
-from watchdog.findings import Finding
+from watchdog.core.findings import Finding
 from watchdog.probes import heartbeat as heartbeat_probe
 from watchdog.probes import process as process_probe
 from watchdog.probes.base import ProbeContext
-from watchdog.state import StateStore
+from watchdog.core.state import StateStore
 
 CONTRIB = str(REPO / "contrib" / "heartbeat")
 

@@ -17,7 +17,7 @@ import yaml
 from tests.fakes.receivers import Receiver
 from watchdog.alerting.channels import build_channel
 from watchdog.config.load import load_config_text
-from watchdog.rulecatalog import names as rule_names
+from watchdog.core.rulecatalog import names as rule_names
 
 ALL_KINDS = ["feishu", "slack", "dingtalk", "wecom", "webhook", "alertmanager"]
 CHAT_KINDS = ["feishu", "slack", "dingtalk", "wecom"]

@@ -11,7 +11,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 from watchdog.config.schema import Config
 from watchdog.detectors import npu as npu_det
 from watchdog.detectors import stall as stall_det
-from watchdog.findings import Finding
+from watchdog.core.findings import Finding
 from watchdog.observations import (
     HeartbeatObservation,
     HeartbeatReading,
@@ -22,7 +22,7 @@ from watchdog.observations import (
     ProcessInfo,
     ProcessObservation,
 )
-from watchdog.state import StateStore, StateView
+from watchdog.core.state import StateStore, StateView
 
 T0 = 1_700_000_000.0
 BASE = {"host": "node-a", "training_job": "job-a"}

@@ -16,7 +16,8 @@ import threading
 import time
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
-from watchdog import __version__, statelock
+from watchdog import __version__
+from watchdog.service import statelock
 from watchdog.alerting.core import SnapshotRequester
 from watchdog.alerting.engine import AlertEngine
 from watchdog.alerting.outbox import DeadMan, Outbox
@@ -24,16 +25,16 @@ from watchdog.alerting.store import AlertStore
 from watchdog.config import Config
 from watchdog.detectors import IncrementalDetectors, load_detectors
 from watchdog.discovery.feed import feed_for, scan_options
-from watchdog.httpserver import HttpEndpoint, MetricsSource
-from watchdog.logsetup import set_level
+from watchdog.http.server import HttpEndpoint, MetricsSource
+from watchdog.service.logsetup import set_level
 from watchdog.metrics.collector import evaluated_metrics, make_registry
 from watchdog.probes import ProbeContext, build_probes
 from watchdog.probes.base import Probe
 from watchdog.runtime import AlertEngineView, Runtime
 from watchdog.scheduler import TICK_SECONDS, ProbeScheduler
 from watchdog.snapshots import build_snapshot_taker
-from watchdog.sdnotify import Notifier, watchdog_interval
-from watchdog.state import StateStore
+from watchdog.service.sdnotify import Notifier, watchdog_interval
+from watchdog.core.state import StateStore
 from watchdog.wiring.health import LOOP_STALL_SECONDS, Liveness, health
 from watchdog.wiring.keepalive import KeepAlive
 from watchdog.wiring.reload import RELOAD_TIMEOUT_SECONDS, Outcome, Reloader

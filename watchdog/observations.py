@@ -41,8 +41,8 @@ class ProcessInfo:
     threads: int
     cmdline: Tuple[str, ...] = ()
     name: str = ""
-    #: The rank's HCCL settings as (name, value) pairs (`watchdog.hccl.ENV_KEYS` only) when its
-    #: environment is visible; the cascade windows follow them (see watchdog.hccl).
+    #: The rank's HCCL settings as (name, value) pairs (`watchdog.parse.hccl.ENV_KEYS` only) when its
+    #: environment is visible; the cascade windows follow them (see watchdog.parse.hccl).
     hccl_env: Tuple[Tuple[str, str], ...] = ()
     #: The discovered job this rank belongs to (None: the process probe's explicit selectors).
     job: Optional[str] = None

@@ -15,8 +15,8 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.discovery.feed import DiscoveryFeed
-from watchdog.findings import Finding
-from watchdog.state import StateStore
+from watchdog.core.findings import Finding
+from watchdog.core.state import StateStore
 
 
 class StorageHealthView(Protocol):

@@ -23,7 +23,7 @@ from watchdog.probes.base import Probe
 from watchdog.scheduling.rounds import Round, RoundWorker, record_round, record_stuck
 from watchdog.scheduling.tracker import RoundTracker
 from watchdog.scheduling.trigger import PhasedTrigger
-from watchdog.state import StateStore
+from watchdog.core.state import StateStore
 
 log = logging.getLogger(__name__)
 

@@ -147,7 +147,7 @@ def test_restart_neither_repages_nor_forgets(tmp_path, rx, engines):
     settle(e2)
     assert len(rx.requests) == 1, "held after the restart: no resolve before the detector warmed up"
     # job_gone's detector needs process.start_grace (and two rounds) of fresh evidence after a start.
-    from watchdog.rulecatalog import warmup
+    from watchdog.core.rulecatalog import warmup
     assert warmup("job_gone", cfg, x.to_dict()) >= cfg.probes.process.start_grace
     Driver(e2).hold([], warmup("job_gone", cfg, x.to_dict()) + 3.0, step=1.0)
     msgs = rx.wait_for(2)
@@ -165,7 +165,7 @@ def test_restart_while_firing_holds_until_the_detector_is_warm(tmp_path, rx, eng
     rx.wait_for(1)
     e.close()
     e2 = new_engine(engines, cfg, clock=e.clock)
-    from watchdog.rulecatalog import warmup
+    from watchdog.core.rulecatalog import warmup
     held = warmup(rule, cfg, x.to_dict())
     assert held > cfg.alerting.resolve_delay, "the warm-up outlasts the resolve delay"
     # The probes take their time before their first complete round (a loaded machine): the warm-up
@@ -336,7 +336,7 @@ def test_an_incident_resolves_once_when_its_last_alert_clears(tmp_path, rx, engi
     e2 = new_engine(engines, cfg, clock=e.clock)
     e2.round_complete()  # every probe has run once: the detectors' warm-up starts
     Driver(e2).hold(nans[3:], 1.0)
-    from watchdog.rulecatalog import warmup
+    from watchdog.core.rulecatalog import warmup
     Driver(e2).hold([], warmup("loss_nan", cfg, nans[3].to_dict()) + 3.0, step=0.5)
     settle(e2)
     got = [(m.json["status"], len(m.json["alerts"])) for m in rx.requests]

@@ -13,8 +13,8 @@ import uuid
 import yaml
 
 from tests.helpers import REPO, wait_for
-from watchdog.argv import redact_argv
-from watchdog.snapshots.redact import REDACTED
+from watchdog.privacy.argv import redact_argv
+from watchdog.privacy.redact import REDACTED
 
 SECRETS = ("tok-A1b2C3d4E5", "pw-Z9y8X7w6", "key-Q1w2E3r4", "hf-M5n6B7v8")
 

@@ -249,7 +249,7 @@ def test_terminal_control_strings_are_dropped_with_their_payload(kind):
 
 
 def test_an_unended_control_string_hides_nothing_and_stays_linear():
-    from watchdog.alerting.render import clean
+    from watchdog.alerting.text import clean
     assert clean("\x1b]8;;rank 3 died of OOM") == "8;;rank 3 died of OOM"
     hostile = ("\x1b]" + "a" * 5000) * 200 + "\x9b" * 100_000   # about 1 MB, every start fails late
     assert clean(hostile).count("a") == 5000 * 200

@@ -243,7 +243,7 @@ def test_watchdog_ping_withheld_for_another_pid(make_daemon, tmp_path):
 
 
 def test_notifier_sends_utf8(tmp_path):
-    from watchdog.sdnotify import Notifier
+    from watchdog.service.sdnotify import Notifier
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     addr = str(tmp_path / "u.sock")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from watchdog.config import load_config_text
 from watchdog.detectors import IncrementalDetectors
-from watchdog.findings import Finding
-from watchdog.state import StateStore
+from watchdog.core.findings import Finding
+from watchdog.core.state import StateStore
 
 
 def counting(name, calls):

@@ -26,7 +26,7 @@ def test_generated_doc_blocks_are_current():
 
 def test_rule_table_lists_every_rule_with_a_runbook_section():
     from tests.doclinks import anchors
-    from watchdog.rulecatalog import names
+    from watchdog.core.rulecatalog import names
 
     runbook = anchors(REPO / "docs" / "runbook.md")
     missing = [r for r in names() if r not in runbook]

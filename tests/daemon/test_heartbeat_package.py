@@ -13,7 +13,7 @@ import zipfile
 import pytest
 
 from tests.helpers import REPO
-from watchdog import flight_recorder as fr
+from watchdog.parse import flight_recorder as fr
 from watchdog.probes.heartbeat import read_ring_tail
 
 PKG_DIR = REPO / "contrib" / "heartbeat"

@@ -13,7 +13,7 @@ import pytest
 
 
 from tests.helpers import REPO
-from watchdog.heartbeat_format import parse_heartbeat
+from watchdog.parse.heartbeat_format import parse_heartbeat
 
 CONTRIB = REPO / "contrib" / "heartbeat"
 sys.path.insert(0, str(CONTRIB))

@@ -15,8 +15,8 @@ from tests.hostile_kit import as_other_user
 from tests.jobkit import TAG, TrainJob
 from watchdog.discovery.environ import first_int
 from watchdog.discovery.scan import hccl_of, npu_of
-from watchdog.hccl import from_env
-from watchdog.untrusted import ascii_int, ascii_number
+from watchdog.parse.hccl import from_env
+from watchdog.parse.untrusted import ascii_int, ascii_number
 
 HOSTILE = ("²", "١٢", "٩٩٩", "1²", "+1", "-1", " 3 ", "0x10", "1e3", "nan", "12345678901234567890")
 
@@ -97,7 +97,7 @@ def test_another_users_hostile_process_does_not_blind_the_daemon(tmp_path, procs
 
 
 def test_heartbeat_numbers_written_as_text_are_ascii_only():
-    from watchdog.heartbeat_format import HeartbeatFormatError, parse_heartbeat
+    from watchdog.parse.heartbeat_format import HeartbeatFormatError, parse_heartbeat
 
     assert parse_heartbeat(b'{"step": "12", "loss": "nan"}').step == 12
     for bad in (b'{"step": "\xd9\xa1\xd9\xa2"}', b'{"step": "\xc2\xb2"}', b'{"loss": "\xd9\xa1\xd9\xa2"}'):

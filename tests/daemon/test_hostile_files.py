@@ -22,7 +22,7 @@ from tests.jobkit import TAG
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
 from watchdog.logrules.tail import SourceSpec, Tailer
 from watchdog.probes.heartbeat import HeartbeatProbe
-from watchdog.rankfiles import NOT_REGULAR, SYMLINK, WRONG_OWNER, RankFileRefused, open_rank_file
+from watchdog.host.rankfiles import NOT_REGULAR, SYMLINK, WRONG_OWNER, RankFileRefused, open_rank_file
 
 
 def _finishes(fn, bound: float = 30.0):

@@ -10,7 +10,7 @@ import time
 import urllib.request
 
 from tests.helpers import wait_for
-from watchdog import httpserver
+from watchdog.http import server as httpserver
 
 
 class _Registry:

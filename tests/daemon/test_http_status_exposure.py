@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import http_get
-from watchdog import httpserver
-from watchdog.httpserver import HttpEndpoint, is_local_client
+from watchdog.http import server as httpserver
+from watchdog.http.server import HttpEndpoint, is_local_client
 
 
 def test_which_clients_are_on_this_node():

@@ -22,7 +22,7 @@ from watchdog.alerting.render import dashboard_link
 from watchdog.alerting.store import AlertStore
 from watchdog.config.load import load_config_text
 from watchdog.config.sections.alerting import parse_matcher
-from watchdog.findings import JOB_LABEL, Finding
+from watchdog.core.findings import JOB_LABEL, Finding
 from watchdog.metrics.catalog import TARGET_LABELS, MetricDef, all_metrics
 
 HERE = TESTS
@@ -131,7 +131,7 @@ def test_upgrade_keeps_an_alert_firing_under_the_new_label(tmp_path, rx):
         # Restored alerts are held until their detector has warmed up again (see the restart rule
         # in docs/alerting.md): let the probes complete a round, then move past the warm-up.
         new.round_complete()
-        from watchdog.rulecatalog import warmup
+        from watchdog.core.rulecatalog import warmup
         later = time.time() + warmup("job_gone", cfg, row.finding) + 1.0
         new.process([], later)
         new.process([], later + cfg.alerting.resolve_delay + 1.0)

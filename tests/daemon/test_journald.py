@@ -15,7 +15,7 @@ from tests.helpers import REPO
 
 SNIPPET = """
 import logging
-from watchdog.logsetup import setup_logging
+from watchdog.service.logsetup import setup_logging
 setup_logging("debug", {fmt!r})
 log = logging.getLogger("watchdog.test")
 log.debug("d"); log.info("i"); log.warning("w"); log.error("e")

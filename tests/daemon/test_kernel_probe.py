@@ -13,14 +13,14 @@ from tests.helpers import FIXTURES, TESTS
 
 from watchdog.config.schema import Config
 from watchdog.detectors import kernel as kdet
-from watchdog.kernelrules import RuleError, kernel_ruleset, pid_of
-from watchdog.kmsg import KmsgFormatError, parse_record
+from watchdog.logrules.kernel import RuleError, kernel_ruleset, pid_of
+from watchdog.parse.kmsg import KmsgFormatError, parse_record
 from watchdog.logrules.matcher import Matcher
 from watchdog.observations import KernelEvent, KernelObservation, ProcessInfo, ProcessObservation
 from watchdog.probes.base import ProbeError
 from watchdog.probes.kernel import STATE_FILE, KernelProbe
-from watchdog.procstat import boot_time
-from watchdog.state import StateStore
+from watchdog.host.procstat import boot_time
+from watchdog.core.state import StateStore
 
 FIXTURE = FIXTURES / "kmsg" / "segfault_oom.kmsg"
 SAMPLES = TESTS / "samples" / "corpus" / "device_and_kernel_logs.log"

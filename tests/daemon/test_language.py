@@ -18,10 +18,12 @@ from tests.fakes.receivers import Receiver
 from tests.helpers import REPO
 from tests.message_kit import (ALL_KINDS, CJK, alert, chat_text, check_limits, deliver, english_left, incident_64,
                                nan_on_8_ranks, note)
-from watchdog import rulecatalog
+from watchdog.core import rulecatalog
+from watchdog.docsgen import runbooks
 from watchdog.alerting.channels import build_channel
 from watchdog.alerting.digest import runbook_link
-from watchdog.alerting.render import Message, cut_bytes, cut_chars, escape_plain
+from watchdog.alerting.render import Message, escape_plain
+from watchdog.alerting.text import cut_bytes, cut_chars
 from watchdog.config.load import load_config_text
 from watchdog.words import LANGUAGES, RULE_FIELDS, SUMMARY_FIELDS, template_fields, words
 
@@ -31,7 +33,7 @@ from watchdog.words import LANGUAGES, RULE_FIELDS, SUMMARY_FIELDS, template_fiel
 def test_every_catalog_rule_has_every_word_in_every_language(language):
     missing = []
     for name in rulecatalog.names():
-        rw = rulecatalog.rule_words(name, language)
+        rw = runbooks.rule_words(name, language)
         # English summaries and hints are the findings' own text (written where they are built).
         fields = RULE_FIELDS if language != "en" else ("title", "meaning", "first_check")
         missing += [f"{name}.{f}" for f in fields if not getattr(rw, f).strip()]
@@ -42,7 +44,7 @@ def test_a_rule_without_chinese_words_is_caught(monkeypatch):
     """The completeness check above can fail: a rule the zh file does not know has no words."""
     zh = words("zh")
     monkeypatch.delitem(zh.rules, "stall")
-    assert not rulecatalog.rule_words("stall", "zh").title
+    assert not runbooks.rule_words("stall", "zh").title
 
 
 def test_chinese_words_are_chinese_and_templates_name_known_fields():
@@ -82,7 +84,7 @@ def test_the_chinese_runbook_has_every_rule_under_its_anchor_and_is_current():
             assert "rule=" not in body and (f"alertname={name}" in body) == (others[name].source == "prometheus")
         else:
             assert f"rule={name}" in body, name
-    assert text == rulecatalog.render_runbook_in("zh"), "watchdog/runbook/zh.md is stale: run `make docs`"
+    assert text == runbooks.render_runbook_in("zh"), "watchdog/runbook/zh.md is stale: run `make docs`"
 
 
 def test_chinese_words_for_every_alert_outside_the_catalog_match_the_prometheus_rules():

@@ -1,4 +1,4 @@
-"""The daemon limits glibc's malloc arenas (watchdog.malloc), unless the operator set it, and hands
+"""The daemon limits glibc's malloc arenas (watchdog.service.malloc), unless the operator set it, and hands
 freed heap pages back."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ve
 
 
 def limited(env):
-    code = "from watchdog.malloc import limit_arenas; print(limit_arenas())"
+    code = "from watchdog.service.malloc import limit_arenas; print(limit_arenas())"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(REPO), env=env,
                          timeout=60)
     return res.stdout.strip()
@@ -37,7 +37,7 @@ def test_trim_gives_freed_heap_pages_back():
     `trim` hands it back."""
     code = (
         "import gc\n"
-        "from watchdog.malloc import trim\n"
+        "from watchdog.service.malloc import trim\n"
         "def rss():\n"
         "    return int(next(l for l in open('/proc/self/status') if l.startswith('VmRSS')).split()[1])\n"
         "junk = [bytearray(2000) for _ in range(20000)]\n"  # ~40 MB through malloc (not obmalloc)

@@ -117,7 +117,7 @@ def _hb_view(readings_by_time, logs_active=()):
     from watchdog.config.load import load_config_text
     from watchdog.observations import HeartbeatObservation, HeartbeatReading
     from watchdog.probes.logs import LogProbeObservation
-    from watchdog.state import StateStore
+    from watchdog.core.state import StateStore
 
     cfg = load_config_text("probes: {heartbeat: {enabled: true, paths: ['/x/rank*.json']}}")
     st = StateStore()

@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import REPO, TESTS, wait_for
 from watchdog.config import load_config_text
 from watchdog.detectors.npu_smi import detect
-from watchdog.state import FailureReason, ProbeStatus, StateView
+from watchdog.core.state import FailureReason, ProbeStatus, StateView
 
 HERE = TESTS
 FAKE = str(HERE / "fakes" / "npu-smi")

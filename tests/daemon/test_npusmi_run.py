@@ -12,7 +12,7 @@ from tests.helpers import TESTS, wait_for
 from watchdog.config.sections.npu import NpuProbeConfig
 from watchdog.npusmi.run import NpuSmiRunError, NpuSmiStats, query_health, query_info
 from watchdog.probes.base import ProbeError
-from watchdog.state import FailureReason
+from watchdog.core.state import FailureReason
 from watchdog.probes.npu import NpuProbe
 
 HERE = TESTS

@@ -14,8 +14,8 @@ from tests.helpers import wait_for
 from watchdog.config import load_config_text
 from watchdog.discovery.model import Discovered, JobInfo, RankInfo
 from watchdog.probes.discovered import DiscoveredProcessProbe
-from watchdog.probes.process import follow
-from watchdog.procstat import read_cmdline, read_stat
+from watchdog.probes.procinfo import follow
+from watchdog.host.procstat import read_cmdline, read_stat
 
 _opened: Optional[List[str]] = None
 _hooked = False

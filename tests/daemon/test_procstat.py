@@ -1,4 +1,4 @@
-"""watchdog.procstat against real processes: the same values psutil gives, from one stat read."""
+"""watchdog.host.procstat against real processes: the same values psutil gives, from one stat read."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from tests.helpers import wait_for
-from watchdog.procstat import long_name, parse_stat, read_cmdline, read_rss, read_stat
+from watchdog.host.procstat import long_name, parse_stat, read_cmdline, read_rss, read_stat
 
 #: Sets its own command name (one only a thread of the process may set), says so, then sleeps.
 RENAMED = ("import sys, time\n"

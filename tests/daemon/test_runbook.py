@@ -17,7 +17,7 @@ from tests.fakes.receivers import Receiver
 from tests.helpers import REPO, check_link, http_get, message_links, run_cli
 from watchdog import runbook
 from watchdog.config.load import load_config_text
-from watchdog.rulecatalog import names
+from watchdog.core.rulecatalog import names
 
 
 def _prometheus_alerts():

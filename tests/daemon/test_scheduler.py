@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from tests.helpers import wait_for
 from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.scheduler import ProbeScheduler
-from watchdog.state import FailureReason, StateStore
+from watchdog.core.state import FailureReason, StateStore
 
 
 class Blocking(Probe):

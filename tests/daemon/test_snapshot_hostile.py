@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from tests.helpers import http_get, wait_for
-from watchdog.snapshots.redact import MAX_LINE_CHARS, REDACTED, Redactor
+from watchdog.privacy.redact import MAX_LINE_CHARS, REDACTED, Redactor
 
 
 def _manifest(archive: Path) -> dict:
@@ -50,7 +50,7 @@ def test_a_long_line_under_the_cut_is_still_redacted_in_full():
 
 
 def test_secrets_spanning_the_chunk_boundary_are_found():
-    from watchdog.snapshots import redact
+    from watchdog.privacy import redact
 
     line = "y" * 99 + "\n"
     filler = line * (redact.CHUNK_CHARS // len(line)) + "z" * (redact.CHUNK_CHARS % len(line) - 5)

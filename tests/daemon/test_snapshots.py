@@ -24,16 +24,16 @@ from pydantic import SecretStr
 
 from tests.helpers import FIXTURES, wait_for
 from watchdog.config.schema import Config
-from watchdog.findings import Finding
+from watchdog.core.findings import Finding
 from watchdog.observations import NpuChip, NpuObservation, ProcessInfo, ProcessObservation
 from watchdog.runtime import Runtime
 from watchdog.snapshots import build_snapshot_taker
 from watchdog.snapshots.policy import wants_snapshot
 from watchdog.snapshots.procs import resolve_py_spy
-from watchdog.snapshots.redact import REDACTED
+from watchdog.privacy.redact import REDACTED
 from watchdog.snapshots.retention import apply_retention
 from watchdog.snapshots.taker import SnapshotTaker, manual_finding
-from watchdog.state import StateStore
+from watchdog.core.state import StateStore
 
 BUSY = textwrap.dedent("""
     import sys

@@ -75,7 +75,7 @@ def test_a_database_that_cannot_be_written_at_start_is_not_set_aside(tmp_path):
     the start fails on it, but nothing is renamed or reported as a damaged file."""
     import subprocess
 
-    from watchdog import statefiles
+    from watchdog.service import statefiles
     from watchdog.alerting.store import DB_NAME, AlertStore
 
     state = tmp_path / "state"

@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from watchdog import statefiles
+from watchdog.service import statefiles
 
 
 def _mode(path: str) -> int:

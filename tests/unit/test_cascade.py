@@ -5,7 +5,7 @@ must stay in force while the job it broke is still broken, and the window must f
 from __future__ import annotations
 
 from watchdog.detectors import logs as logs_det
-from watchdog.hccl import CANN_EXEC_TIMEOUT, resolve
+from watchdog.parse.hccl import CANN_EXEC_TIMEOUT, resolve
 from watchdog.observations import ProcessInfo, ProcessObservation
 from watchdog.probes.logs import ActiveMatch, LogProbeObservation
 from tests.synth import T0, Synth

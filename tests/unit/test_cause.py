@@ -7,11 +7,11 @@ import time
 
 from watchdog.config.schema import Config
 from watchdog.detectors.cause import cause_of_death, errorish_tail, explain
-from watchdog.findings import Finding
+from watchdog.core.findings import Finding
 from watchdog.logrules.lastlines import LastLines, LastLinesRing, tail_lines
 from watchdog.observations import KernelEvent, KernelObservation, ProcessObservation
 from watchdog.probes.logs import ActiveMatch, LogProbeObservation
-from watchdog.state import StateStore
+from watchdog.core.state import StateStore
 
 CFG = Config.model_validate({"node": {"name": "n1"}})
 

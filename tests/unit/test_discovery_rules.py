@@ -123,7 +123,7 @@ def test_explicit_probe_settings_win_over_discovery():
 
 
 def _view(obs, now=1000.0):
-    from watchdog.state import Sample, StateView
+    from watchdog.core.state import Sample, StateView
 
     return StateView(now=now, started_at=0.0, samples={"process": (Sample(now - 1, obs),)}, statuses={})
 
@@ -175,7 +175,7 @@ def test_configured_paths_of_discovery_fed_probes_are_not_reported_unmatched():
 
 
 def test_a_rank_carries_its_user_and_the_heartbeat_it_names_whoever_owns_it():
-    """Whose file it is is checked at every read (watchdog.rankfiles), not once here: a rank that
+    """Whose file it is is checked at every read (watchdog.host.rankfiles), not once here: a rank that
     names a file of another user keeps it named, and reading it is refused (a finding)."""
     from watchdog.discovery.group import RawJob
     from watchdog.discovery.model import ProcRecord
@@ -189,7 +189,7 @@ def test_a_rank_carries_its_user_and_the_heartbeat_it_names_whoever_owns_it():
 
 
 def test_proc_stat_with_odd_command_names():
-    from watchdog.procstat import parse_stat  # the one stat parser, discovery's too
+    from watchdog.host.procstat import parse_stat  # the one stat parser, discovery's too
 
     line = b"4242 (python (rank) 0) S 4000 4242 4242 0 -1 4194560 " + b" ".join([b"0"] * 12) + b" 987654 0 0"
     st = parse_stat(line, boot=0.0)

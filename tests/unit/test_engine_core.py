@@ -21,7 +21,7 @@ from watchdog.alerting.notification import AlertNote, Notification
 from watchdog.alerting.store import Silence
 from watchdog.alerting.timer import MAX_SLEEP, MIN_SLEEP, RETRY_SLEEP, SILENCE_POLL, Schedule
 from watchdog.config.sections.alerting import parse_matcher
-from watchdog.findings import Finding
+from watchdog.core.findings import Finding
 
 URL = "http://127.0.0.1:9/hook"  # never contacted: the core only routes
 T0 = 1_800_000_000.0

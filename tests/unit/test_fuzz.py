@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from tests.helpers import TESTS
-from watchdog import flight_recorder as fr  # noqa: E402
+from watchdog.parse import flight_recorder as fr  # noqa: E402
 from watchdog.config import ConfigError, load_config_text  # noqa: E402
-from watchdog.heartbeat_format import HeartbeatFormatError, parse_heartbeat  # noqa: E402
+from watchdog.parse.heartbeat_format import HeartbeatFormatError, parse_heartbeat  # noqa: E402
 from watchdog.logrules.matcher import Matcher, decode_line, re2_available  # noqa: E402
 from watchdog.logrules.model import build_ruleset  # noqa: E402
 from watchdog.npusmi.parse import NpuSmiError, NpuSmiParseError, parse_health, parse_info, parse_kv  # noqa: E402

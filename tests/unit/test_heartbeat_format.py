@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from watchdog.heartbeat_format import HeartbeatFormatError, parse_heartbeat
+from watchdog.parse.heartbeat_format import HeartbeatFormatError, parse_heartbeat
 
 
 def test_single_object_with_all_fields_and_unknown_ones_kept():

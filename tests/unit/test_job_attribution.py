@@ -12,10 +12,10 @@ from watchdog.config.schema import Config
 from watchdog.detectors import IncrementalDetectors
 from watchdog.detectors import npu as npu_det
 from watchdog.detectors.jobs import chip_owners
-from watchdog.findings import JOB_LABEL, Finding
+from watchdog.core.findings import JOB_LABEL, Finding
 from watchdog.metrics import trends as trend_metrics
 from watchdog.observations import JobState, NpuObservation, NpuProcess, ProcessInfo, ProcessObservation
-from watchdog.state import StateStore
+from watchdog.core.state import StateStore
 
 #: Job A: ranks on NPUs 0-3, listed in npu-smi's process table. Job B: ranks on NPUs 4-6 that the
 #: table does not list (a container's npu-smi): only their device variables say where they run.

@@ -14,7 +14,7 @@ from watchdog.detectors.kernel import kernel_events_for_pids
 from watchdog.detectors.liveness import _with_kernel_kill
 from watchdog.observations import (EndEvidence, JobState, KernelEvent, KernelObservation, ProcessInfo,
                                    ProcessObservation)
-from watchdog.state import StateStore
+from watchdog.core.state import StateStore
 
 CFG = Config.model_validate({"node": {"name": "n1"}})
 NOW = time.time()

@@ -8,7 +8,7 @@ import math
 from watchdog.config.schema import Config
 from watchdog.detectors.liveness import detect
 from watchdog.observations import HeartbeatObservation, HeartbeatReading, ProcessInfo, ProcessObservation
-from watchdog.state import ProbeStatus, Sample, StateView
+from watchdog.core.state import ProbeStatus, Sample, StateView
 
 T0 = 1_700_000_000.0
 BASE = {"host": "node-t", "training_job": "job-t"}

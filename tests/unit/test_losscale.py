@@ -7,7 +7,7 @@ import pytest
 from watchdog.logrules.extract import Extractor, StreamState
 from watchdog.logrules.matcher import Matcher, re2_available
 from watchdog.logrules.model import RuleError, build_ruleset, make_rule
-from watchdog.losscale import UNTIMED_VALUES, ScaleTrack, ScaleTrend, collapsed
+from watchdog.core.losscale import UNTIMED_VALUES, ScaleTrack, ScaleTrend, collapsed
 
 ENGINES = ["re"] + (["re2"] if re2_available() else [])
 DS = ("[2023-06-07 22:{m:02d}:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! "

@@ -18,7 +18,7 @@ from tests.synth import T0, Synth, chip, logs, npu_obs
 from watchdog.detectors import IncrementalDetectors, load_detectors
 from watchdog.observations import (HeartbeatObservation, HeartbeatReading, JobState, ProcessInfo,
                                    ProcessObservation)
-from watchdog.state import StateView
+from watchdog.core.state import StateView
 
 RANKS, CHIPS, SOURCES = 64, 16, 20
 #: Discovery: two jobs of 32 ranks each (None: ranks selected by explicit settings).

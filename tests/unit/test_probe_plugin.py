@@ -130,7 +130,7 @@ def test_one_module_is_a_whole_probe(planted: Path):
     from watchdog.docsgen import BLOCKS
     from watchdog.metrics.catalog import all_metrics, metric_modules
     from watchdog.probes import ProbeContext, build_probes, probe_modules
-    from watchdog.state import StateStore
+    from watchdog.core.state import StateStore
 
     # Config: the section is accepted, checked strictly, and absent means its defaults.
     cfg = load_config_text("probes:\n  canary: {enabled: true, chirps: 7, interval: 5s}\n")

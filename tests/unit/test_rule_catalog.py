@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Iterator, Set, Tuple
 
 from tests.helpers import REPO
-from watchdog import rulecatalog, runbook
+from watchdog import runbook
+from watchdog.core import rulecatalog
+from watchdog.docsgen import runbooks
 from watchdog.config.load import load_config_text
 from watchdog.logrules.model import CATEGORIES
 
@@ -97,8 +99,8 @@ def test_the_runbook_is_the_one_source_of_what_a_rule_means():
     assert meaning == "npu-smi is not installed where `probes.npu.npu_smi` says.", meaning
     assert not meaning.startswith("**Severity**") and "Check first" not in meaning
     assert check.startswith("Install the Ascend driver (npu-smi is usually") and check.endswith("disable `probes.npu`.")
-    assert rulecatalog.rule_words("npu_smi_missing", "en").meaning == meaning
-    assert rulecatalog.render_runbook_in("en") == runbook.source("en")
+    assert runbooks.rule_words("npu_smi_missing", "en").meaning == meaning
+    assert runbooks.render_runbook_in("en") == runbook.source("en")
     assert not hasattr(rulecatalog, "render_runbook")
     fields = {f.name for f in dataclasses.fields(rulecatalog.Rule)}
     assert not fields & {"meaning", "first_check"}, "runbook text declared a second time"

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from tests.helpers import REPO
 from watchdog.config.load import load_config_text, with_state_dir
-from watchdog.state import FailureReason
+from watchdog.core.state import FailureReason
 
 #: The limits of issue 26 (docs/architecture.md).
 MAX_CLASS_LINES = 250

@@ -27,7 +27,7 @@ from watchdog.alerting.routing import RouteTarget, route
 from watchdog.alerting.storagefault import Carry, SavePoint, apply_carry
 from watchdog.alerting.store import AlertRow, OutboxItem
 from watchdog.config.sections.alerting import AlertingConfig
-from watchdog.findings import Finding
+from watchdog.core.findings import Finding
 
 log = logging.getLogger("watchdog.alerts")
 

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.alerting.timetext import TimeText, format_duration
+from watchdog.alerting.text import one_line
 from watchdog.alerting.wording import compact, headline, phrase, scope
 from watchdog.runbook import runbook_link  # the one link builder (channels import it from here too)
-from watchdog.steps import find_step
-from watchdog.findings import SEVERITY_RANK
+from watchdog.parse.steps import find_step
+from watchdog.core.findings import SEVERITY_RANK
 from watchdog.words import EN, Words, fill
 
 MAX_LINE = 300
@@ -162,12 +163,6 @@ class Style:
     inline: Callable[[str], str]
 
 
-def _one_line(text: Any, limit: int) -> str:
-    from watchdog.alerting.render import one_line
-
-    return one_line(text, limit)
-
-
 def since_text(times: TimeText, ts: Optional[float], w: Words = EN) -> str:
     """`2026-11-30 22:16:40 +08:00 (3m ago)` in `w`'s words (the time itself is unchanged)."""
     if not ts:
@@ -196,18 +191,18 @@ def group_text(g: RuleGroup, st: Style, d: Detail, times: TimeText, runbook: Opt
         head = w.t("group_since", head=head, when=since_text(times, g.since, w))
     out = [head]
     if d.summary:
-        out.append(e(_one_line(g.summary_in(w), MAX_SUMMARY)))
+        out.append(e(one_line(g.summary_in(w), MAX_SUMMARY)))
         value = g.value_in(w)
         if value not in (None, "") and n == 1:
-            out[-1] = w.t("summary_value", summary=out[-1], value=e(_one_line(value, 120)))
+            out[-1] = w.t("summary_value", summary=out[-1], value=e(one_line(value, 120)))
     hint = g.hint_in(w)
     if d.hint and not resolved and hint:
-        out.append(f"{st.bold(w.t('hint'))}{w.t('colon')}{e(_one_line(hint, MAX_HINT))}")
+        out.append(f"{st.bold(w.t('hint'))}{w.t('colon')}{e(one_line(hint, MAX_HINT))}")
     whose, ev = g.evidence
     if d.lines > 0 and ev and not resolved:
         who = " ".join(w.t("evidence_whose", key=w.t(f"{k}_one"), value=v) for k, v in whose.items())
         out.append(st.bold(w.t("log_lines_whose", whose=e(who)) if who else w.t("log_lines")) + w.t("colon").rstrip())
-        out.append(st.code([e(_one_line(x, MAX_LINE)) for x in ev[-d.lines:]]))
+        out.append(st.code([e(one_line(x, MAX_LINE)) for x in ev[-d.lines:]]))
     link = runbook_link(runbook, g.rule, w.language)
     acts = []
     if link:

@@ -41,8 +41,8 @@ from watchdog.alerting.timer import MAX_SLEEP, EngineTimer, Schedule
 from watchdog.alerting.unwritable import UnwritableEpisode
 from watchdog.config.schema import Config
 from watchdog.detectors.selfstate import unwritable_finding
-from watchdog.findings import Finding
-from watchdog.rulecatalog import warmup
+from watchdog.core.findings import Finding
+from watchdog.core.rulecatalog import warmup
 
 log = logging.getLogger("watchdog.alerts")
 

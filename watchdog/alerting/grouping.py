@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from watchdog.alerting.store import AlertRow
-from watchdog.rulecatalog import JOB_LABELS, subject
+from watchdog.core.rulecatalog import JOB_LABELS, subject
 
 
 def group_key(a: AlertRow) -> str:

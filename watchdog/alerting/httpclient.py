@@ -1,5 +1,6 @@
 """The requests session of a delivery attempt: urllib3 connections that register their sockets
-with the sending thread's `Deadline` (watchdog.alerting.channels.http).
+with the sending thread's `Deadline` (watchdog.alerting.channels.http, which passes its `watch`
+hook in: this module sits below the channels and imports none of them).
 
 The hooks are urllib3's connection classes selected through requests' adapter (public
 attributes: `pool_classes_by_scheme`, `ConnectionCls`); proxies from the environment keep
@@ -10,14 +11,22 @@ its own so that requests is imported only when something is sent.
 from __future__ import annotations
 
 import socket
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from watchdog.alerting.channels.http import watch_socket
+Watch = Callable[[Optional[socket.socket]], None]
+
+
+def _unwatched(_sock: Optional[socket.socket]) -> None:
+    return None
+
+
+#: The hook each new or reused socket is handed to (set by `deadline_session`).
+_watch: Watch = _unwatched
 
 
 class _Watched:
@@ -27,11 +36,11 @@ class _Watched:
 
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()  # type: ignore[misc]
-        watch_socket(sock)
+        _watch(sock)
         return sock
 
     def request(self, *args: Any, **kwargs: Any) -> Any:
-        watch_socket(self.sock)  # a kept-alive connection, or the TLS socket made by connect()
+        _watch(self.sock)  # a kept-alive connection, or the TLS socket made by connect()
         return super().request(*args, **kwargs)  # type: ignore[misc]
 
 
@@ -66,8 +75,11 @@ class _Adapter(HTTPAdapter):
         return manager
 
 
-def deadline_session() -> requests.Session:
-    """A requests session whose connections obey `Deadline`."""
+def deadline_session(watch: Watch) -> requests.Session:
+    """A requests session whose connections hand each socket to `watch` (the channels' hook
+    that registers it with the sending thread's `Deadline`)."""
+    global _watch
+    _watch = watch
     s = requests.Session()
     adapter = _Adapter()
     s.mount("http://", adapter)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Set
 
 from watchdog.alerting.store import AlertRow
-from watchdog.findings import SEVERITY_RANK, Finding
+from watchdog.core.findings import SEVERITY_RANK, Finding
 
 log = logging.getLogger("watchdog.alerts")
 

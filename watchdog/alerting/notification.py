@@ -17,8 +17,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from watchdog.alerting.render import dashboard_link
 from watchdog.alerting.store import AlertRow
 from watchdog.config.sections.alerting import AlertingConfig
-from watchdog.findings import SEVERITY_RANK
-from watchdog.rulecatalog import JOB_LABELS
+from watchdog.core.findings import SEVERITY_RANK
+from watchdog.core.rulecatalog import JOB_LABELS
 
 log = logging.getLogger("watchdog.alerts")
 

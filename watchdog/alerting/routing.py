@@ -7,7 +7,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Protocol, Sequence
 from watchdog.alerting.notification import Notification
 from watchdog.alerting.store import OutboxItem
 from watchdog.config.sections.alerting import ChannelConfig, LabelMatcher
-from watchdog.findings import SEVERITY_RANK
+from watchdog.core.findings import SEVERITY_RANK
 
 class RouteTarget(Protocol):
     """What routing reads of a channel (watchdog.alerting.channels.Channel has it)."""

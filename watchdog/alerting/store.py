@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from contextlib import contextmanager
 from typing import Any, ContextManager, Dict, Iterator, List, NamedTuple, Optional, Sequence
 
-from watchdog import statefiles
-from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL, fingerprint, upgrade_labels
+from watchdog.service import statefiles
+from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL, fingerprint, upgrade_labels
 
 log = logging.getLogger("watchdog.alerts")
 

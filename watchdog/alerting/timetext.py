@@ -12,27 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-from watchdog.config.types import format_duration
-
-try:  # Python >= 3.9: the system tz database (or the `tzdata` package when installed)
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-except ImportError:  # pragma: no cover - 3.9+ is required
-    ZoneInfo = None  # type: ignore
-    ZoneInfoNotFoundError = KeyError  # type: ignore
-
-
-def load_zone(name: str) -> _dt.tzinfo:
-    """The tzinfo for an IANA name; `UTC` always works, even without a tz database."""
-    if name in ("UTC", "Etc/UTC", "Z"):
-        return _dt.timezone.utc
-    if ZoneInfo is None:
-        raise ValueError(f"time zone {name!r}: no tz database support in this Python")
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
-        raise ValueError(f"unknown time zone {name!r} (expected an IANA name such as Asia/Shanghai or UTC; "
-                         f"{type(exc).__name__})") from None
-
+from watchdog.config.types import format_duration, load_zone
 
 def ago(seconds: float) -> str:
     """`3m ago`, `1h5m ago`, `just now`; whole seconds only, minutes once past ten minutes."""

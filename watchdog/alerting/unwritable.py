@@ -18,7 +18,7 @@ from watchdog.alerting.routing import route
 from watchdog.alerting.storagefault import STORAGE_RETRY, StorageHealth, describe
 from watchdog.alerting.store import AlertRow
 from watchdog.config.sections.alerting import AlertingConfig
-from watchdog.findings import Finding
+from watchdog.core.findings import Finding
 
 log = logging.getLogger("watchdog.alerts")
 

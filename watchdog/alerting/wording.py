@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional, Sequence
 
-from watchdog import rulecatalog
+from watchdog.core import rulecatalog
 from watchdog.words import EN, Words
 
 

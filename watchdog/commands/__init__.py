@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Optional
 
-from watchdog.defaults import DEFAULT_CONFIG_PATH
+from watchdog.service.defaults import DEFAULT_CONFIG_PATH
 
 if TYPE_CHECKING:
     from watchdog.config import Config

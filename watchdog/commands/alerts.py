@@ -174,7 +174,7 @@ def test_body(config, severity: str) -> dict:
 
 def test_alert(args: argparse.Namespace) -> int:
     from watchdog.alerting.channels import build_channels
-    from watchdog.findings import SEVERITY_RANK
+    from watchdog.core.findings import SEVERITY_RANK
 
     config = load_config_or_report(args.config)
     if config is None:

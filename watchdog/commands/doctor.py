@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from watchdog.defaults import DEFAULT_CONFIG_PATH
+from watchdog.service.defaults import DEFAULT_CONFIG_PATH
 
 
 def register(sub: "argparse._SubParsersAction") -> None:

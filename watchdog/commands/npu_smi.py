@@ -14,7 +14,7 @@ import sys
 from typing import Any, Dict, Optional
 
 from watchdog.commands import add_config_arg
-from watchdog.defaults import DEFAULT_CONFIG_PATH
+from watchdog.service.defaults import DEFAULT_CONFIG_PATH
 
 DEVICE_KEYS = ("npu", "chip", "device_id", "name", "health", "power_w", "temp_c", "aicore_util_pct",
                "memory_used_mb", "memory_total_mb", "hbm_used_mb", "hbm_total_mb", "bus_id")

@@ -60,10 +60,10 @@ def main(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, config: Any) -> int:
     from watchdog.config.pathcheck import unmatched_paths
     from watchdog.detectors import load_detectors, run_detectors
-    from watchdog.logsetup import setup_logging
+    from watchdog.service.logsetup import setup_logging
     from watchdog.probes import ProbeContext, build_probes
     from watchdog.scheduler import ProbeScheduler
-    from watchdog.state import StateStore
+    from watchdog.core.state import StateStore
 
     setup_logging("warning", "text")
     store = StateStore(config.probes.history)

@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any
 
-from watchdog.defaults import DEFAULT_RELAY_CONFIG
+from watchdog.service.defaults import DEFAULT_RELAY_CONFIG
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -23,7 +23,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 def main(args: argparse.Namespace) -> int:
     from watchdog.config.load import ConfigError
-    from watchdog.logsetup import setup_logging
+    from watchdog.service.logsetup import setup_logging
     from watchdog.relay.config import load_relay_config
 
     try:

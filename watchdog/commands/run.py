@@ -22,11 +22,11 @@ def main(args: argparse.Namespace) -> int:
 
     from watchdog.config.load import with_state_dir
     from watchdog.daemon import Daemon
-    from watchdog.logsetup import setup_logging
-    from watchdog.malloc import limit_arenas
-    from watchdog.statelock import StateFolderBusy
+    from watchdog.service.logsetup import setup_logging
+    from watchdog.service.malloc import limit_arenas
+    from watchdog.service.statelock import StateFolderBusy
 
-    limit_arenas()  # before any thread starts (see watchdog.malloc)
+    limit_arenas()  # before any thread starts (see watchdog.service.malloc)
     config = load_config_or_report(args.config)
     if config is None:
         return 2

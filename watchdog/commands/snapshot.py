@@ -25,7 +25,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from watchdog.logsetup import setup_logging
+    from watchdog.service.logsetup import setup_logging
     from watchdog.snapshots.taker import SnapshotTaker, manual_finding
 
     config = load_config_or_report(args.config)

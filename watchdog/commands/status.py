@@ -9,7 +9,7 @@ import time
 from typing import Any, Dict, Optional
 
 from watchdog.commands import add_config_arg, load_config_or_report
-from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL
+from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL
 
 
 def register(sub: "argparse._SubParsersAction") -> None:

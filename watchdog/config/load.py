@@ -17,6 +17,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from watchdog.config import yamlsafe
 from watchdog.config.schema import Config
 from watchdog.config.types import read_bounded
+from watchdog.service.defaults import DEFAULT_CONFIG_PATH
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # Secrets may be written inline as ${ENV}; such values are remembered so dumps can hide them.
@@ -180,8 +181,6 @@ def read_config_file(path: str) -> str:
 
 def load_config(path: Optional[str]) -> Config:
     """Load and validate a config file; a missing or unreadable file is a ConfigError too."""
-    from watchdog.defaults import DEFAULT_CONFIG_PATH
-
     path = path or DEFAULT_CONFIG_PATH
     return load_config_text(read_config_file(path), path)
 

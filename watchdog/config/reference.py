@@ -13,6 +13,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
 
 from pydantic import BaseModel
 
+from watchdog.config.schema import Config
+
 _FIELD = re.compile(r"^\s+(\w+)\s*:")
 _DOC = re.compile(r"^\s+#:\s?(.*)$")
 
@@ -121,7 +123,7 @@ def _walk(model: Type[BaseModel], prefix: str) -> Iterator[Tuple[str, str, str, 
 def render_reference(root: Optional[Type[BaseModel]] = None) -> str:
     """The Markdown table of every key under the config root, in schema order."""
     if root is None:
-        from watchdog.config.schema import Config as root  # noqa: N813 (import late: schema imports this package)
+        root = Config
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for path, kind, default, doc in _walk(root, ""):
         rows.append(f"| `{path}` | {kind} | {default} | {doc.replace('|', chr(92) + '|')} |")

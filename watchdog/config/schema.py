@@ -19,9 +19,11 @@ from watchdog.config.sections.snapshots import SnapshotsConfig
 from watchdog.config.sections.stall import StallConfig
 from watchdog.config.sections.trends import TrendsConfig
 from watchdog.config.types import Duration, StrictModel
-from watchdog.findings import JOB_LABEL
+from watchdog.core.findings import JOB_LABEL
 
-from watchdog.defaults import DEFAULT_PORT
+from watchdog.service.defaults import DEFAULT_PORT
+from watchdog.discovery.plan import resolve
+from watchdog.runbook import own_base
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 
@@ -182,9 +184,7 @@ class Config(StrictModel):
 
     @model_validator(mode="after")
     def _resolve_discovery(self) -> "Config":
-        from watchdog.discovery.plan import resolve
-
-        self._feeds = resolve(self)
+        self._feeds = resolve(self, discovery_section.feeds())
         fed = {name: getattr(self.probes, name).model_copy(update={"enabled": True})
                for name, how in self._feeds.items() if how == "discovery"}
         if fed:
@@ -195,8 +195,6 @@ class Config(StrictModel):
     @model_validator(mode="after")
     def _own_runbook(self) -> "Config":
         """Runbook links point at the runbook this daemon serves unless a base is configured."""
-        from watchdog.runbook import own_base
-
         self.alerting._own_runbook = own_base(self.http.enabled, self.http.host, self.http.port)
         return self
 

@@ -7,6 +7,7 @@ after the key path, because the loader prints `key.path: <message>, got '<value>
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 import os
 import re
@@ -16,7 +17,7 @@ from typing import Annotated, Any, Dict
 from pydantic import BaseModel, BeforeValidator, ConfigDict, SecretStr, model_validator
 
 
-from watchdog.durations import parse_duration
+from watchdog.parse.durations import parse_duration
 
 _SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$")
 _SIZE_UNITS = {
@@ -146,3 +147,25 @@ def secret_value(secret: Any) -> str:
 
 
 Labels = Dict[str, str]
+
+
+try:  # Python >= 3.9: the system tz database (or the `tzdata` package when installed)
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+except ImportError:  # pragma: no cover - 3.9+ is required
+    ZoneInfo = None  # type: ignore
+    ZoneInfoNotFoundError = KeyError  # type: ignore
+
+
+def load_zone(name: str) -> _dt.tzinfo:
+    """The tzinfo for an IANA name; `UTC` always works, even without a tz database. Here, with the
+    config's value types: `alerting.display_timezone` is checked with it, and the message clock
+    (watchdog.alerting.clock) turns the name into its zone with it."""
+    if name in ("UTC", "Etc/UTC", "Z"):
+        return _dt.timezone.utc
+    if ZoneInfo is None:
+        raise ValueError(f"time zone {name!r}: no tz database support in this Python")
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ValueError(f"unknown time zone {name!r} (expected an IANA name such as Asia/Shanghai or UTC; "
+                         f"{type(exc).__name__})") from None

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional
 
 import psutil
 
-from watchdog.statefiles import atomic_file
+from watchdog.service.statefiles import atomic_file
 
 REPO = Path(__file__).resolve().parents[2]
 #: The fake npu-smi ships inside the package (a standalone script that imports nothing of ours), so

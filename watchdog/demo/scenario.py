@@ -25,6 +25,7 @@ import yaml
 
 from watchdog.demo.node import DEMO_TAG, REPO, SimulatedNode
 from watchdog.demo.receiver import Receiver, plain_lines
+from watchdog.words import LANGUAGES, words
 
 
 def free_port() -> int:
@@ -113,8 +114,6 @@ _MESSAGE_ID = re.compile(r"\bid ([0-9a-f]{20})\b")
 
 def is_resolved_title(line: str) -> bool:
     """Whether a chat title says its alerts resolved, in any language messages are written in."""
-    from watchdog.words import LANGUAGES, words
-
     return any(f"] {words(lang).t('kind_resolved')}" in line for lang in LANGUAGES)
 
 

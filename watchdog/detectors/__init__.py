@@ -17,8 +17,8 @@ from typing import AbstractSet, Callable, Dict, List, Optional, Tuple, Union
 from dataclasses import replace
 
 from watchdog.config.schema import Config
-from watchdog.findings import Finding
-from watchdog.state import StateView
+from watchdog.core.findings import Finding
+from watchdog.core.state import StateView
 from watchdog.summaries import Summaries
 from watchdog.detectors.jobs import JobSummaries, jobs_of
 

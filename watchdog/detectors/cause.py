@@ -23,7 +23,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.detectors.kernel import kernel_events_for_pids
 from watchdog.logrules.lastlines import ERRORISH
-from watchdog.state import StateView
+from watchdog.core.state import StateView
+from watchdog.core.findings import JOB_LABEL
+from watchdog.privacy.redact import Redactor, config_secrets
 
 #: Lines of evidence, and characters per line, a cause carries at most.
 MAX_LINES = 8
@@ -53,8 +55,6 @@ class Cause:
 
 
 def _redactor(view: StateView, config: Any) -> Any:
-    from watchdog.snapshots.redact import Redactor, config_secrets
-
     return view.once(("cause_redactor", id(config)), lambda: Redactor(config_secrets(config)))
 
 
@@ -199,8 +199,6 @@ def explain(view: StateView, config: Any, finding: Any) -> Any:
     details (`cause`, which the snapshot's manifest carries) and the evidence lines; unchanged
     when nothing knows why."""
     from dataclasses import replace
-
-    from watchdog.findings import JOB_LABEL
 
     if finding.rule not in EXPLAINED:
         return finding

@@ -11,10 +11,10 @@ from typing import List
 from watchdog.config.schema import Config
 from watchdog.config.sections import discovery as discovery_section
 from watchdog.detectors import npu_smi
-from watchdog.findings import Finding
-from watchdog.rulecatalog import Rule, probe_wait
+from watchdog.core.findings import Finding
+from watchdog.core.rulecatalog import Rule, probe_wait
 from watchdog.observations import CommandResult
-from watchdog.state import StateView
+from watchdog.core.state import StateView
 
 PROBE_DOWN_HINT = (
     "The watchdog cannot observe this part of the node, so failures there go unnoticed. "

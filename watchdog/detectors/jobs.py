@@ -21,9 +21,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.config.sections import discovery as discovery_section
-from watchdog.findings import Finding
+from watchdog.core.findings import Finding
 from watchdog.observations import JobScoped, JobState, NpuObservation, ProcessObservation
-from watchdog.state import Sample, StateView
+from watchdog.core.state import Sample, StateView
 from watchdog.summaries import Summaries
 
 Detector = Callable[[StateView, Config], List[Finding]]
@@ -181,7 +181,7 @@ def node_view(view: StateView, config: Optional[Config] = None) -> StateView:
 
 def job_config(config: Config, job: JobState) -> Config:
     """The config as one job's pass sees it: the job's own name. (Its HCCL timeouts come with its
-    ranks, `ProcessInfo.hccl_env`, which watchdog.hccl reads from the job's view.)"""
+    ranks, `ProcessInfo.hccl_env`, which watchdog.parse.hccl reads from the job's view.)"""
     return config.for_job(job.name)
 
 

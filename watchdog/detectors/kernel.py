@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from watchdog.config.schema import Config
-from watchdog.findings import JOB_LABEL, SEVERITY_RANK, Finding
+from watchdog.core.findings import JOB_LABEL, SEVERITY_RANK, Finding
 from watchdog.observations import KernelEvent, KernelObservation
-from watchdog.rulecatalog import Rule, probe_wait
-from watchdog.state import StateView
+from watchdog.core.rulecatalog import Rule, probe_wait
+from watchdog.core.state import StateView
 
 #: Severity of a record about a process that is no rank, at most: another process's OOM kill or
 #: segfault is recorded (status, metrics, the snapshot's findings) but pages nobody (channels take

@@ -27,13 +27,14 @@ from watchdog.detectors.cause import explain
 from watchdog.detectors.kernel import kernel_events_for_pids
 from watchdog.detectors.jobs import per_job
 from watchdog.detectors.logs import first_line
-from watchdog.findings import Finding
-from watchdog.losscale import ScaleTrend, collapsed
-from watchdog.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_wait
+from watchdog.core.findings import Finding
+from watchdog.core.losscale import ScaleTrend, collapsed
+from watchdog.core.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_wait
 from watchdog.observations import (EndEvidence, HeartbeatObservation, HeartbeatReading, JobState, ProcessInfo,
                                    ProcessObservation)
-from watchdog.state import StateView
-from watchdog.steps import find_step
+from watchdog.core.state import StateView
+from watchdog.summaries import summary_of
+from watchdog.parse.steps import find_step
 
 STALE_HINT = ("The rank has not written its heartbeat within the threshold for its phase. Check the rank's "
               "log tail and `py-spy dump --pid <pid>`; if every rank is quiet, suspect a hung collective "
@@ -259,7 +260,7 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
         return out
 
     alive = [p for p in obs.processes if p.state != "zombie"]
-    summary = view.summary("process", config)
+    summary = summary_of(view, "process", config)
     job, verdict = _job_end(obs, len(alive), view, config)
     if not alive and job is not None and verdict is not None:
         if verdict.failure:
@@ -319,7 +320,7 @@ def _pid_of(view: StateView, r: HeartbeatReading) -> Optional[int]:
 
 def _loss_scale_collapse(view: StateView, config: Config, r: HeartbeatReading) -> Optional[Dict[str, object]]:
     cfg = config.probes.heartbeat
-    track = view.summary("heartbeat", config).rank(r)
+    track = summary_of(view, "heartbeat", config).rank(r)
     if r.loss_scale is None or track is None:
         return None
     ls = cfg.loss_scale
@@ -332,7 +333,7 @@ def _loss_scale_collapse(view: StateView, config: Config, r: HeartbeatReading) -
 
 def _throughput_drop(view: StateView, config: Config, r: HeartbeatReading) -> Optional[Dict[str, object]]:
     tc = config.probes.heartbeat.throughput
-    track = view.summary("heartbeat", config).rank(r)
+    track = summary_of(view, "heartbeat", config).rank(r)
     if r.throughput is None or r.phase not in (None, "train") or track is None:
         return None
     base = track.throughput_baseline(view.now, tc.window, tc.sustained, tc.min_baseline)
@@ -369,7 +370,7 @@ def _nan_finding(view: StateView, config: Config, r: HeartbeatReading, label: st
     log line of that rank when it names an earlier iteration) and since when, not the newest step:
     on-call rolls back to before it."""
     which = [n for n, v in (("loss", r.loss), ("grad_norm", r.grad_norm)) if _not_finite(v)]
-    track = view.summary("heartbeat", config).rank(r)
+    track = summary_of(view, "heartbeat", config).rank(r)
     streak_at, first_step = track.nan_first if track is not None and track.nan_first else (r.beat_time, r.step)
     word, lines = "step", None
     match = _nan_log_match(view, config, r, streak_at or view.now)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import List
 
 from watchdog.config.schema import Config
-from watchdog.findings import Finding
-from watchdog.rulecatalog import Rule, probe_wait
-from watchdog.state import StateView
+from watchdog.core.findings import Finding
+from watchdog.core.rulecatalog import Rule, probe_wait
+from watchdog.core.state import StateView
 
 UNREADABLE_HINT = (
     "The watchdog cannot read these log paths, so failure lines written there raise no alert. Check the "

@@ -17,11 +17,11 @@ from typing import Dict, List, Optional, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.detectors.jobs import per_job
-from watchdog.findings import JOB_LABEL, Finding
-from watchdog.hccl import job_timeouts
-from watchdog.rulecatalog import Inhibits, Rule, probe_wait
-from watchdog.state import StateView
-from watchdog.steps import find_step
+from watchdog.core.findings import JOB_LABEL, Finding
+from watchdog.parse.hccl import job_timeouts
+from watchdog.core.rulecatalog import Inhibits, Rule, probe_wait
+from watchdog.core.state import StateView
+from watchdog.parse.steps import find_step
 
 
 def first_line(a) -> str:

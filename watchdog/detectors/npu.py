@@ -11,7 +11,7 @@ evidence (probe_down reports the blindness).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from watchdog.config.schema import Config
@@ -30,11 +30,13 @@ from watchdog.detectors.series import (
     window_points,
 )
 from watchdog.detectors.jobs import per_job
-from watchdog.findings import Finding
-from watchdog.rulecatalog import Inhibits, Rule, probe_wait
+from watchdog.core.findings import Finding
+from watchdog.core.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.observations import NpuObservation
-from watchdog.state import StateView
+from watchdog.core.state import StateView
 from watchdog.summaries.npu import Summary as NpuSummary
+from watchdog.summaries import summary_of
+from watchdog.summaries.npu import ChipTrack
 
 HINT_IDLE = (
     "A training process holds this NPU but gives it no work. Likely a hang in collective "
@@ -156,11 +158,40 @@ def hbm_trend_mb(mem_pts: Sequence[Tuple[float, Tuple[int, int]]], now: float, t
     return HbmTrend(growing, used[-1], total, rise, int(drawdown), slope, eta, start)
 
 
+def chip_hbm_trend(track: ChipTrack, now: float, tc: TrendsConfig) -> Optional[HbmTrend]:
+    """hbm_trend over one chip's memory window in its summary (`track`), recomputed only when
+    the window's points change (the cache lives in the summary, the judgement here)."""
+    start = now - tc.hbm_window
+    w = track.mem
+    w.drop_before(start, keep_one_before=True)
+    covered = len(w) > 0 and w.first()[0] <= start
+    key = (w.key(), covered, w.index_at(start + tc.hbm_window / 2))
+    if track.hbm_cache is None or track.hbm_cache[0] != key:
+        flat = _not_growing(track, covered, start, tc)
+        track.hbm_cache = (key, flat if flat is not None else hbm_trend_mb(list(w.items()), now, tc))
+    tr = track.hbm_cache[1]
+    return replace(tr, window_start=start) if tr is not None else None
+
+
+def _not_growing(track: ChipTrack, covered: bool, start: float, tc: TrendsConfig) -> Optional[HbmTrend]:
+    """The judgement without walking the window when the rise alone rules growth out (the
+    common case: a flat memory), else None. Only a growing chip's drawdown and slope are read
+    (the rule and the ETA metric), so they are left out here (0 and None)."""
+    w = track.mem
+    if not covered or len(w) < 3:
+        return None
+    first, last = w.first()[1], w.last()[1]
+    rise = (last[0] - first[0]) * MIB
+    if rise >= tc.hbm_min_growth:
+        return None
+    return HbmTrend(False, last[0] * MIB, last[1] * MIB, rise, 0, None, None, start)
+
+
 def hbm_trends(view: StateView, config: Config) -> Dict[ChipKey, HbmTrend]:
     """hbm_trend_mb for every chip present in the latest round (empty while the probe is blind)."""
     if blind_reason(view, "npu"):
         return {}
-    summary: NpuSummary = view.summary("npu", config)
+    summary: NpuSummary = summary_of(view, "npu", config)
     if summary.latest is None:
         return {}
 
@@ -168,7 +199,7 @@ def hbm_trends(view: StateView, config: Config) -> Dict[ChipKey, HbmTrend]:
         out: Dict[ChipKey, HbmTrend] = {}
         for c in summary.latest.value.chips:
             track = summary.chip((c.npu, c.chip))
-            tr = track.hbm(view.now, config.trends) if track is not None else None
+            tr = chip_hbm_trend(track, view.now, config.trends) if track is not None else None
             if tr is not None:
                 out[(c.npu, c.chip)] = tr
         return out
@@ -330,7 +361,7 @@ def _expected(view: StateView, config: Config) -> List[Finding]:
     tc = config.trends
     if not tc.expected_chips:
         return []
-    summary: NpuSummary = view.summary("npu", config)
+    summary: NpuSummary = summary_of(view, "npu", config)
     latest = summary.latest.value
     present = {(c.npu, c.chip) for c in latest.chips}
     known = set(summary.seen_since(view.now - config.probes.history)) | {(m.npu, m.chip) for m in latest.missing}
@@ -369,7 +400,7 @@ def _temperature(view: StateView, config: Config, summary: NpuSummary) -> List[F
 
 def _detect_chips(view: StateView, config: Config) -> List[Finding]:
     """The per-chip rules over the chips of one view (a job's, the node's rest, or all)."""
-    summary: NpuSummary = view.summary("npu", config)
+    summary: NpuSummary = summary_of(view, "npu", config)
     if summary.latest is None:
         return []
     out: List[Finding] = []
@@ -392,7 +423,7 @@ _per_chip = per_job(_detect_chips, node_rest=True)
 def detect(view: StateView, config: Config) -> List[Finding]:
     if not config.trends.enabled or blind_reason(view, "npu"):
         return []
-    if view.summary("npu", config).latest is None:
+    if summary_of(view, "npu", config).latest is None:
         return []
     return _per_chip(view, config) + _expected(view, config)
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import List
 
 from watchdog.config.schema import Config
-from watchdog.findings import Finding
-from watchdog.rulecatalog import JOB_LABELS, Inhibits, Rule, probe_wait
-from watchdog.state import ProbeStatus, StateView
+from watchdog.core.findings import Finding
+from watchdog.core.rulecatalog import JOB_LABELS, Inhibits, Rule, probe_wait
+from watchdog.core.state import ProbeStatus, StateView
 
 HUNG_HINT = (
     "npu-smi did not answer within probes.npu.command_timeout and was killed. A hanging npu-smi "

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import List
 
 from watchdog.config.schema import Config
-from watchdog.findings import Finding
-from watchdog.rulecatalog import Rule, probe_wait
-from watchdog.state import StateView
+from watchdog.core.findings import Finding
+from watchdog.core.rulecatalog import Rule, probe_wait
+from watchdog.core.state import StateView
 
 HINT = ("The watchdog follows nothing here, so failures in these files go unnoticed. Compare the "
         "configured paths with where the job really writes (`ls`), fix the glob, and reload "

@@ -16,9 +16,9 @@ import time
 from typing import List, Sequence
 
 from watchdog.config.schema import Config
-from watchdog.findings import Finding
-from watchdog.rulecatalog import Rule
-from watchdog.state import StateView
+from watchdog.core.findings import Finding
+from watchdog.core.rulecatalog import Rule
+from watchdog.core.state import StateView
 
 #: How long the finding stays in force after the damaged file was set aside.
 DAMAGE_HOLD_SECONDS = 3600.0

@@ -13,7 +13,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from watchdog.config.schema import Config
 from watchdog.observations import LogObservation
-from watchdog.state import FailureReason, StateView
+from watchdog.core.state import FailureReason, StateView
+from watchdog.summaries import summary_of
 from watchdog.summaries.npu import chip_memory_mb, job_chips, live_ranks
 
 __all__ = ["chip_memory_mb", "job_chips", "live_ranks"]  # shared with the detectors
@@ -145,7 +146,7 @@ def heartbeat_progress(view: StateView, config: Optional[Config] = None) -> Dict
     def compute() -> Dict[RankKey, RankProgress]:
         if view.latest("heartbeat") is None:
             return {}
-        summary = view.summary("heartbeat", config)
+        summary = summary_of(view, "heartbeat", config)
         oldest = view.now - (config.probes.history if config is not None else 3600.0)
         out: Dict[RankKey, RankProgress] = {}
         for key, track in summary.ranks.items():
@@ -204,7 +205,7 @@ def log_progress(view: StateView, sources: Optional[Sequence[str]], config: Opti
             best = at if best is None else max(best, at)
     if best is not None:
         return best
-    first = view.summary("logs", config).first_at  # the daemon keeps minutes of samples, not hours
+    first = summary_of(view, "logs", config).first_at  # the daemon keeps minutes of samples, not hours
     return first if first is not None else hist[0].time
 
 
@@ -224,7 +225,7 @@ class CpuState:
 
 
 def cpu_state(view: StateView, rate_below: float, config: Optional[Config] = None) -> CpuState:
-    summary = view.summary("process", config)
+    summary = summary_of(view, "process", config)
     if len(summary.rounds) == 0:
         return CpuState(None)
     return CpuState(summary.quiet_since(rate_below), dict(summary.rates), dict(summary.procs))

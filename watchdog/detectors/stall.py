@@ -41,10 +41,11 @@ from watchdog.detectors.series import (
 )
 from watchdog.detectors.cause import explain
 from watchdog.detectors.jobs import per_job
-from watchdog.findings import Finding
-from watchdog.rulecatalog import Inhibits, Rule, detail, probe_wait
+from watchdog.core.findings import Finding
+from watchdog.core.rulecatalog import Inhibits, Rule, detail, probe_wait
 from watchdog.observations import NpuChip
-from watchdog.state import StateView
+from watchdog.core.state import StateView
+from watchdog.summaries import summary_of
 from watchdog.summaries.npu import Summary as NpuSummary
 
 #: Process states that set one rank apart from ranks waiting normally in a collective.
@@ -136,7 +137,7 @@ class StallAssessment:
 
 def _device_states(view: StateView, config: Config) -> List[DeviceState]:
     sc = config.stall
-    summary: NpuSummary = view.summary("npu", config)
+    summary: NpuSummary = summary_of(view, "npu", config)
     latest = summary.latest.value
     chips = job_chips(latest, config.trends.npus, live_ranks(view))
     tol_mb = sc.hbm_tolerance / MIB

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
-from watchdog.snapshots.redact import REDACTED, is_secret_name
+from watchdog.privacy.redact import REDACTED, is_secret_name
 
 #: Characters shown at most (a launcher line is shown, not archived).
 MAX_CHARS = 1000

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet, Iterable, Optional
 
-from watchdog.untrusted import ascii_int
+from watchdog.parse.untrusted import ascii_int
 
 #: Global rank, in order of preference (PyTorch/torchrun, MindSpore, Open MPI, MPICH/Intel MPI, PMIx).
 RANK_KEYS = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")

@@ -32,7 +32,7 @@ class RankInfo:
     logs: Tuple[str, ...] = ()
     heartbeat: Optional[str] = None
     #: The rank's user: every file of the rank (heartbeat, ring, logs) must belong to it (see
-    #: `watchdog.rankfiles`). Not part of the `discover --json` schema.
+    #: `watchdog.host.rankfiles`). Not part of the `discover --json` schema.
     uid: Optional[int] = None
     #: Epoch seconds the rank's process started: a kernel record older than that names an
     #: earlier process with the same pid. Not part of the `discover --json` schema.

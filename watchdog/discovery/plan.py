@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any, Dict
-
-from watchdog.config.sections import discovery as discovery_section
+from typing import Any, Dict, Iterable
 
 
 def npu_smi_present(program: str) -> bool:
@@ -23,12 +21,13 @@ def npu_smi_present(program: str) -> bool:
     return shutil.which(program) is not None
 
 
-def resolve(config: Any) -> Dict[str, str]:
-    """probe -> "config" | "discovery" | "off". The config switches the fed probes on itself
-    (`Config._resolve_discovery`): a built config is frozen."""
+def resolve(config: Any, fed: Iterable[str]) -> Dict[str, str]:
+    """probe -> "config" | "discovery" | "off", for each probe in `fed` (those discovery can feed,
+    as their modules declare: the config passes them, discovery sits below it). The config switches
+    the fed probes on itself (`Config._resolve_discovery`): a built config is frozen."""
     out: Dict[str, str] = {}
     d = config.discovery
-    for name in discovery_section.feeds():
+    for name in fed:
         section = getattr(config.probes, name)
         if section.enabled:
             out[name] = "config"

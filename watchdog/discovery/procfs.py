@@ -12,7 +12,7 @@ import threading
 from dataclasses import replace
 from typing import Dict, FrozenSet, Iterable, Iterator, List, Optional, Set, Tuple
 
-from watchdog import procstat
+from watchdog.host import procstat
 from watchdog.discovery.environ import parse_environ, rank_of
 from watchdog.discovery.model import ProcRecord
 
@@ -31,7 +31,7 @@ def _read(path: str, limit: int = 1 << 20) -> bytes:
 def _stat_of(pid: int, proc: str) -> Tuple[str, str, int, int, int]:
     """(comm, state, ppid, start ticks, owner uid) of a process: one open, read and fstat (the
     files of /proc/<pid> belong to the process's user, as the folder does). The state is
-    psutil's name for it (`zombie`, ...), as the process probe's (watchdog.procstat)."""
+    psutil's name for it (`zombie`, ...), as the process probe's (watchdog.host.procstat)."""
     fd = os.open(f"{proc}/{pid}/stat", os.O_RDONLY)
     try:
         raw = os.read(fd, procstat.STAT_BYTES)

@@ -19,8 +19,8 @@ from watchdog.discovery.environ import (CONTAINER_DEVICES_KEY, DEVICE_KEYS, HEAR
                                         WORLD_SIZE_KEYS, first_int, wanted_keys)
 from watchdog.discovery.group import RawJob, group_jobs
 from watchdog.discovery.model import (Discovered, HcclTimeouts, JobInfo, LauncherInfo, ProcRecord, RankInfo)
-from watchdog.hccl import CANN_CONNECT_TIMEOUT, CANN_EXEC_TIMEOUT
-from watchdog.untrusted import ascii_int
+from watchdog.parse.hccl import CANN_CONNECT_TIMEOUT, CANN_EXEC_TIMEOUT
+from watchdog.parse.untrusted import ascii_int
 
 #: CANN defaults (whole seconds, as discovery reports them) when the ranks' environment does not
 #: set them: the one definition is watchdog.hccl's.
@@ -145,7 +145,7 @@ def _describe_rank(rank: int, rec: ProcRecord, logs: Tuple[str, ...], npu_by_pid
     local = first_int(env, LOCAL_RANK_KEYS)
     npu = npu_by_pid.get(rec.pid, npu_of(env, local))
     # The file is named whoever owns it: the heartbeat probe checks it against `uid` at every read
-    # (watchdog.rankfiles), so a file that is not the rank's user's is a finding, never content.
+    # (watchdog.host.rankfiles), so a file that is not the rank's user's is a finding, never content.
     hb = heartbeat_path(env, rank, local)
     info = RankInfo(rank=rank, local_rank=local, pid=rec.pid, npu=npu, logs=logs, heartbeat=hb, uid=rec.uid,
                     started_at=boot + rec.start_ticks / procfs.CLOCK_TICKS)

@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from watchdog.doctor.model import FAIL, PASS, SKIPPED, CheckResult
+from watchdog.discovery.feed import scan_options
+from watchdog.discovery.scan import discover
+from watchdog.discovery.status import summary_lines
 
 
 def check_discovery(config: Any, npu_obs: Optional[Any]) -> CheckResult:
-    from watchdog.discovery.feed import scan_options
-    from watchdog.discovery.scan import discover
-    from watchdog.discovery.status import summary_lines
-
     feeds = config.feeds
     if not config.discovery.enabled:
         return CheckResult("daemon", "discovery", SKIPPED, "discovery is off (probes use their explicit settings)",

@@ -10,7 +10,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 from watchdog.config.sections.doctor import EnvRule
 from watchdog.config.types import format_duration
 from watchdog.doctor.model import FAIL, PASS, SKIPPED, WARN, CheckResult
-from watchdog.hccl import CANN_CONNECT_TIMEOUT, CANN_EXEC_TIMEOUT
+from watchdog.parse.hccl import CANN_CONNECT_TIMEOUT, CANN_EXEC_TIMEOUT
 
 GROUP = "env"
 

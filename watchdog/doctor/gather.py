@@ -23,7 +23,11 @@ from watchdog.doctor.unitcheck import UNIT_PATHS, check_private_tmp
 from watchdog.npusmi import run as npusmi_run
 from watchdog.npusmi.parse import NpuSmiError, parse_kv
 from watchdog.observations import NpuObservation
-from watchdog.subproc import run_command
+from watchdog.host.subproc import run_command
+from watchdog.config.placeholders import placeholders
+from watchdog.doctor.discovery import check_discovery
+from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
+from watchdog.runbook import runbook_link
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 #: Health queries for at most this many unhealthy chips (each is one npu-smi call).
@@ -298,8 +302,6 @@ def detect_channels(config: Config) -> List[str]:
 
 def runbook_check(config: Config) -> CheckResult:
     """Where the runbook links of messages point (the daemon's own page unless configured)."""
-    from watchdog.runbook import runbook_link
-
     link = runbook_link(config.alerting.runbook_base(), "stall")
     if link is None:
         return CheckResult("daemon", "runbook_links", WARN, "messages carry no runbook link (http is off and "
@@ -317,8 +319,6 @@ def runbook_check(config: Config) -> CheckResult:
 def placeholder_checks(config: Config) -> List[CheckResult]:
     """A channel URL that is still a placeholder fails (alerts would reach nobody); a placeholder
     link in messages warns. Reported by key path, never with the URL (it is a credential)."""
-    from watchdog.config.placeholders import placeholders
-
     out = [runbook_check(config)]
     return out + [CheckResult("daemon", "placeholder_url", FAIL if ph.channel else WARN, ph.line(),
                         "put the real webhook URL in the config (or in the ${ENV} it reads)" if ph.channel else
@@ -327,8 +327,6 @@ def placeholder_checks(config: Config) -> List[CheckResult]:
 
 
 def _log_engine_check(config: Config) -> CheckResult:
-    from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
-
     engine = effective_engine(config.probes.logs.engine)
     if engine == "re2":
         return CheckResult("daemon", "log_engine", PASS, "log rules run on the RE2 engine", details={"engine": engine})
@@ -383,8 +381,6 @@ def daemon_checks(opts: DoctorOptions, npu: NpuSmiResult) -> List[CheckResult]:
 # --- everything together -------------------------------------------------------------------
 
 def run_doctor(opts: DoctorOptions) -> Report:
-    from watchdog.doctor.discovery import check_discovery
-
     config = opts.config
     d = config.doctor
     report = Report(host=config.node.name, timestamp=time.time())

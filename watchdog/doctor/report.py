@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Tuple
 
 from watchdog import __version__
 from watchdog.doctor.model import FAIL, PASS, SKIPPED, WARN, Report
-from watchdog.statefiles import atomic_file
+from watchdog.service.statefiles import atomic_file
 
 RECORD_NAME = "environment.json"
 RECORD_FORMAT = 1

@@ -18,7 +18,7 @@ from watchdog.logrules.device import device_of
 from watchdog.logrules.matcher import Matcher, decode_line
 from watchdog.logrules.model import Rule
 from watchdog.logrules.normalize import normalize
-from watchdog.losscale import ScaleTrack, collapsed
+from watchdog.core.losscale import ScaleTrack, collapsed
 
 #: Longest text kept per line for display (alerts, evidence, scan output).
 DISPLAY_CHARS = 400
@@ -199,7 +199,7 @@ class Extractor:
 
     def _collapsing(self, st: StreamState, rule: Rule, text: str, ts: Optional[float],
                     now: Optional[float]) -> bool:
-        """A trend rule fires when the scale this line reports has collapsed (watchdog.losscale):
+        """A trend rule fires when the scale this line reports has collapsed (watchdog.core.losscale):
         judged on the values of this stream, within the rule's window."""
         assert rule.trend is not None
         values, overflow, which = rule.scales_of(text)

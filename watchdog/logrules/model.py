@@ -5,7 +5,7 @@ the prefilter, an optional threshold (count within a window), its role in a casc
 Patterns must stay in the subset that both Python `re` and RE2 understand (no look-around, no
 back-references), because the fast engine is RE2 when installed and Python `re` otherwise, and
 both must give the same answer; `^`/`$` mean a line's start and end. A `trend` rule reads a loss
-scale (`(?P<scale>...)`) and fires on the scale's trend (watchdog.losscale), not on every match.
+scale (`(?P<scale>...)`) and fires on the scale's trend (watchdog.core.losscale), not on every match.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 
 from watchdog.logrules import SHIPPED_PACKS  # noqa: E402 - re-exported for the rule loader
-from watchdog.losscale import ScaleTrend, parse_scale
+from watchdog.core.losscale import ScaleTrend, parse_scale
+from watchdog.parse.durations import parse_duration
 
 CATEGORIES = SHIPPED_PACKS + ("custom",)
 ROLES = ("root", "cascade")
@@ -61,7 +62,7 @@ class Rule:
     pack: str = "custom"
     compiled: Tuple[Any, ...] = field(default=(), compare=False, repr=False)
     #: A rule that reads a loss scale (`(?P<scale>...)` in every pattern) and fires only when the
-    #: scale's trend says it collapsed (watchdog.losscale), instead of on every matching line.
+    #: scale's trend says it collapsed (watchdog.core.losscale), instead of on every matching line.
     trend: Optional[ScaleTrend] = None
 
     def matches(self, text: str) -> bool:
@@ -100,7 +101,6 @@ def _as_list(value: Any, what: str, rid: str) -> List[str]:
 
 
 def parse_duration_text(value: Any, rid: str) -> float:
-    from watchdog.durations import parse_duration
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     try:

@@ -33,9 +33,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from watchdog import statefiles
+from watchdog.service import statefiles
 from watchdog.logrules.extract import StreamState
-from watchdog.rankfiles import check_fd, open_rank_file
+from watchdog.host.rankfiles import check_fd, open_rank_file
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class SourceSpec:
     #: Exact (path, job, rank) of discovered files: the rank comes from discovery, not the name.
     path_labels: Tuple[Tuple[str, Optional[str], Optional[str]], ...] = ()
     #: (path, uid) of discovered files: each must belong to the user of the rank that writes it
-    #: (see `watchdog.rankfiles`); files of configured sources have no known owner.
+    #: (see `watchdog.host.rankfiles`); files of configured sources have no known owner.
     path_owners: Tuple[Tuple[str, int], ...] = ()
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
-from watchdog.findings import SEVERITIES
+from watchdog.core.findings import SEVERITIES
 from watchdog.metrics.catalog import MetricDef, MetricSample
-from watchdog.rulecatalog import names as rule_names
+from watchdog.core.rulecatalog import names as rule_names
 
 RESULTS = ("sent", "retried", "failed", "expired")
 MUTE_REASONS = ("silenced", "inhibited")

@@ -6,7 +6,7 @@ import platform
 from typing import Any, Iterator
 
 from watchdog import __version__
-from watchdog.findings import JOB_LABEL, SEVERITIES
+from watchdog.core.findings import JOB_LABEL, SEVERITIES
 from watchdog.metrics.catalog import MetricDef, MetricSample
 
 #: Position of this module's rows in the metric table (and in /metrics).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, List
 
-from watchdog.findings import JOB_LABEL
+from watchdog.core.findings import JOB_LABEL
 from watchdog.metrics.catalog import MetricDef, MetricSample
 
 #: Position of this module's rows in the metric table (and in /metrics).

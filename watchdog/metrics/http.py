@@ -1,4 +1,4 @@
-"""Metrics of the HTTP endpoint's connection guard (see watchdog.httpserver and fdbudget)."""
+"""Metrics of the HTTP endpoint's connection guard (see watchdog.http.server and fdbudget)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterator, List, Tuple
 
 from watchdog.metrics.catalog import MetricDef, MetricSample
+from watchdog.logrules.kernel import kernel_ruleset
 
 #: Position of this module's rows in the metric table (and in /metrics).
 ORDER = 60
@@ -46,8 +47,6 @@ def _rules(cfg: Any) -> tuple:
     """(id, category) of the configured kernel rules, rebuilt only when the config changes."""
     global _cache
     if _cache[0] is not cfg:
-        from watchdog.kernelrules import kernel_ruleset
-
         rules = kernel_ruleset(cfg.disable, [r.as_rule_data() for r in cfg.rules])
         _cache = (cfg, tuple((k.rule.id, k.rule.category) for k in rules))
     return _cache[1]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Tuple
 
-from watchdog.findings import JOB_LABEL
-from watchdog.heartbeat_format import PHASES
+from watchdog.core.findings import JOB_LABEL
+from watchdog.parse.heartbeat_format import PHASES
 from watchdog.metrics.catalog import MetricDef, MetricSample
 from watchdog.observations import HeartbeatObservation, ProcessObservation
 

@@ -15,9 +15,9 @@ from watchdog.detectors.npu import hbm_trends
 from watchdog.detectors.series import job_progress
 from watchdog.detectors.stall import assess
 from watchdog.config.schema import Config
-from watchdog.findings import JOB_LABEL
+from watchdog.core.findings import JOB_LABEL
 from watchdog.metrics.catalog import MetricDef, MetricSample
-from watchdog.state import StateView
+from watchdog.core.state import StateView
 
 #: Position of this module's rows in the metric table (and in /metrics).
 ORDER = 40

@@ -28,7 +28,7 @@ from watchdog.npusmi.parse import (
     parse_info,
 )
 from watchdog.observations import NpuObservation
-from watchdog.subproc import run_command
+from watchdog.host.subproc import run_command
 
 #: Failure reasons, as in the `npu_watchdog_npu_smi_failures_total{reason}` metric.
 REASONS = ("timeout", "exit", "parse", "unavailable", "missing")

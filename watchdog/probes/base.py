@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from watchdog.config.schema import Config
 from watchdog.discovery.feed import DiscoveryFeed, feed_for
-from watchdog.state import FailureReason
+from watchdog.core.state import FailureReason
 
 
 @dataclass

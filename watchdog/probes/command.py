@@ -8,7 +8,7 @@ from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.commands import CommandCheck
 from watchdog.observations import CommandResult
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
-from watchdog.subproc import run_command
+from watchdog.host.subproc import run_command
 
 
 class CommandProbe(Probe):

@@ -21,15 +21,15 @@ from watchdog.config.schema import Config
 from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.discovery.model import Discovered
 from watchdog.discovery.procfs import rank_logs
-from watchdog.findings import SEVERITY_RANK
-from watchdog.heartbeat_format import HeartbeatFormatError, parse_heartbeat
+from watchdog.core.findings import SEVERITY_RANK
+from watchdog.parse.heartbeat_format import HeartbeatFormatError, parse_heartbeat
 from watchdog.logrules.matcher import Matcher, decode_line
 from watchdog.observations import EndEvidence, JobState, ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.probes.heartbeat import read_file
-from watchdog.probes.process import describe, follow
-from watchdog.procstat import ProcStat, read_stat
-from watchdog.rankfiles import rank_file
+from watchdog.probes.procinfo import describe, follow
+from watchdog.host.procstat import ProcStat, read_stat
+from watchdog.host.rankfiles import rank_file
 
 Identity = Tuple[int, float]
 #: A rank alive this round: its stat line, job and rank number.
@@ -66,7 +66,7 @@ class _Job:
     #: Look at the logs once more the round after the job ended: a launcher prints its success
     #: line after it reaped the last rank, a moment after this probe may have looked.
     relook: bool = False
-    #: The HCCL variables the ranks' environments set (watchdog.hccl reads them per job); empty
+    #: The HCCL variables the ranks' environments set (watchdog.parse.hccl reads them per job); empty
     #: when none does, so the config or the CANN defaults apply.
     hccl_env: Tuple[Tuple[str, str], ...] = ()
     #: rank pid -> its NPU: npu-smi's process table wins, else the first the environment gave;
@@ -76,7 +76,7 @@ class _Job:
 
 def log_tail(path: str, size: int = TAIL_BYTES, uid: Optional[int] = None) -> bytes:
     """The last `size` bytes of a log file (b"" when it cannot be read, or is not the ranks' own
-    regular file: see watchdog.rankfiles)."""
+    regular file: see watchdog.host.rankfiles)."""
     try:
         with rank_file(path, uid) as fh:
             fh.seek(0, 2)

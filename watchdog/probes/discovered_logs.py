@@ -12,12 +12,13 @@ import os
 import re
 from typing import Dict, List, Optional, Tuple
 
+from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.discovery import DiscoveryConfig
 from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.discovery.model import Discovered
 from watchdog.logrules.tail import SourceSpec
-from watchdog.probes.base import Probe, ProbeError
+from watchdog.probes.base import Probe, ProbeContext, ProbeError
 from watchdog.probes.logs import LogsProbe
 
 TRAIN, PLOG = "train", "plog"
@@ -116,3 +117,21 @@ class DiscoveredLogsProbe(LogsProbe):
             self.tailer.set_sources(specs)
         else:
             self.tailer.sources = specs
+
+
+#: Position in the schedule (the registry orders probe modules by it).
+ORDER = 40
+#: Its config: `probes.logs`; discovery feeds it.
+SECTION = ProbeSection("logs", LogsProbeConfig, feed=2)
+
+
+def build(ctx: ProbeContext) -> List[Probe]:
+    """The logs probe: fed by discovery, or following the configured sources (watchdog.probes.logs)."""
+    cfg = ctx.config.probes.logs
+    if not cfg.enabled:
+        return []
+    if ctx.config.fed_by_discovery("logs"):
+        return [DiscoveredLogsProbe(cfg, ctx.state_dir, ctx.config.discovery, ctx.discovery_feed())]
+    if not cfg.sources:
+        return []
+    return [LogsProbe(cfg, ctx.state_dir)]

@@ -20,14 +20,14 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
-from watchdog import flight_recorder as fr
+from watchdog.parse import flight_recorder as fr
 from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
-from watchdog.heartbeat_format import HeartbeatFormatError, ParsedBeat, parse_heartbeat
+from watchdog.parse.heartbeat_format import HeartbeatFormatError, ParsedBeat, parse_heartbeat
 from watchdog.observations import HeartbeatObservation, HeartbeatReading
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
-from watchdog.rankfiles import open_rank_file
-from watchdog.statefiles import read_json, write_json
+from watchdog.host.rankfiles import open_rank_file
+from watchdog.service.statefiles import read_json, write_json
 
 log = logging.getLogger(__name__)
 

@@ -23,16 +23,16 @@ import time
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
-from watchdog import statefiles
+from watchdog.service import statefiles
 from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.kernel import KernelProbeConfig
-from watchdog.kernelrules import KernelRule, kernel_ruleset, pid_of
-from watchdog.kmsg import KmsgFormatError, KmsgRecord, parse_record
+from watchdog.logrules.kernel import KernelRule, kernel_ruleset, pid_of
+from watchdog.parse.kmsg import KmsgFormatError, KmsgRecord, parse_record
 from watchdog.logrules.device import device_of
 from watchdog.logrules.matcher import Matcher
 from watchdog.observations import KernelEvent, KernelObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
-from watchdog.procstat import boot_time
+from watchdog.host.procstat import boot_time
 
 log = logging.getLogger(__name__)
 

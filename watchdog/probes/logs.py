@@ -4,6 +4,9 @@ Besides this round's events, the observation carries the *active* matches (per r
 first/last match time, count, a few evidence lines) for as long as a finding may stay in force
 (`hold`) or absorb a cascade (`cascade_window`). The detector stays pure and does not depend on
 how much probe history the state store keeps.
+
+Scheduled through watchdog.probes.discovered_logs, which builds this probe or, where discovery
+feeds the logs, its subclass (that module imports this one, so the choice is made there).
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
-from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.logrules import follow
 from watchdog.logrules.extract import Extractor, RawEvent
@@ -26,7 +28,7 @@ from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.progress import ProgressMatcher
 from watchdog.logrules.tail import Followed, SourceSpec, SourceStats, Tailer
 from watchdog.observations import JobState, LogEvent, LogObservation
-from watchdog.probes.base import Collected, Probe, ProbeContext
+from watchdog.probes.base import Collected, Probe
 
 log = logging.getLogger(__name__)
 
@@ -358,21 +360,3 @@ def _match_key(rule: str, job: Any, rank: Any, device: Any) -> tuple:
     from JSON) and a new line of it must land on the same key."""
     return (rule, job or "", "" if rank is None else str(rank), "" if device is None else str(device))
 
-
-#: Position in the schedule (the registry orders probe modules by it).
-ORDER = 40
-#: Its config: `probes.logs`; discovery feeds it.
-SECTION = ProbeSection("logs", LogsProbeConfig, feed=2)
-
-
-def build(ctx: ProbeContext) -> List[Probe]:
-    cfg = ctx.config.probes.logs
-    if not cfg.enabled:
-        return []
-    if ctx.config.fed_by_discovery("logs"):
-        from watchdog.probes.discovered_logs import DiscoveredLogsProbe
-
-        return [DiscoveredLogsProbe(cfg, ctx.state_dir, ctx.config.discovery, ctx.discovery_feed())]
-    if not cfg.sources:
-        return []
-    return [LogsProbe(cfg, ctx.state_dir)]

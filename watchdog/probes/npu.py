@@ -27,7 +27,7 @@ from watchdog.config.sections.npu import NpuProbeConfig
 from watchdog.npusmi.run import NpuSmiRunError, query_chip_map, query_health, query_info, resolve
 from watchdog.observations import NpuChip, NpuObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
-from watchdog.state import FailureReason
+from watchdog.core.state import FailureReason
 
 log = logging.getLogger(__name__)
 

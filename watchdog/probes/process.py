@@ -1,5 +1,5 @@
 """The process probe: finds the training ranks with psutil and records their state each round
-from /proc (`watchdog.procstat`: a stat and a statm read per rank, psutil's values).
+from /proc (`watchdog.host.procstat`: a stat and a statm read per rank, psutil's values).
 
 A rank is identified by (pid, create_time), never by pid alone: after a crash the kernel may hand
 the pid to an unrelated process, which must not be taken for the rank. Once a rank has been seen,
@@ -19,7 +19,6 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import psutil
 
-from watchdog.argv import redact_argv
 from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.process import ProcessProbeConfig
 from watchdog.discovery.environ import BASE_KEYS, rank_of
@@ -28,12 +27,13 @@ from watchdog.discovery.model import ProcRecord
 from watchdog.discovery.procfs import read_record
 from watchdog.observations import ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
-from watchdog.procstat import PROC, ProcStat, long_name, read_cmdline, read_rss, read_stat
-from watchdog.untrusted import ascii_int
+from watchdog.probes.discovered import DiscoveredProcessProbe
+from watchdog.probes.procinfo import Identity, describe, follow
+from watchdog.host.procstat import ProcStat, read_stat
+from watchdog.parse.untrusted import ascii_int
 
 log = logging.getLogger(__name__)
 
-Identity = Tuple[int, float]
 #: Seconds a process may appear to start after its pid file's mtime (coarse timestamps).
 PID_FILE_SLACK = 2.0
 
@@ -112,47 +112,6 @@ def _ancestor_pids(rec: ProcRecord, by_pid: Dict[int, ProcRecord]) -> List[int]:
         except psutil.Error:
             break
     return out
-
-
-def describe(st: ProcStat, prev: Optional[ProcessInfo], prev_comm: Optional[str], rank: Optional[int],
-             job: Optional[str] = None, hccl_env: Tuple[Tuple[str, str], ...] = (), proc: str = PROC) -> ProcessInfo:
-    """A rank's record from its stat line read this round (`st`), one statm read for its memory,
-    and its command line only when the process is new or its command name changed (an exec)
-    since `prev` was made (`prev_comm`: its command name then). The values are psutil's; the name
-    is psutil's name() when first seen, then kept while the command name stays (so a zombie keeps
-    the full name of a long command). Raises OSError or ValueError when the process went
-    meanwhile: the rank is then left out this round."""
-    try:
-        rss = read_rss(st.pid, proc)
-    except PermissionError:
-        rss = 0
-    fresh = prev is None or st.comm != prev_comm
-    cmd: Tuple[str, ...] = () if prev is None or fresh else prev.cmdline
-    name = st.comm if prev is None or fresh else prev.name
-    if not cmd:
-        try:
-            argv = read_cmdline(st.pid, proc)
-        except PermissionError:
-            argv = []
-        cmd = redact_argv(argv)[0] if argv else ()  # alerts and status show it: no credentials
-        if fresh or argv:  # (a process caught mid-exec shows no command line yet)
-            name = long_name(st.comm, argv)
-    if not cmd and prev is not None:
-        cmd = prev.cmdline  # a zombie has no command line left; keep the last one seen
-    delta = None if prev is None else max(0.0, st.cpu_seconds - prev.cpu_seconds)
-    return ProcessInfo(pid=st.pid, rank=rank, state=st.state, create_time=st.create_time, cpu_seconds=st.cpu_seconds,
-                       cpu_delta=delta, rss_bytes=rss, threads=st.threads, cmdline=cmd, name=name,
-                       hccl_env=hccl_env, job=job)
-
-
-def follow(ident: Identity, proc: str = PROC) -> Optional[ProcStat]:
-    """The process of a known identity, read afresh: None when it is gone, unreadable, or its pid
-    now belongs to another process (a different start time)."""
-    try:
-        st = read_stat(ident[0], proc)
-    except (OSError, ValueError):
-        return None
-    return st if abs(st.create_time - ident[1]) <= 0.01 else None
 
 
 def one_per_rank(infos: Dict[Identity, ProcessInfo]) -> Dict[Identity, ProcessInfo]:
@@ -349,7 +308,5 @@ def build(ctx: ProbeContext) -> List[Probe]:
     if not cfg.enabled:
         return []
     if ctx.config.fed_by_discovery("process"):
-        from watchdog.probes.discovered import DiscoveredProcessProbe
-
         return [DiscoveredProcessProbe(ctx.config, ctx.discovery_feed())]
     return [ProcessProbe(cfg, ctx.config.job.user, ctx.config.job.launcher)]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Dict, List, Optional, Tuple
 
-from watchdog.findings import JOB_LABEL, SEVERITY_RANK
+from watchdog.core.findings import JOB_LABEL, SEVERITY_RANK
 
 #: Labels that are Alertmanager or fleet bookkeeping, not where the alert is.
 _META = ("alertname", "severity", "role", "delivery", "host", JOB_LABEL)

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from watchdog.alerting.outbox import Outbox
 from watchdog.alerting.render import Message
 from watchdog.config.types import secret_value
-from watchdog.findings import SEVERITY_RANK
+from watchdog.core.findings import SEVERITY_RANK
 from watchdog.relay.config import RelayConfig
 from watchdog.relay.incident import (Incident, PayloadError, incident_key, load_payload, message_body,
                                      parse_payload, resolved_body)

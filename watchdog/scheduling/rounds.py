@@ -10,7 +10,7 @@ import time
 from typing import Optional
 
 from watchdog.probes.base import Collected, Probe, ProbeError
-from watchdog.state import FailureReason, StateStore
+from watchdog.core.state import FailureReason, StateStore
 
 log = logging.getLogger("watchdog.scheduler")
 

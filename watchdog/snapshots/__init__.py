@@ -6,7 +6,8 @@ settings, rate limits, disk floor), starts the capture in the background and ret
 path the archive will have (so the alert can name it), or None when it takes none.
 
 Modules: `taker` (admission and capture), `collect`/`procs` (what goes in), `bundle` (budgeted
-parallel collection, archive writing), `redact` (secrets), `retention` (count/bytes/age, disk floor).
+parallel collection, archive writing), `retention` (count/bytes/age, disk floor); secrets are
+replaced by watchdog.privacy.redact.
 """
 
 from __future__ import annotations
@@ -25,6 +26,6 @@ def build_snapshot_taker(config: Any, runtime: Any) -> Optional["SnapshotTaker"]
     """
     if not config.snapshots.enabled:
         return None
-    from watchdog.snapshots.taker import SnapshotTaker
+    from watchdog.snapshots.taker import SnapshotTaker  # lazy: no capture code without snapshots
 
     return SnapshotTaker(config, runtime)

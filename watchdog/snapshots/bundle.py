@@ -18,9 +18,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from watchdog.rankfiles import RankFileRefused
-from watchdog.statefiles import atomic_file
-from watchdog.subproc import CommandOutcome
+from watchdog.host.rankfiles import RankFileRefused
+from watchdog.service.statefiles import atomic_file
+from watchdog.host.subproc import CommandOutcome
 
 # Reasons an item could not be collected (the manifest's vocabulary).
 PERMISSION_DENIED = "permission_denied"

@@ -12,12 +12,12 @@ import os
 import re
 from typing import Any, Dict, List, Optional, Set
 
-from watchdog import flight_recorder as fr
+from watchdog.parse import flight_recorder as fr
 from watchdog.observations import NpuObservation
 from watchdog.snapshots.bundle import NOT_FOUND, Item, oserror_reason, outcome_problem
 from watchdog.snapshots.context import CaptureContext
 from watchdog.snapshots.files import expand, member_name, tail_file
-from watchdog.subproc import run_command
+from watchdog.host.subproc import run_command
 
 _NPU_SMI_VERSION = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*(\S+)")
 

@@ -6,7 +6,7 @@ import glob
 import os
 from typing import List, Optional, Tuple
 
-from watchdog.rankfiles import rank_file
+from watchdog.host.rankfiles import rank_file
 
 
 def tail_file(path: str, max_bytes: int, max_lines: int, uid: Optional[int] = None) -> Tuple[bytes, int, bool]:

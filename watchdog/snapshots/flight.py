@@ -13,9 +13,9 @@ import json
 import os
 from typing import List, Optional
 
-from watchdog import flight_recorder as fr
+from watchdog.parse import flight_recorder as fr
 from watchdog.observations import HeartbeatObservation
-from watchdog.rankfiles import open_rank_file
+from watchdog.host.rankfiles import open_rank_file
 from watchdog.snapshots.collect import rank_owners
 from watchdog.snapshots.bundle import NOT_FOUND, Item, oserror_reason
 from watchdog.snapshots.context import CaptureContext

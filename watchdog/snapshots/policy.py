@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Dict, Tuple
 
-from watchdog.findings import JOB_LABEL, SEVERITY_RANK, Finding
+from watchdog.core.findings import JOB_LABEL, SEVERITY_RANK, Finding
 
 
 def wants_snapshot(finding: Finding, scfg: object) -> bool:

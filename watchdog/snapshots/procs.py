@@ -21,11 +21,11 @@ from watchdog.observations import ProcessObservation
 from watchdog.runtime import Runtime
 from watchdog.snapshots.bundle import NOT_FOUND, PERMISSION_DENIED, TOOL_ABSENT, Item, Problem, oserror_reason, outcome_problem
 from watchdog.snapshots.context import CaptureContext, ProcRecord
-from watchdog.rankfiles import rank_file
+from watchdog.host.rankfiles import rank_file
 from watchdog.snapshots.files import tail_file
-from watchdog.argv import redact_argv
-from watchdog.snapshots.redact import MIN_PIECE_LEN, REDACTED, is_secret_name
-from watchdog.subproc import run_command
+from watchdog.privacy.argv import redact_argv
+from watchdog.privacy.redact import MIN_PIECE_LEN, REDACTED, is_secret_name
+from watchdog.host.subproc import run_command
 
 _VERSION_ASSIGN = re.compile(r"""^\s*__version__\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
 

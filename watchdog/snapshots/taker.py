@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from watchdog import __version__
-from watchdog.findings import JOB_LABEL, Finding
+from watchdog.core.findings import JOB_LABEL, Finding
 from watchdog.runtime import Runtime
 from watchdog.snapshots import collect, flight, procs
 from watchdog.snapshots.bundle import Bundle, Item, Task, run_tasks, write_archive
 from watchdog.snapshots.context import CaptureContext
 from watchdog.snapshots.policy import Cooldown, min_interval, wants_snapshot
-from watchdog.snapshots.redact import Cancelled, Redactor, config_secrets
+from watchdog.privacy.redact import Cancelled, Redactor, config_secrets
 from watchdog.snapshots.retention import apply_retention, disk_bytes, free_bytes
 
 log = logging.getLogger("watchdog.snapshots")

@@ -19,7 +19,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import logging
 
-from watchdog.state import Sample, StateView
+from watchdog.config.schema import Config
+from watchdog.core.state import Sample, StateView
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +49,18 @@ def registry() -> Dict[str, Any]:
     return _REGISTRY
 
 
+def summary_of(view: StateView, probe: str, config: Any) -> Any:
+    """The probe's summary for this view and config: the one the daemon's runner attached, else
+    folded from the view's own history on first use (once per view). A function here, not a
+    method of the view: the state store sits below the summaries and knows none of them."""
+    if view.summaries is not None and probe in view.summaries:
+        return view.summaries[probe]
+    return view.once(("summary", probe, id(config)), lambda: fold(probe, view, config))
+
+
 def fold(probe: str, view: StateView, config: Any) -> Any:
     """A fresh summary of `probe` folded over the view's whole history."""
     if config is None:
-        from watchdog.config.schema import Config
-
         config = Config()
     summary = registry()[probe](config)
     for sample in view.history(probe):

@@ -10,9 +10,9 @@ import math
 from typing import Dict, Optional, Tuple, Union
 
 from watchdog.config.schema import Config
-from watchdog.losscale import ScaleTrack
+from watchdog.core.losscale import ScaleTrack
 from watchdog.observations import HeartbeatObservation, HeartbeatReading
-from watchdog.state import Sample, StateView
+from watchdog.core.state import Sample, StateView
 from watchdog.summaries.window import SplitMedian
 
 PROBE = "heartbeat"
@@ -46,7 +46,7 @@ class RankTrack:
         self.last: Optional[HeartbeatReading] = None
         self.state: Optional[Tuple[Optional[int], Optional[str]]] = None
         self.run_first: float = 0.0
-        #: The loss scale's window maximum (the trend judgement of watchdog.losscale).
+        #: The loss scale's window maximum (the trend judgement of watchdog.core.losscale).
         self.scale = ScaleTrack()
         self.throughput = SplitMedian()
         #: (time, step) of the first reading of the current run of non-finite loss/grad norm

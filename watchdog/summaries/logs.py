@@ -6,7 +6,7 @@ from typing import Dict, Optional, Sequence
 
 from watchdog.config.schema import Config
 from watchdog.observations import LogObservation
-from watchdog.state import Sample, StateView
+from watchdog.core.state import Sample, StateView
 
 PROBE = "logs"
 

@@ -7,12 +7,11 @@ chips x history).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Dict, Optional, Set, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.observations import NpuChip, NpuObservation, ProcessObservation
-from watchdog.state import Sample, StateView
+from watchdog.core.state import Sample, StateView
 from watchdog.summaries.window import LastBeyond, Run, Window, latest, run_start
 
 PROBE = "npu"
@@ -84,6 +83,8 @@ class ChipTrack:
         self.util_unknown = 0
         #: (time, (used, total) MB) of rounds with a memory reading.
         self.mem: Window[Tuple[int, int]] = Window()
+        #: The npu detector's last memory-trend judgement of this window: (window key, trend)
+        #: (watchdog.detectors.npu.chip_hbm_trend); recomputed only when the window changes.
         self.hbm_cache: Optional[Tuple[Any, Any]] = None
         # For the stall rule's "memory steady": rounds without / with a memory reading, and the
         # memory per round for any tolerance asked.
@@ -157,37 +158,6 @@ class ChipTrack:
         if len(w) < 2 or w.first()[0] > start or self.util_unknown:
             return None
         return self.util_sum / len(w), w.first()[0], len(w)
-
-    def hbm(self, now: float, tc: Any) -> Any:
-        """hbm_trend_mb over the window, recomputed only when the window's points change."""
-        from watchdog.detectors.npu import hbm_trend_mb  # the rule's own definition
-
-        start = now - tc.hbm_window
-        w = self.mem
-        w.drop_before(start, keep_one_before=True)
-        covered = len(w) > 0 and w.first()[0] <= start
-        key = (w.key(), covered, w.index_at(start + tc.hbm_window / 2))
-        if self.hbm_cache is None or self.hbm_cache[0] != key:
-            flat = self._not_growing(covered, start, tc)
-            self.hbm_cache = (key, flat if flat is not None else hbm_trend_mb(list(w.items()), now, tc))
-        tr = self.hbm_cache[1]
-        return replace(tr, window_start=start) if tr is not None else None
-
-    def _not_growing(self, covered: bool, start: float, tc: Any) -> Any:
-        """The judgement without walking the window when the rise alone rules growth out (the
-        common case: a flat memory), else None. Only a growing chip's drawdown and slope are read
-        (the rule and the ETA metric), so they are left out here (0 and None)."""
-        from watchdog.detectors.npu import HbmTrend
-        from watchdog.detectors.series import MIB
-
-        w = self.mem
-        if not covered or len(w) < 3:
-            return None
-        first, last = w.first()[1], w.last()[1]
-        rise = (last[0] - first[0]) * MIB
-        if rise >= tc.hbm_min_growth:
-            return None
-        return HbmTrend(False, last[0] * MIB, last[1] * MIB, rise, 0, None, None, start)
 
     def steady_since(self, idle: bool, tol_mb: float, idle_below: float, busy_above: float) -> Optional[float]:
         """For the stall rule: start of the trailing run in which the chip stayed idle (AI Core

@@ -9,7 +9,7 @@ from typing import Dict, Optional, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.observations import ProcessInfo, ProcessObservation
-from watchdog.state import Sample, StateView
+from watchdog.core.state import Sample, StateView
 from watchdog.summaries.window import LastBeyond, Run, Window
 
 PROBE = "process"

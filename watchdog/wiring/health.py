@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence, Tuple
 
 from watchdog.runtime import StorageHealthView
-from watchdog.state import ProbeStatus
+from watchdog.core.state import ProbeStatus
 
 #: /healthz turns 503 when the main loop has not turned for this long (it turns at least every 5 s).
 LOOP_STALL_SECONDS = 15.0

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Callable, Optional
 
-from watchdog.malloc import TRIM_SECONDS, trim
-from watchdog.sdnotify import Notifier
+from watchdog.service.malloc import TRIM_SECONDS, trim
+from watchdog.service.sdnotify import Notifier
 
 log = logging.getLogger("watchdog.daemon")
 

@@ -19,7 +19,7 @@ from watchdog.config import Config, ConfigError
 from watchdog.config.load import load_config
 from watchdog.probes.base import Probe
 from watchdog.runtime import Runtime
-from watchdog.sdnotify import Notifier
+from watchdog.service.sdnotify import Notifier
 
 log = logging.getLogger("watchdog.daemon")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
-from watchdog import subproc
-from watchdog.httpserver import HttpEndpoint
+from watchdog.host import subproc
+from watchdog.http.server import HttpEndpoint
 from watchdog.runtime import AlertEngineView, SnapshotService
 from watchdog.scheduler import ProbeScheduler
 

@@ -7,9 +7,9 @@ import logging
 import os
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from watchdog import fdbudget, statelock
+from watchdog.service import fdbudget, statelock
 from watchdog.config import Config
-from watchdog.httpserver import HttpEndpoint, MetricsSource
+from watchdog.http.server import HttpEndpoint, MetricsSource
 from watchdog.config.pathcheck import unmatched_paths
 from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
 

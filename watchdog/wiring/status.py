@@ -7,12 +7,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from watchdog import __version__
 from watchdog.discovery.status import discovery_status
-from watchdog.findings import JOB_LABEL
-from watchdog.flight_recorder import public_record
+from watchdog.core.findings import JOB_LABEL
+from watchdog.parse.flight_recorder import public_record
 from watchdog.logrules.matcher import effective_engine
 from watchdog.observations import HeartbeatObservation
 from watchdog.runtime import AlertEngineView, Runtime
-from watchdog.state import ProbeStatus, StateStore
+from watchdog.core.state import ProbeStatus, StateStore
 
 
 def probe_rows(statuses: Sequence[ProbeStatus], nexts: Mapping[str, Optional[float]]) -> List[Dict[str, Any]]:

@@ -8,8 +8,9 @@ numbers, labels, times, paths and commands are filled in unchanged, so only the 
 Two parts per language:
 - `ui`: the words every message shares (severity names, "since", "Hint", buttons, footer...).
 - `rules`: per alert rule its title, summary, meaning, first checks and hint. English rule words
-  live beside each rule where it is produced (the rule's `title`, `meaning` and `first_check` in
-  its declaration, the summary and hint in the finding the detector builds); `rulecatalog.rule_words` gathers them. Other languages come from here.
+  live beside each rule where it is produced (the rule's `title` in its declaration, its meaning
+  and first check in the English runbook `watchdog/runbook/en.md`, the summary and hint in the
+  finding the detector builds); `watchdog.docsgen.runbooks.rule_words` gathers them. Other languages come from here.
 - `other_alerts`: the runbook words of alerts that are not catalog rules: `test_alert` (sent by
   hand) and the fleet alerts of the shipped Prometheus rules. English has them in the hand-written
   `watchdog/runbook/en.md`; the generated runbook of another language takes them from here.

@@ -7,7 +7,7 @@ killer) without any write or fsync in the training loop. The watchdog reads the 
 a snapshot and for its status page.
 
 Layout (little-endian, version 1), duplicated on purpose in the daemon's reader
-(watchdog/flight_recorder.py), which never imports this package; a test checks they agree.
+(watchdog/parse/flight_recorder.py), which never imports this package; a test checks they agree.
 
     header, 64 bytes:  magic b"NPUWDFR\\0", u16 version, u16 header size, u32 record size,
                        u32 capacity, i32 rank (-1 unknown), u32 pid, u32 reserved,

@@ -13,8 +13,8 @@ from typing import Any, Dict, Optional
 
 from watchdog.alerting.channels.base import Channel, Verdict, as_int, json_body, not_vendor_json
 from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import (MARKDOWN, Message, buttons, compose, cut_bytes, cut_chars, escape_md, mentions_for,
-                                      repeat_prefix)
+from watchdog.alerting.render import MARKDOWN, Message, buttons, compose, escape_md, mentions_for, repeat_prefix
+from watchdog.alerting.text import cut_bytes, cut_chars
 from watchdog.words import EN, Words
 
 MAX_TEXT_BYTES = 4000

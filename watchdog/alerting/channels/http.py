@@ -87,9 +87,9 @@ def make_session() -> "requests.Session":
     """A requests session whose connections obey `Deadline`. requests and urllib3 are imported
     here, on the first send: a daemon whose channels have sent nothing does not carry them
     (about 5 MB of its memory)."""
-    from watchdog.alerting.httpclient import deadline_session
+    from watchdog.alerting.httpclient import deadline_session  # lazy: requests loads on the first send
 
-    return deadline_session()
+    return deadline_session(watch_socket)
 
 
 def read_answer(resp: "requests.Response", limit: int = MAX_ANSWER_BYTES) -> Tuple[str, bool]:

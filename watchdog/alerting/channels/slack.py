@@ -7,8 +7,8 @@ from typing import Any, Dict, List
 
 from watchdog.alerting.channels.base import Channel, Verdict, http_verdict
 from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import (SLACK, Message, compose, cut_chars, escape_plain, escape_slack,
-                                      mentions_for, repeat_prefix)
+from watchdog.alerting.render import SLACK, Message, compose, escape_plain, escape_slack, mentions_for, repeat_prefix
+from watchdog.alerting.text import cut_chars
 
 SECTION_MAX = 3000
 HEADER_MAX = 150

@@ -11,11 +11,12 @@ from typing import Any, Dict, List, Optional
 
 from watchdog.alerting.channels.base import Channel
 from watchdog.alerting.digest import MAX_LINE, RuleGroup, runbook_link
-from watchdog.alerting.render import Message, escape_plain, one_line, runbook_of, safe_url
+from watchdog.alerting.render import Message, escape_plain, runbook_of, safe_url
+from watchdog.alerting.text import one_line
 from watchdog.alerting.wording import headline
 from watchdog.config.types import secret_value
-from watchdog.findings import JOB_LABEL, upgrade_labels
-from watchdog.steps import find_step
+from watchdog.core.findings import JOB_LABEL, upgrade_labels
+from watchdog.parse.steps import find_step
 from watchdog.words import EN, Words
 
 ZERO_TIME = "0001-01-01T00:00:00Z"

@@ -14,9 +14,11 @@ from typing import Dict, List, Literal, Optional
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from watchdog.config.types import Duration, Secret, StrictModel
-from watchdog.findings import JOB_LABEL, LEGACY_JOB_LABEL
-from watchdog.rulecatalog import JOB_LABELS
+from watchdog.config.types import Duration, Secret, StrictModel, load_zone
+from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL
+from watchdog.core.plugins import registry
+from watchdog.core.rulecatalog import JOB_LABELS, default_inhibitions
+from watchdog.core.rulecatalog import default_for as declared_for
 
 log = logging.getLogger("watchdog.config")
 
@@ -28,10 +30,9 @@ _MATCHER = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(.*)$")
 
 
 def channel_classes() -> dict:
-    """The channel registry (imported late: the channel modules import this config module)."""
-    from watchdog.alerting.channels import CHANNEL_CLASSES
-
-    return CHANNEL_CLASSES
+    """The channel registry, looked up at first use (the channels sit above the config and
+    import it; watchdog.core.plugins)."""
+    return registry("watchdog.alerting.channels").CHANNEL_CLASSES
 
 
 def current_label(name: str, where: str) -> str:
@@ -208,9 +209,7 @@ class InhibitRule(StrictModel):
 
 
 def _default_inhibitions() -> List[InhibitRule]:
-    """The inhibitions each rule declares in the rule catalog (watchdog.rulecatalog)."""
-    from watchdog.rulecatalog import default_inhibitions
-
+    """The inhibitions each rule declares in the rule catalog (watchdog.core.rulecatalog)."""
     return [InhibitRule(**r) for r in default_inhibitions()]
 
 
@@ -281,8 +280,6 @@ class AlertingConfig(StrictModel):
     @field_validator("display_timezone")
     @classmethod
     def _zone(cls, v: str) -> str:
-        from watchdog.alerting.timetext import load_zone
-
         load_zone(v)  # raises ValueError naming the zone
         return v
 
@@ -330,6 +327,4 @@ class AlertingConfig(StrictModel):
         """The configured `for`, else the rule's declared default, else `default_for`."""
         if rule in self.for_:
             return self.for_[rule]
-        from watchdog.rulecatalog import default_for
-
-        return default_for(rule) or self.default_for
+        return declared_for(rule) or self.default_for

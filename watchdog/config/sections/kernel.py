@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from watchdog.config.sections.common import ProbeSchedule
 from watchdog.config.sections.logs import LogRuleConfig
 from watchdog.config.types import Duration
+from watchdog.logrules.kernel import RuleError, kernel_ruleset
 
 
 class KernelRuleConfig(LogRuleConfig):
@@ -49,8 +50,6 @@ class KernelProbeConfig(ProbeSchedule):
 
     @model_validator(mode="after")
     def _check(self) -> "KernelProbeConfig":
-        from watchdog.kernelrules import RuleError, kernel_ruleset  # local: avoid import cycles
-
         try:
             kernel_ruleset(self.disable, [r.as_rule_data() for r in self.rules])
         except RuleError as exc:

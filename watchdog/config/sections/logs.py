@@ -9,7 +9,8 @@ from pydantic import Field, field_validator, model_validator
 
 from watchdog.config.sections.common import ProbeSchedule
 from watchdog.config.types import Duration, Size, StrictModel
-from watchdog.logrules.model import CATEGORIES, SHIPPED_PACKS
+from watchdog.logrules.matcher import re2_available
+from watchdog.logrules.model import CATEGORIES, SHIPPED_PACKS, RuleError, build_ruleset
 
 # Derived from the rule model's declarations: a new pack is one YAML file and one name there.
 Category = Literal[CATEGORIES]  # type: ignore[valid-type]
@@ -167,7 +168,6 @@ class LogsProbeConfig(ProbeSchedule):
             raise ValueError("slice_size must be at most 1GiB")
         if self.max_line_bytes > 16 << 20:
             raise ValueError("max_line_bytes must be at most 16MiB")
-        from watchdog.logrules.model import RuleError, build_ruleset  # local: avoid import cycles
         try:
             build_ruleset(self.packs, self.disable, [r.as_rule_data() for r in self.rules])
         except RuleError as exc:
@@ -178,11 +178,9 @@ class LogsProbeConfig(ProbeSchedule):
             except re.error as exc:
                 raise ValueError(f"progress_patterns[{i}]: bad regular expression {pat!r}: {exc}") from None
         if self.engine == "re2":
-            from watchdog.logrules.matcher import re2_available
             if not re2_available():
                 raise ValueError("engine: re2 needs the google-re2 package (pip install google-re2)")
         return self
 
     def ruleset(self) -> tuple:
-        from watchdog.logrules.model import build_ruleset
         return build_ruleset(self.packs, self.disable, [r.as_rule_data() for r in self.rules])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from watchdog.snapshots.redact import REDACTED, is_secret_name
+from watchdog.privacy.redact import REDACTED, is_secret_name
 
 
 def _secret_option(arg: str) -> bool:

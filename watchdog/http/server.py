@@ -4,7 +4,7 @@ small status page at `/`.
 Everything served reads cached state; no request ever runs a probe or a subprocess, so a hung
 npu-smi cannot slow a scrape.
 
-No client can exhaust the daemon (see `watchdog.fdbudget`): each connection has a read timeout
+No client can exhaust the daemon (see `watchdog.service.fdbudget`): each connection has a read timeout
 (`http.connection_timeout`), at most `http.max_connections` are open at once (fewer if the
 descriptor limit leaves less after the probes' reserve), and at the cap a new connection evicts
 the oldest one that has not sent a complete request yet (an idle or trickling client) instead of
@@ -30,11 +30,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Protocol, Tuple
 
 from watchdog import __version__, runbook
-from watchdog.findings import JOB_LABEL
+from watchdog.core.findings import JOB_LABEL
 from watchdog.discovery.status import summary_lines
 from watchdog.metrics.collector import CONTENT_TYPE
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("watchdog.httpserver")  # its name in the journal, kept across the move into a folder
 
 Route = Callable[[], Tuple[int, str, bytes]]
 

@@ -16,7 +16,7 @@ import logging
 import os
 from typing import Tuple
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("watchdog.fdbudget")  # its name in the journal, kept across the move into a folder
 
 #: Descriptors kept for probes, the alert store, senders and snapshots whatever HTTP clients do.
 PROBE_RESERVE = 256

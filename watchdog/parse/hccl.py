@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
-from watchdog.untrusted import ascii_number
+from watchdog.parse.untrusted import ascii_number
 
 #: CANN defaults (seconds), as documented for HCCL.
 CANN_EXEC_TIMEOUT = 1836.0

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from watchdog import statefiles
+from watchdog.service import statefiles
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class StateView:
     #: discovered job's view, watchdog.detectors.jobs).
     samples: Mapping[str, Sequence[Sample]]
     statuses: Mapping[str, ProbeStatus]
-    #: Damaged state files this process set aside (watchdog.statefiles), for `state_damaged`.
+    #: Damaged state files this process set aside (watchdog.service.statefiles), for `state_damaged`.
     damage: Tuple[Any, ...] = ()
     #: Per-probe incremental summaries kept up to date by the daemon's detector runner (see
     #: watchdog.summaries); None: folded from this view's history on first use.
@@ -88,14 +88,6 @@ class StateView:
     job_summaries: Any = None
     #: Results computed once per view and shared by the detectors and the metrics of one pass.
     memo: Dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    def summary(self, probe: str, config: Any) -> Any:
-        """The probe's summary (see watchdog.summaries) for this view and config."""
-        if self.summaries is not None and probe in self.summaries:
-            return self.summaries[probe]
-        from watchdog.summaries import fold  # the summaries import this module
-
-        return self.once(("summary", probe, id(config)), lambda: fold(probe, self, config))
 
     def once(self, key: Any, compute: Callable[[], Any]) -> Any:
         """compute() the first time `key` is asked for in this view, the same answer after."""

@@ -3,8 +3,8 @@ the default inhibitions it takes part in, runbook link), rendered from the catal
 
 from __future__ import annotations
 
+from watchdog.core.rulecatalog import render_markdown
+
 
 def render_rule_table() -> str:
-    from watchdog.rulecatalog import render_markdown
-
     return render_markdown().rstrip("\n")

@@ -15,10 +15,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from watchdog.findings import JOB_LABEL
-
-if False:  # typing only (watchdog.words is loaded on use)
-    from watchdog.words import RuleWords  # noqa: F401
+from watchdog.core.findings import JOB_LABEL
+from watchdog.core.plugins import registry
 
 #: Labels that identify one training job on one node: the default `equal` of an inhibition and
 #: the grouping key of messages.
@@ -92,10 +90,8 @@ class Rule:
 @lru_cache(maxsize=1)
 def catalog() -> Dict[str, Rule]:
     """name -> Rule, gathered from the producing modules in declaration order."""
-    from watchdog.detectors import detector_modules  # the modules that produce findings
-
     out: Dict[str, Rule] = {}
-    for mod in detector_modules():
+    for mod in registry("watchdog.detectors").detector_modules():  # the modules that produce findings
         for r in importlib.import_module(mod).RULES:
             if r.name in out:
                 raise ValueError(f"rule {r.name} declared twice ({out[r.name].module} and {mod})")
@@ -183,84 +179,6 @@ def title(name: str) -> str:
     return (r.title if r is not None else "") or name.replace("_", " ").capitalize()
 
 
-def rule_words(name: str, language: str = "en") -> "RuleWords":
-    """The words of rule `name` in `language`: English from where each is written (its meaning
-    and first check in the runbook, `watchdog/runbook/en.md`; its title in its declaration;
-    the summary and hint are the finding's own, so empty here), other languages from
-    `watchdog/words/<language>.yaml`."""
-    from watchdog.runbook import meaning_and_check
-    from watchdog.words import RuleWords, words
 
-    w = words(language)
-    if w.language != "en":
-        own = w.rule(name)
-        return own if own is not None else RuleWords()
-    meaning, check = meaning_and_check(name, "en")
-    return RuleWords(title=title(name), meaning=meaning, first_check=check)
-
-
-def render_runbook_in(language: str) -> str:
-    """The runbook page in `language` (English: the hand-written `watchdog/runbook/en.md` itself);
-    the same sections and anchors
-    (the rule names), the words from `watchdog/words/<language>.yaml`. Alerts that are not catalog
-    rules have their sections too, from the words' `other_alerts`: the test alert first, the fleet
-    alerts of the shipped Prometheus rules last (as in the English runbook)."""
-    from watchdog.words import words
-
-    if language == "en":
-        from watchdog.runbook import source
-
-        return source("en")
-    w = words(language)
-    out = [f"# {w.t('runbook_title')}\n\n{w.t('runbook_intro')}\n\n"]
-    if any(a.source == "prometheus" for a in w.alerts.values()):
-        out.append(w.t("runbook_fleet_intro") + "\n\n")
-    out += [_other_section(name, a, w) for name, a in w.alerts.items() if a.source != "prometheus"]
-    out += [_rule_section(r, w) for r in catalog().values()]
-    out += [_other_section(name, a, w) for name, a in w.alerts.items() if a.source == "prometheus"]
-    return "".join(out).rstrip("\n") + "\n"
-
-
-def _codes(names: Any) -> str:
-    return "、".join(f"`{x}`" for x in names)
-
-
-def _rule_section(r: Rule, w: Any) -> str:
-    """One catalog rule's section of a generated (non-English) runbook."""
-    rw = rule_words(r.name, w.language)
-    inh = sorted({t for i in r.inhibits for t in i.targets})
-    by = sorted(set(inhibited_by(r.name)))
-    out = [f'<a id="{r.name}"></a>\n\n## {r.name}\n\n**{rw.title}**：{rw.meaning}\n\n']
-    out.append("- " + w.t("runbook_severity", severity=w.severity(r.severity), duration=_dur(r.default_for),
-                          rule=r.name) + "\n")
-    out.append(f"- {w.t('runbook_check')}{rw.first_check}\n")
-    out.append(f"- {w.t('runbook_hint')}{rw.hint}\n")
-    if r.same_event:
-        out.append("- " + w.t("runbook_same_event", rules=_codes(r.same_event)) + "\n")
-    if inh:
-        out.append("- " + w.t("runbook_mutes", rules=_codes(inh)) + "\n")
-    if by:
-        out.append("- " + w.t("runbook_muted_by", rules=_codes(by)) + "\n")
-    out.append("- " + w.t("runbook_silence", rule=r.name) + "\n\n")
-    return "".join(out)
-
-
-def _other_section(name: str, a: Any, w: Any) -> str:
-    """The section of an alert outside the catalog (`AlertWords`): the test alert, or a fleet alert
-    that Prometheus raises and Alertmanager delivers (so it is silenced there, not on the node)."""
-    out = [f'<a id="{name}"></a>\n\n## {name}\n\n**{a.title}**：{a.meaning}\n\n']
-    if a.source == "prometheus":
-        out.append("- " + w.t("runbook_fleet_severity", severity=w.severity(a.severity)) + "\n")
-    else:
-        out.append("- " + w.t("runbook_test_severity") + "\n")
-    out.append(f"- {w.t('runbook_check')}{a.first_check}\n")
-    if a.source == "prometheus":
-        out.append("- " + w.t("runbook_fleet_silence", rule=name) + "\n")
-    return "".join(out) + "\n"
-
-
-if __name__ == "__main__":  # pragma: no cover - `python -m watchdog.rulecatalog [table|runbook]`
-    import sys
-
-    args = sys.argv[1:]
-    print(render_runbook_in(args[1] if len(args) > 1 else "en") if args[:1] == ["runbook"] else render_markdown(), end="")
+if __name__ == "__main__":  # pragma: no cover - `python -m watchdog.core.rulecatalog` (the rule table)
+    print(render_markdown(), end="")

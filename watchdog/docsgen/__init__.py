@@ -8,28 +8,30 @@ reference can never drift from what the daemon does.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
+from watchdog.alerting.channels import build_channel
+from watchdog.alerting.render import Message
+from watchdog.config.load import load_config_text
+from watchdog.config.reference import render_reference
+from watchdog.docsgen.rules_table import render_rule_table
+from watchdog.docsgen.runbooks import render_runbook_in
+from watchdog.metrics.catalog import all_metrics, render_table
+from watchdog.runbook import docs_page
+from watchdog.words import LANGUAGES
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 
 
 def _metric_table() -> str:
-    from watchdog.metrics.catalog import all_metrics, render_table
-
     return render_table(all_metrics())
 
 
 def _config_reference() -> str:
-    from watchdog.config.reference import render_reference
-
     return render_reference()
 
 
 def _rule_table() -> str:
-    from watchdog.rules_table import render_rule_table
-
     return render_rule_table()
 
 
@@ -90,11 +92,6 @@ def _message_examples() -> str:
     """One Feishu card and one Slack message per language, rendered by the channels themselves."""
     import yaml
 
-    from watchdog.alerting.channels import build_channel
-    from watchdog.alerting.render import Message
-    from watchdog.config.load import load_config_text
-    from watchdog.words import LANGUAGES
-
     out = []
     for lang in LANGUAGES:
         doc = {"alerting": {"language": lang, "max_log_lines": 2, "display_timezone": "Asia/Shanghai",
@@ -124,8 +121,6 @@ BLOCKS: Dict[Tuple[str, str], Callable[[], str]] = {
 
 def _runbook(language: str) -> Callable[[], str]:
     def render() -> str:
-        from watchdog.rulecatalog import render_runbook_in
-
         return render_runbook_in(language)
 
     return render
@@ -135,8 +130,6 @@ def _runbook(language: str) -> Callable[[], str]:
 #: each language other than English is package data the daemon serves; its words live in
 #: watchdog/words/<lang>.yaml.
 def _runbook_page() -> str:
-    from watchdog.runbook import docs_page
-
     return docs_page()
 
 
@@ -189,8 +182,3 @@ def update(root: Path = REPO) -> List[str]:
             changed.append(page)
     return changed
 
-
-if __name__ == "__main__":
-    changed = update()
-    print("updated: " + ", ".join(changed) if changed else "all generated blocks are current")
-    sys.exit(0)

@@ -12,7 +12,7 @@ import socket
 import time
 from typing import Optional
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("watchdog.sdnotify")  # its name in the journal, kept across the move into a folder
 
 
 class Notifier:

@@ -1,0 +1,2 @@
+"""The HTTP endpoint of the daemon (`/metrics`, `/healthz`, `/api/status`, the runbook).
+"""
