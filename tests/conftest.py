@@ -68,17 +68,26 @@ def _has_module_fixture(path: Path) -> bool:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist load` (the e2e tier in `make test`): each test is its own unit of work, so the long
-    tests of one file spread over the workers; but a file with a module-scoped fixture (a fleet,
-    a built bundle, an install) stays on one worker, so it is built once and its tests keep their
-    order. (xdist's own `--dist loadgroup` does not group on pytest 9.) Other modes are xdist's."""
+    """`--dist load` (the daemon and e2e tiers in one session in `make test`): an e2e test is its
+    own unit of work, so the long tests of one file spread over the workers; a daemon-tier file is
+    one unit (as `--dist loadfile` ran that tier), and so is a file with a module-scoped fixture
+    (a fleet, a built bundle, an install), so it is built once and its tests keep their order.
+    Units are handed out in collection order, i.e. the slow tests first (see above), so no long
+    test starts last and keeps one worker busy while the others are idle; xdist's default of
+    reordering units by their number of tests would put a long test alone in its file (the
+    Ansible roll-out) at the end. (xdist's own `--dist loadgroup` does not group on pytest 9.)
+    Other modes are xdist's."""
     if config.getoption("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    config.option.loadscopereorder = False
+
     class TestOrFileScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return path if _has_module_fixture(config.rootpath / path) else nodeid
+            if path.startswith("tests/daemon/") or _has_module_fixture(config.rootpath / path):
+                return path
+            return nodeid
 
     return TestOrFileScheduling(config, log)
