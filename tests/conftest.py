@@ -49,10 +49,21 @@ def other_root():
         yield root
 
 
+def _declared_timeout(item) -> float:
+    """The test's own `pytest.mark.timeout(seconds)`, 0 without one: a test that needs more than
+    the default timeout (the Ansible roll-out: three playbook runs and a pip install) is the longest."""
+    marker = item.get_closest_marker("timeout")
+    try:
+        return float(marker.args[0]) if marker and marker.args else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
 def pytest_collection_modifyitems(config, items):
-    """For the parallel tiers: tests marked slow start first, so a parallel run does not end
-    waiting on one long test that started last. Stable, so every worker collects the same order."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """For the parallel tiers: tests marked slow start first, those with a longer timeout of their
+    own before the other slow ones, so a parallel run does not end waiting on one long test that
+    started last. Stable, so every worker collects the same order."""
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, -_declared_timeout(item)))
 
 
 @functools.lru_cache(maxsize=None)
