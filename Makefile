@@ -10,7 +10,7 @@ RUN_DIR ?= .run
 help:
 	@echo "make demo       create .venv, install, play faults on a simulated 8-NPU node against the real daemon (about 100 s; DEMO_ARGS=--verbose prints every message)"
 	@echo "make run        create .venv, install, run the daemon in the foreground with the example config"
-	@echo "make test       create .venv, install, run the whole test suite by tier: unit, daemon, e2e (stops at the first failing tier)"
+	@echo "make test       create .venv, install, run the whole test suite: the unit tier, then the daemon and e2e tiers in one parallel run"
 	@echo "make test-unit  the unit tier only: in-process, no subprocess, no sleep (well under 2 min)"
 	@echo "make test-e2e   the end-to-end scenario tier (tests/e2e, in parallel)"
 	@echo "make bench      benchmarks (by hand; results go to docs/benchmarks.md)"
@@ -42,11 +42,12 @@ run: $(STAMP)
 check-config: $(STAMP)
 	$(BIN)/npu-watchdog check-config -c config/npu-watchdog.example.yaml
 
-# The tiers (tests/unit, tests/daemon, tests/e2e; tests/tierkit.py says what goes where) run in
-# order, each its own pytest run, so a failing tier stops the rest. The daemon and e2e tiers mostly
-# wait on real processes, so they run in TEST_WORKERS worker processes (pytest-xdist): the daemon
-# tier a file per worker at a time, the e2e tier test by test (tests/conftest.py keeps a file with a
-# module-scoped fixture on one worker, and starts the slow tests first). Every test has its own
+# The tiers (tests/unit, tests/daemon, tests/e2e; tests/tierkit.py says what goes where): the unit
+# tier first, so a failing unit test stops the rest; then the daemon and e2e tiers in one pytest
+# run, because both mostly wait on real processes and one session keeps TEST_WORKERS worker
+# processes (pytest-xdist) busy to the end instead of idling through each tier's longest test:
+# a daemon-tier file per worker at a time, an e2e test by test (tests/conftest.py keeps a file with
+# a module-scoped fixture on one worker, and starts the slow tests first). Every test has its own
 # temporary folder, ports and processes.
 PYTEST       = $(BIN)/python -m pytest -q -rs
 TEST_WORKERS ?= 4
@@ -55,8 +56,7 @@ SCENARIOS    = -n $(TEST_WORKERS) --dist load
 
 test: $(STAMP)
 	$(PYTEST) tests/unit
-	$(PYTEST) $(PARALLEL) tests/daemon
-	$(PYTEST) $(SCENARIOS) tests/e2e
+	$(PYTEST) $(SCENARIOS) tests/daemon tests/e2e
 
 test-unit: $(STAMP)
 	$(PYTEST) tests/unit
@@ -71,7 +71,7 @@ test-e2e: $(STAMP)
 # Rewrite the behaviour goldens (tests/golden_kit.py: the demo's /metrics apart from values and its
 # message counts per step and channel) after an intended change; review the diff like code.
 golden: $(STAMP)
-	NPU_WATCHDOG_GOLDEN=update $(PYTEST) -p no:cacheprovider "tests/e2e/test_scenarios.py::test_every_fault_pages_exactly_once"
+	NPU_WATCHDOG_GOLDEN=update $(PYTEST) -p no:cacheprovider "tests/e2e/test_demo_sequence.py::test_every_fault_pages_exactly_once"
 
 test-fuzz: $(STAMP)
 	NPU_WATCHDOG_FUZZ=long $(BIN)/python -m pytest -q -rs -p no:cacheprovider tests/unit/test_fuzz.py

@@ -49,10 +49,21 @@ def other_root():
         yield root
 
 
+def _declared_timeout(item) -> float:
+    """The test's own `pytest.mark.timeout(seconds)`, 0 without one: a test that needs more than
+    the default timeout (the Ansible roll-out: three playbook runs and a pip install) is the longest."""
+    marker = item.get_closest_marker("timeout")
+    try:
+        return float(marker.args[0]) if marker and marker.args else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
 def pytest_collection_modifyitems(config, items):
-    """For the parallel tiers: tests marked slow start first, so a parallel run does not end
-    waiting on one long test that started last. Stable, so every worker collects the same order."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """For the parallel tiers: tests marked slow start first, those with a longer timeout of their
+    own before the other slow ones, so a parallel run does not end waiting on one long test that
+    started last. Stable, so every worker collects the same order."""
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, -_declared_timeout(item)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,17 +79,26 @@ def _has_module_fixture(path: Path) -> bool:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist load` (the e2e tier in `make test`): each test is its own unit of work, so the long
-    tests of one file spread over the workers; but a file with a module-scoped fixture (a fleet,
-    a built bundle, an install) stays on one worker, so it is built once and its tests keep their
-    order. (xdist's own `--dist loadgroup` does not group on pytest 9.) Other modes are xdist's."""
+    """`--dist load` (the daemon and e2e tiers in one session in `make test`): an e2e test is its
+    own unit of work, so the long tests of one file spread over the workers; a daemon-tier file is
+    one unit (as `--dist loadfile` ran that tier), and so is a file with a module-scoped fixture
+    (a fleet, a built bundle, an install), so it is built once and its tests keep their order.
+    Units are handed out in collection order, i.e. the slow tests first (see above), so no long
+    test starts last and keeps one worker busy while the others are idle; xdist's default of
+    reordering units by their number of tests would put a long test alone in its file (the
+    Ansible roll-out) at the end. (xdist's own `--dist loadgroup` does not group on pytest 9.)
+    Other modes are xdist's."""
     if config.getoption("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    config.option.loadscopereorder = False
+
     class TestOrFileScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return path if _has_module_fixture(config.rootpath / path) else nodeid
+            if path.startswith("tests/daemon/") or _has_module_fixture(config.rootpath / path):
+                return path
+            return nodeid
 
     return TestOrFileScheduling(config, log)

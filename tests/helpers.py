@@ -92,6 +92,18 @@ def duplicate_series(text: str) -> list:
     return [k for k, n in collections.Counter(keys).items() if n > 1]
 
 
+def demo_run(out: Path, **kw: Any):
+    """A simulated node (4 NPUs, the demo's time constants at speed 1) with the real daemon, as the
+    e2e tests use it: quiet (its narration goes to a string), stopped with `close()`."""
+    import io
+
+    from watchdog.demo.scenario import DemoRun
+
+    kw.setdefault("speed", 1.0)
+    kw.setdefault("npus", 4)
+    return DemoRun(Path(out), echo=False, stream=io.StringIO(), **kw)
+
+
 def parse_metrics(text: str) -> Dict[str, float]:
     """`name{labels}` -> value, from the Prometheus text format (labels sorted as served)."""
     out: Dict[str, float] = {}

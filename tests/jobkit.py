@@ -230,6 +230,10 @@ class FakeNpuNode:
         self.lost: set = set()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        # The follower thread and the test (place, lose) both rewrite the scenario through one
+        # temporary file: one at a time, or a rename finds the other's file gone and the follower
+        # dies, leaving npu-smi frozen (a hung job's NPUs then look busy).
+        self._writing = threading.Lock()
         self.refresh()
         if present:
             self.install()
@@ -266,8 +270,9 @@ class FakeNpuNode:
             devices[str(n)] = {"gone": True}
         doc = {"generate": {"npus": self.npus}, "devices": devices, "processes": processes}
         tmp = self.scenario.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc))
-        os.replace(tmp, self.scenario)
+        with self._writing:
+            tmp.write_text(json.dumps(doc))
+            os.replace(tmp, self.scenario)
 
     def _follow(self) -> None:
         while not self._stop.wait(0.2):

@@ -47,6 +47,7 @@ REAL_NAMES = {
     "Children": "starts child processes",
     "Harness": "reads the real process table",
     "DemoRun": "runs the simulated node and the daemon",
+    "demo_run": "runs the simulated node and the daemon",
 }
 # Fixtures (from tests/conftest.py) that start real processes.
 REAL_FIXTURES = {"make_daemon": "starts the real daemon", "procs": "starts child processes"}

@@ -1,8 +1,6 @@
-import io
-
 import pytest
 
-from watchdog.demo.scenario import DemoRun
+from tests.helpers import demo_run
 
 
 @pytest.fixture
@@ -11,9 +9,7 @@ def demo(tmp_path):
     runs = []
 
     def make(**kw):
-        kw.setdefault("speed", 1.0)
-        kw.setdefault("npus", 4)
-        run = DemoRun(tmp_path / f"run{len(runs)}", echo=False, stream=io.StringIO(), **kw)
+        run = demo_run(tmp_path / f"run{len(runs)}", **kw)
         runs.append(run)
         return run
 

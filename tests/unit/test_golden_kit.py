@@ -1,6 +1,6 @@
 """The behaviour goldens' reduction (tests/golden_kit.py): values never matter, everything else does.
 
-The demo goldens themselves are checked in tests/e2e/test_scenarios.py; these tests show that the
+The demo goldens themselves are checked in tests/e2e/test_demo_sequence.py; these tests show that the
 reduction they compare would see a renamed metric, a changed TYPE or HELP, a new or lost label, a
 renamed probe, and a changed message count, and that it ignores values and serving order."""
 
