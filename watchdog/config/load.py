@@ -14,7 +14,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 import yaml  # noqa: F401  (error classes)
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from watchdog.config import yamlsafe
+import watchdog.config.yamlsafe as yamlsafe
 from watchdog.config.schema import Config
 from watchdog.config.types import read_bounded
 from watchdog.service.defaults import DEFAULT_CONFIG_PATH

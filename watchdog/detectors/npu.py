@@ -159,7 +159,7 @@ def hbm_trend_mb(mem_pts: Sequence[Tuple[float, Tuple[int, int]]], now: float, t
 
 
 def chip_hbm_trend(track: ChipTrack, now: float, tc: TrendsConfig) -> Optional[HbmTrend]:
-    """hbm_trend over one chip's memory window in its summary (`track`), recomputed only when
+    """hbm_trend_mb over one chip's memory window in its summary (`track`), recomputed only when
     the window's points change (the cache lives in the summary, the judgement here)."""
     start = now - tc.hbm_window
     w = track.mem

@@ -23,7 +23,7 @@ from watchdog.parse.hccl import CANN_CONNECT_TIMEOUT, CANN_EXEC_TIMEOUT
 from watchdog.parse.untrusted import ascii_int
 
 #: CANN defaults (whole seconds, as discovery reports them) when the ranks' environment does not
-#: set them: the one definition is watchdog.hccl's.
+#: set them: the one definition is watchdog.parse.hccl's.
 HCCL_EXEC_TIMEOUT_DEFAULT = int(CANN_EXEC_TIMEOUT)
 HCCL_CONNECT_TIMEOUT_DEFAULT = int(CANN_CONNECT_TIMEOUT)
 #: Job-name keys read from the ranks' environment when the config does not name others.

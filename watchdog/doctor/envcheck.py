@@ -27,7 +27,7 @@ KEY_VARS = (
     "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
 )
 
-#: Documented HCCL defaults (one definition: watchdog.hccl) and range (HCCL environment
+#: Documented HCCL defaults (one definition: watchdog.parse.hccl) and range (HCCL environment
 #: variable reference).
 HCCL_CONNECT_DEFAULT = int(CANN_CONNECT_TIMEOUT)
 HCCL_CONNECT_RANGE = (120, 7200)

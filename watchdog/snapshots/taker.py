@@ -21,7 +21,9 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 from watchdog import __version__
 from watchdog.core.findings import JOB_LABEL, Finding
 from watchdog.runtime import Runtime
-from watchdog.snapshots import collect, flight, procs
+import watchdog.snapshots.collect as collect
+import watchdog.snapshots.flight as flight
+import watchdog.snapshots.procs as procs
 from watchdog.snapshots.bundle import Bundle, Item, Task, run_tasks, write_archive
 from watchdog.snapshots.context import CaptureContext
 from watchdog.snapshots.policy import Cooldown, min_interval, wants_snapshot
