@@ -9,7 +9,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
-from typing import Dict, Iterable, Set
+from typing import Iterable, Set
 
 from watchdog.logrules.tail import Consumer, Tailer
 
@@ -55,32 +55,13 @@ def draining_paths(tailer: Tailer) -> Set[str]:
     return out
 
 
-def deleted_draining(tailer: Tailer) -> Dict[str, str]:
-    """The deleted files still followed through their descriptor (`python train.py > train.log`
-    after logrotate deleted it): key -> path to watch. Their directory no longer reports their
-    writes, so the file itself is watched through the daemon's own descriptor; the key (what an
-    event reports) carries the inode, so a descriptor number used again is a new watch."""
-    out: Dict[str, str] = {}
-    for f in list(tailer.draining):
-        fh = f.fh
-        if fh is None:
-            continue
-        try:
-            target = os.readlink(f"/proc/self/fd/{fh}")
-        except OSError:
-            continue
-        if target.endswith(" (deleted)"):
-            out[f"/proc/self/fd/{fh}#{f.ino}"] = f"/proc/self/fd/{fh}"
-    return out
-
-
 def concerns(tailer: Tailer, path: str) -> bool:
     """Whether an event on `path` may change what the tailer reads: a followed file, a rotated-away
     file still drained (under its new name), a file a pattern matches, or a directory a
     pattern's directory part matches."""
     if path in tailer.files:
         return True
-    if tailer.draining and (path in draining_paths(tailer) or path in deleted_draining(tailer)):
+    if tailer.draining and path in draining_paths(tailer):
         return True
     for src in tailer.sources:
         for pattern in src.paths:

@@ -42,9 +42,6 @@ IN_CLOEXEC = 0o2000000
 #: What a followed directory reports: writes, truncation, rotation, creation and removal.
 DIR_MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
             | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
-#: What a watched file reports (a deleted file still written through a descriptor has no
-#: directory entry left, so its directory reports nothing: the file itself is watched).
-FILE_MASK = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF
 _HEADER = struct.Struct("iIII")  # wd, mask, cookie, len
 
 #: Path reported when events were lost (queue overflow): everything must be looked at.
@@ -101,23 +98,17 @@ class DirWatch:
             return None
         return cls(libc, fd)
 
-    def sync(self, dirs: Set[str], files: Optional[Dict[str, str]] = None) -> None:
-        """Watch exactly these directories, and these files (key -> path: the key is what an
-        event reports, e.g. `/proc/self/fd/7#1234` for a deleted file held by descriptor 7),
-        adding and removing watches as needed."""
-        files = files or {}
+    def sync(self, dirs: Set[str]) -> None:
+        """Watch exactly these directories (adding and removing watches as needed)."""
         for d in list(self._wd):
-            if d not in dirs and d not in files:
+            if d not in dirs:
                 wd = self._wd.pop(d)
                 self._path.pop(wd, None)
                 self._libc.inotify_rm_watch(self.fd, wd)
-        for k in [k for k in self.errors if k not in dirs and k not in files]:
-            del self.errors[k]  # no longer wanted: not a reason to poll
-        wanted = [(d, d, DIR_MASK) for d in dirs] + [(k, p, FILE_MASK) for k, p in files.items()]
-        for d, path, mask in wanted:
+        for d in dirs:
             if d in self._wd:
                 continue
-            wd = self._libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
+            wd = self._libc.inotify_add_watch(self.fd, os.fsencode(d), DIR_MASK)
             if wd < 0:
                 err = ctypes.get_errno()
                 if err != errno.ENOENT and self.errors.get(d) is None:

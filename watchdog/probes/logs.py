@@ -255,11 +255,11 @@ class LogsProbe(Probe):
             if self.watch is not None:
                 # Watch before reading: a line written between this read and a watch added only
                 # after it would raise no event and wait for the next write or the rescan.
-                self.watch.sync(follow.watch_dirs(self.tailer), follow.deleted_draining(self.tailer))
+                self.watch.sync(follow.watch_dirs(self.tailer))
             self.tailer.poll(consume, now)
             self._last_full = self._last_save = now
         if self.watch is not None:
-            self.watch.sync(follow.watch_dirs(self.tailer), follow.deleted_draining(self.tailer))
+            self.watch.sync(follow.watch_dirs(self.tailer))
 
     def _refresh_sources(self, now: float) -> None:
         """Configured sources never change between reloads; discovered ones do (see below)."""
