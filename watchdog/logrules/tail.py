@@ -6,15 +6,20 @@ quickly on ext4/xfs, so an inode alone would silently skip a recreated file). Pe
 - a path whose inode changed was rotated (rename and create, or delete and re-create): the old
   file is read through the handle still open before the new one, and stays followed while its
   writer (which may keep its handle for a while) still appends to it, until it has been quiet for
-  `drain_grace` seconds; a rotated file that reappears under a matched name (`train.log.1` for
-  `train.log*`) continues at its offset instead of being read again;
+  `drain_grace` seconds and no process holds it open for writing (`watchdog.host.openfiles`:
+  `python train.py > train.log` writes on to the renamed or deleted file after any quiet); a
+  rotated file that reappears under a matched name (`train.log.1` for `train.log*`) continues at
+  its offset instead of being read again;
 - a file smaller than our offset was truncated in place (copytruncate): read again from 0;
 - a path that vanished is drained and forgotten; a path that does not exist yet is no error;
 - only complete lines are handed on: a partial last line stays unread until its newline arrives
   (a line longer than one slice is cut, so a huge line cannot stall the reader);
 - at most `round_bytes` are read per round, in slices of `slice_bytes` (never a whole backlog).
 Offsets are persisted (0600 JSON) so that after a restart each known file continues where it was
-left; a file first seen at daemon start (not in the saved state) is read from its end. A save that
+left, unless it was written again from its start meanwhile (the bytes before the offset differ, or
+a process started since the save writes it without O_APPEND: a relaunch with `>`); a file first
+seen at daemon start (not in the saved state) is read from its end. Descriptors are budgeted
+(`fdbudget.log_file_budget`): files beyond are read by polling, opened and closed each round. A save that
 fails (state folder read-only or full) never stops the reading: matching goes on in memory,
 `state_error` says why, and the next successful save clears it.
 A directory of a configured path that cannot be listed, or a file that cannot be opened, is an
