@@ -19,7 +19,7 @@ from dataclasses import replace
 from watchdog.config.schema import Config
 from watchdog.core.findings import Finding
 from watchdog.core.state import StateView
-from watchdog.summaries import Summaries
+from watchdog.summaries import Summaries, registry as summary_registry
 from watchdog.detectors.jobs import JobSummaries, jobs_of
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,7 @@ class IncrementalDetectors:
         #: View time of each detector's last run.
         self._ran_at: Dict[str, float] = {}
         self.summaries = Summaries()
+        summary_registry()  # now, while descriptors are plenty (see watchdog.summaries.registry)
         #: Per discovered job (watchdog.detectors.jobs): fed like the node's, job by job.
         self.jobs = JobSummaries()
 

@@ -1,6 +1,6 @@
 """Kernel findings: what the kernel log said about a rank or the node (watchdog.probes.kernel).
 
-A record naming a rank's pid (OOM kill, segfault, trap, hung task) is that rank's finding, with
+A record naming a rank's pid and command name (OOM kill, segfault, trap, hung task) is that rank's finding, with
 its `training_job`, `rank` and `npu` labels: from discovery when the probe read the record,
 else from the process probe's ranks (alive or gone). Any other record is a node finding; a
 record about some other process is info when it is an OOM kill, segfault or trap (recorded, paging
@@ -45,30 +45,34 @@ def kernel_events_for_pids(view: StateView, pids: Iterable[int], since: Optional
     starts = [ranks[p][3] for p in wanted if p in ranks and ranks[p][3] is not None]
     earliest = min(starts) if starts else None
     return tuple(e for e in obs.recent if e.pid in wanted and (since is None or e.time >= since)
-                 and e.about(ranks[e.pid][3] if e.pid in ranks else earliest))
+                 and e.about(ranks[e.pid][3] if e.pid in ranks else earliest)
+                 and (e.rank is not None or e.pid not in ranks or e.names(ranks[e.pid][4])))
 
 
-RankOf = Tuple[Optional[str], Optional[int], Optional[int], Optional[float]]  # job, rank, npu, started at
+# job, rank, npu, started at, its command name (the probe's name: comm, or the long program name)
+RankOf = Tuple[Optional[str], Optional[int], Optional[int], Optional[float], Tuple[str, ...]]
 
 
 def _ranks_by_pid(view: StateView) -> Dict[int, RankOf]:
-    """pid -> (job, rank, npu, start time) of every rank the process probe follows or saw go."""
+    """pid -> (job, rank, npu, start time, name) of every rank the process probe follows or saw go."""
     sample = view.latest("process")
     out: Dict[int, RankOf] = {}
     if sample is None:
         return out
     for p in tuple(getattr(sample.value, "gone", ())) + tuple(getattr(sample.value, "processes", ())):
-        out[p.pid] = (p.job, p.rank, getattr(p, "npu", None), getattr(p, "create_time", None))
+        name = getattr(p, "name", "")
+        out[p.pid] = (p.job, p.rank, getattr(p, "npu", None), getattr(p, "create_time", None),
+                      (name,) if name else ())
     return out
 
 
 def _labels(ev: KernelEvent, config: Config, ranks: Dict[int, RankOf]) -> Dict[str, str]:
     base = dict(config.base_labels)
     job, rank, npu = ev.job, ev.rank, ev.npu
-    if ev.pid is not None and ev.pid in ranks and ev.about(ranks[ev.pid][3]):
+    if ev.pid is not None and ev.pid in ranks and ev.about(ranks[ev.pid][3]) and ev.names(ranks[ev.pid][4]):
         # The probe read the record before it learned the rank (it died at once): the process
-        # probe's record of it names its job, rank and NPU.
-        pjob, prank, pnpu, _ = ranks[ev.pid]
+        # probe's record of it names its job, rank and NPU (when its pid and name are the rank's).
+        pjob, prank, pnpu, _, _ = ranks[ev.pid]
         if rank is None:
             job, rank = pjob, prank
         if npu is None:

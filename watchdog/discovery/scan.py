@@ -148,7 +148,7 @@ def _describe_rank(rank: int, rec: ProcRecord, logs: Tuple[str, ...], npu_by_pid
     # (watchdog.host.rankfiles), so a file that is not the rank's user's is a finding, never content.
     hb = heartbeat_path(env, rank, local)
     info = RankInfo(rank=rank, local_rank=local, pid=rec.pid, npu=npu, logs=logs, heartbeat=hb, uid=rec.uid,
-                    started_at=boot + rec.start_ticks / procfs.CLOCK_TICKS)
+                    started_at=boot + rec.start_ticks / procfs.CLOCK_TICKS, comm=rec.name)
     return info, plog_dirs_of(env, opts.home_of(rec.uid))
 
 

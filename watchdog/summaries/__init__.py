@@ -42,10 +42,17 @@ _REGISTRY: Optional[Dict[str, Any]] = None
 
 
 def registry() -> Dict[str, Any]:
-    """probe name -> Summary class, from the declarations of this package's modules."""
+    """probe name -> Summary class, from the declarations of this package's modules.
+
+    Kept only once complete: listing the package needs a descriptor, and `pkgutil` answers an
+    empty list when it gets none (EMFILE); cached, that empty answer made every later pass fail
+    (`KeyError: 'logs'`). The detector runner builds it at start, before the probes open files."""
     global _REGISTRY
     if _REGISTRY is None:
-        _REGISTRY = {m.PROBE: m.Summary for m in _modules()}
+        found = {m.PROBE: m.Summary for m in _modules()}
+        if not found:
+            return {}
+        _REGISTRY = found
     return _REGISTRY
 
 
@@ -62,7 +69,11 @@ def fold(probe: str, view: StateView, config: Any) -> Any:
     """A fresh summary of `probe` folded over the view's whole history."""
     if config is None:
         config = Config()
-    summary = registry()[probe](config)
+    cls = registry().get(probe)
+    if cls is None:
+        raise LookupError(f"no summary of probe {probe!r} (the package watchdog.summaries could not be "
+                          "listed: out of file descriptors?)")
+    summary = cls(config)
     for sample in view.history(probe):
         summary.add(sample, view)
     return summary
