@@ -97,6 +97,20 @@ def backoff(cfg: AlertingConfig, attempts: int) -> float:
     return base * random.uniform(0.5, 1.0)
 
 
+def vendor_delay(cfg: AlertingConfig, retry_after: float) -> float:
+    """Seconds to wait when the vendor said `Retry-After`: its word, but never longer than the
+    channel's `retry_max`. A vendor (or anything posing as one) answering `Retry-After: 86400`
+    must not silence the channel, later incidents included, for a day; an early retry costs one
+    more 429 at worst."""
+    return min(cfg.retry_max, MAX_RETRY_AFTER, max(0.5, retry_after))
+
+
+def _capped(cfg: AlertingConfig, retry_after: Optional[float]) -> str:
+    if retry_after is not None and retry_after > vendor_delay(cfg, retry_after):
+        return f" (the vendor asked for {retry_after:.0f}s; capped by alerting.retry_max)"
+    return ""
+
+
 class _ChannelSender:
     def __init__(self, outbox: "Outbox", channel: Channel):
         self.outbox = outbox
@@ -202,15 +216,15 @@ class _ChannelSender:
         # attempt's commit and request, which a loaded disk or network can make last a while).
         answered = time.time()
         if verdict.retry_after is not None:
-            delay = min(MAX_RETRY_AFTER, max(0.5, verdict.retry_after))
+            delay = vendor_delay(cfg, verdict.retry_after)
             self.limiter.block(answered + delay)
         else:
             delay = backoff(cfg, row.attempts)
         store.retry(row.id, answered + delay, verdict.line())
         self.outbox.count(ch.name, "retried")
         level = logging.WARNING if attempt <= 3 or attempt % 10 == 0 else logging.DEBUG
-        log.log(level, "channel %s: attempt %d of notification %s failed (%s); retrying in %.1fs", ch.name, attempt,
-                row.ikey, verdict.line(), delay, extra={"channel": ch.name})
+        log.log(level, "channel %s: attempt %d of notification %s failed (%s); retrying in %.1fs%s", ch.name, attempt,
+                row.ikey, verdict.line(), delay, _capped(cfg, verdict.retry_after), extra={"channel": ch.name})
         return 0.0
 
 
@@ -241,13 +255,14 @@ class _ChannelSender:
         delay = backoff(cfg, mem.attempts)
         answered = time.time()  # counted from the answer, as in `_step`
         if verdict.retry_after is not None:
-            delay = min(MAX_RETRY_AFTER, max(0.5, verdict.retry_after))
+            delay = vendor_delay(cfg, verdict.retry_after)
             self.limiter.block(answered + delay)
         mem.attempts += 1
         mem.next_at = answered + delay
         self.outbox.count(ch.name, "retried")
-        log.warning("channel %s: attempt %d of notification %s (from memory) failed (%s); retrying in %.1fs",
-                    ch.name, mem.attempts, mem.ikey, verdict.line(), delay, extra={"channel": ch.name})
+        log.warning("channel %s: attempt %d of notification %s (from memory) failed (%s); retrying in %.1fs%s",
+                    ch.name, mem.attempts, mem.ikey, verdict.line(), delay, _capped(cfg, verdict.retry_after),
+                    extra={"channel": ch.name})
         return 0.0
 
 
