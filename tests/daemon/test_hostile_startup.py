@@ -5,20 +5,27 @@ CLI or daemon as a subprocess against real files, ports, sockets and filesystems
   echoed by `check-config` or `run`;
 - a vendor's `Retry-After: 86400` waits `alerting.retry_max` at most, and a later incident on the
   same channel is not held behind it;
+- the relay refuses a non-loopback address without a token (or the logged opt-out) and compares
+  tokens in constant time;
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+import urllib.error
+import urllib.request
 import sys
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Optional, Tuple
+
+import yaml
 
 import pytest
 
 from tests.fakes.receivers import Answer, Receiver
-from tests.helpers import REPO, wait_for
+from tests.helpers import REPO, free_port, http_get, wait_for
 
 HANG_BOUND = 60.0
 OOM = b"RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity)\n"
@@ -104,3 +111,104 @@ def test_a_day_long_retry_after_waits_retry_max_and_never_holds_a_later_incident
         assert sorted(pages) == [("firing", "log_oom", "0"), ("firing", "log_oom", "1")], pages
         assert len(pager.requests) == len(pager.accepted()) + 1, "one 429, every other request accepted"
         assert d.alive()
+
+
+# -- the relay ---------------------------------------------------------------------------------------
+
+def relay_config(tmp: Path, listen: str, **extra: object) -> Path:
+    cfg = {"listen": listen, "state_dir": str(tmp / "relay-state"),
+           "alerting": {"channels": [{"type": "webhook", "name": "oncall", "url": "http://127.0.0.1:9/hook"}]}}
+    cfg.update(extra)
+    path = tmp / "relay.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+class RelayProc:
+    """`npu-watchdog relay` as a subprocess, its output in a file."""
+
+    def __init__(self, config: Path, port: int):
+        self.log_path = config.parent / "relay.log"
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "watchdog", "relay", "-c", str(config)],
+                                     stdout=self._log, stderr=subprocess.STDOUT, cwd=str(REPO))
+        self.url = f"http://127.0.0.1:{port}"
+
+    def up(self) -> "RelayProc":
+        wait_for(lambda: self.proc.poll() is None and http_get(self.url + "/healthz")[0] == 200, timeout=60,
+                 what="relay up")
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def post(self, headers: Optional[Dict[str, str]] = None) -> int:
+        doc = {"version": "4", "groupKey": "k", "status": "resolved", "alerts": [
+            {"status": "resolved", "labels": {"alertname": "log_oom", "training_job": "llm", "host": "n1"},
+             "annotations": {}, "startsAt": "2026-01-01T00:00:00Z", "endsAt": "2026-01-01T00:01:00Z"}]}
+        req = urllib.request.Request(self.url + "/alertmanager", data=json.dumps(doc).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(15)
+        self._log.close()
+
+
+@pytest.fixture
+def relays():
+    made: List[RelayProc] = []
+
+    def make(config: Path, port: int) -> RelayProc:
+        r = RelayProc(config, port)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.stop()
+
+
+def test_the_relay_refuses_a_non_loopback_address_without_a_token(tmp_path, relays) -> None:
+    """Row 6: on 0.0.0.0 without a token anyone who reaches the port could post a resolve or a
+    new job. The relay refuses to start (exit 2, the key named), `--check` too."""
+    port = free_port()
+    cfg = relay_config(tmp_path, f"0.0.0.0:{port}")
+    check = cli("relay", "-c", str(cfg), "--check")
+    assert check.returncode == 2 and "bearer_token: required when listening on 0.0.0.0" in check.stderr, check
+    relay = relays(cfg, port)
+    assert relay.proc.wait(HANG_BOUND) == 2, relay.log()
+    assert "allow_unauthenticated" in relay.log(), relay.log()
+
+
+def test_the_relay_with_a_token_on_any_address_answers_only_the_token(tmp_path, relays) -> None:
+    port = free_port()
+    token = "relay-tok-5521"
+    relay = relays(relay_config(tmp_path, f"0.0.0.0:{port}", bearer_token=token), port).up()
+    assert relay.post() == 401
+    assert relay.post({"Authorization": "Bearer relay-tok-5522"}) == 401
+    assert relay.post({"Authorization": "Bearer " + token[:-1]}) == 401
+    assert relay.post({"Authorization": "Bearer " + token}) == 200
+    assert token not in relay.log() and "any local user" not in relay.log()
+
+
+@pytest.mark.parametrize("listen, warning", [
+    ("0.0.0.0", "allow_unauthenticated: the relay accepts posts without a token from anyone"),
+    ("127.0.0.1", "no bearer_token: any local user can post to the relay"),
+])
+def test_an_unauthenticated_relay_says_so_at_start(tmp_path, relays, listen, warning) -> None:
+    """The explicit opt-out (or the loopback default) starts, and the journal says who may post."""
+    port = free_port()
+    extra = {"allow_unauthenticated": True} if listen == "0.0.0.0" else {}
+    cfg = relay_config(tmp_path, f"{listen}:{port}", **extra)
+    check = cli("relay", "-c", str(cfg), "--check")
+    assert check.returncode == 0 and warning in check.stdout, check
+    relay = relays(cfg, port).up()
+    wait_for(lambda: warning in relay.log(), what="the start-up warning")
+    assert relay.post() == 200
