@@ -119,7 +119,7 @@ class Daemon:
     def _build_engine(self, config: Config, snapshots: Optional[SnapshotRequester]) -> AlertEngine:
         """The alert engine and the parts it is handed: its store, the outbox (registered for the
         metrics) and the dead-man pinger; the engine closes them when it closes."""
-        store = AlertStore(config.paths.state_dir, quarantine_damaged=True)
+        store = AlertStore(config.paths.state_dir, quarantine_damaged=True, defer_faults=True)
         outbox = Outbox(store, config.alerting)
         engine = AlertEngine(config, store, outbox, DeadMan(config.alerting), snapshots)
         outbox.start()

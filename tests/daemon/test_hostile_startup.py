@@ -7,11 +7,17 @@ CLI or daemon as a subprocess against real files, ports, sockets and filesystems
   same channel is not held behind it;
 - the relay refuses a non-loopback address without a token (or the logged opt-out) and compares
   tokens in constant time;
+- a state folder that cannot be created (full disk) or is read-only right after the database was
+  created: the daemon starts on memory-only alert state, says so, and pages once it heals.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import shutil
+import stat
 import subprocess
 import time
 import urllib.error
@@ -212,3 +218,179 @@ def test_an_unauthenticated_relay_says_so_at_start(tmp_path, relays, listen, war
     relay = relays(cfg, port).up()
     wait_for(lambda: warning in relay.log(), what="the start-up warning")
     assert relay.post() == 200
+
+
+# -- the state folder at start -------------------------------------------------------------------------
+
+def _run(*argv: str) -> None:
+    done = subprocess.run(argv, capture_output=True)
+    if done.returncode != 0:
+        raise OSError(f"{' '.join(argv)}: {done.stderr.decode(errors='replace').strip()}")
+
+
+class SmallDisk:
+    """A real small filesystem (tmpfs) on `where`, filled to ENOSPC by blocks or by inodes."""
+
+    def __init__(self, where: Path, inodes: bool):
+        self.where, self.inodes = where, inodes
+        where.mkdir()
+        opts = "size=2m,mode=0700" + (",nr_inodes=64" if inodes else "")
+        try:
+            _run("mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where))
+        except OSError as exc:
+            pytest.skip(f"cannot mount a small tmpfs for ENOSPC: {exc}")
+
+    def fill(self) -> None:
+        fill = self.where / "fill"
+        fill.mkdir()
+        if self.inodes:
+            try:
+                for i in range(100000):
+                    (fill / str(i)).touch()
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+            return
+        with open(fill / "blocks", "wb", buffering=0) as fh:
+            for size in (1 << 16, 512):
+                try:
+                    while True:
+                        fh.write(b"\0" * size)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC, exc
+
+    def free(self) -> None:
+        shutil.rmtree(self.where / "fill")
+
+    def cleanup(self) -> None:
+        subprocess.run(["umount", "-l", str(self.where)], capture_output=True)
+
+
+class ReadOnly:
+    """A folder read-only for root, for real: `immutable` (chattr +i: nothing can be created in it,
+    so SQLite cannot make its journal) or a read-only bind mount onto itself (EROFS)."""
+
+    def __init__(self, how: str, folder: Path):
+        self.how, self.folder = how, str(folder)
+        self.mounted = False
+
+    def on(self) -> None:
+        try:
+            if self.how == "immutable":
+                _run("chattr", "+i", self.folder)
+            else:
+                _run("mount", "--bind", self.folder, self.folder)
+                self.mounted = True
+                _run("mount", "-o", "remount,bind,ro", self.folder)
+        except OSError as exc:
+            self.cleanup()
+            pytest.skip(f"this machine refuses to make a folder read-only for root: {exc}")
+
+    def off(self) -> None:
+        if self.how == "immutable":
+            _run("chattr", "-i", self.folder)
+        elif self.mounted:
+            _run("mount", "-o", "remount,bind,rw", self.folder)
+
+    def cleanup(self) -> None:
+        try:
+            self.off()
+        except OSError:
+            pass
+        if self.mounted:
+            subprocess.run(["umount", "-l", self.folder], capture_output=True)
+
+
+def two_channels(pager: Receiver, ops: Receiver) -> List[dict]:
+    return [{"type": "webhook", "name": "pager", "url": pager.url, "matchers": ["rule=log_oom"]},
+            {"type": "webhook", "name": "ops", "url": ops.url, "matchers": ["rule=state_unwritable"]}]
+
+
+def unwritable_reported(d) -> None:
+    wait_for(lambda: d.metrics().get("npu_watchdog_state_writable") == 0, what="npu_watchdog_state_writable 0")
+    code, body = http_get(d.url + "/healthz")
+    assert code == 200 and "state folder" in body, (code, body)
+    assert any(f["rule"] == "state_unwritable" for f in d.status()["findings"])
+
+
+def settle(d, rounds: int = 4) -> None:
+    """A few probe rounds and group windows, so a message that should not exist would have come."""
+    runs = {p["name"]: p["runs_total"] for p in d.status()["probes"]}
+    wait_for(lambda: all(p["runs_total"] >= runs[p["name"]] + rounds for p in d.status()["probes"]),
+             what=f"{rounds} more probe rounds")
+    time.sleep(2)
+
+
+def healed(d, pager: Receiver, ops: Receiver, state: Path) -> None:
+    """After the fault: the held page once, `state_unwritable` fired and resolved once, the state
+    private on disk, the folder's lock taken."""
+    pager.wait_for(1)
+    ops.wait_for(2)
+    wait_for(lambda: d.metrics().get("npu_watchdog_state_writable") == 1, what="npu_watchdog_state_writable 1")
+    settle(d)
+    assert d.alive()
+    assert paged_ranks(pager) == [("firing", "log_oom", "0")]
+    assert paged_ranks(ops) == [("firing", "state_unwritable", ""), ("resolved", "state_unwritable", "")]
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(state / "alerting.sqlite3").st_mode) == 0o600
+    wait_for(lambda: os.path.exists(state / "daemon.lock"), what="the folder's lock")
+    assert "Traceback" not in d.log()
+    assert d.log().count("alert log_oom firing") == 1, "a retried pass logs its alert once"
+
+
+@pytest.mark.parametrize("by", ["blocks", "inodes"])
+def test_a_full_disk_at_boot_with_no_state_folder_yet_keeps_the_daemon_up(make_daemon, tmp_path, by) -> None:
+    """Row 12: the state folder does not exist yet and its disk is full (of blocks: the folder is
+    made, the database cannot be; of inodes: not even the folder). The daemon starts on memory-only
+    alert state, says `state_unwritable`, holds the page of a failure line and sends it once the
+    disk has room."""
+    (rank0,) = watched_logs(tmp_path, 0)
+    disk = SmallDisk(tmp_path / "disk", inodes=by == "inodes")
+    state = tmp_path / "disk" / "state"
+    try:
+        disk.fill()
+        with Receiver("webhook") as pager, Receiver("webhook") as ops:
+            cfg = log_config(tmp_path, two_channels(pager, ops))
+            cfg["paths"]["state_dir"] = str(state)
+            d = make_daemon(cfg)
+            ops.wait_for(1)
+            unwritable_reported(d)
+            followed(d)
+            with open(rank0, "ab") as fh:
+                fh.write(OOM)
+            settle(d)
+            assert d.alive() and pager.accepted() == [], "the page cannot be committed yet: it waits"
+            disk.free()
+            healed(d, pager, ops, state)
+            assert "could not be opened at start; it is opened now" in d.log()
+            d.stop()
+    finally:
+        disk.cleanup()
+
+
+@pytest.mark.parametrize("how", ["immutable", "mount"])
+def test_a_state_folder_read_only_right_after_the_database_was_created(make_daemon, tmp_path, how) -> None:
+    """Row 13: the database file exists but is empty (created, then the folder turned read-only
+    before its tables were written) and a failure line already waits in a watched log. The daemon
+    starts, holds the page while the folder is read-only and sends it, once, when it is writable."""
+    (rank0,) = watched_logs(tmp_path, 0)
+    with open(rank0, "ab") as fh:
+        fh.write(OOM)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    os.close(os.open(state / "alerting.sqlite3", os.O_CREAT | os.O_WRONLY, 0o600))
+    fault = ReadOnly(how, state)
+    fault.on()
+    try:
+        with Receiver("webhook") as pager, Receiver("webhook") as ops:
+            cfg = log_config(tmp_path, two_channels(pager, ops))
+            cfg["probes"]["logs"]["sources"][0]["start"] = "beginning"  # the line was there before the start
+            d = make_daemon(cfg)
+            ops.wait_for(1)
+            unwritable_reported(d)
+            settle(d)
+            assert d.alive() and pager.accepted() == [], "the page cannot be committed yet: it waits"
+            fault.off()
+            healed(d, pager, ops, state)
+            d.stop()
+    finally:
+        fault.cleanup()

@@ -256,8 +256,7 @@ class AlertEngine:
             log.debug("cannot re-create the state folder now: %s", describe(exc))
             return False
         if what:
-            log.error("%s (mode 0700, the database 0600); alerts, silences and queued notifications carried over",
-                      what, extra={"event": "state_recreated"})
+            log.error("%s", what, extra={"event": "state_recreated"})
         return bool(what)
 
     def _unwritable_finding(self) -> Finding:

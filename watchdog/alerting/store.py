@@ -243,14 +243,35 @@ class OutboxQueue:
 class AlertStore(OutboxQueue):
     """Thread-safe access to the alerting database (one connection, one lock)."""
 
-    def __init__(self, state_dir: str, quarantine_damaged: bool = False):
+    def __init__(self, state_dir: str, quarantine_damaged: bool = False, defer_faults: bool = False):
         """Open (or create) the database. With `quarantine_damaged` (the daemon), a file that is not
-        a usable database is set aside and a fresh one started, instead of failing every start."""
-        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        a usable database is set aside and a fresh one started, instead of failing every start.
+        With `defer_faults` (the daemon), a folder that cannot be created, written or opened now
+        (full or read-only disk at boot) is no reason to exit: see `unopened`."""
         self.path = db_path(state_dir)
         self._lock = threading.RLock()
         #: Silence writes made through this connection (SQLite's data_version does not count them).
         self._silence_writes = 0
+        #: Why the database could not be opened at start ("" once it is): until then the store
+        #: reads an empty database in memory and every commit of alerts fails, so the engine holds
+        #: its alerts in memory and says `state_unwritable`, as when a running daemon's folder
+        #: turns read-only; `heal` opens the file once it can.
+        self.unopened = ""
+        self._identity: Optional[tuple] = None
+        try:
+            os.makedirs(state_dir, mode=0o700, exist_ok=True)
+            self._open_or_quarantine(quarantine_damaged)
+        except (OSError, sqlite3.Error) as exc:
+            if not defer_faults or (isinstance(exc, sqlite3.Error) and not storage_fault(exc)):
+                raise
+            self._close_quietly()
+            self.unopened = f"{exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
+            self._db = self._connect(":memory:")
+            self._db.executescript(_SCHEMA)
+            log.error("cannot open the alert state %s now (%s): alerts are held in memory and the file is opened "
+                      "once it can be", self.path, self.unopened, extra={"event": "state_unwritable"})
+
+    def _open_or_quarantine(self, quarantine_damaged: bool) -> None:
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
@@ -351,8 +372,26 @@ class AlertStore(OutboxQueue):
     # -- the state folder under faults ----------------------------------------------------
     def moved(self) -> bool:
         """Whether the database file is no longer the one this connection writes (deleted, alone
-        or with its folder, or replaced): one `stat`, cheap enough for every turn of the main loop."""
-        return _identity(self.path) != self._identity
+        or with its folder, or replaced), or was never opened: one `stat`, cheap enough for every
+        turn of the main loop."""
+        return bool(self.unopened) or _identity(self.path) != self._identity
+
+    def _open_late(self) -> str:
+        """Open the database a start-up could not (see `unopened`); raises when it still cannot."""
+        folder = os.path.dirname(self.path) or "."
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)  # makedirs' mode passes through the umask
+        memory = self._db
+        try:
+            self._open()
+        except BaseException:
+            if self._db is not memory:
+                self._close_quietly()
+            self._db = memory
+            raise
+        memory.close()
+        self.unopened = ""
+        return f"the alert state {self.path} could not be opened at start; it is opened now"
 
     def heal(self, reopen: bool = False) -> str:
         """Re-create a state folder or database deleted under the running daemon. The deleted file
@@ -362,6 +401,8 @@ class AlertStore(OutboxQueue):
         OSError or sqlite3.Error when it cannot be done now (the caller retries). With `reopen`
         (a write met a read-only database) the connection is opened anew."""
         with self._lock:
+            if self.unopened:
+                return self._open_late()
             if not self.moved():
                 if reopen:
                     # SQLite opened a read-only file read-only for good: a new connection sees
@@ -385,7 +426,8 @@ class AlertStore(OutboxQueue):
             self._identity = _identity(self.path)
             old.close()
             what = f"the state folder {folder} was" if made else f"{self.path} was"
-            return f"{what} deleted under the running daemon; re-created it from the open database"
+            return (f"{what} deleted under the running daemon; re-created it from the open database (mode 0700, "
+                    "the database 0600); alerts, silences and queued notifications carried over")
 
     # -- alerts ----------------------------------------------------------------------------
     def load_alerts(self) -> Dict[str, AlertRow]:
@@ -412,6 +454,11 @@ class AlertStore(OutboxQueue):
         With `probe` the transaction writes even when nothing changed (the database header's
         user_version, set to itself): while the folder could not be written, only a real write
         tells that it can be again."""
+        if self.unopened:
+            # Never a commit to the stand-in in memory: the alerts would count as sent and their
+            # pages be lost with it. The engine holds them and redoes the pass once `heal` opened
+            # the file.
+            raise sqlite3.OperationalError(f"the alert state cannot be opened: {self.unopened}")
         if not changed and not deleted and not items and not probe:
             return
         with self._tx() as db:

@@ -43,19 +43,31 @@ class StateFolder:
 
     def __init__(self, path: str):
         self.path = path
-        ensure_private_dir(path)
-        self.lock_fd = statelock.acquire(path)
+        #: None while the folder cannot be created or locked yet (a full or read-only disk at
+        #: boot): the daemon runs on and `check` takes the lock once it can.
+        self.lock_fd: Optional[int] = None
+        try:
+            ensure_private_dir(path)
+            self.lock_fd = statelock.acquire(path)
+        except OSError as exc:  # StateFolderBusy is no OSError: another daemon still stops this one
+            log.error("cannot create or lock the state folder %s now (%s); the daemon runs on with its alert "
+                      "state in memory and takes the folder when it can", path, exc.strerror or exc,
+                      extra={"event": "state_unwritable"})
 
     def check(self) -> None:
-        """A state folder deleted under the daemon is re-created and its lock taken again, so no
-        second daemon can start on it. Raises OSError / StateFolderBusy (retried by the caller)."""
-        if statelock.held(self.lock_fd, self.path):
+        """A state folder deleted under the daemon (or not creatable at start) is created and its
+        lock taken, so no second daemon can start on it. Raises OSError / StateFolderBusy (retried
+        by the caller)."""
+        if self.lock_fd is not None and statelock.held(self.lock_fd, self.path):
             return
         ensure_private_dir(self.path)
         fd = statelock.acquire(self.path)
-        os.close(self.lock_fd)
+        if self.lock_fd is None:
+            log.warning("the state folder %s can be used now; its lock is taken", self.path)
+        else:
+            os.close(self.lock_fd)
+            log.warning("the lock of the state folder %s was deleted; taken again", self.path)
         self.lock_fd = fd
-        log.warning("the lock of the state folder %s was deleted; taken again", self.path)
 
 
 def start_http(config: Config, registry: MetricsSource, status: Callable[[], Dict[str, Any]],
