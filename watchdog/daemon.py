@@ -39,7 +39,7 @@ from watchdog.wiring.health import LOOP_STALL_SECONDS, Liveness, health
 from watchdog.wiring.keepalive import KeepAlive
 from watchdog.wiring.reload import RELOAD_TIMEOUT_SECONDS, Outcome, Reloader
 from watchdog.wiring.shutdown import shut_down
-from watchdog.wiring.startup import StateFolder, ensure_private_dir, report_setup, start_http
+from watchdog.wiring.startup import ListenLater, StateFolder, ensure_private_dir, report_setup, start_http
 from watchdog.wiring.status import build_status, status_line
 
 log = logging.getLogger("watchdog.daemon")
@@ -105,6 +105,9 @@ class Daemon:
         #: /healthz answers 503 (the daemon cannot vouch for anything yet).
         self.ready = False
         self.http: Optional[HttpEndpoint] = None
+        #: Retries the listening address while it cannot be had (None: listening, or not tried).
+        self.listen_later: Optional[ListenLater] = None
+        self._http_lock = threading.Lock()
         self._last_periodic_eval = 0.0
         #: Detector passes run, and periodic ones skipped as needless (tests count them).
         self.passes = 0
@@ -226,20 +229,23 @@ class Daemon:
         return True
 
     # -- lifecycle -------------------------------------------------------------------------
-    def _start_http(self, config: Config, registry: MetricsSource) -> bool:
+    def _start_http(self, config: Config, registry: MetricsSource, quiet: bool = False) -> bool:
         def attach(http: HttpEndpoint) -> None:
             self.http = self.runtime.http = http
 
-        return start_http(config, registry, self.status, self.healthy, attach=attach,
-                          status_remote=lambda: bool(self.runtime.config.http.status_remote)) is not None
+        with self._http_lock:
+            if self.stopping:  # a late attempt of ListenLater: nothing to serve any more
+                return True
+            return start_http(config, registry, self.status, self.healthy, attach=attach, quiet=quiet,
+                              status_remote=lambda: bool(self.runtime.config.http.status_remote)) is not None
 
     def run(self) -> int:
         config = self.config
         probes = self._build_probes(config)
         registry = make_registry(self.runtime)
-        if config.http.enabled:
-            if not self._start_http(config, registry):
-                return 1
+        if config.http.enabled and not self._start_http(config, registry):
+            self.listen_later = ListenLater(config.http.listen, lambda: self._start_http(config, registry, quiet=True))
+            self.listen_later.start()
         install_signal_handlers(self.signals)
         self.scheduler.start(probes)
         log.info("npu-watchdog %s started: host=%s training_job=%s probes=%s", __version__, config.node.name,
@@ -309,6 +315,9 @@ class Daemon:
             log.debug("state folder check: %s", exc)
 
     def stop(self) -> None:
-        self.stopping = True
+        with self._http_lock:
+            self.stopping = True
+        if self.listen_later is not None:
+            self.listen_later.stop.set()
         self.notifier.stopping()
         shut_down(self.scheduler, self.http, self.engine, self.runtime.snapshots)

@@ -7,6 +7,8 @@ CLI or daemon as a subprocess against real files, ports, sockets and filesystems
   same channel is not held behind it;
 - the relay refuses a non-loopback address without a token (or the logged opt-out) and compares
   tokens in constant time;
+- a port another user holds at start is retried, said once in the journal, and alerts go out
+  meanwhile;
 - a state folder that cannot be created (full disk) or is read-only right after the database was
   created: the daemon starts on memory-only alert state, says so, and pages once it heals.
 """
@@ -32,6 +34,7 @@ import pytest
 
 from tests.fakes.receivers import Answer, Receiver
 from tests.helpers import REPO, free_port, http_get, wait_for
+from tests.hostile_kit import as_other_user
 
 HANG_BOUND = 60.0
 OOM = b"RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity)\n"
@@ -394,3 +397,54 @@ def test_a_state_folder_read_only_right_after_the_database_was_created(make_daem
             d.stop()
     finally:
         fault.cleanup()
+
+
+# -- a taken port ------------------------------------------------------------------------------------
+
+SQUATTER = r"""
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"ok\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+srv = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+print("up", flush=True)
+srv.serve_forever()
+"""
+
+
+def test_a_port_taken_at_start_is_retried_and_the_pages_go_out_meanwhile(make_daemon, tmp_path, procs) -> None:
+    """Row 7: another user's process holds the daemon's port (and answers /healthz 200) before
+    the daemon starts. The daemon runs on: the journal says it cannot listen, a failure line is
+    paged, and once the squatter is gone the daemon listens on the port itself."""
+    (rank0,) = watched_logs(tmp_path, 0)
+    with Receiver("webhook") as pager:
+        d = make_daemon(log_config(tmp_path, [{"type": "webhook", "name": "pager", "url": pager.url}]), start=False)
+        # The system's Python: the other user may not reach the test's own interpreter.
+        python = shutil.which("python3", path="/usr/bin:/bin")
+        if python is None:
+            pytest.skip("no /usr/bin/python3 for the other user's squatter")
+        squatter = procs([python, "-c", SQUATTER, str(d.port)], stdout=subprocess.PIPE, preexec_fn=as_other_user)
+        assert squatter.stdout.readline() == b"up\n"
+        d.start(wait=False)
+        wait_for(lambda: "cannot listen on" in d.log(), what="the error in the journal")
+        wait_for(lambda: "first probe round complete" in d.log(), what="the first round")
+        with open(rank0, "ab") as fh:
+            fh.write(OOM)
+        pager.wait_for(1)
+        assert d.proc.poll() is None, d.log()
+        squatter.kill()
+        squatter.wait()
+        wait_for(lambda: "listening on 127.0.0.1:%d after" % d.port in d.log(), timeout=120,
+                 what="the port taken once free")
+        wait_for(lambda: "npu_watchdog_" in http_get(d.url + "/metrics")[1], what="the daemon's own /metrics")
+        assert d.metrics()['npu_watchdog_log_files_followed{source="train"}'] == 1
+        time.sleep(3)
+        assert paged_ranks(pager) == [("firing", "log_oom", "0")]
+        assert d.log().count("cannot listen on") == 1, "said once, not at every attempt"
+        assert d.stop() == 0
