@@ -16,6 +16,7 @@ import threading
 import time
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
+from watchdog.host import clock
 from watchdog import __version__
 from watchdog.service import statelock
 from watchdog.alerting.core import SnapshotRequester
@@ -159,7 +160,7 @@ class Daemon:
         would run none of those with trigger lists) and found nothing: the engine would be handed
         the empty answer it already has, and its own timer keeps the alerts' times. Checked
         before building a view: at idle this skips about half of the periodic passes."""
-        return self.detectors.all_fresh(time.time(), fresh_within) and not self.detectors.last_findings()
+        return self.detectors.all_fresh(clock.now(), fresh_within) and not self.detectors.last_findings()
 
     def _after_round(self, probes: FrozenSet[str]) -> None:
         """A detector pass for a batch of rounds that finished together (see ProbeScheduler._gather)."""
@@ -171,7 +172,7 @@ class Daemon:
         away: what a round's pass runs then spares that pass (probe rounds come in bursts every
         10 s, periodic passes every 5 s, so every other one is spared at idle)."""
         ahead = self._last_periodic_eval + TICK_SECONDS - time.monotonic()
-        return time.time() + ahead + TICK_LATENESS if 0 <= ahead < FRESH_WITHIN else None
+        return clock.now() + ahead + TICK_LATENESS if 0 <= ahead < FRESH_WITHIN else None
 
     def _after_complete_round(self) -> None:
         # Every probe finished a round: the alerting dead-man ping (if configured) goes out.
@@ -181,6 +182,7 @@ class Daemon:
     def _periodic(self) -> None:
         # Time-based conditions (a heartbeat going stale) must be seen even between probe rounds.
         # The tick comes every TICK_SECONDS; the margin only skips a coalesced double fire.
+        clock.CLOCK.check()  # a wall-clock step is said once, at the latest one tick after it
         now = time.monotonic()
         if now - self._last_periodic_eval >= FRESH_WITHIN and not self.stopping:
             self._last_periodic_eval = now
@@ -219,7 +221,7 @@ class Daemon:
                         old.http.listen, new.http.listen)
         set_level(new.logging.level)
         self.runtime.config = new
-        self.runtime.config_loaded_at = time.time()
+        self.runtime.config_loaded_at = clock.now()
         self.engine.reconfigure(new)
         self.scheduler.replace_probes(result.probes, new.probes.default_timeout, new.probes.jitter)
         self.runtime.bump("reload_success")

@@ -19,6 +19,7 @@ from typing import Callable, Dict, FrozenSet, List, Optional
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from watchdog.host import clock
 from watchdog.probes.base import Probe
 from watchdog.scheduling.rounds import Round, RoundWorker, record_round, record_stuck
 from watchdog.scheduling.tracker import RoundTracker
@@ -191,7 +192,7 @@ class ProbeScheduler:
 
     def _run_probe_turn(self, name: str, probe: Probe) -> None:
         timeout = self.timeout_of(probe)
-        now = time.time()
+        now = clock.now()
         st = self.store.status(name)
         runs = (st.runs_total if st else 0) + 1
         with self._lock:

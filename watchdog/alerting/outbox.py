@@ -35,6 +35,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
+from watchdog.host import clock
 from watchdog.alerting.channels import Channel, build_channels
 from watchdog.alerting.channels.base import Verdict, scrub, secret_fragments
 from watchdog.alerting.channels.http import Deadline, make_session, read_answer
@@ -174,7 +175,7 @@ class _ChannelSender:
         """Handle at most one row; returns how long to sleep before the next step."""
         ch = self.channel
         store = self.outbox.store
-        now = time.time()
+        now = clock.now()
         mem, mem_at = self.outbox.memory_head(ch.name)
         if mem is not None and mem_at <= now:
             return self._step_memory(mem, now)
@@ -196,7 +197,7 @@ class _ChannelSender:
             return wait
         store.begin_attempt(row.id)
         # Counted from when the request leaves (after the attempt's commit), as the vendor counts.
-        self.limiter.record(time.time())
+        self.limiter.record(clock.now())
         verdict = ch.deliver(dict(row.body, repeat=True) if row.repeat else row.body, self.session)
         self.outbox.last_verdict[ch.name] = verdict
         if verdict.ok:
@@ -214,7 +215,7 @@ class _ChannelSender:
         attempt = row.attempts + 1
         # Counted from the answer, as the vendor counts its Retry-After (not from before the
         # attempt's commit and request, which a loaded disk or network can make last a while).
-        answered = time.time()
+        answered = clock.now()
         if verdict.retry_after is not None:
             delay = vendor_delay(cfg, verdict.retry_after)
             self.limiter.block(answered + delay)
@@ -242,7 +243,7 @@ class _ChannelSender:
         wait = self.limiter.wait_time(now)
         if wait > 0:
             return wait
-        self.limiter.record(time.time())
+        self.limiter.record(clock.now())
         verdict = ch.deliver(mem.body, self.session)
         self.outbox.last_verdict[ch.name] = verdict
         if verdict.ok or not verdict.retryable:
@@ -253,7 +254,7 @@ class _ChannelSender:
                     verdict.line(), extra={"channel": ch.name})
             return 0.0
         delay = backoff(cfg, mem.attempts)
-        answered = time.time()  # counted from the answer, as in `_step`
+        answered = clock.now()  # counted from the answer, as in `_step`
         if verdict.retry_after is not None:
             delay = vendor_delay(cfg, verdict.retry_after)
             self.limiter.block(answered + delay)
@@ -330,7 +331,7 @@ class Outbox:
     def send_from_memory(self, items: Sequence[OutboxItem]) -> None:
         """Queue (channel, ikey, kind, body) rows in memory only and wake their senders: for what
         must not wait for the state folder (the engine's `state_unwritable`)."""
-        now = time.time()
+        now = clock.now()
         with self._lock:
             for channel, ikey, kind, body in items:
                 self._memory.setdefault(channel, collections.deque()).append(MemoryRow(ikey, kind, body, now, 0, now))
@@ -386,7 +387,7 @@ class Outbox:
     def stats(self) -> Tuple[int, float]:
         """(pending rows, age in seconds of the oldest, 0 when empty)."""
         n, oldest = self.store.outbox_stats()
-        return n, (max(0.0, time.time() - oldest) if oldest else 0.0)
+        return n, (max(0.0, clock.now() - oldest) if oldest else 0.0)
 
     def secrets(self) -> List[str]:
         out: List[str] = []

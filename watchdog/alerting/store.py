@@ -15,12 +15,13 @@ import logging
 import os
 import sqlite3
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from contextlib import contextmanager
 from typing import Any, ContextManager, Dict, Iterator, List, NamedTuple, Optional, Sequence
 
+from watchdog.host import clock
+from watchdog.alerting.lateopen import LateOpen
 from watchdog.service import statefiles
 from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL, fingerprint, upgrade_labels
 
@@ -131,7 +132,7 @@ class Silence:
     ends_at: float
     created_by: str
     comment: str
-    created_at: float = field(default_factory=time.time)
+    created_at: float = field(default_factory=clock.now)
 
     def active(self, now: float) -> bool:
         return self.starts_at <= now < self.ends_at
@@ -180,7 +181,7 @@ class OutboxQueue:
 
     @staticmethod
     def _enqueue(db: sqlite3.Connection, items: Sequence[OutboxItem]) -> None:
-        now = time.time()
+        now = clock.now()
         for channel, ikey, kind, body in items:
             if kind == "refresh":
                 # An unsent periodic refresh is superseded by the newer one.
@@ -240,7 +241,7 @@ class OutboxQueue:
             return db.execute("DELETE FROM outbox WHERE channel=?", (channel,)).rowcount
 
 
-class AlertStore(OutboxQueue):
+class AlertStore(OutboxQueue, LateOpen):
     """Thread-safe access to the alerting database (one connection, one lock)."""
 
     def __init__(self, state_dir: str, quarantine_damaged: bool = False, defer_faults: bool = False):
@@ -252,11 +253,7 @@ class AlertStore(OutboxQueue):
         self._lock = threading.RLock()
         #: Silence writes made through this connection (SQLite's data_version does not count them).
         self._silence_writes = 0
-        #: Why the database could not be opened at start ("" once it is): until then the store
-        #: reads an empty database in memory and every commit of alerts fails, so the engine holds
-        #: its alerts in memory and says `state_unwritable`, as when a running daemon's folder
-        #: turns read-only; `heal` opens the file once it can.
-        self.unopened = ""
+        self.unopened = ""  # see LateOpen
         self._identity: Optional[tuple] = None
         try:
             os.makedirs(state_dir, mode=0o700, exist_ok=True)
@@ -264,12 +261,7 @@ class AlertStore(OutboxQueue):
         except (OSError, sqlite3.Error) as exc:
             if not defer_faults or (isinstance(exc, sqlite3.Error) and not storage_fault(exc)):
                 raise
-            self._close_quietly()
-            self.unopened = f"{exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
-            self._db = self._connect(":memory:")
-            self._db.executescript(_SCHEMA)
-            log.error("cannot open the alert state %s now (%s): alerts are held in memory and the file is opened "
-                      "once it can be", self.path, self.unopened, extra={"event": "state_unwritable"})
+            self._stand_in(exc, _SCHEMA)
 
     def _open_or_quarantine(self, quarantine_damaged: bool) -> None:
         try:
@@ -375,23 +367,6 @@ class AlertStore(OutboxQueue):
         or with its folder, or replaced), or was never opened: one `stat`, cheap enough for every
         turn of the main loop."""
         return bool(self.unopened) or _identity(self.path) != self._identity
-
-    def _open_late(self) -> str:
-        """Open the database a start-up could not (see `unopened`); raises when it still cannot."""
-        folder = os.path.dirname(self.path) or "."
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        os.chmod(folder, 0o700)  # makedirs' mode passes through the umask
-        memory = self._db
-        try:
-            self._open()
-        except BaseException:
-            if self._db is not memory:
-                self._close_quietly()
-            self._db = memory
-            raise
-        memory.close()
-        self.unopened = ""
-        return f"the alert state {self.path} could not be opened at start; it is opened now"
 
     def heal(self, reopen: bool = False) -> str:
         """Re-create a state folder or database deleted under the running daemon. The deleted file

@@ -23,6 +23,7 @@ import time
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
+from watchdog.host import clock
 from watchdog.service import statefiles
 from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.kernel import KernelProbeConfig
@@ -118,7 +119,7 @@ class KernelProbe(Probe):
         seq = data.get("seq")
         if isinstance(seq, int) and seq >= 0:
             self.last_seq = seq
-        now = time.time()
+        now = clock.now()
         for row in data.get("recent") or ():
             try:
                 ev = KernelEvent(**row)
@@ -201,7 +202,7 @@ class KernelProbe(Probe):
 
     def collect(self) -> Collected:
         fd = self._open()
-        now = time.time()
+        now = clock.now()
         records = self._records(fd)
         self._learn_ranks(now)
         try:
@@ -235,7 +236,7 @@ class KernelProbe(Probe):
         if labels is None and pid is not None:
             # A rank discovered since this probe last looked (it may have died at once): the
             # feed's latest scan still lists it, with its NPU.
-            self._learn_ranks(time.time())
+            self._learn_ranks(clock.now())
             labels = self._ranks.get(pid)
         if labels is not None and ev.about(labels[4]):  # else an earlier process with the same pid
             ev = replace(ev, job=labels[0], rank=labels[1], npu=labels[2])
