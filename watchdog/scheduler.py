@@ -61,7 +61,8 @@ class ProbeScheduler:
         #: Every schedule is shifted by one random offset (0..jitter) drawn at start, not per run:
         #: a fleet still does not probe in lock-step, while this daemon's probes of one interval
         #: run together (one wake-up, one detector pass for their batch, warm caches).
-        self._anchor = datetime.now(timezone.utc) + timedelta(seconds=random.uniform(0.0, jitter or 0.0))
+        self._phase = timedelta(seconds=random.uniform(0.0, jitter or 0.0))
+        self._anchor = datetime.now(timezone.utc) + self._phase
         #: First rounds (READY=1), full rounds (the dead-man ping), rounds completing on time.
         self.rounds = RoundTracker(on_complete_round, on_first_round)
         self._tick_fn = tick
@@ -162,6 +163,18 @@ class ProbeScheduler:
                 old.close()
             self._add(p)
         self.store.unregister_missing(list(self.probes))
+
+    def replan(self) -> None:
+        """After a step of the wall clock: APScheduler plans on the wall clock, so a step back
+        would hold every round (and the periodic pass) for as long as the step, and a step
+        forward skips one as missed. Every schedule is anchored again at the wall clock of now
+        (same phase), so the rounds go on at their pace whichever way it stepped."""
+        self._anchor = datetime.now(timezone.utc) + self._phase
+        for name, probe in list(self.probes.items()):
+            self._sched.reschedule_job(name, trigger=self._trigger(probe.interval))
+        self._sched.reschedule_job(TICK_JOB, trigger=IntervalTrigger(seconds=TICK_SECONDS))
+        self._sched.wakeup()
+        log.info("probe schedules planned again after the wall-clock step")
 
     # -- rounds ----------------------------------------------------------------------------
     def _tick(self) -> None:
