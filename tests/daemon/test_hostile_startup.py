@@ -380,7 +380,9 @@ def test_a_state_folder_read_only_right_after_the_database_was_created(make_daem
         fh.write(OOM)
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
-    os.close(os.open(state / "alerting.sqlite3", os.O_CREAT | os.O_WRONLY, 0o600))
+    # What a daemon leaves that was stopped right after it made the database: its lock, the file.
+    for name in ("daemon.lock", "alerting.sqlite3"):
+        os.close(os.open(state / name, os.O_CREAT | os.O_WRONLY, 0o600))
     fault = ReadOnly(how, state)
     fault.on()
     try:

@@ -179,7 +179,7 @@ class _ChannelSender:
         mem, mem_at = self.outbox.memory_head(ch.name)
         if mem is not None and mem_at <= now:
             return self._step_memory(mem, now)
-        row = store.next_due(ch.name, now)
+        row = store.next_due(ch.name, now, horizon=self.outbox.config.retry_max + BUSY_WAIT)
         if row is None:
             nxt = store.next_time(ch.name)
             nxt = mem_at if nxt is None else min(nxt, mem_at)

@@ -190,14 +190,17 @@ class OutboxQueue:
             db.execute("INSERT INTO outbox (channel, created, ikey, kind, body, attempts, next_at)"
                        " VALUES (?,?,?,?,?,0,?)", (channel, now, ikey, kind, json.dumps(body, default=str), now))
 
-    def next_due(self, channel: str, now: float) -> Optional[OutboxRow]:
+    def next_due(self, channel: str, now: float, horizon: float = float("inf")) -> Optional[OutboxRow]:
+        """The channel's oldest row if it is due at `now`. A row planned more than `horizon`
+        ahead is due too: no delay is that long, so its time was written before the wall clock
+        stepped back (in an earlier life of the daemon; within one the clock does not step)."""
         with self._lock:
             # Strictly first in, first out per channel: the oldest row goes first even while it waits
             # for a retry, so an on-call reader never sees a resolve before its firing message.
             r = self._db.execute(
                 "SELECT id, channel, created, ikey, kind, body, attempts, next_at, last_error, repeat FROM outbox"
                 " WHERE channel=? ORDER BY id LIMIT 1", (channel,)).fetchone()
-        if r is None or r[7] > now:
+        if r is None or now < r[7] <= now + horizon:
             return None
         return OutboxRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], bool(r[9]))
 
