@@ -119,7 +119,6 @@ class Daemon:
                                  wake=lambda: self.signals.put(RELOAD_READY), runtime=self.runtime,
                                  notifier=self.notifier, status_line=self.status_line)
         self._loop_beat = time.monotonic()
-        self._clock_steps = clock.CLOCK.steps_total
 
     def _build_engine(self, config: Config, snapshots: Optional[SnapshotRequester]) -> AlertEngine:
         """The alert engine and the parts it is handed: its store, the outbox (registered for the
@@ -183,7 +182,6 @@ class Daemon:
     def _periodic(self) -> None:
         # Time-based conditions (a heartbeat going stale) must be seen even between probe rounds.
         # The tick comes every TICK_SECONDS; the margin only skips a coalesced double fire.
-        clock.CLOCK.check()  # a wall-clock step is said once, at the latest one tick after it
         now = time.monotonic()
         if now - self._last_periodic_eval >= FRESH_WITHIN and not self.stopping:
             self._last_periodic_eval = now
@@ -287,7 +285,7 @@ class Daemon:
                 log.exception("applying the reloaded config failed")
         now = time.monotonic()
         self._loop_beat = now
-        self._check_clock()
+        self.scheduler.clock_follower.follow()
         self.reloader.check_time(now)
         self._check_state_folder()
         if not self.ready and (self.scheduler.wait_first_round(0) or now >= ready_deadline):
@@ -308,17 +306,6 @@ class Daemon:
         # daemon: keep the cyclic collector from walking it again in every full pass.
         gc.collect()
         gc.freeze()
-
-    def _check_clock(self) -> None:
-        """A wall-clock step (said once, by whoever looks first) re-plans the probe schedules,
-        which APScheduler keeps on the wall clock (see ProbeScheduler.replan)."""
-        clock.CLOCK.check()
-        if clock.CLOCK.steps_total != self._clock_steps:
-            self._clock_steps = clock.CLOCK.steps_total
-            try:
-                self.scheduler.replan()
-            except Exception:  # the next step tries again; rounds run late meanwhile, not never
-                log.exception("planning the probe schedules again after a clock step failed")
 
     def _check_state_folder(self) -> None:
         """A state folder deleted under the daemon is re-created (the engine copies its open

@@ -21,6 +21,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from watchdog.host import clock
 from watchdog.probes.base import Probe
+from watchdog.scheduling.replan import ClockFollower, replan_jobs
 from watchdog.scheduling.rounds import Round, RoundWorker, record_round, record_stuck
 from watchdog.scheduling.tracker import RoundTracker
 from watchdog.scheduling.trigger import PhasedTrigger
@@ -63,6 +64,8 @@ class ProbeScheduler:
         #: run together (one wake-up, one detector pass for their batch, warm caches).
         self._phase = timedelta(seconds=random.uniform(0.0, jitter or 0.0))
         self._anchor = datetime.now(timezone.utc) + self._phase
+        #: The daemon's main loop calls its `follow` (a wall-clock step re-plans the schedules).
+        self.clock_follower = ClockFollower(self.replan)
         #: First rounds (READY=1), full rounds (the dead-man ping), rounds completing on time.
         self.rounds = RoundTracker(on_complete_round, on_first_round)
         self._tick_fn = tick
@@ -165,16 +168,11 @@ class ProbeScheduler:
         self.store.unregister_missing(list(self.probes))
 
     def replan(self) -> None:
-        """After a step of the wall clock: APScheduler plans on the wall clock, so a step back
-        would hold every round (and the periodic pass) for as long as the step, and a step
-        forward skips one as missed. Every schedule is anchored again at the wall clock of now
-        (same phase), so the rounds go on at their pace whichever way it stepped."""
+        """After a step of the wall clock (see watchdog.scheduling.replan): every schedule is
+        anchored again at the wall clock of now, with the same phase."""
         self._anchor = datetime.now(timezone.utc) + self._phase
-        for name, probe in list(self.probes.items()):
-            self._sched.reschedule_job(name, trigger=self._trigger(probe.interval))
-        self._sched.reschedule_job(TICK_JOB, trigger=IntervalTrigger(seconds=TICK_SECONDS))
-        self._sched.wakeup()
-        log.info("probe schedules planned again after the wall-clock step")
+        replan_jobs(self._sched, {n: p.interval for n, p in self.probes.items()}, self._trigger,
+                    {TICK_JOB: IntervalTrigger(seconds=TICK_SECONDS)})
 
     # -- rounds ----------------------------------------------------------------------------
     def _tick(self) -> None:
