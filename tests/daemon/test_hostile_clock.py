@@ -114,6 +114,9 @@ def test_a_forward_step_of_two_hours_resolves_nothing_and_ages_no_heartbeat(make
         assert any(f["rule"] == "log_oom" for f in d.status()["findings"]), "the incident is still open"
         assert "wall clock stepped forward by 7200 s" in d.log()
         assert d.log().count("wall clock stepped") == 1, "said once"
+        m = d.metrics()
+        assert m["npu_watchdog_clock_steps_total"] == 1
+        assert abs(m["npu_watchdog_clock_offset_seconds"] - 7200) < 60
 
 
 def test_a_backward_step_of_one_hour_does_not_hold_a_retry(make_daemon, tmp_path, shifted) -> None:
