@@ -14,6 +14,7 @@ Each step is said once in the journal. Messages are counted per channel, firing 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -31,15 +32,18 @@ pytestmark = pytest.mark.slow
 OOM = b"RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity)\n"
 SHIM = REPO / "tests" / "fixtures" / "clockshift" / "clockshift.c"
 
-# A rank's heartbeat writer: its step advances every 0.3 s (atomic rewrite; the file's mtime is
-# its beat).
+# A rank's heartbeat writer: its step advances every 0.3 s (atomic rewrite). Without an argument
+# the file's mtime is its beat; with `own` each beat carries the writer's own clock (`time`).
 WRITER = r"""
 import json, os, sys, time
-path, step = sys.argv[1], 0
+path, own, step = sys.argv[1], sys.argv[2:] == ["own"], 0
 while True:
     step += 1
+    beat = {"step": step, "phase": "train"}
+    if own:
+        beat["time"] = time.time()
     with open(path + ".tmp", "w") as fh:
-        json.dump({"step": step, "phase": "train"}, fh)
+        json.dump(beat, fh)
     os.replace(path + ".tmp", path)
     time.sleep(0.3)
 """
@@ -94,12 +98,20 @@ def rounds(d, n: int) -> None:
              what=f"{n} more probe rounds")
 
 
+@pytest.mark.parametrize("beat", ["mtime", "own"])
 def test_a_forward_step_of_two_hours_resolves_nothing_and_ages_no_heartbeat(make_daemon, tmp_path, procs,
-                                                                             shifted) -> None:
+                                                                             shifted, beat) -> None:
+    """`mtime`: the beat is the file's mtime (the kernel's clock, not moved by the library);
+    `own`: the beat carries the writer's own clock, which steps with the daemon's (the writer runs
+    under the same library)."""
     env, shift = shifted
     with Receiver("webhook") as pager:
         d = make_daemon(config(tmp_path, pager, train_stale="30s"), env=env)
-        procs([sys.executable, "-c", WRITER, str(tmp_path / "hb" / "rank0.json")])
+        hb = str(tmp_path / "hb" / "rank0.json")
+        if beat == "own":
+            procs([sys.executable, "-c", WRITER, hb, "own"], env={**os.environ, **env})
+        else:
+            procs([sys.executable, "-c", WRITER, hb])
         wait_for(lambda: any(p["name"] == "heartbeat" and "1/1" in (p.get("last_result") or "")
                              for p in d.status()["probes"]), what="the heartbeat read")
         with open(tmp_path / "logs" / "train_rank0.log", "ab") as fh:
@@ -137,12 +149,17 @@ def test_a_backward_step_of_one_hour_does_not_hold_a_retry(make_daemon, tmp_path
         assert d.log().count("wall clock stepped") == 1, "said once"
 
 
+@pytest.mark.parametrize("beat", ["mtime", "own"])
 def test_a_rank_dead_just_before_a_backward_step_is_stale_after_its_threshold(make_daemon, tmp_path, procs,
-                                                                              shifted) -> None:
+                                                                              shifted, beat) -> None:
     env, shift = shifted
     with Receiver("webhook") as pager:
         d = make_daemon(config(tmp_path, pager, train_stale="3s"), env=env)
-        writer = procs([sys.executable, "-c", WRITER, str(tmp_path / "hb" / "rank0.json")])
+        hb = str(tmp_path / "hb" / "rank0.json")
+        if beat == "own":
+            writer = procs([sys.executable, "-c", WRITER, hb, "own"], env={**os.environ, **env})
+        else:
+            writer = procs([sys.executable, "-c", WRITER, hb])
         wait_for(lambda: any(p["name"] == "heartbeat" and "1/1" in (p.get("last_result") or "")
                              for p in d.status()["probes"]), what="the heartbeat read")
         rounds(d, 2)
