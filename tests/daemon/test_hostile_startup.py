@@ -96,6 +96,7 @@ def test_an_unquoted_numeric_header_secret_is_never_echoed(tmp_path, command, wr
         assert echoed[:8] not in text, text
 
 
+@pytest.mark.slow
 def test_a_day_long_retry_after_waits_retry_max_and_never_holds_a_later_incident(make_daemon, tmp_path) -> None:
     """Row 5: the first answer is a 429 with `Retry-After: 86400`. The page is retried after
     `retry_max` (2 s here), not after an hour or a day, and a second incident (another rank's
@@ -340,6 +341,7 @@ def healed(d, pager: Receiver, ops: Receiver, state: Path) -> None:
     assert d.log().count("alert log_oom firing") == 1, "a retried pass logs its alert once"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("by", ["blocks", "inodes"])
 def test_a_full_disk_at_boot_with_no_state_folder_yet_keeps_the_daemon_up(make_daemon, tmp_path, by) -> None:
     """Row 12: the state folder does not exist yet and its disk is full (of blocks: the folder is
@@ -370,6 +372,7 @@ def test_a_full_disk_at_boot_with_no_state_folder_yet_keeps_the_daemon_up(make_d
         disk.cleanup()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["immutable", "mount"])
 def test_a_state_folder_read_only_right_after_the_database_was_created(make_daemon, tmp_path, how) -> None:
     """Row 13: the database file exists but is empty (created, then the folder turned read-only
@@ -420,6 +423,7 @@ srv.serve_forever()
 """
 
 
+@pytest.mark.slow
 def test_a_port_taken_at_start_is_retried_and_the_pages_go_out_meanwhile(make_daemon, tmp_path, procs) -> None:
     """Row 7: another user's process holds the daemon's port (and answers /healthz 200) before
     the daemon starts. The daemon runs on: the journal says it cannot listen, a failure line is
