@@ -19,7 +19,9 @@ from typing import Callable, Dict, FrozenSet, List, Optional
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from watchdog.host import clock
 from watchdog.probes.base import Probe
+from watchdog.scheduling.replan import ClockFollower, replan_jobs
 from watchdog.scheduling.rounds import Round, RoundWorker, record_round, record_stuck
 from watchdog.scheduling.tracker import RoundTracker
 from watchdog.scheduling.trigger import PhasedTrigger
@@ -60,7 +62,10 @@ class ProbeScheduler:
         #: Every schedule is shifted by one random offset (0..jitter) drawn at start, not per run:
         #: a fleet still does not probe in lock-step, while this daemon's probes of one interval
         #: run together (one wake-up, one detector pass for their batch, warm caches).
-        self._anchor = datetime.now(timezone.utc) + timedelta(seconds=random.uniform(0.0, jitter or 0.0))
+        self._phase = timedelta(seconds=random.uniform(0.0, jitter or 0.0))
+        self._anchor = datetime.now(timezone.utc) + self._phase
+        #: The daemon's main loop calls its `follow` (a wall-clock step re-plans the schedules).
+        self.clock_follower = ClockFollower(self.replan)
         #: First rounds (READY=1), full rounds (the dead-man ping), rounds completing on time.
         self.rounds = RoundTracker(on_complete_round, on_first_round)
         self._tick_fn = tick
@@ -162,6 +167,13 @@ class ProbeScheduler:
             self._add(p)
         self.store.unregister_missing(list(self.probes))
 
+    def replan(self) -> None:
+        """After a step of the wall clock (see watchdog.scheduling.replan): every schedule is
+        anchored again at the wall clock of now, with the same phase."""
+        self._anchor = datetime.now(timezone.utc) + self._phase
+        replan_jobs(self._sched, {n: p.interval for n, p in self.probes.items()}, self._trigger,
+                    {TICK_JOB: IntervalTrigger(seconds=TICK_SECONDS)})
+
     # -- rounds ----------------------------------------------------------------------------
     def _tick(self) -> None:
         self.last_tick = time.monotonic()
@@ -191,7 +203,7 @@ class ProbeScheduler:
 
     def _run_probe_turn(self, name: str, probe: Probe) -> None:
         timeout = self.timeout_of(probe)
-        now = time.time()
+        now = clock.now()
         st = self.store.status(name)
         runs = (st.runs_total if st else 0) + 1
         with self._lock:

@@ -168,6 +168,8 @@ OFF_DASHBOARD = {
     "npu_watchdog_kernel_records_lost_total": "kernel probe internals (records the ring overwrote)",
     "npu_watchdog_kernel_records_malformed_total": "kernel probe internals",
     "npu_watchdog_kernel_records_total": "kernel probe internals",
+    "npu_watchdog_clock_steps_total": "wall-clock steps; the journal says each (docs/guarantees.md, clock steps)",
+    "npu_watchdog_clock_offset_seconds": "wall clock minus the daemon's clock; moves only with a step",
 }
 
 

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Set, Tuple
 
+from watchdog.host import clock
 from watchdog.config.schema import Config
 from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.discovery.model import Discovered
@@ -161,7 +162,7 @@ class DiscoveredProcessProbe(Probe):
 
     # -- the round ------------------------------------------------------------------------------
     def collect(self) -> Collected:
-        now = time.time()
+        now = clock.now()
         try:
             found = self.feed.refresh()
         except Exception as exc:

@@ -23,6 +23,7 @@ import time
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
+from watchdog.host import clock
 from watchdog.service import statefiles
 from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.kernel import KernelProbeConfig
@@ -121,7 +122,7 @@ class KernelProbe(Probe):
         seq = data.get("seq")
         if isinstance(seq, int) and seq >= 0:
             self.last_seq = seq
-        now = time.time()
+        now = clock.now()
         for row in data.get("recent") or ():
             try:
                 ev = KernelEvent(**row)
@@ -204,7 +205,7 @@ class KernelProbe(Probe):
 
     def collect(self) -> Collected:
         fd = self._open()
-        now = time.time()
+        now = clock.now()
         records = self._records(fd)
         self._learn_ranks(now)
         try:
@@ -238,7 +239,7 @@ class KernelProbe(Probe):
         if labels is None and pid is not None:
             # A rank discovered since this probe last looked (it may have died at once): the
             # feed's latest scan still lists it, with its NPU.
-            self._learn_ranks(time.time())
+            self._learn_ranks(clock.now())
             labels = self._ranks.get(pid)
         # An earlier process with the same pid (`about`), or another user's process named so
         # that its record shows the rank's pid or that runs under a rank's pid's name (`names`).
