@@ -143,10 +143,11 @@ def test_row_failure_line_pages_as_today(node):
 
 
 def test_rows_left_alone_then_left_apart(node):
-    """Rank 1 exits silently while its peers train: missing once `end_window` passed (one page per
-    channel); the others end with an end line much later: apart, not together, so job_gone."""
+    """Rank 1 exits silently while its peers train, and its launcher reports nothing either (a
+    launcher's `failed (exitcode: 1)` is a failure line: paged at once): missing once `end_window`
+    passed (one page per channel); the others end much later: apart, not together, so job_gone."""
     name = "row-alone"
-    job = node.job(name, FAKE_TRAIN_NO_DONE="1")
+    job = node.job(name, quiet=True, FAKE_TRAIN_NO_DONE="1")
     with job:
         node.follow(job, name)
         node.start_row()

@@ -33,6 +33,7 @@ from watchdog.core.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_
 from watchdog.observations import (EndEvidence, HeartbeatObservation, HeartbeatReading, JobState, ProcessInfo,
                                    ProcessObservation)
 from watchdog.core.state import StateView
+from watchdog.parse.exits import parse_exit
 from watchdog.summaries import summary_of
 from watchdog.parse.steps import find_step
 
@@ -186,9 +187,18 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
     since = gone_since if gone_since is not None else now_sample
     last = list(obs.gone) + list(obs.processes)
     judged = {} if verdict is None else {"verdict": asdict(verdict), "evidence": asdict(obs.jobs[0].end)}
+    summary = f"all training processes are gone ({len(last)} ranks last seen)"
+    report = parse_exit(obs.jobs[0].end.failure_line) if verdict is not None and verdict.row == "failure_line" \
+        and obs.jobs[0].end is not None else None
+    if report is not None:
+        # The launcher's report names the first to go and how: "rank 6 killed (signal 9)".
+        summary += f": {report.words()}"
+        judged["exit_report"] = {"launcher": report.launcher, "rank": report.rank, "pid": report.pid,
+                                 "code": report.status.code, "signal": report.status.signal,
+                                 "en": report.words(), "zh": report.words("zh")}
     return Finding(
         rule="job_gone", severity="critical",
-        summary=f"all training processes are gone ({len(last)} ranks last seen)",
+        summary=summary,
         labels=dict(base), since=since, value=str(len(last)),
         hint="The job crashed or was killed. Read the last lines of the rank logs and `dmesg` (OOM killer, "
              "driver errors) before restarting from the last checkpoint.",
