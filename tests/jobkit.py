@@ -100,6 +100,10 @@ class TrainJob:
     def exit_rank(self, rank: int) -> None:
         (self.ctl / f"exit-{rank}").touch()
 
+    def quit_rank(self, rank: int) -> None:
+        """The rank exits 0 at once, silently (no failure, but its peers still run)."""
+        (self.ctl / f"quit-{rank}").touch()
+
     def oom(self, rank: int) -> None:
         """The rank prints torch_npu's out-of-memory traceback and exits 1."""
         (self.ctl / f"npuoom-{rank}").touch()

@@ -59,3 +59,32 @@ def test_mpirun_signal_9_report_pages_once_naming_rank_6_killed_not_oom(node):
         assert gone["details"]["verdict"]["row"] == "failure_line"
         assert gone["details"]["exit_report"]["rank"] == "6" and gone["details"]["exit_report"]["signal"] == 9
         assert node.findings(name, "log_oom") == []
+
+
+def test_deepspeed_silent_exit_pages_once_naming_the_rank_and_its_exit_status(node):
+    """Rank 1 of 4 exits 1 without a word; the DeepSpeed-like launcher tears the others down
+    (SIGTERM) and exits 1, printing nothing anywhere the daemon reads. The kernel's process events
+    give the statuses (the daemon runs as root here): a failure naming the first to go, once."""
+    if os.geteuid() != 0:
+        pytest.skip("the kernel's process events need root")
+    name = "ds-silent"
+    job = node.job(name, ranks=4, flavor="deepspeed", quiet=True, FAKE_TRAIN_NO_DONE="1", FAKE_TRAIN_QUIET_END="1")
+    with job:
+        node.follow(job, name)
+        node.start_row()
+        victim = job.rank_pids()[1]
+        job.exit_rank(1)
+        assert job.proc.wait(30) == 1
+        assert "return code" not in (job.root / "launcher.log").read_text()  # not a word anywhere
+        write_scenario(node.scenario, [])
+        (gone,) = wait_for(lambda: node.findings(name, "job_gone") or None, timeout=PAGE_BUDGET_S, what="job_gone")
+        wait_for(lambda: node.counts()["hook"]["firing"] >= 1, timeout=PAGE_BUDGET_S, what="the page")
+        time.sleep(8)  # a process round and a group window more: nothing may follow
+        counts = node.counts()
+        assert counts["hook"] == {"firing": 1, "resolved": 0} and counts["feishu"] == 1, node.messages()
+        said = f"rank 1 (pid {victim}) exit status 1"
+        assert said in gone["summary"] and said in str(node.messages()), gone
+        assert gone["details"]["verdict"]["row"] == "exit_status"
+        assert gone["details"]["evidence"]["exit_source"] == "process events"
+        assert [a["alertname"] for a in node.hook_alerts()] == ["job_gone"]
+        assert node.findings(name, "job_finished") == []

@@ -18,6 +18,9 @@ from typing import Callable, Optional, Tuple
 SIGNAL_WORDS = {1: "hung up", 2: "interrupted", 4: "illegal instruction", 6: "aborted", 7: "bus error",
                 8: "floating-point exception", 9: "killed", 11: "segmentation fault", 13: "broken pipe",
                 15: "terminated"}
+#: Signals that ask a process to stop (a scheduler's or operator's cancel): a job whose first
+#: process ended by one of these was stopped, not failed.
+STOP_SIGNALS = frozenset({1, 2, 15})
 SIGNAL_WORDS_ZH = {1: "挂断", 2: "被中断", 4: "非法指令", 6: "异常中止", 7: "总线错误", 8: "浮点异常",
                    9: "被杀死", 11: "段错误", 13: "管道断开", 15: "被终止"}
 
