@@ -117,3 +117,8 @@ def is_interruption(rule: str) -> bool:
     ranks' departure. They carry the verdict as labels too (`domain`, `restart`) and count in
     `npu_watchdog_interruptions_total`."""
     return rule.startswith("log_") or rule.startswith("kernel_") or rule in ("job_gone", "rank_missing")
+
+
+def verdict_of_rule(rule_id: str, category: str) -> Verdict:
+    """The verdict of a log rule's match (what `scan --report` counts per domain)."""
+    return _of_rule(rule_id, category) or Verdict("unknown", "may_help", rule_id)
