@@ -27,6 +27,9 @@ from watchdog.core.state import StateView
 #: warning and up); a hung task or a lockup says the node itself is stuck (warning).
 NODE_PROCESS_SEVERITY = {"crash": "info", "oom": "info"}
 NODE_PROCESS_DEFAULT = "warning"
+#: A record's time is boot time + its monotonic stamp, the daemon's start the wall clock: records
+#: within this much before the start are not called history (the two clocks round differently).
+CLOCK_SLACK = 1.0
 
 
 def _obs(view: StateView) -> Optional[KernelObservation]:
@@ -98,7 +101,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
         if view.now - ev.time > cfg.hold:
             continue
         labels = _labels(ev, config, ranks)
-        if ev.time < view.started_at and "rank" not in labels:
+        if ev.time < view.started_at - CLOCK_SLACK and "rank" not in labels:
             continue  # history from before this daemon started, about no watched process: not an incident
         grouped.setdefault(tuple(sorted(labels.items())), []).append((ev, labels))
     return [_finding(evs) for evs in grouped.values()]
