@@ -148,12 +148,23 @@ def code_rule_data(packs: Sequence[str]) -> Tuple[Dict[str, object], ...]:
     return tuple(out)
 
 
+_DESCRIBE: Dict[str, Tuple["re.Pattern[str]", ...]] = {}
+
+
+def _describers(name: str) -> Tuple["re.Pattern[str]", ...]:
+    """A table's context patterns with any of its codes, compiled once."""
+    if name not in _DESCRIBE:
+        table = load_table(name)
+        codes = _any_code(table)
+        _DESCRIBE[name] = tuple(re.compile(ctx.replace("CODES", codes)) for ctx in table.contexts)
+    return _DESCRIBE[name]
+
+
 def describe(text: str) -> Optional[CodeEntry]:
     """The documented code a line carries (the first table whose context matches), else None."""
     for name in TABLES:
-        table = load_table(name)
-        for ctx in table.contexts:
-            m = re.search(ctx.replace("CODES", _any_code(table)), text)
+        for rx in _describers(name):
+            m = rx.search(text)
             if m is None:
                 continue
             found = lookup(name, m.group("code"))
