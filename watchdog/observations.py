@@ -75,6 +75,15 @@ class EndEvidence:
     last_left_at: Optional[float] = None
     #: A kernel kill or segfault of one of the job's pids (the kernel probe's line), else None.
     kernel_kill: Optional[str] = None
+    #: The first of the job's processes (ranks and launcher) to exit, when it exited non-zero or
+    #: by a signal other than a stop request (SIGTERM, SIGINT, SIGHUP), as the kernel's process
+    #: events report it: "rank 1 (pid 4242) exit status 1"; empty when none did or when the
+    #: events are not available (`exit_source` says which).
+    first_exit: str = ""
+    #: Where exit statuses came from: "process events", or "" (only /proc and the launchers' lines).
+    exit_source: str = ""
+    #: (pid, "exit status 1" / "killed (signal 9)") of the job's processes that exited, as known.
+    exits: Tuple[Tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -78,8 +78,19 @@ class RuleGroup:
         the user wrote in the config, for their own checks and log rules, is kept as written)."""
         rw = w.rule(self.rule) if w.language != EN.language else None
         if rw is None or not rw.hint or (rw.own_hint and self.hint):
-            return self.hint
-        return rw.hint
+            hint = self.hint
+        else:
+            hint = rw.hint
+        return f"{hint} {self.verdict_in(w)}".strip() if self.verdict_in(w) else hint
+
+    def verdict_in(self, w: Words) -> str:
+        """The verdict (watchdog.core.verdict) in `w`'s language: the interruption's domain and
+        whether a restart helps, from the first alert's `domain` and `restart` labels."""
+        labels = self.first.get("labels") or {}
+        domain, restart = labels.get("domain"), labels.get("restart")
+        if not domain or not restart:
+            return ""
+        return w.t("verdict_line", domain=w.t(f"domain_{domain}"), restart=w.t(f"restart_{restart}"))
 
     def _step(self) -> Optional[tuple]:
         """The earliest step/iteration any alert names (in its summary, value or log lines)."""

@@ -161,7 +161,7 @@ class Message:
 def where_labels(labels: Dict[str, str]) -> str:
     """The identity beyond host/training job: rank, device, chip, probe, check, log rule..."""
     return " ".join(f"{k}={v}" for k, v in sorted(labels.items())
-                    if k not in ("host", JOB_LABEL, LEGACY_JOB_LABEL))
+                    if k not in ("host", JOB_LABEL, LEGACY_JOB_LABEL, "domain", "restart"))
 
 
 def dashboard_link(template: Optional[str], labels: Dict[str, str], rule: str) -> Optional[str]:

@@ -4,8 +4,10 @@ A record naming a rank's pid and command name (OOM kill, segfault, trap, hung ta
 its `training_job`, `rank` and `npu` labels: from discovery when the probe read the record,
 else from the process probe's ranks (alive or gone). Any other record is a node finding; a
 record about some other process is info when it is an OOM kill, segfault or trap (recorded, paging
-nobody), at most a warning otherwise (a hung task). A finding stays in
-force for `probes.kernel.hold` after its newest record.
+nobody), at most a warning otherwise (a hung task). A record written before the daemon started
+that names no watched rank is history, not an incident: a fresh start reads the last records of
+the kernel log, and other processes' old kills must not page or message anyone then. A finding
+stays in force for `probes.kernel.hold` after its newest record.
 
 `kernel_events_for_pids` is the one question other rules ask (cause of death, a clean end).
 """
@@ -25,6 +27,9 @@ from watchdog.core.state import StateView
 #: warning and up); a hung task or a lockup says the node itself is stuck (warning).
 NODE_PROCESS_SEVERITY = {"crash": "info", "oom": "info"}
 NODE_PROCESS_DEFAULT = "warning"
+#: A record's time is boot time + its monotonic stamp, the daemon's start the wall clock: records
+#: within this much before the start are not called history (the two clocks round differently).
+CLOCK_SLACK = 1.0
 
 
 def _obs(view: StateView) -> Optional[KernelObservation]:
@@ -100,6 +105,8 @@ def detect(view: StateView, config: Config) -> List[Finding]:
         if view.now - ev.time > cfg.hold:
             continue
         labels = _labels(ev, config, ranks)
+        if ev.time < view.started_at - CLOCK_SLACK and "rank" not in labels:
+            continue  # history from before this daemon started, about no watched process: not an incident
         grouped.setdefault(tuple(sorted(labels.items())), []).append((ev, labels))
     return [_finding(evs) for evs in grouped.values()]
 

@@ -21,6 +21,7 @@ from watchdog.core.findings import JOB_LABEL, Finding
 from watchdog.parse.hccl import job_timeouts
 from watchdog.core.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.core.state import StateView
+from watchdog.logrules.codes import describe
 from watchdog.parse.steps import find_step
 
 
@@ -161,6 +162,10 @@ def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Opti
     # The first matching line: a title must name where the failure began (the newest line only
     # says it still goes on; the count and the evidence tell that).
     summary = f"{a.title}{where}: {first_line(a)}"
+    # A documented vendor code on the line (runtime, HCCL, CANN, Xid) says what the line means.
+    code = describe(first_line(a))
+    if code is not None:
+        summary = f"{a.title}{where} [{code.render('en')}]: {first_line(a)}"
     if symptoms:
         summary += f" (+{len(symptoms)} folded symptom{'s' if len(symptoms) > 1 else ''}: " \
                    + ", ".join(sorted({s.rule for s in symptoms})) + ")"
@@ -176,6 +181,8 @@ def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Opti
             "source": a.source, "path": a.path, "count": a.count, "last_at": a.last_at,
             "first_line": first_line(a)[:600], "last_line": a.summary[:600],
             "role": a.role, "resolves_at": a.last_at + cfg.hold,
+            "code": None if code is None else {"table": code.table, "code": code.code, "name": code.name,
+                                               "kind": code.kind, "en": code.en, "zh": code.zh},
             "symptoms": [{"rule": s.rule, "category": s.category, "rank": s.rank, "count": s.count,
                           "first_at": s.first_at, "text": s.summary} for s in symptoms],
         },
