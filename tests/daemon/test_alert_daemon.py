@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.fakes.receivers import Receiver, closed_port
 from tests.helpers import REPO, free_port, http_get, wait_for
 
-FIRING = 'npu_watchdog_alerts_firing{rule="command_check",severity="warning"}'
+FIRING = 'npu_watchdog_alerts_firing{rule="command_check",severity="warning",training_job="job-t"}'
 
 
 def check(flag: Path, out: Path = None) -> dict:
