@@ -77,7 +77,7 @@ def scraped(tmp_path_factory):
         wait_for(lambda: prom_query(base, f'npu_watchdog_job_ranks_alive{{training_job="{JOB}"}}'), timeout=120,
                  what="the discovered job's series scraped")
         run.node.set_mode("nan")
-        wait_for(lambda: prom_query(base, f'npu_watchdog_alerts_firing{{training_job="{JOB}"}} > 0'), timeout=120,
+        wait_for(lambda: prom_query(base, 'sum(npu_watchdog_alerts_firing) > 0'), timeout=120,
                  what="the NaN alert firing, scraped")
         wait_for(lambda: prom_query(base, "training_job:npu_watchdog_alert_first_seen_timestamp_seconds:first"),
                  timeout=60, what="the first-failure recording rule evaluated")
