@@ -362,6 +362,8 @@ def _expected(view: StateView, config: Config) -> List[Finding]:
     if not tc.expected_chips:
         return []
     summary: NpuSummary = summary_of(view, "npu", config)
+    if summary.latest is None:
+        return []
     latest = summary.latest.value
     present = {(c.npu, c.chip) for c in latest.chips}
     known = set(summary.seen_since(view.now - config.probes.history)) | {(m.npu, m.chip) for m in latest.missing}
