@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from watchdog.alerting.timetext import TimeText, format_duration
+from watchdog.alerting.timetext import TimeText
 from watchdog.alerting.text import one_line
 from watchdog.alerting.wording import compact, headline, phrase, scope
 from watchdog.runbook import runbook_link  # the one link builder (channels import it from here too)
@@ -171,7 +171,7 @@ def since_text(times: TimeText, ts: Optional[float], w: Words = EN) -> str:
     if seconds < 1:
         ago = w.t("just_now")
     else:
-        ago = w.t("ago", d=format_duration(seconds - seconds % 60 if seconds >= 600 else seconds))
+        ago = w.t("ago", d=w.duration(seconds - seconds % 60 if seconds >= 600 else seconds))
     return w.t("since_at", stamp=times.stamp(ts), ago=ago)
 
 
