@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.alerting.timetext import TimeText
-from watchdog.alerting.text import one_line
+from watchdog.alerting.text import code_line, one_line
 from watchdog.alerting.wording import compact, headline, phrase, scope
 from watchdog.runbook import runbook_link  # the one link builder (channels import it from here too)
 from watchdog.parse.steps import find_step
@@ -202,7 +202,7 @@ def group_text(g: RuleGroup, st: Style, d: Detail, times: TimeText, runbook: Opt
     if d.lines > 0 and ev and not resolved:
         who = " ".join(w.t("evidence_whose", key=w.t(f"{k}_one"), value=v) for k, v in whose.items())
         out.append(st.bold(w.t("log_lines_whose", whose=e(who)) if who else w.t("log_lines")) + w.t("colon").rstrip())
-        out.append(st.code([e(one_line(x, MAX_LINE)) for x in ev[-d.lines:]]))
+        out.append(st.code([code_line(x, MAX_LINE) for x in ev[-d.lines:]]))  # the style escapes the block
     link = runbook_link(runbook, g.rule, w.language)
     acts = []
     if link:
