@@ -70,3 +70,11 @@ def test_the_served_chinese_page_has_a_chinese_title():
 
     html = page("zh").decode("utf-8")
     assert "<title>npu-watchdog 处置手册</title>" in html and 'lang="zh"' in html
+
+
+def test_a_duration_value_is_shown_in_the_message_language():
+    from watchdog.alerting.digest import duration_seconds
+
+    assert [duration_seconds(v) for v in ("8s", "1h5m", "250ms", "2d", "3 lines", "", None, "5")] == [
+        8.0, 3900.0, 0.25, 172800.0, None, None, None, None]
+    assert ZH.duration(duration_seconds("8s")) == "8 秒"

@@ -9,6 +9,8 @@ first and says "and N more" for what it cannot show.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -69,9 +71,12 @@ class RuleGroup:
         return fill(rw.summary, {**labels, "where": where})
 
     def value_in(self, w: Words) -> Any:
-        """The first alert's value, unless `w` says the rule's value is not worth showing."""
+        """The first alert's value, unless `w` says the rule's value is not worth showing; a
+        duration (`8s`, `1h5m`) in `w`'s own units."""
         rw = w.rule(self.rule) if w.language != EN.language else None
-        return None if rw is not None and not rw.show_value else self.first.get("value")
+        value = None if rw is not None and not rw.show_value else self.first.get("value")
+        seconds = duration_seconds(value) if w.language != EN.language else None
+        return w.duration(seconds) if seconds is not None else value
 
     def hint_in(self, w: Words) -> str:
         """The hint: the finding's own in English, or the rule's hint in `w`'s language (a hint
@@ -161,6 +166,22 @@ class Style:
     link: Callable[[str, str], str]
     code: Callable[[List[str]], str]
     inline: Callable[[str], str]
+
+
+_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+def duration_seconds(value: Any) -> Optional[float]:
+    """Seconds of a value written as a duration (`8s`, `1h5m`, `250ms`), else None."""
+    if not isinstance(value, str) or not value or len(value) > 24:
+        return None
+    if value.endswith("ms") and value[:-2].isdigit():
+        return int(value[:-2]) / 1000.0
+    m = _DURATION.fullmatch(value)
+    if m is None:
+        return None
+    d, h, mi, s = (int(x or 0) for x in m.groups())
+    return d * 86400.0 + h * 3600 + mi * 60 + s
 
 
 def since_text(times: TimeText, ts: Optional[float], w: Words = EN) -> str:
