@@ -16,7 +16,7 @@ from watchdog.words import words
 
 ZH = words("zh")
 #: A number followed by an English time unit (`13s`, `1h5m`, `500ms`): not in Chinese text.
-ENGLISH_UNIT = re.compile(r"\d(?:ms|[smhd])(?![A-Za-z])")
+ENGLISH_UNIT = re.compile(r"(?<![0-9A-Za-z])(?:\d+(?:ms|[smhd]))+(?![0-9A-Za-z])")
 NOW = 1_764_500_000.0
 
 

@@ -179,6 +179,11 @@ def test_alert(args: argparse.Namespace) -> int:
     config = load_config_or_report(args.config)
     if config is None:
         return 2
+    from watchdog.config.placeholders import secret_text, why_placeholder
+
+    # A placeholder URL is not tried: its answer ("will retry") would hide what is wrong.
+    placeholder = {c.name: why for c in config.alerting.channels
+                   for why in [why_placeholder(secret_text(c.url) or "")] if why}
     channels = build_channels(config.alerting)
     if not channels:
         print("no channels configured (alerting.channels)", file=sys.stderr)
@@ -198,6 +203,14 @@ def test_alert(args: argparse.Namespace) -> int:
                             "detail": f"{args.severity} is below its min_severity {ch.cfg.min_severity}"})
             if not args.json:
                 print(f"{name} ({ch.type}): skipped, {results[-1]['detail']}")
+            continue
+        if name in placeholder:
+            failed += 1
+            detail = f"not sent: the URL is a placeholder ({placeholder[name]}); set the real URL"
+            results.append({"channel": name, "type": ch.type, "result": "failed", "http_status": None,
+                            "retryable": False, "detail": detail})
+            if not args.json:
+                print(f"{name} ({ch.type}): {detail}")
             continue
         v = ch.deliver(body)
         failed += 0 if v.ok else 1

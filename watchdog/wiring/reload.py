@@ -17,6 +17,7 @@ from typing import Callable, List, Optional, Tuple, Union
 
 from watchdog.config import Config, ConfigError
 from watchdog.config.load import load_config
+from watchdog.config.placeholders import refusal
 from watchdog.probes.base import Probe
 from watchdog.runtime import Runtime
 from watchdog.service.sdnotify import Notifier
@@ -37,6 +38,10 @@ class Prepared:
 
 
 Outcome = Union[Prepared, BaseException]
+
+
+class PlaceholderConfig(ValueError):
+    """A reloaded config whose channel URL is still a placeholder (the running one stays)."""
 
 
 class Reloader:
@@ -112,6 +117,9 @@ class Reloader:
             loaded = load_config(self.config_path)
             if loaded.paths.state_dir != running.paths.state_dir:
                 log.warning("paths.state_dir changed: takes effect at the next restart")
+            refused = refusal(loaded)
+            if refused:
+                raise PlaceholderConfig(refused)
             # The running state (and a --state-dir override) stays: a new config, never an edit.
             new = loaded.model_copy(update={"paths": running.paths})
             return Prepared(new, self._build_probes(new))
