@@ -13,7 +13,7 @@ import sys
 import time
 from typing import List, Optional
 
-from watchdog.commands import add_config_arg, load_config_or_report
+from watchdog.commands import add_config_arg, config_or_defaults, load_config_or_report
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -52,7 +52,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
 def _state_dir(args: argparse.Namespace) -> Optional[str]:
     if getattr(args, "state_dir", None):
         return args.state_dir
-    config = load_config_or_report(args.config)
+    config = config_or_defaults(args.config)
     return config.paths.state_dir if config is not None else None
 
 
@@ -104,6 +104,15 @@ def silence_add(args: argparse.Namespace) -> int:
 
 
 def silence_list(args: argparse.Namespace) -> int:
+    import os
+
+    state_dir = _state_dir(args)
+    if state_dir is None:
+        return 2
+    if not os.path.isdir(state_dir):  # listing never creates the daemon's state folder
+        print(f"npu-watchdog: no alert state in {state_dir}: no daemon has run with this state folder "
+              "(is the daemon running? -c FILE names its config, --state-dir its folder)", file=sys.stderr)
+        return 1
     store = _store(args)
     if store is None:
         return 2
