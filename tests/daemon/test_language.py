@@ -145,7 +145,7 @@ def test_one_incident_pages_a_chinese_feishu_group_and_an_english_slack_channel(
     assert buttons[1]["behaviors"][0]["default_url"] == "https://n.example/runbook/zh#log_nan"
     text = chat_text("feishu", cn)
     assert "npu-watchdog silence add --match rule=log_nan --for 2h" in text  # commands unchanged
-    assert "rank0］ iteration 5426/" in text  # log excerpts unchanged (escaped for lark_md only)
+    assert "[rank0] iteration     5426/  100000 | consumed" in text  # log lines byte for byte, in a code block
     assert not english_left(text + "\n" + title, keep={"node", "llama", "nan_loss"}), english_left(text)
 
     blocks = us.json["blocks"]
