@@ -80,3 +80,18 @@ def test_a_reload_of_a_route_applies_to_the_next_alert(make_daemon, tmp_path):
         assert _checks(got) == ["b"]
         # `a` fires on, unrouted now: nothing more was sent for it.
         assert [_checks(r) for r in rx.accepted()] == [["a"], ["b"]]
+
+
+def test_a_reload_says_which_accepted_settings_wait_for_a_restart(make_daemon, tmp_path):
+    """The HTTP listener and the log format are set up once: the reload is accepted, says so in
+    one line naming them, and the daemon keeps serving on its port."""
+    with Receiver("webhook") as rx:
+        d = make_daemon(_config(tmp_path, {"type": "webhook", "name": "hook", "url": rx.url}))
+        d.config["http"] = dict(d.config["http"], max_connections=32)
+        d.config["logging"] = {"format": "json"}
+        d.config["alerting"]["group_window"] = "500ms"
+        _reload(d, 1)
+        wait_for(lambda: "at the next restart" in d.log(), what="the restart note")
+        [note] = [ln for ln in d.log().splitlines() if "at the next restart" in ln]
+        assert "http.max_connections" in note and "logging.format" in note and "group_window" not in note
+        assert d.metrics()['npu_watchdog_config_reloads_total{result="success"}'] == 1

@@ -39,6 +39,19 @@ class Prepared:
 
 Outcome = Union[Prepared, BaseException]
 
+#: Settings read once at start (the HTTP listener and the log format): a reload accepts a new
+#: value and says that it takes effect at the next restart; every other setting applies at once.
+RESTART_ONLY: Tuple[Tuple[str, str], ...] = (
+    ("http", "enabled"), ("http", "listen"), ("http", "max_connections"), ("http", "connection_timeout"),
+    ("logging", "format"),
+)
+
+
+def restart_only_changes(old: Config, new: Config) -> List[str]:
+    """The RESTART_ONLY keys whose value a reload changed (`http.listen`, ...)."""
+    return [f"{sec}.{key}" for sec, key in RESTART_ONLY
+            if getattr(getattr(old, sec), key) != getattr(getattr(new, sec), key)]
+
 
 class PlaceholderConfig(ValueError):
     """A reloaded config whose channel URL is still a placeholder (the running one stays)."""
