@@ -153,3 +153,18 @@ def test_every_config_key_a_runbook_names_exists(language):
     assert len(keys) >= 10, keys
     missing = [k for k in keys if not key_exists(k)]
     assert not missing, f"config keys named in the {language} runbook that do not exist: {missing}"
+
+
+# -- what to check first -------------------------------------------------------------------------
+#: A backticked command a person runs on the node (what both languages must tell them to run).
+COMMAND = re.compile(r"`((?:npu-smi|npu-watchdog|dmesg|journalctl|py-spy|hccn_tool|grep|cat|ls|df|mount|"
+                     r"chronyc|ps|top|systemctl|lspci|msnpureport)(?: [^`]*)?)`")
+
+
+@pytest.mark.parametrize("rule", list(catalog()))
+def test_both_runbooks_name_the_same_commands_to_check_first(rule):
+    from watchdog.runbook import meaning_and_check
+
+    en = set(COMMAND.findall(meaning_and_check(rule, "en")[1]))
+    zh = set(COMMAND.findall(words("zh").rule(rule).first_check))
+    assert en == zh, f"{rule}: only in English {sorted(en - zh)}, only in Chinese {sorted(zh - en)}"
