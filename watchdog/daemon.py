@@ -38,7 +38,7 @@ from watchdog.service.sdnotify import Notifier, watchdog_interval
 from watchdog.core.state import StateStore
 from watchdog.wiring.health import LOOP_STALL_SECONDS, Liveness, health
 from watchdog.wiring.keepalive import KeepAlive
-from watchdog.wiring.reload import RELOAD_TIMEOUT_SECONDS, Outcome, Reloader
+from watchdog.wiring.reload import RELOAD_TIMEOUT_SECONDS, Outcome, Reloader, restart_only_changes
 from watchdog.wiring.shutdown import shut_down
 from watchdog.wiring.startup import ListenLater, StateFolder, ensure_private_dir, report_setup, start_http
 from watchdog.wiring.status import build_status, status_line
@@ -215,9 +215,10 @@ class Daemon:
             self.reloader.reject(result)
             return False
         new, old = result.config, self.config
-        if new.http.listen != old.http.listen:
-            log.warning("http.listen changed (%s -> %s): takes effect at the next restart",
-                        old.http.listen, new.http.listen)
+        later = restart_only_changes(old, new)
+        if later:
+            log.warning("reload: %s changed; %s at the next restart (everything else applies now)",
+                        ", ".join(later), "takes effect" if len(later) == 1 else "take effect")
         set_level(new.logging.level)
         self.runtime.config = new
         self.runtime.config_loaded_at = clock.now()

@@ -143,11 +143,12 @@ def _wait(c: Config, f: dict) -> float:
 
 
 RULES = (
-    Rule("kernel_oom", "critical",
+    Rule("kernel_oom", "critical", severities=("critical", "info"),
          same_event=("rank_missing", "job_gone", "log_oom"), warmup=_wait, title="Killed by the kernel OOM killer"),
-    Rule("kernel_crash", "critical",
+    Rule("kernel_crash", "critical", severities=("critical", "info"),
          same_event=("rank_missing", "job_gone", "log_crash"), warmup=_wait, title="Process crashed (kernel log)"),
-    Rule("kernel_device", "critical",
+    Rule("kernel_device", "critical", severities=("critical", "warning", "info"),
          warmup=_wait, title="Hardware or driver error (kernel log)"),
-    Rule("kernel_event", "warning", warmup=_wait, title="Kernel reports a hung task or lockup"),
+    Rule("kernel_event", "critical", severities=("critical", "warning", "info"),
+         severity_key="probes.kernel.rules[].severity", warmup=_wait, title="Kernel reports a hung task or lockup"),
 )

@@ -203,19 +203,20 @@ _ROOT_SYMPTOMS = Inhibits(("stall", "log_hccl", "log_traceback", "npu_idle", "np
 
 #: One rule per log category (`log_<category>`).
 RULES = (
-    Rule("log_nan", "critical",
+    Rule("log_nan", "critical", severities=("critical", "warning"),
          same_event=("loss_nan",), inhibits=(Inhibits(("loss_scale_collapse", "throughput_drop")),), warmup=_LOGS, title="NaN loss"),
-    Rule("log_oom", "critical",
+    Rule("log_oom", "critical", severities=("critical", "warning"),
          inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, same_event=("kernel_oom",), title="NPU out of memory"),
-    Rule("log_device", "critical",
+    Rule("log_device", "critical", severities=("critical", "warning"),
          inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, title="NPU device error"),
     Rule("log_crash", "critical",
          inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, same_event=("kernel_crash",), title="Process crashed"),
-    Rule("log_hccl", "critical",
+    Rule("log_hccl", "critical", severities=("critical", "warning"),
          inhibits=(Inhibits(("log_traceback",)),), warmup=_LOGS, title="HCCL error"),
     Rule("log_traceback", "warning",
          warmup=_LOGS, title="Python traceback"),
-    Rule("log_custom", "critical",
+    Rule("log_custom", "critical", severities=("critical", "warning", "info"),
+         severity_key="probes.logs.rules[].severity",
          warmup=_LOGS, title="Log rule matched"),
 )
 
