@@ -50,7 +50,7 @@ def node_jobs(rt: Any) -> List[str]:
     on the discovery path they must be the discovered ones, not an empty label."""
     if rt.config.job_label:
         return [rt.config.job_label]
-    feed = getattr(rt, "discovery", None)
+    feed = rt.discovery
     found = feed.latest() if feed is not None else None
     return sorted({j.name for j in found.jobs if j.name}) if found is not None else []
 

@@ -70,7 +70,7 @@ def samples(rt: Any) -> Iterator[MetricSample]:
         yield MetricSample("npu_watchdog_log_bytes_read_total", lab, s.bytes_total if s else 0)
         yield MetricSample("npu_watchdog_log_lines_read_total", lab, s.lines_total if s else 0)
         yield MetricSample("npu_watchdog_log_files_followed", lab, s.files_followed if s else 0)
-        yield MetricSample("npu_watchdog_log_files_polled", lab, getattr(s, "files_polled", 0) if s else 0)
+        yield MetricSample("npu_watchdog_log_files_polled", lab, s.files_polled if s else 0)
         yield MetricSample("npu_watchdog_log_read_lag_seconds", lab, s.read_lag_seconds if s else 0)
         yield MetricSample("npu_watchdog_log_rotations_total", lab, s.rotations_total if s else 0)
         yield MetricSample("npu_watchdog_log_read_errors_total", lab, s.read_errors_total if s else 0)

@@ -41,16 +41,18 @@ Outcome = Union[Prepared, BaseException]
 
 #: Settings read once at start (the HTTP listener and the log format): a reload accepts a new
 #: value and says that it takes effect at the next restart; every other setting applies at once.
-RESTART_ONLY: Tuple[Tuple[str, str], ...] = (
-    ("http", "enabled"), ("http", "listen"), ("http", "max_connections"), ("http", "connection_timeout"),
-    ("logging", "format"),
+RESTART_ONLY: Tuple[Tuple[str, Callable[[Config], object]], ...] = (
+    ("http.enabled", lambda c: c.http.enabled),
+    ("http.listen", lambda c: c.http.listen),
+    ("http.max_connections", lambda c: c.http.max_connections),
+    ("http.connection_timeout", lambda c: c.http.connection_timeout),
+    ("logging.format", lambda c: c.logging.format),
 )
 
 
 def restart_only_changes(old: Config, new: Config) -> List[str]:
     """The RESTART_ONLY keys whose value a reload changed (`http.listen`, ...)."""
-    return [f"{sec}.{key}" for sec, key in RESTART_ONLY
-            if getattr(getattr(old, sec), key) != getattr(getattr(new, sec), key)]
+    return [key for key, read in RESTART_ONLY if read(old) != read(new)]
 
 
 class PlaceholderConfig(ValueError):

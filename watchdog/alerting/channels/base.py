@@ -155,7 +155,7 @@ class Channel:
     def words(self) -> Words:
         """The language this channel writes in: its own, else the engine's. Read per message, so a
         reload that changes only `alerting.language` (which keeps the channel) applies at once."""
-        return words(getattr(self.cfg, "language", None) or getattr(self.alerting, "language", None))
+        return words(self.cfg.language or self.alerting.language)
 
     # -- routing ---------------------------------------------------------------------------
     @property
