@@ -322,7 +322,7 @@ def _health(view: StateView, config: Config, summary: NpuSummary) -> List[Findin
         codes = list(latest.health_codes.get(key, []))
         since = summary.chips[key].unhealthy.since
         advice = [advise(code, health) for code in codes]
-        code_text = f" (codes {', '.join(f'{a.code}: {a.meaning}' for a in advice)})" if codes else ""
+        code_text = f" (codes {', '.join(f'{c}: {a.meaning}' for c, a in zip(codes, advice))})" if codes else ""
         action = max((a.action for a in advice), key=ACTIONS.index, default=None)
         out.append(Finding(
             rule="npu_unhealthy", severity=sev,
