@@ -112,7 +112,8 @@ def test_subhealth_reads_ecc_clock_and_counts_a_code_each_time_it_comes_back(tmp
     alarm = {"generate": {"npus": 2}, "devices": {"1": {**busy, "health": "Alarm", "health_codes": ["8C084E00"]}}}
     ok = {"generate": {"npus": 2}, "devices": {"1": busy}}
     seen = []
-    for state in (None, None, alarm, None, None, ok, None, None, alarm):
+    # A chip is asked -t health, -t ecc, -t common in turn: health is read at rounds 0, 3, 6, 9.
+    for state in (None, None, alarm, None, None, ok, None, None, alarm, None):
         if state is not None:
             write(scenario, state)
         seen.append({(c.npu, c.chip): c for c in p.collect().value.chips})
