@@ -26,7 +26,7 @@ from watchdog.config.types import Duration
 from watchdog.npusmi.parse import HealthInfo
 from watchdog.npusmi.run import NpuSmiRunError, query_chip_map, query_health, resolve
 from watchdog.npusmi.subhealth import CommonReading, EccCounts, query_common, query_ecc
-from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
+from watchdog.probes.base import Collected, Probe, ProbeContext
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,8 @@ class SubhealthObservation:
     chips: Tuple[ChipSubhealth, ...] = ()
     #: npu-smi is not on this node: nothing read.
     absent: bool = False
+    #: Why nothing was read this round (npu-smi failing: the npu probe reports it).
+    error: Optional[str] = None
 
 
 @dataclass
@@ -124,12 +126,18 @@ class SubhealthProbe(Probe):
     def collect(self) -> Collected:
         if resolve(self.npu_smi) is None:
             return Collected(SubhealthObservation(absent=True), f"{self.npu_smi} not found", quiet=True)
-        keys = self._chip_list()
+        try:
+            keys = self._chip_list()
+        except NpuSmiRunError as exc:
+            # npu-smi itself failing is the npu probe's finding (npu_smi_hung / _failing): one
+            # fault, one page. This round reads nothing and says why.
+            return Collected(SubhealthObservation(error=str(exc)), f"no chip list: {exc}", quiet=True)
         started = time.monotonic()
         for key in keys:
             if time.monotonic() - started > self.timeout - self.command_timeout - 2:
                 break
-            self._ask(self.chips.setdefault(key, _Chip(*key)))
+            if not self._ask(self.chips.setdefault(key, _Chip(*key))):
+                break  # a hung npu-smi: the other chips wait for the next round
         for gone in [k for k in self.chips if k not in keys]:
             del self.chips[gone]
         obs = SubhealthObservation(chips=tuple(self._record(self.chips[k]) for k in keys if k in self.chips))
@@ -137,40 +145,39 @@ class SubhealthProbe(Probe):
         return Collected(obs, f"{len(obs.chips)} chips, {flagged} with health codes")
 
     def _chip_list(self) -> List[Tuple[int, int]]:
-        """Which chips to ask: npu-smi's chip mapping (`info -m`, a short list, not the table
+        """Which chips to ask (raises NpuSmiRunError): npu-smi's chip mapping (`info -m`, a short list, not the table
         the npu probe reads), read at the first round and every `CHIP_LIST_REFRESH` seconds
         after; `stats=None` keeps the npu probe's call statistics its own."""
         now = time.monotonic()
         if self._keys is None or now - self._keys_at >= CHIP_LIST_REFRESH:
-            try:
-                entries = query_chip_map(self.npu_smi, self.command_timeout, stats=None)
-            except NpuSmiRunError as exc:
-                raise ProbeError(f"cannot list the chips (npu-smi info -m): {exc}") from None
+            entries = query_chip_map(self.npu_smi, self.command_timeout, stats=None)
             self._keys = sorted({(e.npu, e.chip) for e in entries.values()})
             self._keys_at = now
         return self._keys
 
-    def _ask(self, c: _Chip) -> None:
+    def _ask(self, c: _Chip) -> bool:
+        """One query of chip `c`; False when npu-smi hung (the round stops asking)."""
         kind = KINDS[c.turn % len(KINDS)]
         c.turn += 1
         now = time.time()
         try:
             if kind == "health":
-                self._health(c, query_health(self.npu_smi, c.npu, c.chip, self.command_timeout), now)
+                self._health(c, query_health(self.npu_smi, c.npu, c.chip, self.command_timeout, stats=None), now)
             elif kind == "ecc":
-                c.ecc.append((now, query_ecc(self.npu_smi, c.npu, self.command_timeout)))
+                c.ecc.append((now, query_ecc(self.npu_smi, c.npu, self.command_timeout, stats=None)))
                 horizon = now - float(self.cfg.ecc_window)
                 while len(c.ecc) > 1 and (c.ecc[1][0] <= horizon or len(c.ecc) > MAX_ECC):
                     c.ecc.pop(0)
             else:
-                c.common = query_common(self.npu_smi, c.npu, self.command_timeout)
+                c.common = query_common(self.npu_smi, c.npu, self.command_timeout, stats=None)
                 self._throttle(c, now)
         except NpuSmiRunError as exc:
             if c.errors.get(kind) != str(exc):
                 log.warning("subhealth probe: npu %s chip %s -t %s: %s", c.npu, c.chip, kind, exc)
             c.errors[kind] = str(exc)
-            return
+            return exc.reason != "timeout"
         c.errors.pop(kind, None)
+        return True
 
     def _health(self, c: _Chip, h: HealthInfo, now: float) -> None:
         before = set(c.health.codes) if c.health is not None else set()
