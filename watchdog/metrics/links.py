@@ -55,6 +55,8 @@ def samples(rt: Any) -> Iterator[MetricSample]:
     if obs is None:
         return
     yield MetricSample("npu_watchdog_links_hccn_tool_present", {}, 0 if obs.absent else 1)
+    if obs.absent:
+        return  # nothing is watched: that one series says so, and nothing else
     chip_map = _chip_map(rt)
     window = float(rt.config.probes.links.flap_window)
     now = time.time()
