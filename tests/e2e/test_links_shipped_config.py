@@ -127,6 +127,7 @@ def test_a_link_of_the_jobs_chip_goes_down_one_page_naming_chip_port_and_job(nod
     # loaded machine; the design bound is 20 s, docs/detection.md).
     arrived = node.hook.accepted()[node.mark[1]].time
     record_property("link_down_page_seconds", round(arrived - injected, 1))
+    print(f"link_down page {arrived - injected:.1f} s after the port went down")
     time.sleep(8)  # a links round and a group window more: nothing else may follow
     assert node.counts() == {"feishu": 1, "hook": {"firing": 1, "resolved": 0}}, node.messages()
     (labels,) = node.hook_alerts()
