@@ -22,7 +22,8 @@ GOOD_OPTICS = Optical(present=True, temp_c=45.0, tx_mw=((0, 1.4),) * 1, rx_mw=((
 def node() -> Synth:
     """The zero-config path: discovery on, no job configured (a chip no job holds names none)."""
     s = Synth(probes=("npu", "links", "subhealth"))
-    s.config = Config.model_validate({"node": {"name": BASE["host"]}, "discovery": {"enabled": True}})
+    s.config = Config.model_validate({"node": {"name": BASE["host"]}, "discovery": {"enabled": True},
+                                     "probes": {"links": {"enabled": True}, "subhealth": {"enabled": True}}})
     s.put("npu", npu_obs([chip(n) for n in range(8)], held=[]), T0)
     return s
 

@@ -48,9 +48,12 @@ MAX_DOWNS = 64
 
 
 class LinksProbeConfig(ProbeSchedule):
-    """On by default: reads the NPUs' RoCE ports with hccn_tool. Without hccn_tool on the node it
-    watches nothing and says so once (`doctor`, /api/status)."""
+    """Off unless enabled (on in the shipped example config): reads the NPUs' RoCE ports with
+    hccn_tool. Without hccn_tool on the node it watches nothing and says so once (`doctor`,
+    /api/status)."""
 
+    #: Read the NPUs' network ports with hccn_tool (nothing is watched where it is absent).
+    enabled: bool = False
     #: Time between two rounds; each round runs one hccn_tool query per NPU.
     interval: Duration = Field(default="5s")
     #: The hccn_tool program (name on PATH or absolute path); also looked for in the driver's
@@ -65,6 +68,7 @@ class LinksProbeConfig(ProbeSchedule):
     detail_interval: Duration = Field(default="30s", gt=0)
     #: A link that went down this many times within `flap_window` raises `link_flapping`.
     flap_count: int = Field(default=3, ge=1, le=10)
+    #: The window `flap_count` is counted in.
     flap_window: Duration = Field(default="10m", gt=0)
     #: Optics: a lane received below this power (dBm) raises `optics_degraded` (Huawei's link
     #: diagnosis alarms below -10 dBm); so does a lane below the module's own low threshold.

@@ -40,22 +40,29 @@ MAX_ECC = 256
 
 
 class SubhealthProbeConfig(ProbeSchedule):
-    """On where npu-smi is found: per-chip health codes, ECC counters and AI Core clock."""
+    """Off unless enabled (on in the shipped example config); runs where the npu probe runs:
+    per-chip health codes, ECC counters and AI Core clock."""
 
+    #: Ask npu-smi about each chip's health codes, ECC counters and AI Core clock.
+    enabled: bool = False
     #: Time between two rounds; each round runs one npu-smi detail query per chip.
     interval: Duration = Field(default="20s")
     #: Single-bit (corrected) ECC errors that must appear within `ecc_window` to raise
     #: `npu_ecc_single_bit_rising`.
     ecc_single_bit_rise: int = Field(default=10, ge=1)
+    #: The window ECC errors are counted in (the oldest reading within it is the base).
     ecc_window: Duration = Field(default="1h", gt=0)
     #: A health code that appears this many times within `code_repeat_window` escalates to
     #: critical with "isolate now" (the device plugin's default: 5 in 24 h; 3 warns earlier).
     code_repeat_count: int = Field(default=3, ge=2)
+    #: The window a health code's appearances are counted in.
     code_repeat_window: Duration = Field(default="24h", gt=0)
     #: AI Core clock below this share of its rating while busy, for `throttle_for`, raises
     #: `npu_aicore_throttled` (an idle chip clocks down by design: it is never judged).
     throttle_ratio: float = Field(default=0.9, gt=0, le=1)
+    #: How long the clock must stay low while busy.
     throttle_for: Duration = Field(default="1m", ge=0)
+    #: AI Core use (%) from which a chip counts as busy.
     throttle_busy_pct: float = Field(default=10.0, ge=0, le=100)
 
 
