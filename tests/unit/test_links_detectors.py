@@ -11,7 +11,7 @@ from watchdog.detectors import links as links_det
 from watchdog.detectors import subhealth as sub_det
 from watchdog.npusmi.subhealth import CommonReading, EccCounts
 from watchdog.observations import ProcessInfo, ProcessObservation
-from watchdog.parse.hccn import Optical
+from watchdog.parse.hccn import LldpNeighbour, Optical
 from watchdog.probes.links import LinkObservation, PortReading
 from watchdog.probes.subhealth import ChipSubhealth, SubhealthObservation
 
@@ -48,10 +48,12 @@ def test_one_down_read_is_not_enough_the_second_pages_with_chip_port_and_job():
     s = node()
     discovered_job(s, [2, 3])
     assert links(s, PortReading(device=3, link_up=False, down_reads=1, down_since=T0 + 5)) == []
-    (f,) = links(s, PortReading(device=3, link_up=False, down_reads=2, down_since=T0 + 5), at=T0 + 15)
+    lldp = LldpNeighbour(port="400GE1/1/20:2", system="leaf-07")
+    (f,) = links(s, PortReading(device=3, link_up=False, down_reads=2, down_since=T0 + 5, lldp=lldp), at=T0 + 15)
     assert f.rule == "link_down" and f.severity == "critical" and f.since == T0 + 5
     assert f.labels == {"host": BASE["host"], "npu": "3", "chip": "0", "port": "eth3", "training_job": "llama"}
     assert "job llama holds the chip" in f.summary and f.details["action"] == "isolate_now"
+    assert (f.details["switch"], f.details["switch_port"]) == ("leaf-07", "400GE1/1/20:2")
 
 
 def test_a_port_no_job_holds_is_a_node_finding_without_job_label():

@@ -77,6 +77,14 @@ def _where(labels: Dict[str, str]) -> str:
     return f"NPU {labels['npu']} chip {labels['chip']} port {labels['port']}{held}"
 
 
+def _neighbour(p: PortReading) -> Dict[str, str]:
+    """The switch and port this NIC is cabled to (LLDP), where the probe has read it: the first
+    place to look at for a dead or flapping link."""
+    if p.lldp is None:
+        return {}
+    return {"switch": p.lldp.system, "switch_port": p.lldp.port}
+
+
 def _down(view: StateView, cfg: LinksProbeConfig, p: PortReading, labels: Dict[str, str]) -> Optional[Finding]:
     if p.link_up is not False or p.down_reads < 2:
         return None
@@ -86,7 +94,7 @@ def _down(view: StateView, cfg: LinksProbeConfig, p: PortReading, labels: Dict[s
         summary=f"RoCE link down for {fmt_age(view.now - since)}: {_where(labels)}",
         labels=labels, hint=HINT_DOWN, value="down", since=since,
         details={"device": p.device, "port": p.port, "down_reads": p.down_reads, "action": "isolate_now",
-                 "down_count": p.down_count, "net_health": p.net_health})
+                 "down_count": p.down_count, "net_health": p.net_health, **_neighbour(p)})
 
 
 def _flaps(view: StateView, cfg: LinksProbeConfig, p: PortReading, labels: Dict[str, str]) -> Optional[Finding]:
@@ -99,7 +107,8 @@ def _flaps(view: StateView, cfg: LinksProbeConfig, p: PortReading, labels: Dict[
         summary=f"RoCE link went down {len(recent)} times in {fmt_age(window)}: {_where(labels)}",
         labels=labels, hint=HINT_FLAP, value=f"{len(recent)} flaps", since=recent[0],
         details={"device": p.device, "port": p.port, "flaps": len(recent), "window_seconds": window,
-                 "threshold": cfg.flap_count, "down_times": recent[-10:], "action": "drain_after_job"})
+                 "threshold": cfg.flap_count, "down_times": recent[-10:], "action": "drain_after_job",
+                 **_neighbour(p)})
 
 
 def optics_problems(cfg: LinksProbeConfig, p: PortReading) -> List[str]:
