@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Dict, Optional, Sequence
 
 from watchdog.config.schema import Config
-from watchdog.observations import LogObservation
+from watchdog.observations import LogObservation, ProcessObservation
 from watchdog.core.state import Sample, StateView
+from watchdog.summaries.pace import PaceTrack
 
 PROBE = "logs"
 
@@ -16,9 +17,12 @@ class Summary:
         self.lines_at: Dict[str, float] = {}
         self.first_at: Optional[float] = None
         self.last: Optional[Sample] = None
+        #: The job's pace and goodput, from its progress lines (watchdog.summaries.pace).
+        self.pace = PaceTrack(config.pace)
 
     def reconfigure(self, config: Config) -> None:
-        """Nothing here depends on the config."""
+        """The pace adopts new thresholds; what it folded stays."""
+        self.pace.cfg = config.pace
 
     def add(self, sample: Sample, view: StateView) -> None:
         obs = sample.value
@@ -30,6 +34,9 @@ class Summary:
             if n > 0:
                 self.lines_at[src] = max(self.lines_at.get(src, sample.time), sample.time)
         self.last = sample
+        if self.pace.first_at is None:
+            self.pace.first_at = max(sample.time, _job_start(view) or sample.time)
+        self.pace.add(sample.time, obs.pace)
 
     def progress(self, view: StateView, sources: Optional[Sequence[str]]) -> Optional[float]:
         """Newest time a counted source produced a complete line; before any line is seen, the
@@ -42,3 +49,12 @@ class Summary:
             if wanted is None or src in wanted:
                 times.append(min(at, self.last.time))
         return max(times) if times else self.first_at
+
+
+def _job_start(view: StateView) -> Optional[float]:
+    """When the view's one job was first seen (a discovered job's view), else None: the pace's
+    goodput starts there, not at the oldest log round the history still holds."""
+    s = view.latest("process")
+    if s is None or not isinstance(s.value, ProcessObservation) or len(s.value.jobs) != 1:
+        return None
+    return s.value.jobs[0].first_seen_at

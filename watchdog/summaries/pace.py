@@ -1,0 +1,227 @@
+"""A job's pace and goodput, folded round by round from its progress lines (no PROBE: the logs
+summary owns one `PaceTrack` and feeds it; watchdog.summaries.logs).
+
+Pace. A step time is what the trainer printed (phase-free: trainers stop their step timer around
+checkpoints and evaluations), else the time between two rounds divided by the steps between them.
+A gap longer than a pause (`pause_steps` step times, at least `pause_min`) is never a step time.
+The recent pace is the median over `window`; the baseline the median of the closed windows'
+medians over `baseline`, past the job's `warmup`, leaving out windows judged slow (a slowdown never
+becomes the norm). Cost per round: a sort of at most the window's step times (bounded).
+
+Goodput. Every second from the first round that saw the job is booked to one state: `starting`
+(before its first progress line), `train`, `checkpoint`/`eval` (a pause a phase line opened or
+closed), `restarting` (a pause after which the counter went back), `recompute` (steps done again
+after a restart, up to the counter reached before it), `stalled` (any other pause). A gap is
+booked when the next progress line closes it; once an open gap is longer than a pause it is booked
+already to its likely state (a phase line's, else `stalled`) and grows there, and what was booked
+stays booked, so every counter only grows (a stall that turns out to be a restart stays `stalled`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Deque, Dict, List, Optional, Sequence, Tuple
+
+from watchdog.config.sections.pace import PaceConfig
+from watchdog.observations import PaceLine
+
+#: The goodput states, in the order status and messages list them.
+STATES = ("train", "starting", "checkpoint", "eval", "stalled", "restarting", "recompute")
+#: Step times kept for the recent window, at most (a trainer printing 20 steps a second).
+MAX_RECENT = 512
+
+
+def median(values: Sequence[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2.0
+
+
+@dataclass(frozen=True)
+class PaceVerdict:
+    """What the pace is now: the detector, the metrics and status read it."""
+
+    #: Median step time over the window, and the baseline (None until known).
+    recent: Optional[float] = None
+    baseline: Optional[float] = None
+    steps: int = 0
+    #: Since when the recent pace has been slow (None: not slow).
+    slow_since: Optional[float] = None
+    #: Newest time a step time was taken.
+    last_at: Optional[float] = None
+    warming_up: bool = True
+
+    @property
+    def ratio(self) -> Optional[float]:
+        if self.recent is None or not self.baseline:
+            return None
+        return self.recent / self.baseline
+
+
+@dataclass
+class _Gap:
+    """The open stretch since the last progress line."""
+
+    since: float
+    phase: Optional[str] = None
+    booked: float = 0.0
+    booked_as: str = "stalled"
+
+
+@dataclass
+class PaceTrack:
+    cfg: PaceConfig
+    first_at: Optional[float] = None
+    progress_first_at: Optional[float] = None
+    counter: Optional[float] = None
+    high_water: Optional[float] = None
+    #: Newest time a progress line moved the counter (or gave a step time).
+    progress_at: Optional[float] = None
+    recent: Deque[Tuple[float, float]] = field(default_factory=lambda: deque(maxlen=MAX_RECENT))
+    bucket: List[float] = field(default_factory=list)
+    bucket_start: Optional[float] = None
+    buckets: Deque[float] = field(default_factory=deque)
+    slow_since: Optional[float] = None
+    seconds: Dict[str, float] = field(default_factory=lambda: {s: 0.0 for s in STATES})
+    gap: Optional[_Gap] = None
+    verdict: PaceVerdict = PaceVerdict()
+
+    # -- folding ------------------------------------------------------------------------------
+    def add(self, at: float, lines: Sequence[PaceLine]) -> None:
+        """One round (its time `at`) and the pace lines it read, oldest first."""
+        if self.first_at is None:
+            self.first_at = at
+        moved, back = False, None
+        phase_before: Optional[str] = None
+        phase_after: Optional[str] = None
+        times: List[float] = []
+        newest = self.counter
+        for line in lines:
+            m = line.mark
+            if m.phase is not None:
+                if moved:
+                    phase_after = m.phase
+                else:
+                    phase_before = m.phase
+                continue
+            if m.counter is not None:
+                if newest is not None and m.counter <= newest:
+                    if self.counter is not None and m.counter < self.counter:
+                        back = m.counter if back is None else max(back, m.counter)
+                    continue  # a line read before, or another rank's copy of it
+                newest = m.counter
+            if m.step_seconds is not None and m.step_seconds > 0:
+                times.append(m.step_seconds)
+            moved, phase_after = True, None
+        if phase_before is not None and self.progress_at is not None:
+            if self.gap is None:
+                self.gap = _Gap(self.progress_at)
+            self.gap.phase = phase_before
+        restart = back is not None and not moved and self.progress_at is not None \
+            and at - self.progress_at > self.pause()
+        if restart:
+            self._progress(at, back, times, restart=True)
+        elif moved:
+            self._progress(at, newest, times)
+        if phase_after is not None:
+            self.gap = _Gap(at, phase_after)
+        self.open_gap(at)
+
+    def _progress(self, at: float, newest: Optional[float], printed: List[float], restart: bool = False) -> None:
+        pause = self.pause()
+        since = self.progress_at if self.progress_at is not None else self.first_at
+        gap = max(at - since, 0.0) if since is not None else 0.0
+        if self.progress_at is None:
+            self.progress_first_at = at
+            self._book("starting", gap)
+        elif restart:
+            self.high_water = max(self.counter or 0.0, self.high_water or 0.0)
+            self._book("restarting", gap)
+        elif gap > pause:
+            self._book(self.gap.phase if self.gap is not None and self.gap.phase else "stalled", gap)
+        else:
+            redo = newest is not None and self.high_water is not None and newest <= self.high_water
+            self._book("recompute" if redo else "train", gap)
+            if not printed and newest is not None and self.counter is not None and newest > self.counter and gap > 0:
+                printed = [gap / (newest - self.counter)]
+        if newest is not None:
+            self.counter = newest
+        self.progress_at = at
+        self.gap = None
+        for t in printed:
+            self.recent.append((at, t))
+        self._judge(at, printed)
+
+    def _book(self, state: str, seconds: float) -> None:
+        """Book a closed gap; what its open part booked already stays where it was (a counter
+        only grows), the rest goes to `state`."""
+        already = self.gap.booked if self.gap is not None else 0.0
+        self.seconds[state] += max(seconds - already, 0.0)
+
+    def open_gap(self, now: float) -> None:
+        """Book an open gap longer than a pause to its likely state (every counter grows)."""
+        if self.progress_at is None:
+            return
+        if self.gap is None:
+            self.gap = _Gap(self.progress_at)
+        over = now - self.gap.since - self.pause()
+        if over <= 0:
+            return
+        state = self.gap.phase or "stalled"
+        if self.gap.booked and state != self.gap.booked_as:
+            state = self.gap.booked_as  # booked already: keep one state per gap
+        extra = (now - self.gap.since) - self.gap.booked
+        if extra > 0:
+            self.seconds[state] += extra
+            self.gap.booked += extra
+            self.gap.booked_as = state
+
+    def pause(self) -> float:
+        """A gap longer than this is not a step."""
+        step = self.verdict.baseline or self.verdict.recent
+        return max(self.cfg.pause_min, self.cfg.pause_steps * step) if step else self.cfg.pause_min
+
+    def _judge(self, at: float, new_times: List[float]) -> None:
+        cfg = self.cfg
+        while self.recent and self.recent[0][0] < at - cfg.window and len(self.recent) > cfg.min_steps:
+            self.recent.popleft()
+        warming = self.progress_first_at is None or at < self.progress_first_at + cfg.warmup
+        if not new_times:
+            return
+        recent = median([t for _, t in self.recent]) if len(self.recent) >= cfg.min_steps else None
+        baseline = median(self.buckets) if len(self.buckets) >= 2 else None
+        limit = 1.0 + cfg.slower_by_pct / 100.0
+        if recent is not None and baseline:
+            if recent >= baseline * limit:
+                self.slow_since = self.slow_since or at
+            elif recent < baseline * (1.0 + cfg.slower_by_pct / 200.0):
+                self.slow_since = None
+        if not warming:
+            self._bucket(at, new_times)
+        self.verdict = PaceVerdict(recent, baseline, len(self.recent), self.slow_since, at, warming)
+
+    def _bucket(self, at: float, times: List[float]) -> None:
+        cfg = self.cfg
+        if self.bucket_start is None:
+            self.bucket_start = at
+        self.bucket.extend(times)
+        if at - self.bucket_start >= cfg.window and len(self.bucket) >= cfg.min_steps:
+            if self.slow_since is None:
+                self.buckets.append(median(self.bucket))
+                while len(self.buckets) > max(2, int(cfg.baseline // cfg.window)):
+                    self.buckets.popleft()
+            self.bucket, self.bucket_start = [], at
+
+    # -- questions ----------------------------------------------------------------------------
+    def goodput(self, now: Optional[float] = None) -> Tuple[Dict[str, float], Optional[float]]:
+        """Seconds per state and the share trained (None before any second is booked). With
+        `now` (a job's end), the open gap is closed there as the next line would close it."""
+        seconds = dict(self.seconds)
+        if now is not None and self.gap is not None and self.progress_at is not None:
+            gap = max(now - self.gap.since, 0.0)
+            seconds[self.gap.booked_as] -= self.gap.booked
+            state = "train" if gap <= self.pause() else (self.gap.phase or "stalled")
+            seconds[state] += gap
+        total = sum(seconds.values())
+        return seconds, (seconds["train"] / total if total > 0 else None)
