@@ -6,7 +6,7 @@ computes while its peers wait in the collective, so its AI Core stays busier tha
 window (the asymmetry MindCluster and NVRx look for with code in the training script). A hot chip
 (the trend detector's warning temperature) throttles, and is named too. When no chip stands out,
 the whole node (or the whole job) is slower: the input pipeline, the storage, or another node the
-fleet rule `NpuWatchdogStragglerNode` names.
+fleet rule `job_straggler_node` names.
 
 Pure: reads the logs summary's pace (watchdog.summaries.pace) and the npu summary's windows.
 """
@@ -36,7 +36,7 @@ HINT = (
     "`npu-smi info -t temp -i <npu>` and `-t power` for throttling, `npu-smi info -t health -i <npu>`), "
     "then the rank on it (`py-spy dump --pid <pid>`). With no suspect the node is uniformly slower: "
     "the data loader and its storage, host CPU, another job on the node, or a slower node of the "
-    "job (the fleet alert NpuWatchdogStragglerNode names it)."
+    "job (the fleet alert job_straggler_node names it)."
 )
 
 
@@ -85,10 +85,10 @@ def _ranks_by_chip(view: StateView) -> Dict[ChipKey, int]:
     return out
 
 
-def suspects(view: StateView, config: Config, start: float) -> Tuple[List[Suspect], Dict[str, float]]:
-    """The job's chips that stand out since `start`, and every chip's mean AI Core % (evidence)."""
+def chip_means(view: StateView, config: Config, start: float) -> Dict[ChipKey, float]:
+    """Mean AI Core % since `start` of each chip the job holds (empty: no trusted npu data)."""
     if not probe_configured(config, "npu", view) or blind_reason(view, "npu"):
-        return [], {}
+        return {}
     summary = summary_of(view, "npu", config)
     means: Dict[ChipKey, float] = {}
     for key in sorted(summary.held):
@@ -96,6 +96,15 @@ def suspects(view: StateView, config: Config, start: float) -> Tuple[List[Suspec
         mean = _window_mean(track, start) if track is not None else None
         if mean is not None:
             means[key] = mean
+    return means
+
+
+def suspects(view: StateView, config: Config, start: float) -> Tuple[List[Suspect], Dict[str, float]]:
+    """The job's chips that stand out since `start`, and every chip's mean AI Core % (evidence)."""
+    means = chip_means(view, config, start)
+    if not means:
+        return [], {}
+    summary = summary_of(view, "npu", config)
     ranks = _ranks_by_chip(view)
     out: List[Suspect] = []
     if len(means) >= 3:
@@ -158,3 +167,21 @@ RULES = (
 )
 
 detect = per_job(_detect_job)
+
+
+def goodput_words(view: StateView, config: Config, end_at: Optional[float]) -> Tuple[str, Dict[str, object]]:
+    """`; goodput 83.2 % (train 25m00s of 30m02s; stalled 5m00s)` and its details, for the job's
+    end message ("" and {} when no progress line was ever read)."""
+    if not config.pace.enabled or not probe_configured(config, "logs"):
+        return "", {}
+    track = summary_of(view, "logs", config).pace
+    if track.progress_first_at is None:
+        return "", {}
+    seconds, share = track.goodput(end_at)
+    if share is None:
+        return "", {}
+    total = sum(seconds.values())
+    lost = "; ".join(f"{k} {fmt_age(v)}" for k, v in seconds.items() if k != "train" and v >= 1)
+    text = f"; goodput {share * 100:.1f} % (train {fmt_age(seconds['train'])} of {fmt_age(total)}" + \
+        (f"; {lost})" if lost else ")")
+    return text, {"goodput_ratio": round(share, 4), "seconds": {k: round(v, 1) for k, v in seconds.items()}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Dict, Optional, Sequence
 
 from watchdog.config.schema import Config
-from watchdog.observations import LogObservation, ProcessObservation
+from watchdog.observations import JobState, LogObservation, ProcessObservation
 from watchdog.core.state import Sample, StateView
 from watchdog.summaries.pace import PaceTrack
 
@@ -34,8 +34,11 @@ class Summary:
             if n > 0:
                 self.lines_at[src] = max(self.lines_at.get(src, sample.time), sample.time)
         self.last = sample
+        job = _job(view)
         if self.pace.first_at is None:
-            self.pace.first_at = max(sample.time, _job_start(view) or sample.time)
+            self.pace.first_at = max(sample.time, job.first_seen_at if job is not None else sample.time)
+        if job is not None and job.ended_at is not None and sample.time >= job.ended_at:
+            self.pace.finish(job.ended_at)
         self.pace.add(sample.time, obs.pace)
 
     def progress(self, view: StateView, sources: Optional[Sequence[str]]) -> Optional[float]:
@@ -51,10 +54,10 @@ class Summary:
         return max(times) if times else self.first_at
 
 
-def _job_start(view: StateView) -> Optional[float]:
-    """When the view's one job was first seen (a discovered job's view), else None: the pace's
-    goodput starts there, not at the oldest log round the history still holds."""
+def _job(view: StateView) -> Optional[JobState]:
+    """The view's one discovered job, else None: the pace's goodput starts when it was first seen
+    (not at the oldest log round the history still holds) and stops when it ended."""
     s = view.latest("process")
     if s is None or not isinstance(s.value, ProcessObservation) or len(s.value.jobs) != 1:
         return None
-    return s.value.jobs[0].first_seen_at
+    return s.value.jobs[0]

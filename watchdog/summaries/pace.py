@@ -86,10 +86,14 @@ class PaceTrack:
     seconds: Dict[str, float] = field(default_factory=lambda: {s: 0.0 for s in STATES})
     gap: Optional[_Gap] = None
     verdict: PaceVerdict = PaceVerdict()
+    #: When the job ended (its last rank left): nothing is booked after it.
+    ended_at: Optional[float] = None
 
     # -- folding ------------------------------------------------------------------------------
     def add(self, at: float, lines: Sequence[PaceLine]) -> None:
         """One round (its time `at`) and the pace lines it read, oldest first."""
+        if self.ended_at is not None:
+            return
         if self.first_at is None:
             self.first_at = at
         moved, back = False, None
@@ -213,11 +217,21 @@ class PaceTrack:
                     self.buckets.popleft()
             self.bucket, self.bucket_start = [], at
 
+    def finish(self, at: float) -> None:
+        """The job ended at `at`: its open gap is closed there, and nothing more is booked."""
+        if self.ended_at is not None:
+            return
+        self.seconds, _ = self.goodput(at)
+        self.gap = None
+        self.ended_at = at
+
     # -- questions ----------------------------------------------------------------------------
     def goodput(self, now: Optional[float] = None) -> Tuple[Dict[str, float], Optional[float]]:
         """Seconds per state and the share trained (None before any second is booked). With
         `now` (a job's end), the open gap is closed there as the next line would close it."""
         seconds = dict(self.seconds)
+        if self.ended_at is not None:
+            now = None
         if now is not None and self.gap is not None and self.progress_at is not None:
             gap = max(now - self.gap.since, 0.0)
             seconds[self.gap.booked_as] -= self.gap.booked
