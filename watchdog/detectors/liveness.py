@@ -266,7 +266,7 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
     job, verdict = _job_end(obs, len(alive), view, config)
     if not alive and job is not None and verdict is not None:
         ev = job.end or EndEvidence()
-        goodput = goodput_words(view, config, ev.last_left_at or job.ended_at or sample.time)
+        goodput = goodput_words(view, config, ev.last_left_at or job.ended_at or sample.time, not verdict.failure)
         if verdict.failure:
             out.append(_job_gone(base, obs, summary.gone.since, sample.time, verdict, goodput))
         else:

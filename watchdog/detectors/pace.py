@@ -169,7 +169,8 @@ RULES = (
 detect = per_job(_detect_job)
 
 
-def goodput_words(view: StateView, config: Config, end_at: Optional[float]) -> Tuple[str, Dict[str, object]]:
+def goodput_words(view: StateView, config: Config, end_at: Optional[float],
+                  clean: bool = False) -> Tuple[str, Dict[str, object]]:
     """`; goodput 83.2 % (train 25m00s of 30m02s; stalled 5m00s)` and its details, for the job's
     end message ("" and {} when no progress line was ever read)."""
     if not config.pace.enabled or not probe_configured(config, "logs"):
@@ -177,7 +178,7 @@ def goodput_words(view: StateView, config: Config, end_at: Optional[float]) -> T
     track = summary_of(view, "logs", config).pace
     if track.progress_first_at is None:
         return "", {}
-    seconds, share = track.goodput(end_at)
+    seconds, share = track.goodput(end_at, clean)
     if share is None:
         return "", {}
     total = sum(seconds.values())

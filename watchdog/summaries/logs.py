@@ -19,10 +19,12 @@ class Summary:
         self.last: Optional[Sample] = None
         #: The job's pace and goodput, from its progress lines (watchdog.summaries.pace).
         self.pace = PaceTrack(config.pace)
+        self.reconfigure(config)
 
     def reconfigure(self, config: Config) -> None:
         """The pace adopts new thresholds; what it folded stays."""
         self.pace.cfg = config.pace
+        self.pace.grace = float(config.probes.process.interval) + float(config.probes.jitter)
 
     def add(self, sample: Sample, view: StateView) -> None:
         obs = sample.value
@@ -38,7 +40,7 @@ class Summary:
         if self.pace.first_at is None:
             self.pace.first_at = max(sample.time, job.first_seen_at if job is not None else sample.time)
         if job is not None and job.ended_at is not None and sample.time >= job.ended_at:
-            self.pace.finish(job.ended_at)
+            self.pace.finish(job.ended_at, clean=job.end is None or not job.end.failure_line)
         self.pace.add(sample.time, obs.pace)
 
     def progress(self, view: StateView, sources: Optional[Sequence[str]]) -> Optional[float]:

@@ -88,6 +88,9 @@ class PaceTrack:
     verdict: PaceVerdict = PaceVerdict()
     #: When the job ended (its last rank left): nothing is booked after it.
     ended_at: Optional[float] = None
+    #: How late the daemon may see a job's end (a process round and its jitter): an open gap is
+    #: booked only past pause + grace, so the quiet tail of a job that ended cleanly never is.
+    grace: float = 0.0
 
     # -- folding ------------------------------------------------------------------------------
     def add(self, at: float, lines: Sequence[PaceLine]) -> None:
@@ -169,7 +172,7 @@ class PaceTrack:
             return
         if self.gap is None:
             self.gap = _Gap(self.progress_at)
-        over = now - self.gap.since - self.pause()
+        over = now - self.gap.since - self.pause() - self.grace
         if over <= 0:
             return
         state = self.gap.phase or "stalled"
@@ -217,20 +220,24 @@ class PaceTrack:
                     self.buckets.popleft()
             self.bucket, self.bucket_start = [], at
 
-    def finish(self, at: float) -> None:
-        """The job ended at `at`: its open gap is closed there, and nothing more is booked."""
+    def finish(self, at: float, clean: bool = True) -> None:
+        """The job ended at `at`: its open gap is closed there (a clean end's quiet tail, not
+        booked yet, is no part of the job), and nothing more is booked."""
         if self.ended_at is not None:
             return
-        self.seconds, _ = self.goodput(at)
+        self.seconds, _ = self.goodput(at, clean)
         self.gap = None
         self.ended_at = at
 
     # -- questions ----------------------------------------------------------------------------
-    def goodput(self, now: Optional[float] = None) -> Tuple[Dict[str, float], Optional[float]]:
+    def goodput(self, now: Optional[float] = None, clean: bool = False) -> Tuple[Dict[str, float], Optional[float]]:
         """Seconds per state and the share trained (None before any second is booked). With
-        `now` (a job's end), the open gap is closed there as the next line would close it."""
+        `now` (a job's end), the open gap is closed there as the next line would close it; at a
+        `clean` end a tail not booked yet ends at the last progress line instead."""
         seconds = dict(self.seconds)
         if self.ended_at is not None:
+            now = None
+        if clean and self.gap is not None and not self.gap.booked:
             now = None
         if now is not None and self.gap is not None and self.progress_at is not None:
             gap = max(now - self.gap.since, 0.0)
