@@ -185,3 +185,28 @@ def test_normal_pace_says_nothing():
     s = _synth()
     _play(s, [75] * 8, 1.0, T0 + 400)
     assert rules(pace_det.detect(s.view(T0 + 400), s.config), "job_slowdown") == []
+
+
+@pytest.mark.parametrize("step", [0.5, 2.0, 8.0])
+def test_default_config_names_a_20pct_slowdown_within_60s(step):
+    """The shipped thresholds on a synthetic clock: a job 20 % slower from t=600 s is judged slow
+    for `slow_for` (the detector's condition) no later than 60 s after, at 0.5-8 s per step
+    (one log round every 3 s, as the shipped logs probe reads)."""
+    cfg = PaceConfig()
+    tr = PaceTrack(cfg)
+    tr.add(T0, [])
+    counter, t, fired = 0.0, 0.0, None
+    next_step = 0.0
+    while t <= 900 and fired is None:
+        t += 3.0
+        marks = []
+        while next_step + (step if next_step < 600 else step * 1.2) <= t:
+            s = step if next_step < 600 else step * 1.2
+            next_step += s
+            counter += 1
+            marks.append(PaceLine(T0 + t, "train", PaceMark(counter, s, "megatron")))
+        tr.add(T0 + t, marks)
+        v = tr.verdict
+        if v.slow_since is not None and T0 + t - v.slow_since >= cfg.slow_for:
+            fired = t
+    assert fired is not None and fired - 600 <= 60, (step, fired)

@@ -24,8 +24,8 @@ class PaceConfig(StrictModel):
     #: the threshold).
     slow_for: Duration = Field(default="20s")
     #: The recent pace is the median step time over this window (and at least `min_steps` steps):
-    #: at 1-10 s per step it holds 4-40 steps, and a median lets one long step pass.
-    window: Duration = Field(default="40s")
+    #: at 1-6 s per step it holds 5-30 steps, and a median lets one long step pass.
+    window: Duration = Field(default="30s")
     #: Fewest step times in the window before the pace is judged.
     min_steps: int = Field(default=5, ge=3, le=1000)
     #: The baseline is the median of the windows' medians over this long (a job 25 % slower than
