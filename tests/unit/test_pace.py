@@ -100,6 +100,43 @@ def test_warmup_and_short_spikes_are_not_slow():
     assert tr.slow_since is None
 
 
+def test_an_evaluation_named_at_its_end_is_booked_eval():
+    """Megatron prints `validation loss at iteration N` when the evaluation is over."""
+    tr = PaceTrack(CFG)
+    tr.add(T0, [])
+    c = run(tr, T0 + 1, T0 + 300, 1.0, 0, printed=False)
+    for t in range(301, 360, 5):
+        tr.add(T0 + t, [])
+    tr.add(T0 + 360, lines(0, phase="eval") + lines(c + 1))
+    secs, _ = tr.goodput()
+    assert secs["eval"] == pytest.approx(60, abs=1) and secs["stalled"] == 0
+
+
+def test_a_heartbeat_declared_checkpoint_names_the_gap():
+    tr = PaceTrack(CFG)
+    tr.add(T0, [])
+    c = run(tr, T0 + 1, T0 + 300, 1.0, 0, printed=False)
+    for t in range(301, 400, 5):
+        tr.add(T0 + t, [], declared="checkpoint")
+    run(tr, T0 + 400, T0 + 410, 1.0, c, printed=False)
+    secs, _ = tr.goodput()
+    assert secs["checkpoint"] == pytest.approx(100, abs=1) and secs["stalled"] == 0
+
+
+def test_a_clean_end_drops_the_quiet_tail_a_failed_one_books_it():
+    for clean, stalled in ((True, 0), (False, 60)):
+        tr = PaceTrack(CFG)
+        tr.grace = 11.0
+        tr.add(T0, [])
+        run(tr, T0 + 1, T0 + 300, 1.0, 0)
+        end = T0 + 300 + (8 if clean else 60)
+        tr.finish(end, clean)
+        secs, share = tr.goodput()
+        assert secs["stalled"] == pytest.approx(stalled, abs=1)
+        tr.add(end + 100, [])                      # nothing is booked after the end
+        assert tr.goodput()[0] == secs
+
+
 def test_checkpoint_gap_is_booked_not_slow():
     tr = PaceTrack(CFG)
     tr.add(T0, [])
@@ -120,7 +157,8 @@ def test_goodput_of_a_hang_five_of_thirty():
     c = run(tr, T0 + 1, T0 + 1500, 1.0, 0, every=2.0)
     for t in range(1501, 1800, 5):                 # five minutes hung
         tr.add(T0 + t, [])
-    assert tr.seconds["stalled"] > 250             # booked while still open
+    assert tr.seconds["stalled"] == 0              # booked when its cause is known ...
+    assert tr.goodput()[1] == pytest.approx(1498 / 1796, abs=0.002)   # ... but the share falls already
     run(tr, T0 + 1801, T0 + 1801, 1.0, c)
     secs, share = tr.goodput()
     assert share == pytest.approx(25 / 30, abs=0.01)

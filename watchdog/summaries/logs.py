@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Dict, Optional, Sequence
 
 from watchdog.config.schema import Config
-from watchdog.observations import JobState, LogObservation, ProcessObservation
+from watchdog.observations import HeartbeatObservation, JobState, LogObservation, ProcessObservation
 from watchdog.core.state import Sample, StateView
 from watchdog.summaries.pace import PaceTrack
 
@@ -41,7 +41,7 @@ class Summary:
             self.pace.first_at = max(sample.time, job.first_seen_at if job is not None else sample.time)
         if job is not None and job.ended_at is not None and sample.time >= job.ended_at:
             self.pace.finish(job.ended_at, clean=job.end is None or not job.end.failure_line)
-        self.pace.add(sample.time, obs.pace)
+        self.pace.add(sample.time, obs.pace, _declared_phase(view))
 
     def progress(self, view: StateView, sources: Optional[Sequence[str]]) -> Optional[float]:
         """Newest time a counted source produced a complete line; before any line is seen, the
@@ -63,3 +63,17 @@ def _job(view: StateView) -> Optional[JobState]:
     if s is None or not isinstance(s.value, ProcessObservation) or len(s.value.jobs) != 1:
         return None
     return s.value.jobs[0]
+
+
+#: Heartbeat phases that pause the steps on purpose (watchdog.summaries.pace books them so).
+PAUSE_PHASES = ("checkpoint", "eval")
+
+
+def _declared_phase(view: StateView) -> Optional[str]:
+    """The pause phase a rank's heartbeat declares now (one rank writing a checkpoint while the
+    others wait in a barrier is enough), else None."""
+    s = view.latest("heartbeat")
+    if s is None or not isinstance(s.value, HeartbeatObservation):
+        return None
+    phases = {r.phase for r in s.value.readings}
+    return next((p for p in PAUSE_PHASES if p in phases), None)

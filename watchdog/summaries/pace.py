@@ -12,9 +12,11 @@ Goodput. Every second from the first round that saw the job is booked to one sta
 (before its first progress line), `train`, `checkpoint`/`eval` (a pause a phase line opened or
 closed), `restarting` (a pause after which the counter went back), `recompute` (steps done again
 after a restart, up to the counter reached before it), `stalled` (any other pause). A gap is
-booked when the next progress line closes it; once an open gap is longer than a pause it is booked
-already to its likely state (a phase line's, else `stalled`) and grows there, and what was booked
-stays booked, so every counter only grows (a stall that turns out to be a restart stays `stalled`).
+booked when the next progress line closes it (then its cause is known: Megatron prints `validation
+loss` only when the evaluation is over), so the counters only grow and never book a second twice;
+the share trained (`goodput`) counts an open gap longer than a pause as not trained already, so it
+falls while a job hangs. A heartbeat that declares `checkpoint` or `eval` names the open gap's
+phase too.
 """
 
 from __future__ import annotations
@@ -65,8 +67,6 @@ class _Gap:
 
     since: float
     phase: Optional[str] = None
-    booked: float = 0.0
-    booked_as: str = "stalled"
 
 
 @dataclass
@@ -88,13 +88,16 @@ class PaceTrack:
     verdict: PaceVerdict = PaceVerdict()
     #: When the job ended (its last rank left): nothing is booked after it.
     ended_at: Optional[float] = None
-    #: How late the daemon may see a job's end (a process round and its jitter): an open gap is
-    #: booked only past pause + grace, so the quiet tail of a job that ended cleanly never is.
+    #: How late the daemon may see a job's end (a process round and its jitter): the quiet tail
+    #: of a job that ended cleanly, up to pause + grace, is no part of the job.
     grace: float = 0.0
+    #: Time of the newest round folded.
+    last_round: Optional[float] = None
 
     # -- folding ------------------------------------------------------------------------------
-    def add(self, at: float, lines: Sequence[PaceLine]) -> None:
-        """One round (its time `at`) and the pace lines it read, oldest first."""
+    def add(self, at: float, lines: Sequence[PaceLine], declared: Optional[str] = None) -> None:
+        """One round (its time `at`) and the pace lines it read, oldest first; `declared`: a
+        pause phase (checkpoint, eval) a rank's heartbeat declares now."""
         if self.ended_at is not None:
             return
         if self.first_at is None:
@@ -133,7 +136,7 @@ class PaceTrack:
             self._progress(at, newest, times)
         if phase_after is not None:
             self.gap = _Gap(at, phase_after)
-        self.open_gap(at)
+        self.open_gap(at, declared)
 
     def _progress(self, at: float, newest: Optional[float], printed: List[float], restart: bool = False) -> None:
         pause = self.pause()
@@ -161,28 +164,19 @@ class PaceTrack:
         self._judge(at, printed)
 
     def _book(self, state: str, seconds: float) -> None:
-        """Book a closed gap; what its open part booked already stays where it was (a counter
-        only grows), the rest goes to `state`."""
-        already = self.gap.booked if self.gap is not None else 0.0
-        self.seconds[state] += max(seconds - already, 0.0)
+        """Book a closed gap to `state`."""
+        self.seconds[state] += max(seconds, 0.0)
 
-    def open_gap(self, now: float) -> None:
-        """Book an open gap longer than a pause to its likely state (every counter grows)."""
+    def open_gap(self, now: float, declared: Optional[str] = None) -> None:
+        """Keep the open gap since the last progress line (booked when it closes); a phase the
+        heartbeat declares now names it."""
+        self.last_round = now
         if self.progress_at is None:
             return
         if self.gap is None:
             self.gap = _Gap(self.progress_at)
-        over = now - self.gap.since - self.pause() - self.grace
-        if over <= 0:
-            return
-        state = self.gap.phase or "stalled"
-        if self.gap.booked and state != self.gap.booked_as:
-            state = self.gap.booked_as  # booked already: keep one state per gap
-        extra = (now - self.gap.since) - self.gap.booked
-        if extra > 0:
-            self.seconds[state] += extra
-            self.gap.booked += extra
-            self.gap.booked_as = state
+        if declared is not None:
+            self.gap.phase = declared
 
     def pause(self) -> float:
         """A gap longer than this is not a step."""
@@ -221,8 +215,8 @@ class PaceTrack:
             self.bucket, self.bucket_start = [], at
 
     def finish(self, at: float, clean: bool = True) -> None:
-        """The job ended at `at`: its open gap is closed there (a clean end's quiet tail, not
-        booked yet, is no part of the job), and nothing more is booked."""
+        """The job ended at `at`: its open gap is closed there (at a clean end, a quiet tail up to
+        pause + grace is no part of the job), and nothing more is booked."""
         if self.ended_at is not None:
             return
         self.seconds, _ = self.goodput(at, clean)
@@ -230,19 +224,28 @@ class PaceTrack:
         self.ended_at = at
 
     # -- questions ----------------------------------------------------------------------------
+    def closed_gap(self, now: float, clean: bool) -> Optional[Tuple[str, float]]:
+        """The open gap as the job's end at `now` closes it: (state, seconds), None for none."""
+        if self.gap is None or self.progress_at is None:
+            return None
+        gap = max(now - self.gap.since, 0.0)
+        if gap <= self.pause() or (clean and gap <= self.pause() + self.grace):
+            return ("train", gap) if not clean else None
+        return self.gap.phase or "stalled", gap
+
     def goodput(self, now: Optional[float] = None, clean: bool = False) -> Tuple[Dict[str, float], Optional[float]]:
-        """Seconds per state and the share trained (None before any second is booked). With
-        `now` (a job's end), the open gap is closed there as the next line would close it; at a
-        `clean` end a tail not booked yet ends at the last progress line instead."""
+        """Seconds per state (the closed gaps) and the share trained. With `now` (a job's end)
+        the open gap is closed there and booked; without, an open gap longer than a pause counts
+        against the share (not in the seconds: its state is not known yet)."""
         seconds = dict(self.seconds)
-        if self.ended_at is not None:
-            now = None
-        if clean and self.gap is not None and not self.gap.booked:
-            now = None
-        if now is not None and self.gap is not None and self.progress_at is not None:
-            gap = max(now - self.gap.since, 0.0)
-            seconds[self.gap.booked_as] -= self.gap.booked
-            state = "train" if gap <= self.pause() else (self.gap.phase or "stalled")
-            seconds[state] += gap
         total = sum(seconds.values())
+        if self.ended_at is None and now is not None:
+            closed = self.closed_gap(now, clean)
+            if closed is not None:
+                seconds[closed[0]] += closed[1]
+                total += closed[1]
+        elif self.ended_at is None and self.gap is not None and self.last_round is not None:
+            gap = self.last_round - self.gap.since
+            if gap > self.pause():
+                total += gap
         return seconds, (seconds["train"] / total if total > 0 else None)
