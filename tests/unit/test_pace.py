@@ -248,3 +248,22 @@ def test_default_config_names_a_20pct_slowdown_within_60s(step):
         if v.slow_since is not None and T0 + t - v.slow_since >= cfg.slow_for:
             fired = t
     assert fired is not None and fired - 600 <= 60, (step, fired)
+
+
+def test_a_job_printing_no_progress_line_is_paced_by_its_heartbeats():
+    """The hooks' heartbeats carry the step: their rate is the pace when no log line gives one."""
+    from tests.synth import beats
+
+    s = Synth(probes=("npu", "process", "heartbeat"),
+              pace={"window": "40s", "slow_for": "20s", "warmup": "60s", "baseline": "10m"})
+    step = [0.0]
+
+    def hb(t: float):
+        step[0] += 5.0 / (1.0 if t < T0 + 300 else 1.25)
+        return beats([int(step[0])] * 8, t)
+
+    s.feed(T0, T0 + 420, every=5.0, heartbeat=hb, process=lambda t: procs(8, 1.0),
+           npu=lambda t: npu_obs([chip(n, util=75.0 if t < T0 + 300 or n != 5 else 94.0) for n in range(8)]))
+    (f,) = rules(pace_det.detect(s.view(T0 + 420), s.config), "job_slowdown")
+    assert [x["npu"] for x in f.details["suspects"]] == [5]
+    assert 15 <= f.details["slower_pct"] <= 35

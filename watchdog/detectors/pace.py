@@ -26,7 +26,7 @@ from watchdog.detectors.series import blind_reason, fmt_age, probe_configured
 from watchdog.observations import NpuObservation, ProcessObservation
 from watchdog.summaries import summary_of
 from watchdog.summaries.npu import ChipTrack
-from watchdog.summaries.pace import PaceVerdict, median
+from watchdog.summaries.pace import PaceTrack, PaceVerdict, median
 
 ChipKey = Tuple[int, int]
 
@@ -53,11 +53,23 @@ class Suspect:
         return f"npu {self.npu} chip {self.chip}{rank}"
 
 
+def pace_track(view: StateView, config: Config) -> Optional[PaceTrack]:
+    """The job's pace: from its progress lines where it prints them, else from its heartbeats'
+    steps (None: neither source runs, sees progress, or can be trusted now)."""
+    for probe in ("logs", "heartbeat"):
+        if not probe_configured(config, probe):
+            continue
+        track = summary_of(view, probe, config).pace
+        if track.progress_first_at is None:
+            continue
+        return None if blind_reason(view, probe) else track
+    return None
+
+
 def verdict(view: StateView, config: Config) -> Optional[PaceVerdict]:
-    """The job's pace now (None when the logs probe does not run or cannot be trusted)."""
-    if not probe_configured(config, "logs") or blind_reason(view, "logs"):
-        return None
-    return summary_of(view, "logs", config).pace.verdict
+    """The job's pace now (None: see `pace_track`)."""
+    track = pace_track(view, config)
+    return track.verdict if track is not None else None
 
 
 def _window_mean(track: ChipTrack, start: float) -> Optional[float]:
@@ -154,12 +166,12 @@ def _detect_job(view: StateView, config: Config) -> List[Finding]:
     )]
 
 
-TRIGGERS = ("logs", "npu")
+TRIGGERS = ("logs", "heartbeat", "npu")
 
 
 def _warmup(c: Config, f: dict) -> float:
     """After a restart the pace needs its window again before silence means "back to normal"."""
-    return float(c.pace.window + c.pace.slow_for) + probe_wait(c, "logs", "npu")
+    return float(c.pace.window + c.pace.slow_for) + probe_wait(c, "logs", "heartbeat", "npu")
 
 
 RULES = (
@@ -173,10 +185,8 @@ def goodput_words(view: StateView, config: Config, end_at: Optional[float],
                   clean: bool = False) -> Tuple[str, Dict[str, object]]:
     """`; goodput 83.2 % (train 25m00s of 30m02s; stalled 5m00s)` and its details, for the job's
     end message ("" and {} when no progress line was ever read)."""
-    if not config.pace.enabled or not probe_configured(config, "logs"):
-        return "", {}
-    track = summary_of(view, "logs", config).pace
-    if track.progress_first_at is None:
+    track = pace_track(view, config) if config.pace.enabled else None
+    if track is None:
         return "", {}
     seconds, share = track.goodput(end_at, clean)
     if share is None:

@@ -14,9 +14,8 @@ from watchdog.config.schema import Config
 from watchdog.core.findings import JOB_LABEL
 from watchdog.core.state import StateView
 from watchdog.detectors.jobs import job_passes
-from watchdog.detectors.pace import chip_means, verdict
+from watchdog.detectors.pace import chip_means, pace_track
 from watchdog.metrics.catalog import MetricDef, MetricSample
-from watchdog.summaries import summary_of
 from watchdog.summaries.pace import STATES
 
 #: Position of this module's rows in the metric table (and in /metrics).
@@ -60,9 +59,10 @@ def _compute(view: StateView, cfg: Config) -> Iterator[MetricSample]:
         job = {JOB_LABEL: jcfg.job_label}
         if not job[JOB_LABEL]:
             continue
-        v = verdict(jv, jcfg)
-        if v is None:
+        track = pace_track(jv, jcfg)
+        if track is None:
             continue
+        v = track.verdict
         if v.recent is not None:
             yield MetricSample("npu_watchdog_job_step_seconds", job, v.recent)
         if v.baseline is not None:
@@ -73,10 +73,7 @@ def _compute(view: StateView, cfg: Config) -> Iterator[MetricSample]:
         if means:
             yield MetricSample("npu_watchdog_job_aicore_busy_ratio", job,
                                round(sum(means.values()) / len(means) / 100.0, 4))
-        track = summary_of(jv, "logs", jcfg).pace
         seconds, share = track.goodput()
-        if track.first_at is None:
-            continue
         for state in STATES:
             yield MetricSample("npu_watchdog_job_time_seconds_total", {**job, "state": state}, round(seconds[state], 3))
         if share is not None:

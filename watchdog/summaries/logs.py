@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Dict, Optional, Sequence
 
 from watchdog.config.schema import Config
-from watchdog.observations import HeartbeatObservation, JobState, LogObservation, ProcessObservation
+from watchdog.observations import LogObservation
 from watchdog.core.state import Sample, StateView
-from watchdog.summaries.pace import PaceTrack
+from watchdog.summaries.pace import PaceTrack, fold_round
 
 PROBE = "logs"
 
@@ -23,8 +23,7 @@ class Summary:
 
     def reconfigure(self, config: Config) -> None:
         """The pace adopts new thresholds; what it folded stays."""
-        self.pace.cfg = config.pace
-        self.pace.grace = float(config.probes.process.interval) + float(config.probes.jitter)
+        self.pace.configure(config)
 
     def add(self, sample: Sample, view: StateView) -> None:
         obs = sample.value
@@ -36,12 +35,7 @@ class Summary:
             if n > 0:
                 self.lines_at[src] = max(self.lines_at.get(src, sample.time), sample.time)
         self.last = sample
-        job = _job(view)
-        if self.pace.first_at is None:
-            self.pace.first_at = max(sample.time, job.first_seen_at if job is not None else sample.time)
-        if job is not None and job.ended_at is not None and sample.time >= job.ended_at:
-            self.pace.finish(job.ended_at, clean=job.end is None or not job.end.failure_line)
-        self.pace.add(sample.time, obs.pace, _declared_phase(view))
+        fold_round(self.pace, sample.time, obs.pace, view)
 
     def progress(self, view: StateView, sources: Optional[Sequence[str]]) -> Optional[float]:
         """Newest time a counted source produced a complete line; before any line is seen, the
@@ -55,25 +49,3 @@ class Summary:
                 times.append(min(at, self.last.time))
         return max(times) if times else self.first_at
 
-
-def _job(view: StateView) -> Optional[JobState]:
-    """The view's one discovered job, else None: the pace's goodput starts when it was first seen
-    (not at the oldest log round the history still holds) and stops when it ended."""
-    s = view.latest("process")
-    if s is None or not isinstance(s.value, ProcessObservation) or len(s.value.jobs) != 1:
-        return None
-    return s.value.jobs[0]
-
-
-#: Heartbeat phases that pause the steps on purpose (watchdog.summaries.pace books them so).
-PAUSE_PHASES = ("checkpoint", "eval")
-
-
-def _declared_phase(view: StateView) -> Optional[str]:
-    """The pause phase a rank's heartbeat declares now (one rank writing a checkpoint while the
-    others wait in a barrier is enough), else None."""
-    s = view.latest("heartbeat")
-    if s is None or not isinstance(s.value, HeartbeatObservation):
-        return None
-    phases = {r.phase for r in s.value.readings}
-    return next((p for p in PAUSE_PHASES if p in phases), None)

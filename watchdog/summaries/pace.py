@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.config.sections.pace import PaceConfig
-from watchdog.observations import PaceLine
+from watchdog.core.state import StateView
+from watchdog.observations import HeartbeatObservation, JobState, PaceLine, ProcessObservation
+from watchdog.parse.pace import PaceMark
 
 #: The goodput states, in the order status and messages list them.
 STATES = ("train", "starting", "checkpoint", "eval", "stalled", "restarting", "recompute")
@@ -93,6 +95,11 @@ class PaceTrack:
     grace: float = 0.0
     #: Time of the newest round folded.
     last_round: Optional[float] = None
+
+    def configure(self, config: Any) -> None:
+        """Adopt the config's thresholds (a reload); what was folded stays."""
+        self.cfg = config.pace
+        self.grace = float(config.probes.process.interval) + float(config.probes.jitter)
 
     # -- folding ------------------------------------------------------------------------------
     def add(self, at: float, lines: Sequence[PaceLine], declared: Optional[str] = None) -> None:
@@ -249,3 +256,47 @@ class PaceTrack:
             if gap > self.pause():
                 total += gap
         return seconds, (seconds["train"] / total if total > 0 else None)
+
+
+#: Heartbeat phases that pause the steps on purpose (booked as themselves, never as a stall).
+PAUSE_PHASES = ("checkpoint", "eval")
+
+
+def fold_round(track: PaceTrack, at: float, lines: Sequence[PaceLine], view: StateView) -> None:
+    """One probe round into a job's track: its goodput starts when discovery first saw the job
+    (not at the oldest round the history still holds) and stops when the job ended; a pause
+    phase a rank's heartbeat declares names the open gap."""
+    job = _job(view)
+    if track.first_at is None:
+        track.first_at = max(at, job.first_seen_at if job is not None else at)
+    if job is not None and job.ended_at is not None and at >= job.ended_at:
+        track.finish(job.ended_at, clean=job.end is None or not job.end.failure_line)
+    track.add(at, lines, declared_phase(view))
+
+
+def _job(view: StateView) -> Optional[JobState]:
+    """The view's one discovered job, else None."""
+    s = view.latest("process")
+    if s is None or not isinstance(s.value, ProcessObservation) or len(s.value.jobs) != 1:
+        return None
+    return s.value.jobs[0]
+
+
+def declared_phase(view: StateView) -> Optional[str]:
+    """The pause phase a rank's heartbeat declares now (one rank writing a checkpoint while the
+    others wait in a barrier is enough), else None."""
+    s = view.latest("heartbeat")
+    if s is None or not isinstance(s.value, HeartbeatObservation):
+        return None
+    phases = {r.phase for r in s.value.readings}
+    return next((p for p in PAUSE_PHASES if p in phases), None)
+
+
+def heartbeat_lines(at: float, obs: HeartbeatObservation) -> Tuple[PaceLine, ...]:
+    """The heartbeat's pace for a job that prints no progress line (the hooks, a touch file with
+    a step): the highest step any rank reports while training, as a counter."""
+    steps = [r.step for r in obs.readings if r.exists and r.error is None and r.step is not None
+             and r.phase in (None, "train")]
+    if not steps:
+        return ()
+    return (PaceLine(at, "heartbeat", PaceMark(float(max(steps)), None, "heartbeat")),)
