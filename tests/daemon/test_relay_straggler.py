@@ -54,3 +54,11 @@ def test_the_straggler_node_is_the_incidents_culprit():
     assert body["incident"]["symptom_rules"] == {"job_slowdown": 16}
     title = Message(body).title()
     assert "job_straggler_node on s07" in title and "16 nodes" in title, title
+
+
+def test_a_nodes_job_slowdown_is_pushed_as_a_symptom():
+    """In fleet mode the node labels its job_slowdown `role=symptom` (a stall inhibits it), so
+    the straggler alert is the incident's only root."""
+    from watchdog.config.schema import Config
+
+    assert Config().alerting.role("job_slowdown") == "symptom"
