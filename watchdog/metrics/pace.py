@@ -24,7 +24,8 @@ ORDER = 45
 METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_job_step_seconds", "gauge", (JOB_LABEL,),
               "Median step time over pace.window, from the progress lines the trainer prints (its own "
-              "step time where it prints one, else the time between lines over the steps between them)."),
+              "step time where it prints one, else the time between lines over the steps between them; "
+              "without progress lines, the rate of the heartbeats' step)."),
     MetricDef("npu_watchdog_job_step_baseline_seconds", "gauge", (JOB_LABEL,),
               "The job's own baseline step time: the median of the window medians over pace.baseline, "
               "past pace.warmup, without the windows judged slow."),
