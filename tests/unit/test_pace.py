@@ -31,7 +31,7 @@ HF = "{'loss': 1.2345, 'grad_norm': 0.98, 'learning_rate': 4.5e-05, 'epoch': 0.5
 def test_parse_each_trainer():
     assert parse_progress(MEGATRON) == PaceMark(120.0, 1.2345, "megatron")
     assert parse_progress(MINDFORMERS) == PaceMark(135.0, 1.534, "mindformers")
-    assert parse_progress(MINDSPORE) == PaceMark(120.0, None, "mindspore")
+    assert parse_progress(MINDSPORE) == PaceMark(1 * 10_000_000 + 120.0, None, "mindspore")
     assert parse_progress(DEEPSPEED) == PaceMark(120.0, None, "deepspeed")
     assert parse_progress(HF) == PaceMark(0.52, None, "hf")
     assert parse_phase("saving checkpoint at iteration     100 to /ckpt in torch format") == "checkpoint"
@@ -267,3 +267,18 @@ def test_a_job_printing_no_progress_line_is_paced_by_its_heartbeats():
     (f,) = rules(pace_det.detect(s.view(T0 + 420), s.config), "job_slowdown")
     assert [x["npu"] for x in f.details["suspects"]] == [5]
     assert 15 <= f.details["slower_pct"] <= 35
+
+
+def test_mindspore_epochs_and_hf_log_lines_keep_their_pace():
+    """MindSpore counts steps within an epoch; HF logs its fractional epoch every logging_steps:
+    neither may look like a restart, a stall or a change of pace."""
+    for text, nxt in (("mindspore", lambda i: f"epoch: {1 + i // 50} step: {1 + i % 50}, loss is 1.2"),
+                      ("hf", lambda i: "{'loss': 1.2, 'learning_rate': 4e-05, 'epoch': %.2f}" % (0.001 * (i + 1)))):
+        tr = PaceTrack(CFG)
+        tr.add(T0, [])
+        for i in range(300):
+            tr.add(T0 + 1 + i * 2.0, [PaceLine(0.0, "train", parse_progress(nxt(i)))])
+        secs, share = tr.goodput()
+        assert secs["stalled"] == 0 and secs["restarting"] == 0 and share > 0.99, (secs, text)
+        assert tr.verdict.baseline is not None and tr.verdict.slow_since is None
+        assert tr.verdict.recent == pytest.approx(2.0, rel=0.01)

@@ -29,8 +29,10 @@ _MINDFORMERS = re.compile(r"Epoch:\[\s{0,8}(\d{1,9})/\s{0,8}\d{1,9}\],\s{0,4}ste
 _MINDFORMERS_TIME = re.compile(r"per_step_time:\s{0,4}([0-9]{1,9}(?:\.[0-9]{1,6})?)\s{0,2}ms")
 #: MindSpore TimeMonitor: `epoch time: 60345.987 ms, per step time: 482.768 ms`
 _MS_TIME = re.compile(r"per step time:\s{0,4}([0-9]{1,9}(?:\.[0-9]{1,6})?)\s{0,2}ms")
-#: MindSpore LossMonitor: `epoch: 1 step: 120, loss is 1.23`
-_MS_STEP = re.compile(r"\bepoch:\s{0,4}\d{1,9},?\s{1,4}step:\s{0,4}(\d{1,12}),")
+#: MindSpore LossMonitor: `epoch: 1 step: 120, loss is 1.23` (the step counts within the epoch:
+#: the counter is epoch x EPOCH_UNIT + step, and the summary takes no step time across epochs).
+_MS_STEP = re.compile(r"\bepoch:\s{0,4}(\d{1,6}),?\s{1,4}step:\s{0,4}(\d{1,9}),")
+EPOCH_UNIT = 10_000_000
 #: DeepSpeed: `[Rank 0] step=120, skipped=0, ...`, `steps: 120 loss: 1.23`
 _DS_STEP = re.compile(r"\bsteps?[=:]\s{0,4}(\d{1,12})")
 #: HF Trainer's log dict: `{'loss': 1.23, ..., 'epoch': 0.52}` (the epoch is the counter).
@@ -78,7 +80,8 @@ def parse_progress(line: str) -> Optional[PaceMark]:
     m = _MS_STEP.search(text)
     if m:
         ms = _number(_MS_TIME.search(text))
-        return PaceMark(float(m.group(1)), None if ms is None else ms / 1000.0, "mindspore")
+        return PaceMark(float(int(m.group(1)) * EPOCH_UNIT + int(m.group(2))), None if ms is None else ms / 1000.0,
+                        "mindspore")
     m = _HF_EPOCH.search(text)
     if m:
         return PaceMark(float(m.group(1)), None, "hf")

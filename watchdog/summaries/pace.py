@@ -34,6 +34,12 @@ from watchdog.parse.pace import PaceMark
 STATES = ("train", "starting", "checkpoint", "eval", "stalled", "restarting", "recompute")
 #: Step times kept for the recent window, at most (a trainer printing 20 steps a second).
 MAX_RECENT = 512
+#: Counters that are not step numbers: each line is one logging interval (HF's `epoch`, rounded to
+#: two decimals, may repeat; HF logs on the main process only).
+PER_LINE = ("hf",)
+#: A counter that jumps further between two rounds gives no step time (MindSpore's next epoch:
+#: watchdog.parse.pace counts epochs in units of this).
+MAX_STEP_JUMP = 1_000_000
 
 
 def median(values: Sequence[float]) -> float:
@@ -110,6 +116,7 @@ class PaceTrack:
         if self.first_at is None:
             self.first_at = at
         moved, back = False, None
+        fresh, per_line = 0, False
         phase_before: Optional[str] = None
         phase_after: Optional[str] = None
         times: List[float] = []
@@ -122,7 +129,9 @@ class PaceTrack:
                 else:
                     phase_before = m.phase
                 continue
-            if m.counter is not None:
+            if m.kind in PER_LINE:
+                fresh, per_line = fresh + 1, True  # one line per logging interval, rounded counter
+            elif m.counter is not None:
                 if newest is not None and m.counter <= newest:
                     if self.counter is not None and m.counter < self.counter:
                         back = m.counter if back is None else max(back, m.counter)
@@ -140,12 +149,15 @@ class PaceTrack:
         if restart:
             self._progress(at, back, times, restart=True)
         elif moved:
-            self._progress(at, newest, times)
+            self._progress(at, newest, times, steps=float(fresh) if per_line else None)
         if phase_after is not None:
             self.gap = _Gap(at, phase_after)
         self.open_gap(at, declared)
 
-    def _progress(self, at: float, newest: Optional[float], printed: List[float], restart: bool = False) -> None:
+    def _progress(self, at: float, newest: Optional[float], printed: List[float], restart: bool = False,
+                  steps: Optional[float] = None) -> None:
+        """A round that moved the counter to `newest`; `steps`: how many steps it moved, when the
+        counter is not a step number (HF's epoch: one log line per `logging_steps`)."""
         pause = self.pause()
         since = self.progress_at if self.progress_at is not None else self.first_at
         gap = max(at - since, 0.0) if since is not None else 0.0
@@ -160,8 +172,10 @@ class PaceTrack:
         else:
             redo = newest is not None and self.high_water is not None and newest <= self.high_water
             self._book("recompute" if redo else "train", gap)
-            if not printed and newest is not None and self.counter is not None and newest > self.counter and gap > 0:
-                printed = [gap / (newest - self.counter)]
+            moved = steps if steps is not None else (newest - self.counter
+                                                     if newest is not None and self.counter is not None else 0.0)
+            if not printed and 0 < moved <= MAX_STEP_JUMP and gap > 0:
+                printed = [gap / moved]
         if newest is not None:
             self.counter = newest
         self.progress_at = at
