@@ -79,6 +79,9 @@ class _Gap:
 
 @dataclass
 class PaceTrack:
+    """One job's pace and goodput (one per job view, fed one probe round at a time); every
+    window is bounded, so a round costs the same after a week as after a minute."""
+
     cfg: PaceConfig
     first_at: Optional[float] = None
     progress_first_at: Optional[float] = None
