@@ -282,3 +282,20 @@ def test_mindspore_epochs_and_hf_log_lines_keep_their_pace():
         assert secs["stalled"] == 0 and secs["restarting"] == 0 and share > 0.99, (secs, text)
         assert tr.verdict.baseline is not None and tr.verdict.slow_since is None
         assert tr.verdict.recent == pytest.approx(2.0, rel=0.01)
+
+
+def test_status_line_and_rows_from_the_evaluated_samples():
+    from watchdog.commands.status import _pace_line
+    from watchdog.metrics import pace as pace_metrics
+    from watchdog.metrics.catalog import MetricSample
+
+    job = {"training_job": "llm"}
+    samples = [MetricSample("npu_watchdog_job_step_seconds", job, 1.02),
+               MetricSample("npu_watchdog_job_step_baseline_seconds", job, 1.0),
+               MetricSample("npu_watchdog_job_goodput_ratio", job, 0.833),
+               MetricSample("npu_watchdog_job_time_seconds_total", {**job, "state": "train"}, 1500.0),
+               MetricSample("npu_watchdog_job_time_seconds_total", {**job, "state": "stalled"}, 300.0)]
+    (row,) = pace_metrics.status_rows({pace_metrics.__name__: samples})
+    assert row == {"training_job": "llm", "step_seconds": 1.02, "baseline_step_seconds": 1.0,
+                   "goodput_ratio": 0.833, "seconds": {"train": 1500.0, "stalled": 300.0}}
+    assert _pace_line(row) == "job llm: 1.02 s/step (baseline 1 s), goodput 83.3 %, stalled 300s"
