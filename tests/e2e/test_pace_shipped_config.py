@@ -141,8 +141,10 @@ def test_warmup_checkpoint_and_eval_send_nothing(tmp_path):
             assert sent(hook, fs)["feishu"] == {"firing": 0, "resolved": 0}, feishu_texts(fs)
             assert sent(hook, fs)["webhook"] == {"firing": 0, "resolved": 0}
             secs = pace_row(d, name)["seconds"]
-            assert 110 <= secs["checkpoint"] <= 130, secs
-            assert 22 <= secs["eval"] <= 38, secs
+            # Booked as their phases, never as a stall (durations checked loosely: a loaded machine
+            # stretches the test's own sleeps; the lines' time stamps keep the daemon's side exact).
+            assert 100 <= secs["checkpoint"] <= 200, secs
+            assert 20 <= secs["eval"] <= 80, secs
             assert secs["stalled"] < 5, secs
 
 

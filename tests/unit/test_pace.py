@@ -3,6 +3,7 @@ goodput booked per state (synthetic state on a chosen clock; the real parser and
 
 from __future__ import annotations
 
+import time
 from typing import List, Optional, Sequence
 
 import pytest
@@ -29,7 +30,9 @@ HF = "{'loss': 1.2345, 'grad_norm': 0.98, 'learning_rate': 4.5e-05, 'epoch': 0.5
 
 
 def test_parse_each_trainer():
-    assert parse_progress(MEGATRON) == PaceMark(120.0, 1.2345, "megatron")
+    assert parse_progress(MEGATRON) == PaceMark(120.0, 1.2345, "megatron",
+                                                stamp=time.mktime((2024, 5, 28, 10, 21, 42, 0, 0, -1)))
+    assert parse_progress(MEGATRON.replace(" [2024-05-28 10:21:42]", "")).stamp is None
     assert parse_progress(MINDFORMERS) == PaceMark(135.0, 1.534, "mindformers")
     assert parse_progress(MINDSPORE) == PaceMark(1 * 10_000_000 + 120.0, None, "mindspore")
     assert parse_progress(DEEPSPEED) == PaceMark(120.0, None, "deepspeed")
@@ -299,3 +302,21 @@ def test_status_line_and_rows_from_the_evaluated_samples():
     assert row == {"training_job": "llm", "step_seconds": 1.02, "baseline_step_seconds": 1.0,
                    "goodput_ratio": 0.833, "seconds": {"train": 1500.0, "stalled": 300.0}}
     assert _pace_line(row) == "job llm: 1.02 s/step (baseline 1 s), goodput 83.3 %, stalled 300s"
+
+
+def test_a_late_round_does_not_lengthen_the_gap_its_stamped_lines_close():
+    """Megatron's lines carry their own time: a 10 s hang read 20 s late (a loaded node) is booked
+    as 10 s; a stamp hours off (the trainer in another time zone) is not trusted."""
+    def stamped(counter: float, t: float) -> List[PaceLine]:
+        text = time.strftime("[%Y-%m-%d %H:%M:%S]", time.localtime(t)) + \
+            f" iteration {int(counter):8d}/  100000 | elapsed time per iteration (ms): 1000.0 |"
+        return [PaceLine(0.0, "train", parse_progress(text))]
+
+    for offset, stalled in ((0.0, 10.0), (8 * 3600.0, 30.0)):
+        tr = PaceTrack(CFG)
+        tr.add(T0, [])
+        for i in range(1, 101):
+            tr.add(T0 + i, stamped(i, T0 + i - offset))
+        tr.add(T0 + 130, stamped(101, T0 + 110 - offset))   # printed at 110, read at 130
+        secs, _ = tr.goodput()
+        assert secs["stalled"] == pytest.approx(stalled, abs=1.0), (offset, secs)

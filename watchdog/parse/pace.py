@@ -16,11 +16,15 @@ line is cut to 4 kB before any regex runs.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from typing import Optional
 
 MAX_LINE = 4096
 
+#: Megatron-LM's time stamp at the start of its iteration line: ` [2024-05-28 10:21:42] iteration ...`
+#: (the trainer's local time, to the second).
+_STAMP = re.compile(r"^\s{0,8}\[(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})\]")
 #: Megatron-LM / MindSpeed: ` iteration      120/  100000 | ... | elapsed time per iteration (ms): 1234.5 |`
 _MEGATRON_STEP = re.compile(r"\biteration\s{0,20}(\d{1,12})\s{0,4}/\s{0,20}\d{1,12}\s{0,4}\|")
 _MEGATRON_TIME = re.compile(r"elapsed time per iteration \(ms\):\s{0,8}([0-9]{1,9}(?:\.[0-9]{1,6})?)")
@@ -58,6 +62,9 @@ class PaceMark:
     #: "megatron", "mindformers", "mindspore", "deepspeed", "hf" (which format matched).
     kind: str = ""
     phase: Optional[str] = None
+    #: When the trainer printed the line, by its own time stamp (epoch seconds, read as this
+    #: node's local time); None without one. The summary trusts it only near the read time.
+    stamp: Optional[float] = None
 
 
 def _number(m: Optional["re.Match[str]"], group: int = 1) -> Optional[float]:
@@ -70,7 +77,7 @@ def parse_progress(line: str) -> Optional[PaceMark]:
     m = _MEGATRON_STEP.search(text)
     if m:
         ms = _number(_MEGATRON_TIME.search(text))
-        return PaceMark(float(m.group(1)), None if ms is None else ms / 1000.0, "megatron")
+        return PaceMark(float(m.group(1)), None if ms is None else ms / 1000.0, "megatron", stamp=_stamp(text))
     m = _MINDFORMERS.search(text)
     if m:
         epoch, step, per_epoch = int(m.group(1)), int(m.group(2)), int(m.group(3))
@@ -92,6 +99,18 @@ def parse_progress(line: str) -> Optional[PaceMark]:
     if ms is not None:
         return PaceMark(None, ms / 1000.0, "mindspore")
     return None
+
+
+def _stamp(text: str) -> Optional[float]:
+    """Epoch seconds of a leading `[YYYY-MM-DD HH:MM:SS]` in local time, else None."""
+    m = _STAMP.match(text)
+    if not m:
+        return None
+    y, mo, d, h, mi, se = (int(g) for g in m.groups())
+    try:
+        return time.mktime((y, mo, d, h, mi, se, 0, 0, -1))
+    except (OverflowError, ValueError):
+        return None
 
 
 def parse_phase(line: str) -> Optional[str]:

@@ -37,6 +37,9 @@ MAX_RECENT = 512
 #: Counters that are not step numbers: each line is one logging interval (HF's `epoch`, rounded to
 #: two decimals, may repeat; HF logs on the main process only).
 PER_LINE = ("hf",)
+#: A line's own time stamp is trusted when it is at most this much older than the round that read
+#: it (and not in the future): a trainer in another time zone than the daemon is off by hours.
+STAMP_TRUST = 300.0
 #: A counter that jumps further between two rounds gives no step time (MindSpore's next epoch:
 #: watchdog.parse.pace counts epochs in units of this).
 MAX_STEP_JUMP = 1_000_000
@@ -124,6 +127,7 @@ class PaceTrack:
         phase_after: Optional[str] = None
         times: List[float] = []
         newest = self.counter
+        when = at
         for line in lines:
             m = line.mark
             if m.phase is not None:
@@ -143,6 +147,8 @@ class PaceTrack:
             if m.step_seconds is not None and m.step_seconds > 0:
                 times.append(m.step_seconds)
             moved, phase_after = True, None
+            if m.stamp is not None and at - STAMP_TRUST <= m.stamp <= at + 1.0:
+                when = m.stamp + 0.5  # printed within that second: its middle
         if phase_before is not None and self.progress_at is not None:
             if self.gap is None:
                 self.gap = _Gap(self.progress_at)
@@ -152,7 +158,10 @@ class PaceTrack:
         if restart:
             self._progress(at, back, times, restart=True)
         elif moved:
-            self._progress(at, newest, times, steps=float(fresh) if per_line else None)
+            # The newest line's own time where it has a trusted one: a round read late (a loaded
+            # node) must not lengthen the gap it closes.
+            self._progress(max(min(when, at), self.progress_at or when), newest, times,
+                           steps=float(fresh) if per_line else None)
         if phase_after is not None:
             self.gap = _Gap(at, phase_after)
         self.open_gap(at, declared)
