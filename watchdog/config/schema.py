@@ -16,6 +16,7 @@ from watchdog.config.sections.common import ProbeSection, probe_sections
 from watchdog.config.sections.discovery import DiscoveryConfig
 from watchdog.config.sections.doctor import DoctorConfig
 from watchdog.config.sections.snapshots import SnapshotsConfig
+from watchdog.config.sections.pace import PaceConfig
 from watchdog.config.sections.stall import StallConfig
 from watchdog.config.sections.trends import TrendsConfig
 from watchdog.config.types import Duration, StrictModel
@@ -171,6 +172,8 @@ class Config(StrictModel):
     trends: TrendsConfig = Field(default_factory=TrendsConfig)
     #: The fused stall rule.
     stall: StallConfig = Field(default_factory=StallConfig)
+    #: The job pace: the slowdown warning and the goodput accounting.
+    pace: PaceConfig = Field(default_factory=PaceConfig)
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
     snapshots: SnapshotsConfig = Field(default_factory=SnapshotsConfig)
     doctor: DoctorConfig = Field(default_factory=DoctorConfig)
