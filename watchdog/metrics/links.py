@@ -4,9 +4,9 @@ units), read from the probe's latest round (a scrape never runs hccn_tool)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from watchdog.host import clock
 from watchdog.metrics.catalog import MetricDef, MetricSample
 from watchdog.parse import hccn
 from watchdog.probes.links import DETAILS, LinkObservation, PortReading, port_labels
@@ -59,7 +59,7 @@ def samples(rt: Any) -> Iterator[MetricSample]:
         return  # nothing is watched: that one series says so, and nothing else
     chip_map = _chip_map(rt)
     window = float(rt.config.probes.links.flap_window)
-    now = time.time()
+    now = clock.now()
     failures: Dict[str, int] = {}
     for p in obs.ports:
         labels = port_labels(p, chip_map)

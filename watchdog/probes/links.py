@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from pydantic import Field
 
+from watchdog.host import clock
 from watchdog.config.sections.common import ProbeSchedule, ProbeSection
 from watchdog.config.types import Duration
 from watchdog.host.subproc import run_command
@@ -226,7 +227,7 @@ class LinksProbe(Probe):
                 break  # the rest are asked first next round (their last kind is older)
             port = self.ports.setdefault(dev, _Port(dev))
             ran += 1
-            failed += not self._ask(tool, port, self._next_kind(port, time.time()))
+            failed += not self._ask(tool, port, self._next_kind(port, clock.now()))
         for gone in [d for d in self.ports if d not in devices]:
             del self.ports[gone]
         if ran and failed == ran:
@@ -262,18 +263,18 @@ class LinksProbe(Probe):
             error = f"`hccn_tool -i {port.device} -{kind} -g` exit code {out.returncode}: {(first or [''])[0][:160]}"
         else:
             try:
-                self._fold(port, kind, _PARSERS[kind](out.stdout), time.time())
+                self._fold(port, kind, _PARSERS[kind](out.stdout), clock.now())
             except HccnParseError as exc:
                 error = f"`hccn_tool -i {port.device} -{kind} -g` output unreadable: {exc}"
         if error is None:
             port.errors.pop(kind, None)
-            port.read_at[kind] = time.time()
+            port.read_at[kind] = clock.now()
             return True
         if port.errors.get(kind) != error:
             log.warning("links probe: %s", error)
         port.errors[kind] = error
         port.failures[kind] = port.failures.get(kind, 0) + 1
-        port.read_at[kind] = time.time()  # a failing detail waits its turn, not every round
+        port.read_at[kind] = clock.now()  # a failing detail waits its turn, not every round
         if kind == "link":
             port.link_up, port.down_reads = None, 0
         return False

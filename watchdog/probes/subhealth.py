@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Tuple
 
 from pydantic import Field
 
+from watchdog.host import clock
 from watchdog.config.sections.common import ProbeSchedule, ProbeSection
 from watchdog.config.types import Duration
 from watchdog.npusmi.parse import HealthInfo
@@ -166,7 +167,7 @@ class SubhealthProbe(Probe):
         """One query of chip `c`; False when npu-smi hung (the round stops asking)."""
         kind = KINDS[c.turn % len(KINDS)]
         c.turn += 1
-        now = time.time()
+        now = clock.now()
         try:
             if kind == "health":
                 self._health(c, query_health(self.npu_smi, c.npu, c.chip, self.command_timeout, stats=None), now)
