@@ -13,6 +13,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
 
 from pydantic import BaseModel
 
+from watchdog.compat import Annotated, get_args, get_origin
+
 from watchdog.config.schema import Config
 
 _FIELD = re.compile(r"^\s+(\w+)\s*:")
@@ -54,9 +56,9 @@ def _type_text(annotation: Any, metadata: Optional[List[Any]] = None) -> str:
     for marker, text in (("parse_duration", "duration"), ("parse_size", "size"), ("secret", "secret")):
         if marker in names.lower():
             return text
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is typing.Annotated:
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is Annotated:
         return _type_text(args[0], list(args[1:]))
     if origin is typing.Literal:
         return " \\| ".join(f"`{a}`" for a in args)

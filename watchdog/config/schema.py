@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import re
 import socket
-from typing import Annotated, Any, Literal, Optional, Tuple
+from typing import Any, Literal, Optional, Tuple
+
+from watchdog.compat import Annotated
 
 from pydantic import BeforeValidator, Field, PrivateAttr, create_model, field_validator, model_validator
 
