@@ -1,10 +1,10 @@
-"""The few names that moved between the Python versions the daemon runs on (CPython 3.8-3.13).
+"""The few names that moved between the Python versions the daemon runs on (CPython 3.7-3.13).
 
-Ascend training nodes run the interpreter their OS ships: 3.8 on Ubuntu 20.04, 3.9 on openEuler
-22.03 and Kylin V10 SP3, 3.10-3.12 elsewhere. The rest of the package imports these names from here
+Ascend training nodes run the interpreter their OS ships: 3.7 on openEuler 20.03, EulerOS 2.x and
+Kylin V10, 3.8 on Ubuntu 20.04, 3.9 on openEuler 22.03, 3.10-3.12 elsewhere. The rest of the package imports these names from here
 (one line each) instead of testing the version itself, so dropping an old Python later is an edit
 of this module alone. Standard library only, plus `typing_extensions` (a dependency of pydantic)
-and `backports.zoneinfo` (installed on 3.8 only, pyproject.toml says so).
+and `backports.zoneinfo` (installed before 3.9 only, pyproject.toml says so).
 """
 
 from __future__ import annotations
@@ -15,22 +15,27 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+if sys.version_info >= (3, 8):
+    from typing import Final, Literal, Protocol, runtime_checkable
+else:  # 3.7
+    from typing_extensions import Final, Literal, Protocol, runtime_checkable
+
 if sys.version_info >= (3, 9):
     from typing import Annotated, get_args, get_origin
-else:  # 3.8: typing has neither Annotated nor a get_origin that knows it
+else:  # 3.7, 3.8: typing has neither Annotated nor a get_origin that knows it
     from typing_extensions import Annotated, get_args, get_origin
 
 if sys.version_info >= (3, 9):
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-else:  # 3.8: the backport, same API, same tz database (/usr/share/zoneinfo)
+else:  # 3.7, 3.8: the backport, same API, same tz database (/usr/share/zoneinfo)
     try:
         from backports.zoneinfo import ZoneInfo, ZoneInfoNotFoundError
     except ImportError:  # pragma: no cover - the config then accepts UTC only, and says so
         ZoneInfo = None  # type: ignore
         ZoneInfoNotFoundError = KeyError  # type: ignore
 
-__all__ = ["Annotated", "ZoneInfo", "ZoneInfoNotFoundError", "exitcode_of", "get_args", "get_origin",
-           "resource_text"]
+__all__ = ["Annotated", "Final", "Literal", "Protocol", "ZoneInfo", "ZoneInfoNotFoundError", "exitcode_of",
+           "get_args", "get_origin", "resource_text", "runtime_checkable"]
 
 
 def resource_text(package: str, *parts: str) -> str:

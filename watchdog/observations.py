@@ -12,7 +12,9 @@ says how one job's view narrows it (`for_job`, see `JobScoped`). All times are e
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, FrozenSet, List, Optional, Protocol, Tuple, runtime_checkable
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
+
+from watchdog.compat import Protocol, runtime_checkable  # 3.7: from typing_extensions
 
 
 @runtime_checkable
