@@ -8,13 +8,15 @@ from typing import Any, Iterator
 from watchdog import __version__
 from watchdog.core.findings import JOB_LABEL, SEVERITIES
 from watchdog.metrics.catalog import MetricDef, MetricSample
+from watchdog.release import commit
 
 #: Position of this module's rows in the metric table (and in /metrics).
 ORDER = 10
 
 METRICS = [
-    MetricDef("npu_watchdog_build_info", "gauge", ("version", "python"),
-              "Always 1; the daemon's version and Python version."),
+    MetricDef("npu_watchdog_build_info", "gauge", ("version", "commit", "python"),
+              "Always 1; the daemon's version, the commit it was built from (`unknown` if not known) "
+              "and Python version."),
     MetricDef("npu_watchdog_node_info", "gauge", ("host", JOB_LABEL),
               "Always 1; the node and job names this daemon watches (join on it across the fleet); "
               "training_job is empty where discovery finds the jobs (each series names its own)."),
@@ -45,7 +47,8 @@ METRICS = [
 
 def samples(rt: Any) -> Iterator[MetricSample]:
     cfg = rt.config
-    yield MetricSample("npu_watchdog_build_info", {"version": __version__, "python": platform.python_version()}, 1)
+    yield MetricSample("npu_watchdog_build_info", {"version": __version__, "commit": commit(),
+                                                 "python": platform.python_version()}, 1)
     yield MetricSample("npu_watchdog_node_info", {"host": cfg.node.name, JOB_LABEL: cfg.job_label}, 1)
     yield MetricSample("npu_watchdog_start_time_seconds", {}, rt.started_at)
     for st in rt.state.statuses():
