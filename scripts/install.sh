@@ -285,6 +285,7 @@ finish_install() {
     chmod 0644 "$tmp_unit"
     mv -f "$tmp_unit" "$UNIT"
     say "installed unit $UNIT"
+    old_systemd_dropin
 
     if systemd_live; then
         systemctl daemon-reload
@@ -300,11 +301,30 @@ finish_install() {
     fi
 }
 
+# systemd before 239 has no @system-service group: the unit's system call filter would then allow
+# almost nothing and the daemon could not start. There, a drop-in lifts the filter (the rest of the
+# hardening stays); on a newer systemd an old drop-in is removed again.
+old_systemd_dropin() {
+    dropin=$UNIT.d/50-old-systemd.conf
+    version=$(systemctl --version 2>/dev/null | awk 'NR == 1 {print $2}') || version=
+    case "$version" in ''|*[!0-9]*) version= ;; esac
+    if [ -z "$ROOT" ] && [ -n "$version" ] && [ "$version" -lt 239 ]; then
+        mkdir -p "$UNIT.d"
+        printf '# systemd %s has no @system-service group (install.sh)\n[Service]\nSystemCallFilter=\n' "$version" >"$dropin"
+        chmod 0644 "$dropin"
+        say "systemd $version: no system call filter (it needs 239); the rest of the hardening applies"
+    elif [ -e "$dropin" ]; then
+        rm -f "$dropin"
+        rmdir "$UNIT.d" 2>/dev/null || true
+    fi
+}
+
 do_uninstall() {
     if systemd_live; then
         systemctl disable --now npu-watchdog.service 2>/dev/null || true
     fi
-    rm -f "$UNIT"
+    rm -f "$UNIT" "$UNIT.d/50-old-systemd.conf"
+    rmdir "$UNIT.d" 2>/dev/null || true
     if systemd_live; then
         systemctl daemon-reload
     fi
