@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
@@ -125,18 +127,71 @@ def _own_wheels(wheels: Path, commit: Optional[str]) -> None:
                  f"building the wheel of {src.name}")
 
 
+def _marker_requirements(found: Sequence[Path], arch: str, python: str) -> List[str]:
+    """The requirements of the wheels `found` whose environment marker holds on `python`/`arch`.
+    pip download evaluates markers against the Python running it, not the one `--python-version`
+    names: `backports.zoneinfo; python_version < "3.9"` would be left out of a 3.8 bundle."""
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:  # pragma: no cover - pip's own copy
+        from pip._vendor.packaging.requirements import Requirement  # type: ignore
+    env = {"python_version": python, "python_full_version": f"{python}.0", "implementation_name": "cpython",
+           "platform_python_implementation": "CPython", "sys_platform": "linux", "platform_system": "Linux",
+           "platform_machine": arch, "os_name": "posix"}
+    out = []
+    for wheel in found:
+        with zipfile.ZipFile(wheel) as zf:
+            meta = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
+            text = zf.read(meta).decode("utf-8", "replace") if meta else ""
+        extras = [""] + (["fast"] if wheel.name.startswith("npu_watchdog-") and python in FAST_PYTHONS else [])
+        for line in text.splitlines():
+            if not line.startswith("Requires-Dist:"):
+                continue
+            req = Requirement(line.split(":", 1)[1].strip())
+            if req.marker is not None and any(req.marker.evaluate({**env, "extra": e}) for e in extras):
+                extra = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+                out.append(f"{req.name}{extra}{req.specifier}")
+    return out
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _resolve(wheels: Path, arch: str, python: str, index: bool) -> None:
+    """Every requirement of `python` on `arch` as wheels in `wheels`: downloaded (index) or only
+    checked to be there (no index); markers evaluated for that Python (_marker_requirements)."""
+    wanted: List[str] = list(_pinned(python) if index else requirements(python))
+    for attempt in range(6):
+        with tempfile.TemporaryDirectory() as scratch:
+            # (not --quiet: pip then leaves out which package is missing)
+            _pip(["download", *([] if index else ["--no-index"]), "--find-links", str(wheels), "-d", scratch,
+                  *_platform_args(arch, python), *wanted], f"{arch} / CPython {python}")
+            found = sorted(Path(scratch).glob("*.whl"))
+            for wheel in found:
+                if not (wheels / wheel.name).exists():
+                    shutil.copy2(wheel, wheels / wheel.name)
+            have = {_norm(w.name.split("-", 1)[0]) for w in found}
+            # The daemon's own markers first: they can pin a dependency to a release whose own
+            # markers differ (tzlocal < 3 before 3.9), so the others count from the next round on.
+            pool = found if attempt else [w for w in found if w.name.startswith("npu_watchdog-")]
+            missing = [r for r in _marker_requirements(pool, arch, python)
+                       if _norm(re.split(r"[\[<>=!~; ]", r, 1)[0]) not in have or pool is not found]
+        if not missing and attempt:
+            return
+        wanted += [r for r in missing if r not in wanted]
+    raise BundleError(f"{arch} / CPython {python}: requirements keep growing: {', '.join(wanted)}")
+
+
 def check(wheels: Path, arches: Sequence[str], pythons: Sequence[str]) -> List[str]:
     """Every requirement resolves from `wheels` alone for each (arch, Python); the problems found."""
     problems = []
     for arch in arches:
         for python in pythons:
-            with tempfile.TemporaryDirectory() as scratch:
-                try:
-                    # (not --quiet: pip then leaves out which package is missing)
-                    _pip(["download", "--no-index", "--find-links", str(wheels), "-d", scratch,
-                          *_platform_args(arch, python), *requirements(python)], f"{arch} / CPython {python}")
-                except BundleError as exc:
-                    problems.append(str(exc))
+            try:
+                _resolve(wheels, arch, python, index=False)
+            except BundleError as exc:
+                problems.append(str(exc))
     return problems
 
 
@@ -152,8 +207,7 @@ def build(arches: Sequence[str], pythons: Sequence[str], out: Path) -> List[Path
             wheels = root / "wheels"
             shutil.copytree(own, wheels)
             for python in pythons:
-                _pip(["download", "--quiet", "--find-links", str(wheels), "-d", str(wheels),
-                      *_platform_args(arch, python), *_pinned(python)], f"downloading for {arch} / CPython {python}")
+                _resolve(wheels, arch, python, index=True)
             problems = check(wheels, [arch], pythons)
             if problems:
                 raise BundleError("\n".join(problems))

@@ -4,11 +4,12 @@ Ascend training nodes run the interpreter their OS ships: 3.7 on openEuler 20.03
 Kylin V10, 3.8 on Ubuntu 20.04, 3.9 on openEuler 22.03, 3.10-3.12 elsewhere. The rest of the package imports these names from here
 (one line each) instead of testing the version itself, so dropping an old Python later is an edit
 of this module alone. Standard library only, plus `typing_extensions` (a dependency of pydantic)
-and `backports.zoneinfo` (installed before 3.9 only, pyproject.toml says so).
+and `python-dateutil` (installed before 3.9 only, pyproject.toml says so).
 """
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import os
 import sys
@@ -27,12 +28,21 @@ else:  # 3.7, 3.8: typing has neither Annotated nor a get_origin that knows it
 
 if sys.version_info >= (3, 9):
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-else:  # 3.7, 3.8: the backport, same API, same tz database (/usr/share/zoneinfo)
-    try:
-        from backports.zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-    except ImportError:  # pragma: no cover - the config then accepts UTC only, and says so
-        ZoneInfo = None  # type: ignore
-        ZoneInfoNotFoundError = KeyError  # type: ignore
+else:  # 3.7, 3.8: python-dateutil's zones (backports.zoneinfo has no aarch64 wheel to bundle)
+    from dateutil import tz as _tz
+
+    class ZoneInfoNotFoundError(KeyError):  # type: ignore[no-redef]
+        """No time zone of that name (as zoneinfo's)."""
+
+    def ZoneInfo(key: str) -> datetime.tzinfo:  # type: ignore[no-redef]  # noqa: N802 - zoneinfo's name
+        """The zone `key` from the system tz database, else dateutil's own copy of it. Like
+        zoneinfo, only a relative IANA key: never a path, never the local zone for ''."""
+        if not key or key.startswith("/") or ".." in key.split("/"):
+            raise ValueError(f"ZoneInfo keys must be normalized relative paths, got: {key!r}")
+        zone = _tz.gettz(key)
+        if zone is None:
+            raise ZoneInfoNotFoundError(f"No time zone found with key {key}")
+        return zone
 
 __all__ = ["Annotated", "Final", "Literal", "Protocol", "ZoneInfo", "ZoneInfoNotFoundError", "exitcode_of",
            "get_args", "get_origin", "resource_text", "runtime_checkable"]

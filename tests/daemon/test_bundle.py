@@ -1,5 +1,5 @@
 """`make bundle`: offline install bundles. Built once (real pip downloads from the package index),
-then: every requirement is present as a wheel for x86_64 and aarch64 and CPython 3.9-3.12 (checked
+then: every requirement is present as a wheel for x86_64 and aarch64 and CPython 3.7-3.13 (checked
 by `scripts/bundle.py check`, which never downloads), a bundle with a wheel missing is refused
 naming it, and this machine's bundle installs into an empty root with no network at all (a
 network namespace with only loopback, pip's configuration ignored) and runs its demo there.
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO
+from tests.pythons_kit import shared_bundles
 
 pytestmark = pytest.mark.slow
 #: tarfile's safe extraction filter where this Python has it (3.12+, and security releases before).
@@ -32,14 +33,9 @@ def bundle(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dist")
-    r = bundle("build", "--out", str(out))
-    if r.returncode != 0 and ("No matching distribution" in r.stderr or "Could not find a version" in r.stderr
-                              and "npu-watchdog" not in r.stderr):
-        pytest.skip(f"no package index reachable for pip: {r.stderr.strip().splitlines()[-1]}")
-    assert r.returncode == 0, r.stdout + r.stderr
-    made = {Path(line).name.rsplit("-", 1)[1].split(".")[0]: Path(line) for line in r.stdout.split()}
-    assert set(made) == {"x86_64", "aarch64"}, r.stdout
+    # built once per test run, shared with the interpreter matrix (tests/e2e/test_pythons.py)
+    made = shared_bundles(tmp_path_factory)
+    assert set(made) == {"x86_64", "aarch64"}, made
     return made
 
 
@@ -50,7 +46,10 @@ def test_each_bundle_is_complete_for_every_python(bundles, arch):
     with tarfile.open(bundles[arch]) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     assert {"install.sh", "systemd/npu-watchdog.service", "config/npu-watchdog.example.yaml", "LICENSE",
-            "README.md"} <= names
+            "README.md", "CHANGELOG.md", "PYTHONS"} <= names
+    with tarfile.open(bundles[arch]) as tar:
+        (pythons,) = [tar.extractfile(m).read().decode() for m in tar.getmembers() if m.name.endswith("/PYTHONS")]
+    assert pythons.split() == ["3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
     wheels = [n for n in names if n.startswith("wheels/")]
     assert any("npu_watchdog-" in n for n in wheels) and any("npu_watchdog_heartbeat-" in n for n in wheels)
     native = [n for n in wheels if "manylinux" in n]
