@@ -158,9 +158,9 @@ pick_python() {
     fi
     tried=
     for cand in python3.13 python3.12 python3.11 python3.10 python3.9 python3.8 python3.7 python3; do
-        command -v "$cand" >/dev/null 2>&1 || continue
-        why=$(misfit "$cand")
-        if [ -z "$why" ]; then PYTHON=$(command -v "$cand"); say "using $PYTHON (Python $(py_version "$PYTHON"))"; return; fi
+        exe=$(command -v "$cand" 2>/dev/null) || continue
+        why=$(misfit "$exe")
+        if [ -z "$why" ]; then PYTHON=$exe; say "using $PYTHON (Python $(py_version "$PYTHON"))"; return; fi
         tried="$tried; $why"
     done
     die "no fitting Python on PATH${tried:+ (${tried#; })}; $(usable_pythons): install one ($(package_hint)) and run this again"
@@ -206,6 +206,10 @@ install_from_source() {
     trap 'rm -rf "$stage"' EXIT
     cp -R "$SOURCE/pyproject.toml" "$SOURCE/README.md" "$SOURCE/LICENSE" "$SOURCE/watchdog" "$stage/"
     find "$stage" -name __pycache__ -type d -prune -exec rm -rf {} +
+    # The commit it is built from, for `--version` and the build-info metric (watchdog/release.py).
+    if commit=$(git -C "$SOURCE" rev-parse --verify HEAD 2>/dev/null); then
+        echo "$commit" >"$stage/watchdog/COMMIT"
+    fi
     # The `fast` extra (the RE2 engine for the log rules) where a wheel exists for this platform and
     # Python; never built from source. Without it the rules run on the slow fallback engine, which
     # the daemon, its status and `doctor` then say.
