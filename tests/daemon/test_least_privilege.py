@@ -12,14 +12,16 @@ import shutil
 
 import pytest
 
-from tests.daemon.test_systemd_unit import UNIT_CAPS
-from tests.helpers import wait_for
+from tests.helpers import REPO, wait_for
 from tests.jobkit import TrainJob
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="dropping capabilities from root needs root"),
               pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv is not installed (Debian package util-linux)")]
 
+#: What the shipped unit keeps (CapabilityBoundingSet=), read from it.
+(UNIT_CAPS,) = [tuple(m.split()) for m in re.findall(r"^CapabilityBoundingSet=(.*)$",
+                                                     (REPO / "systemd" / "npu-watchdog.service").read_text(), re.M)]
 #: Capability numbers (linux/capability.h) of the unit's set, for /proc/PID/status.
 NUMBERS = {"CAP_DAC_READ_SEARCH": 2, "CAP_SYS_PTRACE": 19, "CAP_SYSLOG": 34}
 NOBODY = 65534
