@@ -108,28 +108,32 @@ def test_the_whole_demo_on_the_oldest_supported_python(tmp_path, tmp_path_factor
     assert sum(s["messages"] for s in steps) == 5 and sum(s["resolved"] for s in steps) == 4
 
 
-@pytest.mark.parametrize("how", ["source", "wheel"])
-@pytest.mark.parametrize("version", PYTHONS)
-def test_the_heartbeat_package_installs_and_beats(version, how, tmp_path, tmp_path_factory):
-    python = need_python(version)
-    venv = tmp_path / "venv"
-    subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
-    if how == "source":
-        src = tmp_path / "heartbeat"
-        shutil.copytree(REPO / "contrib" / "heartbeat", src, ignore=shutil.ignore_patterns("build", "__pycache__"))
-        argv = ["--find-links", str(flit_wheels(tmp_path_factory)), str(src)]
-    else:
-        (wheel,) = (unpacked_bundle(tmp_path_factory) / "wheels").glob("npu_watchdog_heartbeat-*.whl")
-        argv = [str(wheel)]
-    r = offline([str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", *argv],
-                timeout=600, cwd=str(tmp_path))
-    assert r.returncode == 0, r.stdout + r.stderr
-    beats = tmp_path / "hb"
+def _beats(venv: Path, tmp_path: Path, step: int) -> dict:
+    beats = tmp_path / f"hb-{step}"
     beats.mkdir()
     env = {"PATH": os.environ.get("PATH", ""), "NPU_WATCHDOG_HEARTBEAT": f"{beats}/", "RANK": "2"}
     r = subprocess.run([str(venv / "bin" / "python"), "-c",
-                        "import npu_watchdog_heartbeat as h; print(h.__version__); h.Heartbeat().beat(step=7, loss=1.5)"],
+                        f"import npu_watchdog_heartbeat as h; print(h.__version__); h.Heartbeat().beat(step={step}, loss=1.5)"],
                        capture_output=True, text=True, timeout=60, env=env, cwd=str(tmp_path))
     assert r.returncode == 0 and r.stdout.strip() == __version__, r.stdout + r.stderr
-    beat = json.loads((beats / "rank2.json").read_text())
-    assert beat["step"] == 7 and beat["loss"] == 1.5, beat
+    return json.loads((beats / "rank2.json").read_text())
+
+
+@pytest.mark.parametrize("version", PYTHONS)
+def test_the_heartbeat_package_installs_from_source_and_from_its_wheel_and_beats(version, tmp_path, tmp_path_factory):
+    """One venv of that Python: installed from source (pip builds it with flit_core, no index),
+    it writes a heartbeat; uninstalled and installed from the bundle's wheel, it writes one again."""
+    python = need_python(version)
+    venv = tmp_path / "venv"
+    subprocess.run([python, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+    src = tmp_path / "heartbeat"
+    shutil.copytree(REPO / "contrib" / "heartbeat", src, ignore=shutil.ignore_patterns("build", "__pycache__"))
+    (wheel,) = (unpacked_bundle(tmp_path_factory) / "wheels").glob("npu_watchdog_heartbeat-*.whl")
+    for step, argv in ((1, ["--find-links", str(flit_wheels(tmp_path_factory)), str(src)]), (2, [str(wheel)])):
+        r = offline([*pip, "install", *argv], timeout=600, cwd=str(tmp_path))
+        assert r.returncode == 0, r.stdout + r.stderr
+        beat = _beats(venv, tmp_path, step)
+        assert beat["step"] == step and beat["loss"] == 1.5, beat
+        r = subprocess.run([*pip, "uninstall", "--yes", "npu-watchdog-heartbeat"], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
