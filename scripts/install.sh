@@ -52,7 +52,7 @@ PREFIX=${PREFIX:-/opt/npu-watchdog}
 SYSCONFDIR=${SYSCONFDIR:-/etc/npu-watchdog}
 UNITDIR=${UNITDIR:-/etc/systemd/system}
 PYTHON=${PYTHON:-}
-# The Pythons the daemon runs on (pyproject.toml's requires-python; tests/pythons runs each).
+# The Pythons the daemon runs on (pyproject.toml's requires-python; tests/e2e/test_pythons.py runs each).
 PY_OLDEST=3.7
 PY_NEWEST=3.13
 WHEELHOUSE=

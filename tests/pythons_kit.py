@@ -166,6 +166,15 @@ def install(top: Path, root: Path, python: Optional[str], timeout: int = 900,
     return offline(argv + (["--python", python] if python else []), timeout=timeout, env=env or dict(os.environ))
 
 
+def paging_config(flag: Path, url: str) -> Dict[str, Any]:
+    """One injected failure: a command check that fails while `flag` exists, paged to a webhook at
+    `url` with short windows (the group window, resolve delay and retries of the alert tests)."""
+    return {"probes": {"commands": [{"name": "flag", "argv": ["/bin/sh", "-c", f"test ! -e '{flag}'"],
+                                     "interval": "1s", "timeout": "5s"}]},
+            "alerting": {"group_window": "300ms", "resolve_delay": "1500ms", "retry_initial": "300ms",
+                         "retry_max": "1s", "channels": [{"type": "webhook", "name": "hook", "url": url}]}}
+
+
 def venv_bin(root: Path) -> Path:
     return root / "opt" / "npu-watchdog" / "venv" / "bin"
 

@@ -1,9 +1,9 @@
 """The few names that moved between the Python versions the daemon runs on (CPython 3.7-3.13).
 
 Ascend training nodes run the interpreter their OS ships: 3.7 on openEuler 20.03, EulerOS 2.x and
-Kylin V10, 3.8 on Ubuntu 20.04, 3.9 on openEuler 22.03, 3.10-3.12 elsewhere. The rest of the package imports these names from here
-(one line each) instead of testing the version itself, so dropping an old Python later is an edit
-of this module alone. Standard library only, plus `typing_extensions` (a dependency of pydantic)
+Kylin V10, 3.8 on Ubuntu 20.04, 3.9 on openEuler 22.03, 3.10-3.13 elsewhere. The rest of the
+package imports these names from here (one line each) instead of testing the version itself, so
+dropping an old Python later is an edit of this module alone. Standard library only, plus `typing_extensions` (a dependency of pydantic)
 and `python-dateutil` (installed before 3.9 only, pyproject.toml says so).
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Optional
 
 if sys.version_info >= (3, 8):
-    from typing import Final, Literal, Protocol, runtime_checkable
+    from typing import Literal, Protocol, runtime_checkable
 else:  # 3.7
-    from typing_extensions import Final, Literal, Protocol, runtime_checkable
+    from typing_extensions import Literal, Protocol, runtime_checkable
 
 if sys.version_info >= (3, 9):
     from typing import Annotated, get_args, get_origin
@@ -44,7 +44,7 @@ else:  # 3.7, 3.8: python-dateutil's zones (backports.zoneinfo has no aarch64 wh
             raise ZoneInfoNotFoundError(f"No time zone found with key {key}")
         return zone
 
-__all__ = ["Annotated", "Final", "Literal", "Protocol", "ZoneInfo", "ZoneInfoNotFoundError", "exitcode_of",
+__all__ = ["Annotated", "Literal", "Protocol", "ZoneInfo", "ZoneInfoNotFoundError", "exitcode_of",
            "get_args", "get_origin", "resource_text", "runtime_checkable"]
 
 

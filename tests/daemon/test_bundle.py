@@ -18,11 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO
-from tests.pythons_kit import shared_bundles
+from tests.pythons_kit import SAFE, install, offline, shared_bundles
 
 pytestmark = pytest.mark.slow
-#: tarfile's safe extraction filter where this Python has it (3.12+, and security releases before).
-SAFE = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 SCRIPT = REPO / "scripts" / "bundle.py"
 
@@ -67,12 +65,6 @@ def test_a_bundle_missing_a_wheel_is_refused_naming_it(bundles, tmp_path):
     assert "CPython 3.10" in r.stderr and "pydantic" in r.stderr.lower() and "3.11" not in r.stderr, r.stderr
 
 
-def _offline(argv, **kw) -> subprocess.CompletedProcess:
-    """`argv` in a new network namespace with loopback only: nothing beyond this machine is reachable."""
-    script = "ip link set lo up 2>/dev/null || true; exec \"$@\""
-    return subprocess.run(["unshare", "--net", "sh", "-c", script, "sh", *argv], **kw)
-
-
 def test_this_machines_bundle_installs_and_runs_its_demo_with_no_network(bundles, tmp_path):
     if platform.machine() not in bundles:
         pytest.skip(f"no bundle is built for {platform.machine()}")
@@ -82,15 +74,12 @@ def test_this_machines_bundle_installs_and_runs_its_demo_with_no_network(bundles
         tar.extractall(tmp_path / "unpacked", **SAFE)
     (top,) = (tmp_path / "unpacked").iterdir()
     root = tmp_path / "root"
-    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
-    r = _offline(["sh", str(top / "install.sh"), "install", "--root", str(root), "--no-systemctl",
-                  "--python", sys.executable], capture_output=True, text=True, timeout=600, env=env)
+    r = install(top, root, sys.executable, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     exe = root / "opt" / "npu-watchdog" / "venv" / "bin" / "npu-watchdog"
-    r = _offline([str(exe), "check-config", "-c", str(root / "etc" / "npu-watchdog" / "config.yaml")],
-                 capture_output=True, text=True, timeout=120, env=env)
+    r = offline([str(exe), "check-config", "-c", str(root / "etc" / "npu-watchdog" / "config.yaml")], timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    r = _offline([str(exe), "demo"], capture_output=True, text=True, timeout=900, env=env, cwd=str(tmp_path))
+    r = offline([str(exe), "demo"], timeout=900, cwd=str(tmp_path))
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
 
 
@@ -104,9 +93,7 @@ def _unpack_mine(bundles, dest: Path) -> Path:
 
 
 def _install(top: Path, root: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
-    return subprocess.run(["sh", str(top / "install.sh"), "install", "--root", str(root), "--no-systemctl",
-                           "--python", sys.executable], capture_output=True, text=True, timeout=600, env=env)
+    return install(top, root, sys.executable, timeout=600)
 
 
 def test_installing_a_bundle_again_replaces_the_daemons_code_and_a_damaged_wheel_fails(bundles, tmp_path):

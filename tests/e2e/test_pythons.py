@@ -20,7 +20,7 @@ from tests.fakes.receivers import Receiver
 from tests.golden_kit import GOLDEN_DIR, step_key
 from tests.helpers import REPO, wait_for
 from tests.pythons_kit import (OLDEST, PYTHONS, InstalledDaemon, flit_wheels, install, need_python, offline,
-                               unpacked_bundle, venv_bin)
+                               paging_config, unpacked_bundle, venv_bin)
 from watchdog import __version__
 
 pytestmark = pytest.mark.slow
@@ -33,20 +33,13 @@ def _version_of(exe: Path) -> str:
     return r.stdout.strip()
 
 
-def _flag_check(flag: Path) -> dict:
-    return {"name": "flag", "argv": ["/bin/sh", "-c", f"test ! -e '{flag}'"], "interval": "1s", "timeout": "5s"}
-
-
 def _page_once(tmp_path: Path, exe: Path) -> None:
     """One injected failure (a command check that fails while a flag file exists): one firing
     message, then one resolved, nothing else; labels as sent."""
     tmp_path.mkdir(exist_ok=True)
     flag = tmp_path / "flag"
     with Receiver("webhook") as rx:
-        cfg = {"probes": {"commands": [_flag_check(flag)]},
-               "alerting": {"group_window": "300ms", "resolve_delay": "1500ms", "retry_initial": "300ms",
-                            "retry_max": "1s", "channels": [{"type": "webhook", "name": "hook", "url": rx.url}]}}
-        d = InstalledDaemon(tmp_path, cfg, exe).start()
+        d = InstalledDaemon(tmp_path, paging_config(flag, rx.url), exe).start()
         try:
             assert d.metrics()[SENT] == 0
             flag.touch()
@@ -95,8 +88,9 @@ def test_the_whole_demo_on_the_oldest_supported_python(tmp_path, tmp_path_factor
     assert r.returncode == 0, r.stdout + r.stderr
     out = tmp_path / "demo"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    r = subprocess.run([str(venv_bin(root) / "npu-watchdog"), "demo", "--quiet", "--out", str(out)],
-                       capture_output=True, text=True, timeout=1500, cwd=str(tmp_path), env=env)
+    # with the network cut, as on an air-gapped node (the demo's receiver is on loopback)
+    r = offline([str(venv_bin(root) / "npu-watchdog"), "demo", "--quiet", "--out", str(out)],
+                timeout=1500, cwd=str(tmp_path), env=env)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     # every step's firing and resolved messages, per channel, as the golden of the demo has them
     steps = json.loads((out / "timeline.json").read_text())

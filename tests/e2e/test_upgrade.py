@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import platform
 import shutil
 import subprocess
@@ -21,7 +20,7 @@ import pytest
 
 from tests.fakes.receivers import Receiver
 from tests.helpers import REPO, wait_for
-from tests.pythons_kit import InstalledDaemon, install, offline, unpacked_bundle, venv_bin
+from tests.pythons_kit import InstalledDaemon, install, paging_config, unpacked_bundle, venv_bin
 from watchdog import __version__
 
 pytestmark = pytest.mark.slow
@@ -75,8 +74,7 @@ def test_an_upgrade_from_the_previous_bundle_keeps_the_alert_state_and_silences(
     new_top = unpacked_bundle(tmp_path_factory)
     old_top = _previous_bundle(tmp_path, new_top)
     root = tmp_path / "root"
-    r = offline(["sh", str(old_top / "install.sh"), "install", "--root", str(root), "--no-systemctl",
-                 "--python", sys.executable], timeout=900, env=dict(os.environ))
+    r = install(old_top, root, sys.executable)
     assert r.returncode == 0, r.stdout + r.stderr
     exe = venv_bin(root) / "npu-watchdog"
     assert _cli(exe, "--version").stdout.strip() == f"npu-watchdog {PREVIOUS[0]}"
@@ -85,11 +83,7 @@ def test_an_upgrade_from_the_previous_bundle_keeps_the_alert_state_and_silences(
     run = tmp_path / "run"
     run.mkdir()
     with Receiver("webhook") as rx:
-        cfg = {"paths": {"state_dir": str(state)},
-               "probes": {"commands": [{"name": "flag", "argv": ["/bin/sh", "-c", f"test ! -e '{flag}'"],
-                                        "interval": "1s", "timeout": "5s"}]},
-               "alerting": {"group_window": "300ms", "resolve_delay": "1500ms", "retry_initial": "300ms",
-                            "retry_max": "1s", "channels": [{"type": "webhook", "name": "hook", "url": rx.url}]}}
+        cfg = {**paging_config(flag, rx.url), "paths": {"state_dir": str(state)}}
         old = InstalledDaemon(run, cfg, exe).start()
         flag.touch()
         rx.wait_for(1)
