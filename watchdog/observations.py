@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Protocol, Tuple, runtime_checkable
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple
 
+from watchdog.compat import Protocol, runtime_checkable  # 3.7: from typing_extensions
 from watchdog.parse.pace import PaceMark
 
 
