@@ -13,6 +13,10 @@ ORDER = 50
 METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_log_matches_total", "counter", ("rule", "category"),
               "Log lines that matched a rule (before thresholds), since the daemon started."),
+    MetricDef("npu_watchdog_job_restarts_total", "counter", ("training_job", "cause"),
+              "Worker-group restarts the launcher's agent announced (torch elastic's `will restart worker group`), "
+              "per training job and cause (the rule of the failure line before the restart, or unknown); "
+              "kept for 24 h after a job's last restart on that cause."),
     MetricDef("npu_watchdog_log_bytes_read_total", "counter", ("source",),
               "Bytes of log read, per configured source."),
     MetricDef("npu_watchdog_log_lines_read_total", "counter", ("source",),
@@ -59,6 +63,9 @@ def samples(rt: Any) -> Iterator[MetricSample]:
     for rid, category in _rules(cfg):
         yield MetricSample("npu_watchdog_log_matches_total", {"rule": rid, "category": category},
                            matches.get(rid, 0))
+    for r in getattr(obs, "restarts", ()) or ():
+        job = r.job or rt.config.base_labels.get("training_job", "")
+        yield MetricSample("npu_watchdog_job_restarts_total", {"training_job": job, "cause": r.cause}, r.count)
     yield MetricSample("npu_watchdog_log_offsets_save_errors_total", {},
                        getattr(obs, "state_save_errors_total", 0))
     yield MetricSample("npu_watchdog_log_offsets_saved", {}, 0 if getattr(obs, "state_error", None) else 1)
