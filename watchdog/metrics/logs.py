@@ -55,17 +55,18 @@ def _rules(cfg: Any) -> tuple:
 def samples(rt: Any) -> Iterator[MetricSample]:
     cfg = rt.config.probes.logs
     yield MetricSample("npu_watchdog_log_engine_info", {"engine": effective_engine(cfg.engine)}, 1)
-    if not cfg.enabled or not cfg.sources:
-        return
     sample = rt.state.latest("logs")
     obs = sample.value if sample is not None else None
+    # Discovered jobs' restarts too (their logs are not configured sources).
+    for r in getattr(obs, "restarts", ()) or ():
+        job = r.job or rt.config.base_labels.get("training_job", "")
+        yield MetricSample("npu_watchdog_job_restarts_total", {"training_job": job, "cause": r.cause}, r.count)
+    if not cfg.enabled or not cfg.sources:
+        return
     matches = getattr(obs, "matches_total", {}) or {}
     for rid, category in _rules(cfg):
         yield MetricSample("npu_watchdog_log_matches_total", {"rule": rid, "category": category},
                            matches.get(rid, 0))
-    for r in getattr(obs, "restarts", ()) or ():
-        job = r.job or rt.config.base_labels.get("training_job", "")
-        yield MetricSample("npu_watchdog_job_restarts_total", {"training_job": job, "cause": r.cause}, r.count)
     yield MetricSample("npu_watchdog_log_offsets_save_errors_total", {},
                        getattr(obs, "state_save_errors_total", 0))
     yield MetricSample("npu_watchdog_log_offsets_saved", {}, 0 if getattr(obs, "state_error", None) else 1)
