@@ -324,12 +324,17 @@ class LogsProbe(Probe):
         """Count this round's restart lines per job and cause. Judged after the whole round is
         read: the failing rank's line and the agent's restart line are in different files, read
         in either order. The cause is the job's failure line newest since its previous restart
-        (a root cause first), else `unknown`; counts are forgotten ROOT_RETENTION after the last."""
+        (a root cause first, a bare traceback last), else `unknown`; counts are forgotten
+        ROOT_RETENTION after the last."""
+        # The previous restart per job as of before this round (several restarts read in one round
+        # share the lines read with them).
+        before = {job: max((r.last_at for r in self.restarts.values() if r.job == job), default=now - self.cfg.hold)
+                  for job, _, _ in self._restart_lines}
         for job, restart, text in self._restart_lines:
-            prev = max((r.last_at for r in self.restarts.values() if r.job == job), default=now - self.cfg.hold)
             seen = [a for a in self.active.values() if a.get("job") == job and a["rule"].id not in _LAUNCHER_RULES
-                    and a["last_at"] >= prev]
-            best = max(seen, key=lambda a: (a["rule"].role == "root", a["last_at"]), default=None)
+                    and a["last_at"] > before[job]]
+            best = max(seen, key=lambda a: (a["rule"].role == "root", a["rule"].category != "traceback",
+                                            a["last_at"]), default=None)
             cause = best["rule"].id if best is not None else "unknown"
             old = self.restarts.get((job or "", cause))
             self.restarts[(job or "", cause)] = JobRestarts(
