@@ -6,6 +6,7 @@ from typing import Any, Iterator, List, Tuple
 
 from watchdog.logrules.matcher import effective_engine
 from watchdog.metrics.catalog import MetricDef, MetricSample
+from watchdog.metrics.core import node_jobs
 
 #: Position of this module's rows in the metric table (and in /metrics).
 ORDER = 50
@@ -58,9 +59,14 @@ def samples(rt: Any) -> Iterator[MetricSample]:
     sample = rt.state.latest("logs")
     obs = sample.value if sample is not None else None
     # Discovered jobs' restarts too (their logs are not configured sources).
+    counted = set()
     for r in getattr(obs, "restarts", ()) or ():
         job = r.job or rt.config.base_labels.get("training_job", "")
+        counted.add(job)
         yield MetricSample("npu_watchdog_job_restarts_total", {"training_job": job, "cause": r.cause}, r.count)
+    for job in node_jobs(rt):  # every job's series starts at zero (cause "none")
+        if job not in counted:
+            yield MetricSample("npu_watchdog_job_restarts_total", {"training_job": job, "cause": "none"}, 0)
     if not cfg.enabled or not cfg.sources:
         return
     matches = getattr(obs, "matches_total", {}) or {}
