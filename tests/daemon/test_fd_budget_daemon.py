@@ -10,7 +10,6 @@ page keep working. Real files, the real daemon under a real limit, a real webhoo
 
 from __future__ import annotations
 
-import os
 import shutil
 import threading
 import time

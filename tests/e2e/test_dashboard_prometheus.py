@@ -12,8 +12,7 @@ import json
 import re
 import shutil
 import urllib.parse
-from pathlib import Path
-from typing import Any, List, Tuple
+from typing import List, Tuple
 
 import pytest
 import yaml
