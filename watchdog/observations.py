@@ -87,6 +87,10 @@ class EndEvidence:
     #: ended it: "rank 0 (pid 4242) terminated (signal 15)". A cancel or a preemption, not a clean
     #: end: nothing says the job was done (the `stopped` row, after the clean-end rows).
     first_stop: str = ""
+    #: first_exit and first_stop in Chinese ("rank 1（pid 4242）退出码 1"): the Chinese message
+    #: is written from its rule's template, so the facts travel in both languages.
+    first_exit_zh: str = ""
+    first_stop_zh: str = ""
     #: Where exit statuses came from: "process events", or "" (only /proc and the launchers' lines).
     exit_source: str = ""
     #: (pid, "exit status 1" / "killed (signal 9)") of the job's processes that exited, as known.

@@ -7,6 +7,7 @@ what was sent, and reads the finding the daemon holds.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -28,6 +29,11 @@ def node(tmp_path_factory):
         yield n
     finally:
         n.stop()
+
+
+def _feishu_text(node) -> str:
+    """Every Feishu message since the row began, as its JSON text (Chinese as it is)."""
+    return " ".join(json.dumps(r.json, ensure_ascii=False) for r in node.messages()["feishu"])
 
 
 def test_mpirun_signal_9_report_pages_once_naming_rank_6_killed_not_oom(node):
@@ -55,6 +61,8 @@ def test_mpirun_signal_9_report_pages_once_naming_rank_6_killed_not_oom(node):
         for oom in ("OOM", "out of memory", "Out of memory"):
             assert oom not in gone["summary"], (oom, gone["summary"])
         assert "log_oom" not in sent and "kernel_oom" not in sent
+        # The Chinese Feishu group reads the same facts (the rule's template plus the report).
+        assert "rank 6 被杀死（信号 9）" in _feishu_text(node), _feishu_text(node)
         assert [a["alertname"] for a in node.hook_alerts()] == ["job_gone"]
         assert gone["details"]["verdict"]["row"] == "failure_line"
         assert gone["details"]["exit_report"]["rank"] == "6" and gone["details"]["exit_report"]["signal"] == 9
@@ -84,6 +92,7 @@ def test_deepspeed_silent_exit_pages_once_naming_the_rank_and_its_exit_status(no
         assert counts["hook"] == {"firing": 1, "resolved": 0} and counts["feishu"] == 1, node.messages()
         said = f"rank 1 (pid {victim}) exit status 1"
         assert said in gone["summary"] and said in str(node.messages()), gone
+        assert f"rank 1（pid {victim}）退出码 1" in _feishu_text(node), _feishu_text(node)
         assert gone["details"]["verdict"]["row"] == "exit_status"
         assert gone["details"]["evidence"]["exit_source"] == "process events"
         assert [a["alertname"] for a in node.hook_alerts()] == ["job_gone"]

@@ -91,7 +91,7 @@ def test_notifications_and_their_alerts_are_frozen_records(tmp_path):
     assert list(body) == ["kind", "status", "ikey", "created", "group", "alerts"]
     assert list(body["alerts"][0]) == ["fp", "rule", "severity", "status", "summary", "labels", "hint", "value",
                                        "since", "starts_at", "ends_at", "evidence", "snapshot", "dashboard",
-                                       "count", "ranks"]
+                                       "count", "ranks", "said"]
     assert body["alerts"][0]["evidence"] == ["line one", "line two"] and body["alerts"][0]["ends_at"] is None
 
 

@@ -61,14 +61,17 @@ class RuleGroup:
 
     def summary_in(self, w: Words) -> str:
         """The first alert's summary: the finding's own (English), or the rule's summary template
-        in `w`'s language filled with the alert's labels and place."""
+        in `w`'s language filled with the alert's labels and place, then the facts the finding
+        said in that language (`said`: a job's first exit, its goodput)."""
         own = str(self.first.get("summary", "") or "")
         rw = w.rule(self.rule) if w.language != EN.language else None
         if rw is None or not rw.summary:
             return own
         labels = dict(self.first.get("labels") or {})
         where = scope([{k: v for k, v in labels.items() if k != "log_rule"}], w) or w.t("where_node")
-        return fill(rw.summary, {**labels, "where": where, "value": str(self.first.get("value") or "")})
+        said = self.first.get("said") or {}
+        extra = str(said.get(w.language, "")) if isinstance(said, dict) else ""
+        return fill(rw.summary, {**labels, "where": where, "value": str(self.first.get("value") or "")}) + extra
 
     def value_in(self, w: Words) -> Any:
         """The first alert's value, unless `w` says the rule's value is not worth showing; a

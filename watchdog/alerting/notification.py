@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from watchdog.alerting.render import dashboard_link
@@ -51,6 +51,9 @@ class AlertNote:
     count: Optional[int]
     #: A job-level alert's ranks on this node (the fleet relay counts them).
     ranks: Any
+    #: The facts of the finding's own (English) summary in other languages, by language ("zh"):
+    #: appended to the rule's summary template there, so no fact is English-only.
+    said: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> Dict[str, Any]:
         """The alert in the outbox body (keys in the order rows were always written)."""
@@ -59,7 +62,7 @@ class AlertNote:
             "summary": self.summary, "labels": dict(self.labels), "hint": self.hint, "value": self.value,
             "since": self.since, "starts_at": self.starts_at, "ends_at": self.ends_at,
             "evidence": list(self.evidence), "snapshot": self.snapshot, "dashboard": self.dashboard,
-            "count": self.count, "ranks": self.ranks,
+            "count": self.count, "ranks": self.ranks, "said": dict(self.said),
         }
 
 
@@ -102,7 +105,12 @@ def alert_note(a: AlertRow, status: str, cfg: AlertingConfig) -> AlertNote:
         since=f.get("since") or a.firing_since, starts_at=a.firing_since,
         ends_at=(a.last_seen if status == "resolved" else None), evidence=tuple(ev), snapshot=a.snapshot,
         dashboard=dashboard_link(cfg.dashboard_url, a.labels, a.rule), count=_count(details.get("count")),
-        ranks=details.get("job_ranks"))
+        ranks=details.get("job_ranks"), said=_said(details.get("said")))
+
+
+def _said(v: Any) -> Dict[str, str]:
+    """A finding's `said` detail, only text by language (the details are the detectors' data)."""
+    return {str(k): str(t) for k, t in v.items() if isinstance(t, str) and t} if isinstance(v, dict) else {}
 
 
 def notification(kind: str, batch: Iterable[AlertRow], now: float, cfg: AlertingConfig,

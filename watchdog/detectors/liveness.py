@@ -37,6 +37,7 @@ from watchdog.core.state import StateView
 from watchdog.parse.exits import parse_exit
 from watchdog.summaries import summary_of
 from watchdog.parse.steps import find_step
+from watchdog.words import words
 
 STALE_HINT = ("The rank has not written its heartbeat within the threshold for its phase. Check the rank's "
               "log tail and `py-spy dump --pid <pid>`; if every rank is quiet, suspect a hung collective "
@@ -200,30 +201,44 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
               verdict: Optional[EndVerdict] = None, goodput: Tuple[str, Dict[str, object]] = ("", {})) -> Finding:
     since = gone_since if gone_since is not None else now_sample
     last = list(obs.gone) + list(obs.processes)
-    judged = {} if verdict is None else {"verdict": asdict(verdict), "evidence": asdict(obs.jobs[0].end)}
+    end = obs.jobs[0].end if obs.jobs else None
+    judged = {} if verdict is None else {"verdict": asdict(verdict), "evidence": asdict(end)}
+    row = verdict.row if verdict is not None and end is not None else ""
     summary = f"all training processes are gone ({len(last)} ranks last seen)"
-    report = parse_exit(obs.jobs[0].end.failure_line) if verdict is not None and verdict.row == "failure_line" \
-        and obs.jobs[0].end is not None else None
-    if verdict is not None and verdict.row == "exit_status" and obs.jobs[0].end is not None:
-        summary += f": {obs.jobs[0].end.first_exit} first"
-    if verdict is not None and verdict.row == "stopped" and obs.jobs[0].end is not None:
-        summary += f": {obs.jobs[0].end.first_stop} first: cancelled or preempted?"
+    # The same facts in Chinese (the Chinese message is written from the rule's template).
+    zh = words("zh")
+    said_zh = ""
+    report = parse_exit(end.failure_line) if row == "failure_line" and end is not None else None
+    if row == "exit_status" and end is not None:
+        summary += f": {end.first_exit} first"
+        said_zh += f"：{end.first_exit_zh} {zh.t('first_to_go')}"
+    if row == "stopped" and end is not None:
+        summary += f": {end.first_stop} first: cancelled or preempted?"
+        said_zh += f"：{end.first_stop_zh} {zh.t('first_to_go')}，{zh.t('stopped_question')}"
     if report is not None:
         # The launcher's report names the first to go and how: "rank 6 killed (signal 9)".
         summary += f": {report.words()}"
+        said_zh += f"：{report.words('zh')}"
         judged["exit_report"] = {"launcher": report.launcher, "rank": report.rank, "pid": report.pid,
                                  "code": report.status.code, "signal": report.status.signal,
                                  "en": report.words(), "zh": report.words("zh")}
     return Finding(
-        rule="job_gone", severity="warning" if verdict is not None and verdict.row == "stopped" else "critical",
+        rule="job_gone", severity="warning" if row == "stopped" else "critical",
         summary=summary + goodput[0],
         labels=dict(base), since=since, value=str(len(last)),
-        hint=_STOPPED_HINT if verdict is not None and verdict.row == "stopped" else
+        hint=_STOPPED_HINT if row == "stopped" else
         "The job crashed or was killed. Read the last lines of the rank logs and `dmesg` (OOM killer, "
         "driver errors) before restarting from the last checkpoint.",
         details={"ranks": [{"rank": g.rank, "pid": g.pid, "state": g.state,
-                            "cmdline": " ".join(g.cmdline)[:500]} for g in last], **judged, **goodput[1]},
+                            "cmdline": " ".join(g.cmdline)[:500]} for g in last], **judged, **goodput[1],
+                 "said": {"zh": said_zh + _said(goodput, "zh")}},
     )
+
+
+def _said(goodput: Tuple[str, Dict[str, object]], language: str) -> str:
+    """The goodput sentence of `goodput_words` in `language` ("" when there is none)."""
+    said = goodput[1].get("said")
+    return str(said.get(language, "")) if isinstance(said, dict) else ""
 
 
 def _missing_ranks(view: StateView, config: Config, obs: ProcessObservation, alive: List[ProcessInfo],

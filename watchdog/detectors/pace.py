@@ -27,6 +27,7 @@ from watchdog.observations import NpuObservation, ProcessObservation
 from watchdog.summaries import summary_of
 from watchdog.summaries.npu import ChipTrack
 from watchdog.summaries.pace import PaceTrack, PaceVerdict, median
+from watchdog.words import words
 
 ChipKey = Tuple[int, int]
 
@@ -184,7 +185,8 @@ detect = per_job(_detect_job)
 def goodput_words(view: StateView, config: Config, end_at: Optional[float],
                   clean: bool = False) -> Tuple[str, Dict[str, object]]:
     """`; goodput 83.2 % (train 25m00s of 30m02s; stalled 5m00s)` and its details, for the job's
-    end message ("" and {} when no progress line was ever read)."""
+    end message ("" and {} when no progress line was ever read). The details carry the same
+    sentence in Chinese (`said`), since the Chinese message is written from the rule's template."""
     track = pace_track(view, config) if config.pace.enabled else None
     if track is None:
         return "", {}
@@ -195,4 +197,14 @@ def goodput_words(view: StateView, config: Config, end_at: Optional[float],
     lost = "; ".join(f"{k} {fmt_age(v)}" for k, v in seconds.items() if k != "train" and v >= 1)
     text = f"; goodput {share * 100:.1f} % (train {fmt_age(seconds['train'])} of {fmt_age(total)}" + \
         (f"; {lost})" if lost else ")")
-    return text, {"goodput_ratio": round(share, 4), "seconds": {k: round(v, 1) for k, v in seconds.items()}}
+    return text, {"goodput_ratio": round(share, 4), "seconds": {k: round(v, 1) for k, v in seconds.items()},
+                  "said": {"zh": _goodput_zh(share, seconds)}}
+
+
+def _goodput_zh(share: float, seconds: Dict[str, float]) -> str:
+    """The goodput sentence in Chinese: `；有效训练占比 83.2%（训练 25 分钟，共 30 分钟 2 秒；停滞 5 分钟）`."""
+    zh = words("zh")
+    lost = "；".join(f"{zh.t('pace_state_' + k)} {zh.duration(v)}" for k, v in seconds.items()
+                    if k != "train" and v >= 1)
+    return (f"；{zh.t('goodput')} {share * 100:.1f}%（{zh.t('pace_state_train')} {zh.duration(seconds['train'])}，"
+            f"{zh.t('of_total')} {zh.duration(sum(seconds.values()))}" + (f"；{lost}）" if lost else "）"))

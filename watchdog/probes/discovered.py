@@ -300,34 +300,37 @@ class DiscoveredProcessProbe(Probe):
         tails = [log_tail(p, uid=job.uid) for p in sorted(job.logs)]
         launcher = [log_tail(p, uid=job.uid) for p in sorted(job.launcher_logs - job.logs)]
         times = list(job.left.values())
-        first, stop, source, exits = self._exit_statuses(job)
+        (first, first_zh), (stop, stop_zh), source, exits = self._exit_statuses(job)
         return EndEvidence(
             ranks=len(job.ranks), gone=len(job.done) + len(job.left), done=len(job.done),
             heartbeats=len(job.heartbeats), end_line=end_line(tails + launcher, self._end_res),
             failure_line=failure_line(tails + launcher, self._failures),  # torchrun's ChildFailedError too
             first_left_at=min(times) if times else None, last_left_at=max(times) if times else None,
-            first_exit=first, first_stop=stop, exit_source=source, exits=exits)
+            first_exit=first, first_stop=stop, first_exit_zh=first_zh, first_stop_zh=stop_zh,
+            exit_source=source, exits=exits)
 
-    def _exit_statuses(self, job: _Job) -> Tuple[str, str, str, Tuple[Tuple[int, str], ...]]:
+    def _exit_statuses(self, job: _Job) -> Tuple[Tuple[str, str], Tuple[str, str], str, Tuple[Tuple[int, str], ...]]:
         """How the job's departed processes ended (the kernel's process events): the first to go
-        when it failed, the first to go when a stop request ended it, the source, and each known
-        (pid, status)."""
+        when it failed, the first to go when a stop request ended it (each in English and
+        Chinese), the source, and each known (pid, status)."""
+        none = ("", "")
         if self._exits.unavailable is not None:
-            return "", "", "", ()
-        who = {p.pid: f"rank {p.rank} (pid {p.pid})" for (name, _), p in self._gone.items() if name == job.name}
-        who.update({i.pid: f"rank {i.rank} (pid {i.pid})" for i in self._known.values()
-                    if i.job == job.name and i.state == "zombie"})
+            return none, none, "", ()
+        who = {p.pid: p.rank for (name, _), p in self._gone.items() if name == job.name}
+        who.update({i.pid: i.rank for i in self._known.values() if i.job == job.name and i.state == "zombie"})
         if job.launcher_pid:
-            who[job.launcher_pid] = f"the launcher (pid {job.launcher_pid})"
+            who[job.launcher_pid] = None
         seen = sorted(self._exits.of(who).values(), key=lambda e: e.time)
         exits = tuple((e.pid, from_wait_status(e.status).words()) for e in seen)
         if not seen:
-            return "", "", "process events", exits
-        status = from_wait_status(seen[0].status)
-        said = f"{who[seen[0].pid]} {status.words()}"
+            return none, none, "process events", exits
+        status, pid = from_wait_status(seen[0].status), seen[0].pid
+        rank = who[pid]
+        said = (f"{'the launcher' if rank is None else f'rank {rank}'} (pid {pid}) {status.words()}",
+                f"{'启动器' if rank is None else f'rank {rank}'}（pid {pid}）{status.words('zh')}")
         if status.signal in STOP_SIGNALS:
-            return "", said, "process events", exits
-        return (said if status.failed else ""), "", "process events", exits
+            return none, said, "process events", exits
+        return (said if status.failed else none), none, "process events", exits
 
     def _end_jobs(self, infos: Dict[Identity, ProcessInfo], now: float) -> None:
         running = {i.job for i in infos.values() if i.state != "zombie"}
