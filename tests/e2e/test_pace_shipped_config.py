@@ -174,5 +174,8 @@ def test_hang_of_5_in_30_gives_goodput_83(tmp_path):
             said = re.search(r"goodput ([0-9.]+) %", f["summary"])
             assert said and 81 <= float(said.group(1)) <= 85, (f["summary"], share)
             assert 0.81 <= f["details"]["goodput_ratio"] <= 0.85
+            # The same sentence for the Chinese message (its rule template plus `said`).
+            said_zh = re.search(r"有效训练占比 ([0-9.]+)%", f["details"]["said"]["zh"])
+            assert said_zh and said_zh.group(1) == said.group(1), f["details"]["said"]
             assert 8 <= f["details"]["seconds"]["stalled"] <= 12, f["details"]
             assert sent(hook, fs)["webhook"] == {"firing": 0, "resolved": 0}
