@@ -16,6 +16,7 @@ import threading
 import time
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
+import watchdog.plugins_list  # noqa: F401  the composition root: the plugins, handed down before any config loads
 from watchdog import __version__
 from watchdog.service import statelock
 from watchdog.alerting.core import SnapshotRequester

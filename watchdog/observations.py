@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, FrozenSet, List, Optional, Protocol, Tuple, runtime_checkable
 
+from watchdog.core.state import RecordKey
+
 
 @runtime_checkable
 class JobScoped(Protocol):
@@ -117,6 +119,10 @@ class ProcessObservation:
                        clean_end=job.clean_end)
 
 
+#: The process probe's records.
+PROCESS: RecordKey[ProcessObservation] = RecordKey("process")
+
+
 # --- heartbeat probe -----------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -174,6 +180,10 @@ class HeartbeatObservation:
                                             if r.job == job.name or (r.job is None and first)))
 
 
+#: The heartbeat probe's records.
+HEARTBEAT: RecordKey[HeartbeatObservation] = RecordKey("heartbeat")
+
+
 # --- npu probe -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -225,6 +235,10 @@ class NpuObservation:
     #: False when the table has no process table at all (npu-smi 22.x and older, 310B boards):
     #: then `processes` is empty because nobody knows, not because no process holds a chip.
     processes_known: bool = True
+
+
+#: The npu probe's records.
+NPU: RecordKey[NpuObservation] = RecordKey("npu")
 
 
 # --- log probe -----------------------------------------------------------------------------
@@ -327,3 +341,7 @@ class KernelObservation:
     last_seq: Optional[int] = None
     #: Why the read position cannot be saved (None when the last save worked).
     state_error: Optional[str] = None
+
+
+#: The kernel probe's records.
+KERNEL: RecordKey[KernelObservation] = RecordKey("kernel")

@@ -25,6 +25,8 @@ from watchdog.detectors.kernel import kernel_events_for_pids
 from watchdog.logrules.lastlines import ERRORISH
 from watchdog.core.state import StateView
 from watchdog.core.findings import JOB_LABEL
+from watchdog.observations import PROCESS
+from watchdog.probes.logs import LOGS
 from watchdog.privacy.redact import Redactor, config_secrets
 
 #: Lines of evidence, and characters per line, a cause carries at most.
@@ -88,8 +90,8 @@ def _from_kernel(view: StateView, config: Any, pids: Sequence[int]) -> Optional[
 
 
 def _from_log_rules(view: StateView, config: Any, rank: Optional[str], job: Optional[str]) -> Optional[Cause]:
-    sample = view.latest("logs")
-    active = getattr(sample.value, "active", ()) if sample is not None else ()
+    sample = view.latest(LOGS)
+    active = sample.value.active if sample is not None else ()
     mine = [a for a in active if rank is not None and a.rank == rank and (job is None or a.job in (None, job))]
     if not mine:
         return None
@@ -100,8 +102,8 @@ def _from_log_rules(view: StateView, config: Any, rank: Optional[str], job: Opti
 
 
 def _last_lines(view: StateView) -> Tuple[Any, ...]:
-    sample = view.latest("logs")
-    return getattr(sample.value, "last_lines", ()) if sample is not None else ()
+    sample = view.latest(LOGS)
+    return sample.value.last_lines if sample is not None else ()
 
 
 def _from_launcher(view: StateView, config: Any, pids: Sequence[int], job: Optional[str]) -> Optional[Cause]:
@@ -185,12 +187,11 @@ EXPLAINED = ("rank_missing", "job_gone", "stall")
 
 
 def _members(finding: Any, view: StateView) -> List[Member]:
-    sample = view.latest("process")
-    obs = sample.value if sample is not None else None
+    sample = view.latest(PROCESS)
     if finding.rule == "rank_missing":
         pid = finding.labels.get("pid", "")
         return [(int(pid), finding.labels.get("rank"))] if pid.isdigit() else []
-    procs = tuple(getattr(obs, "gone", ())) + tuple(getattr(obs, "processes", ()))
+    procs = sample.value.gone + sample.value.processes if sample is not None else ()
     return [(p.pid, p.rank) for p in procs]
 
 
@@ -202,8 +203,8 @@ def explain(view: StateView, config: Any, finding: Any) -> Any:
 
     if finding.rule not in EXPLAINED:
         return finding
-    sample = view.latest("process")
-    discovered = bool(getattr(sample.value, "discovered", False)) if sample is not None else False
+    sample = view.latest(PROCESS)
+    discovered = sample is not None and sample.value.discovered
     job = finding.labels.get(JOB_LABEL) if discovered else None
     cause = cause_of_death(view, config, _members(finding, view), job)
     if cause is None:

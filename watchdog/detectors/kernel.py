@@ -16,7 +16,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.core.findings import JOB_LABEL, SEVERITY_RANK, Finding
-from watchdog.observations import KernelEvent, KernelObservation
+from watchdog.observations import PROCESS, KernelEvent, KernelObservation
 from watchdog.core.rulecatalog import Rule, probe_wait
 from watchdog.core.state import StateView
 
@@ -53,12 +53,12 @@ RankOf = Tuple[Optional[str], Optional[int], Optional[int], Optional[float]]  # 
 
 def _ranks_by_pid(view: StateView) -> Dict[int, RankOf]:
     """pid -> (job, rank, npu, start time) of every rank the process probe follows or saw go."""
-    sample = view.latest("process")
+    sample = view.latest(PROCESS)
     out: Dict[int, RankOf] = {}
     if sample is None:
         return out
-    for p in tuple(getattr(sample.value, "gone", ())) + tuple(getattr(sample.value, "processes", ())):
-        out[p.pid] = (p.job, p.rank, getattr(p, "npu", None), getattr(p, "create_time", None))
+    for p in sample.value.gone + sample.value.processes:
+        out[p.pid] = (p.job, p.rank, p.npu, p.create_time)
     return out
 
 

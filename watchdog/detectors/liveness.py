@@ -33,6 +33,7 @@ from watchdog.core.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_
 from watchdog.observations import (EndEvidence, HeartbeatObservation, HeartbeatReading, JobState, ProcessInfo,
                                    ProcessObservation)
 from watchdog.core.state import StateView
+from watchdog.probes.logs import LOGS
 from watchdog.summaries import summary_of
 from watchdog.parse.steps import find_step
 
@@ -351,10 +352,10 @@ def _nan_log_match(view: StateView, config: Config, r: HeartbeatReading, streak_
     """The NaN log match of this rank that belongs to the current run of NaN heartbeats (its
     lines still came after the run began), else None. A heartbeat is written at most every so
     often and read every probe round, so it may skip the first NaN step; the log line names it."""
-    sample = view.latest("logs")
+    sample = view.latest(LOGS)
     slack = 3 * max(float(config.probes.heartbeat.interval), float(config.probes.logs.interval)) + 5.0
     best = None
-    for a in getattr(sample.value, "active", ()) if sample is not None else ():
+    for a in sample.value.active if sample is not None else ():
         if a.category != "nan" or a.rank is None or r.rank is None or str(a.rank) != str(r.rank):
             continue
         if a.last_at < streak_at - slack:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
+import watchdog.plugins_list  # noqa: F401  the composition root: the plugins the generated tables list
 from watchdog.alerting.channels import build_channel
 from watchdog.alerting.render import Message
 from watchdog.config.load import load_config_text

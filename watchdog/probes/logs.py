@@ -28,6 +28,7 @@ from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.progress import ProgressMatcher
 from watchdog.logrules.tail import Followed, SourceSpec, SourceStats, Tailer
 from watchdog.observations import JobState, LogEvent, LogObservation
+from watchdog.core.state import RecordKey
 from watchdog.probes.base import Collected, Probe
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,10 @@ class LogProbeObservation(LogObservation):
         own = self.job_progress_at.get(job.name, {}) if self.job_progress_at else self.progress_at
         return replace(self, active=tuple(a for a in self.active if a.job == job.name or (a.job is None and first)),
                        progress_at=own)
+
+
+#: The logs probe's records (the discovery-fed logs probe's too: it is this probe, fed).
+LOGS: RecordKey[LogProbeObservation] = RecordKey("logs")
 
 
 def source_specs(cfg: LogsProbeConfig) -> List[SourceSpec]:

@@ -12,41 +12,29 @@ are asked per question, and `reconfigure(config)` adopts new windows and history
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import replace
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import logging
 
 from watchdog.config.schema import Config
+from watchdog.core.plugins import Slot
 from watchdog.core.state import Sample, StateView
 
 log = logging.getLogger(__name__)
 
-_SKIP = ("window",)
+#: probe name -> its Summary class, from the summary modules' declarations (`PROBE`, `Summary`),
+#: handed down by the composition root (`watchdog.plugins_list`).
+SUMMARIES: Slot[Mapping[str, Any]] = Slot("the summaries")
 
 
-def _modules() -> List[Any]:
-    out = []
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name in _SKIP:
-            continue
-        mod = importlib.import_module(f"{__name__}.{info.name}")
-        if hasattr(mod, "PROBE") and hasattr(mod, "Summary"):
-            out.append(mod)
-    return out
+def install(summaries: Mapping[str, Any]) -> None:
+    SUMMARIES.fill(dict(summaries))
 
 
-_REGISTRY: Optional[Dict[str, Any]] = None
-
-
-def registry() -> Dict[str, Any]:
+def registry() -> Mapping[str, Any]:
     """probe name -> Summary class, from the declarations of this package's modules."""
-    global _REGISTRY
-    if _REGISTRY is None:
-        _REGISTRY = {m.PROBE: m.Summary for m in _modules()}
-    return _REGISTRY
+    return SUMMARIES.get()
 
 
 def summary_of(view: StateView, probe: str, config: Any) -> Any:
