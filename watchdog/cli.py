@@ -40,7 +40,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
-    import watchdog.plugins_list  # noqa: F401  the composition root, once a command runs: --help stays light
+    from watchdog.plugins_list import assemble  # the composition root, once a command runs: --help stays light
+
+    assemble()
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -16,8 +16,8 @@ declare down to the layers that use it:
   (`watchdog.metrics.catalog.install`) and the channel set (`watchdog.alerting.channels.install`).
 
 Nothing below this module looks a plugin up (no registry, no `importlib`, no `pkgutil`:
-tests/unit/test_architecture.py fails on any), so every entry point imports this module first:
-the CLI, the daemon, the demo, `make docs` and the tests' conftest. A list here that misses a
+tests/unit/test_architecture.py fails on any), so every entry point calls `assemble()` first:
+the CLI (once a command runs), the daemon, `make docs` and the tests' conftest. A list here that misses a
 module of the plugin folders fails tests/unit/test_plugins_list.py, which reads the folders.
 docs/architecture.md has the checklists (what to add here for a new probe, detector, channel).
 """
@@ -91,8 +91,17 @@ def _by_name(modules: Tuple[ModuleType, ...]) -> Tuple[ModuleType, ...]:
     return tuple(sorted(modules, key=lambda m: m.__name__))
 
 
+_assembled = False
+
+
 def assemble() -> None:
-    """Hand every declaration down (see the module's docstring); run once, at import."""
+    """Hand every declaration down (see the module's docstring). Runs at this module's import;
+    the entry points call it too, so what they rely on is written where they start (a second
+    call does nothing)."""
+    global _assembled
+    if _assembled:
+        return
+    _assembled = True
     ordered_probes = _by_order(PROBE_MODULES)
     schema.install_probe_sections([m.SECTION for m in ordered_probes])
     alerting_section.CHANNEL_KINDS.fill(channels.install(CHANNELS))

@@ -4,7 +4,6 @@ a function says why. The numbers in docs/architecture.md come from `python -m te
 
 from __future__ import annotations
 
-import ast
 import importlib
 import sys
 from pathlib import Path
@@ -12,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from tests import archkit
-from tests.helpers import REPO
 
 #: An import the contract forbids: the state store (bottom) reaching up into the detectors.
 PLANTED = "from watchdog.detectors import detector_modules  # planted by the test\n"

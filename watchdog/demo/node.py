@@ -49,10 +49,10 @@ def write_atomic(path: Path, data: Any) -> None:
 
 def _heartbeat_installed() -> bool:
     try:
-        import npu_watchdog_heartbeat  # noqa: F401  only to learn whether it is installed
+        import npu_watchdog_heartbeat  # only to learn whether it is installed
     except ImportError:
         return False
-    return True
+    return npu_watchdog_heartbeat is not None
 
 
 class SimulatedNode:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 import signal
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from functools import partial
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.detectors.kernel import kernel_events_for_pids
 from watchdog.logrules.lastlines import ERRORISH
@@ -164,10 +165,10 @@ def cause_of_death(view: StateView, config: Any, members: Iterable[Member],
     specific source is: a kernel kill of any rank explains a job's death before last lines do."""
     ms = [(p, None if r is None else str(r)) for p, r in members if isinstance(p, int)]
     pids = tuple(p for p, _ in ms)
-    finders = [lambda: _from_kernel(view, config, pids)]
-    finders += [lambda r=r: _from_log_rules(view, config, r, job) for _, r in ms]
+    finders: List[Callable[[], Optional[Cause]]] = [lambda: _from_kernel(view, config, pids)]
+    finders += [partial(_from_log_rules, view, config, r, job) for _, r in ms]
     finders.append(lambda: _from_launcher(view, config, pids, job))
-    finders += [lambda r=r: _from_last_lines(view, config, r, job) for _, r in ms]
+    finders += [partial(_from_last_lines, view, config, r, job) for _, r in ms]
     if job is not None:
         finders.append(lambda: _from_last_lines(view, config, None, job))
     for find in finders:

@@ -42,7 +42,7 @@ def kernel_events_for_pids(view: StateView, pids: Iterable[int], since: Optional
     if obs is None or not wanted:
         return ()
     ranks = _ranks_by_pid(view)
-    starts = [ranks[p][3] for p in wanted if p in ranks and ranks[p][3] is not None]
+    starts = [s for s in (ranks[p][3] for p in wanted if p in ranks) if s is not None]
     earliest = min(starts) if starts else None
     return tuple(e for e in obs.recent if e.pid in wanted and (since is None or e.time >= since)
                  and e.about(ranks[e.pid][3] if e.pid in ranks else earliest))
@@ -91,7 +91,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     if not cfg.enabled or obs is None:
         return []
     ranks = _ranks_by_pid(view)
-    grouped: Dict[Tuple[str, ...], List[Tuple[KernelEvent, Dict[str, str]]]] = {}
+    grouped: Dict[Tuple[Tuple[str, str], ...], List[Tuple[KernelEvent, Dict[str, str]]]] = {}
     for ev in obs.recent:
         if view.now - ev.time > cfg.hold:
             continue

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import asdict, dataclass, replace
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
@@ -149,10 +149,11 @@ def _job_end(obs: ProcessObservation, running: int, view: StateView, config: Con
              ) -> Tuple[Optional[JobState], Optional[EndVerdict]]:
     """The discovered job of this pass and the verdict on its departed ranks (None: none left,
     or ranks selected by explicit settings, which keep the heartbeat-only rule)."""
-    if not obs.discovered or len(obs.jobs) != 1 or obs.jobs[0].end is None:
+    end = obs.jobs[0].end if len(obs.jobs) == 1 else None
+    if not obs.discovered or end is None:
         return None, None
     job = obs.jobs[0]
-    return job, judge_end(_with_kernel_kill(job.end, obs, view), running, view.now,
+    return job, judge_end(_with_kernel_kill(end, obs, view), running, view.now,
                           float(config.discovery.end_window))
 
 
@@ -186,7 +187,8 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
               verdict: Optional[EndVerdict] = None) -> Finding:
     since = gone_since if gone_since is not None else now_sample
     last = list(obs.gone) + list(obs.processes)
-    judged = {} if verdict is None else {"verdict": asdict(verdict), "evidence": asdict(obs.jobs[0].end)}
+    end = obs.jobs[0].end if obs.jobs else None
+    judged = {} if verdict is None or end is None else {"verdict": asdict(verdict), "evidence": asdict(end)}
     return Finding(
         rule="job_gone", severity="critical",
         summary=f"all training processes are gone ({len(last)} ranks last seen)",
@@ -319,7 +321,7 @@ def _pid_of(view: StateView, r: HeartbeatReading) -> Optional[int]:
     return None
 
 
-def _loss_scale_collapse(view: StateView, config: Config, r: HeartbeatReading) -> Optional[Dict[str, object]]:
+def _loss_scale_collapse(view: StateView, config: Config, r: HeartbeatReading) -> Optional[Dict[str, Any]]:
     cfg = config.probes.heartbeat
     track = summary_of(view, "heartbeat", config).rank(r)
     if r.loss_scale is None or track is None:
@@ -366,7 +368,7 @@ def _nan_log_match(view: StateView, config: Config, r: HeartbeatReading, streak_
 
 
 def _nan_finding(view: StateView, config: Config, r: HeartbeatReading, label: str,
-                 labels: Dict[str, str], common: Dict[str, object]) -> Finding:
+                 labels: Dict[str, str], common: Mapping[str, object]) -> Finding:
     """`loss_nan` naming where the divergence began (the first NaN step seen, or the first NaN
     log line of that rank when it names an earlier iteration) and since when, not the newest step:
     on-call rolls back to before it."""

@@ -91,7 +91,7 @@ def _still_broken(view: StateView, root_last_at: float) -> bool:
     if any(g.create_time <= root_last_at for g in dead):
         return True
     expected = obs.expected
-    return bool(alive) and bool(expected) and len(alive) < expected
+    return bool(alive) and expected is not None and len(alive) < expected
 
 
 def _fold(live: list, roots: list, window: float) -> Tuple[list, Dict[int, list]]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
-import watchdog.plugins_list  # noqa: F401  the composition root: the plugins the generated tables list
 from watchdog.alerting.channels import build_channel
 from watchdog.alerting.render import Message
 from watchdog.config.load import load_config_text
@@ -18,10 +17,13 @@ from watchdog.config.reference import render_reference
 from watchdog.docsgen.rules_table import render_rule_table
 from watchdog.docsgen.runbooks import render_runbook_in
 from watchdog.metrics.catalog import all_metrics, render_table
+from watchdog.plugins_list import assemble
 from watchdog.runbook import docs_page
 from watchdog.words import LANGUAGES
 
 REPO = Path(__file__).resolve().parent.parent.parent
+
+assemble()  # the generated tables list what the composition root hands down
 
 
 def _metric_table() -> str:

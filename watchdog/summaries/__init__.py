@@ -13,7 +13,7 @@ are asked per question, and `reconfigure(config)` adopts new windows and history
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import logging
 
