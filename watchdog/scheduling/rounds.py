@@ -7,7 +7,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.core.state import FailureReason, StateStore
@@ -24,6 +24,10 @@ class Round:
         self.result: Optional[Collected] = None
         self.error: Optional[BaseException] = None
         self.done = threading.Event()
+        #: Set once the round is settled (recorded, evaluated; see watchdog.scheduling.watch).
+        self.settled = threading.Event()
+        #: Told when the round is done (the watch that settles it).
+        self.on_done: Optional[Callable[[], None]] = None
 
     def run(self) -> None:
         try:
@@ -32,6 +36,8 @@ class Round:
             self.error = exc
         finally:
             self.done.set()
+            if self.on_done is not None:
+                self.on_done()
 
 
 class RoundWorker:
