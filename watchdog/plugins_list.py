@@ -72,6 +72,10 @@ METRIC_MODULES: Tuple[ModuleType, ...] = (
     alerting_metrics, snapshot_metrics, http_metrics, discovery_metrics,
 )
 
+#: Metric modules (of `METRIC_MODULES` or `PROBE_METRIC_MODULES`) that also declare
+#: `evaluate(view, config)`: values that need a detector pass's judgement, computed once per pass.
+METRIC_EVALUATORS: Tuple[ModuleType, ...] = (trend_metrics,)
+
 #: Probe modules that declare metrics of their own (`METRICS`, `samples`): their rows follow the
 #: feature modules', in probe `ORDER`.
 PROBE_METRIC_MODULES: Tuple[ModuleType, ...] = ()
@@ -111,7 +115,8 @@ def assemble() -> None:
                        for m in ordered_detectors])
     summaries.install({m.PROBE: m.Summary for m in _by_name(SUMMARY_MODULES)})
     probes.install(ordered_probes)
-    metric_catalog.install(_by_order(METRIC_MODULES) + _by_order(PROBE_METRIC_MODULES))
+    metric_catalog.install(_by_order(METRIC_MODULES) + _by_order(PROBE_METRIC_MODULES),
+                           _by_order(METRIC_EVALUATORS))
 
 
 assemble()

@@ -22,7 +22,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from watchdog.probes.base import Probe
-from watchdog.scheduling.rounds import Round, RoundWorker, record_round, record_stuck
+from watchdog.scheduling.rounds import Round, RoundWorker, pass_wanted, record_round, record_stuck
 from watchdog.scheduling.tracker import RoundTracker
 from watchdog.scheduling.trigger import PhasedTrigger
 from watchdog.scheduling.watch import RoundWatch
@@ -178,14 +178,12 @@ class ProbeScheduler:
         except Exception:
             log.exception("periodic evaluation failed")
 
-    def run_now(self, name: str) -> None:
-        """One round, returning once it is settled (recorded and evaluated)."""
+    def run_now(self, name: str) -> None:  # returns once the round is settled (recorded, evaluated)
         self._run_probe(name, wait_settled=True)
 
     def _run_probe(self, name: str, wait_turn: bool = False, wait_settled: bool = False) -> None:
-        """Start one round; a scheduled round is skipped while another one (started by change
-        events) is under way, a round for change events waits for its turn. The turn is given back
-        when the round is settled (`_settle`), or at once when no round starts."""
+        """Start one round: a scheduled one is skipped while another is under way, one for change
+        events waits for its turn. The turn comes back when the round is settled (`_settle`)."""
         probe = self.probes.get(name)
         if probe is None:
             return
@@ -194,18 +192,18 @@ class ProbeScheduler:
         got = turn.acquire(timeout=self.timeout_of(probe) + 1.0) if wait_turn else turn.acquire(blocking=False)
         if not got:
             return
-        rnd = None
         try:
             rnd = self._start_round(name, probe, turn)
-        finally:
-            if rnd is None:
-                turn.release()
-        if rnd is not None and wait_settled:
+        except BaseException:  # never keep the turn of a round that did not start
+            turn.release()
+            raise
+        if rnd is None:
+            turn.release()
+        elif wait_settled:
             rnd.settled.wait()
 
     def _start_round(self, name: str, probe: Probe, turn: threading.Lock) -> Optional[Round]:
-        """Hand a round to the probe's worker, watched until it is settled; None when the previous
-        round is still stuck (this one is refused and recorded as such)."""
+        """Hand a round to the probe's worker, watched until settled; None: the last one is stuck."""
         timeout = self.timeout_of(probe)
         now = time.time()
         st = self.store.status(name)
@@ -223,27 +221,22 @@ class ProbeScheduler:
             worker = self._workers.get(name)
             if worker is None:
                 worker = self._workers[name] = RoundWorker(name)
-        self._watch.watch(rnd, timeout, lambda finished: self._settle(name, probe, rnd, finished,
-                                                                      (timeout, runs, now), turn))
+        self._watch.watch(rnd, timeout, lambda finished: self._settle(name, rnd, finished, (timeout, runs, now), turn))
         worker.submit(rnd)
         return rnd
 
-    def _settle(self, name: str, probe: Probe, rnd: Round, finished: bool,
-                when: Tuple[float, int, float], turn: threading.Lock) -> None:
-        """A round finished (or its time is up): record it, hand its batch to the detector pass,
-        give the probe's turn back. Runs in the watch's thread, once per round."""
+    def _settle(self, name: str, rnd: Round, finished: bool, when: Tuple[float, int, float],
+                turn: threading.Lock) -> None:
+        """Record a finished (or timed-out) round, hand its batch to the detector pass, give the
+        probe's turn back: in the watch's thread, once per round."""
         timeout, runs, now = when
         try:
             if finished:
                 with self._lock:
                     self._inflight.pop(name, None)
             record_round(self.store, name, rnd, finished, timeout, runs, now)
-            ok = finished and rnd.error is None and rnd.result is not None
-            quiet = ok and rnd.result is not None and rnd.result.quiet
-            # A round of a probe with change events that found something (new log matches: a NaN
-            # line) is judged at once, not after a slow batch mate (an npu round may take seconds).
-            found = ok and not quiet and probe.follows_changes
-            self._finish(name, complete=finished, evaluate=not quiet, wait=not found)
+            evaluate, wait = pass_wanted(rnd, finished)
+            self._finish(name, complete=finished, evaluate=evaluate, wait=wait)
         finally:
             turn.release()
 
@@ -298,9 +291,5 @@ class ProbeScheduler:
         return True
 
     def next_runs(self) -> Dict[str, Optional[float]]:
-        out: Dict[str, Optional[float]] = {}
-        for job in self._sched.get_jobs():
-            if job.id == TICK_JOB:
-                continue
-            out[job.id] = job.next_run_time.timestamp() if job.next_run_time else None
-        return out
+        return {job.id: job.next_run_time.timestamp() if job.next_run_time else None
+                for job in self._sched.get_jobs() if job.id != TICK_JOB}

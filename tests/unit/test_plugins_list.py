@@ -57,6 +57,7 @@ def test_every_plugin_in_the_folders_is_listed_in_the_root():
         "metrics": {m.__name__ for m in root.METRIC_MODULES},
         "probe metrics": {m.__name__ for m in root.PROBE_METRIC_MODULES},
         "channels": {f"{c.__module__}.{c.__name__}" for c in root.CHANNELS},
+        "evaluators": {m.__name__ for m in root.METRIC_EVALUATORS},
     }
     declared = {
         "probes": _declaring("probes", "ORDER", "build"),
@@ -65,6 +66,7 @@ def test_every_plugin_in_the_folders_is_listed_in_the_root():
         "metrics": _declaring("metrics", "ORDER", "METRICS"),
         "probe metrics": _declaring("probes", "METRICS"),
         "channels": _channel_classes(),
+        "evaluators": _declaring("metrics", "ORDER", "METRICS", "evaluate") | _declaring("probes", "METRICS", "evaluate"),
     }
     assert declared["probes"] and declared["detectors"] and declared["channels"]
     assert listed == declared

@@ -12,7 +12,7 @@ means one place to check names, types, labels and help, and a test compares it w
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Sequence, Tuple
+from typing import Any, Callable, Iterable, List, Sequence, Tuple
 
 from watchdog.core.metricdef import TARGET_LABELS, MetricDef, MetricSample
 from watchdog.core.plugins import Slot
@@ -25,8 +25,15 @@ __all__ = ["TARGET_LABELS", "MetricDef", "MetricSample", "all_metrics", "install
 METRIC_MODULES: Slot[Tuple[Any, ...]] = Slot("the metric modules")
 
 
-def install(modules: Sequence[Any]) -> None:
+#: (module name, its `evaluate(view, config)`) of the metric modules whose values need a detector
+#: pass's judgement, run once per pass (`watchdog.metrics.collector.evaluated_metrics`).
+EVALUATORS: Slot[Tuple[Tuple[str, Callable[[Any, Any], Iterable[Any]]], ...]] = Slot("the metric evaluators")
+
+
+def install(modules: Sequence[Any], evaluators: Sequence[Any] = ()) -> None:
+    """The metric modules in table order, and those of them that declare `evaluate`."""
     METRIC_MODULES.fill(tuple(modules))
+    EVALUATORS.fill(tuple((m.__name__, m.evaluate) for m in evaluators))
 
 
 def metric_modules() -> List[Any]:

@@ -7,7 +7,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.core.state import FailureReason, StateStore
@@ -58,6 +58,17 @@ class RoundWorker:
             if rnd is None:
                 return
             rnd.run()
+
+
+def pass_wanted(rnd: Round, finished: bool) -> Tuple[bool, bool]:
+    """(evaluate, wait) for a settled round's detector pass: a quiet round (nothing new) adds
+    nothing of its own; a round of a probe with change events that found something (new log
+    matches: a NaN line) is judged at once, not after a slow batch mate (an npu round may take
+    seconds)."""
+    ok = finished and rnd.error is None and rnd.result is not None
+    quiet = ok and rnd.result is not None and rnd.result.quiet
+    found = ok and not quiet and rnd.probe.follows_changes
+    return not quiet, not found
 
 
 def short_error(exc: BaseException) -> str:
