@@ -199,8 +199,21 @@ finish_install() {
     mv -f "$tmp_unit" "$UNIT"
     say "installed unit $UNIT"
 
+    # A channel URL still on the example's placeholder pages nobody, and the daemon refuses to
+    # start on it: say which key to set, and enable nothing until it is set.
+    placeholders=$("$VENV/bin/npu-watchdog" check-config -q -c "$ETC/config.yaml" 2>&1 | grep 'placeholder' || true)
+    if [ -n "$placeholders" ]; then
+        say "$ETC/config.yaml still holds a placeholder; the daemon will not start until it is set:"
+        printf '%s\n' "$placeholders" | sed 's/^warning: /    /'
+        say "next: set it in $ETC/config.yaml, check with \`$VENV/bin/npu-watchdog check-config -c $ETC/config.yaml\`, then: systemctl enable --now npu-watchdog"
+    fi
+
     if systemd_live; then
         systemctl daemon-reload
+        if [ -n "$placeholders" ]; then
+            say "not enabled (see above)"
+            return 0
+        fi
         systemctl enable npu-watchdog.service
         if [ "$first_install" = 1 ]; then
             say "enabled; start it with: systemctl start npu-watchdog"

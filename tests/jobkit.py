@@ -39,7 +39,7 @@ TAG = "NPU_WATCHDOG_TEST_JOB"
 class TrainJob:
     def __init__(self, root: Path, ranks: int = 4, style: str = "torchrun", workers: int = 0,
                  env: Optional[Dict[str, str]] = None, tag: Optional[str] = None, port: str = "29500",
-                 shared_log: bool = False, first_device: int = 0):
+                 shared_log: bool = False, first_device: int = 0, flavor: str = "torchrun", quiet: bool = False):
         self.root = Path(root)
         self.logs = self.root / "logs"
         self.ctl = self.root / "ctl"
@@ -52,6 +52,8 @@ class TrainJob:
         #: MindSpore style: rank i gets DEVICE_ID first_device + i.
         self.first_device = first_device
         self.tag = tag or f"t-{uuid.uuid4().hex[:12]}"
+        #: The fake launcher's reporting (torchrun, mpirun, deepspeed) and whether it reports at all.
+        self.flavor, self.quiet = flavor, quiet
         self.env = dict(os.environ, FAKE_TRAIN_CONTROL=str(self.ctl), **{TAG: self.tag}, **(env or {}))
         self.env.pop("RANK", None)
         self.proc: Optional[subprocess.Popen] = None
@@ -63,8 +65,9 @@ class TrainJob:
     def argv(self) -> List[str]:
         work = ["--workers", str(self.workers)] if self.workers else []
         logdir = [] if self.shared_log else ["--log-dir", str(self.logs)]
+        flavor = (["--flavor", self.flavor] if self.flavor != "torchrun" else []) + (["--quiet"] if self.quiet else [])
         launch = [sys.executable, str(TORCHRUN), "--nproc-per-node", str(self.ranks), *logdir,
-                  "--master-port", self.port, str(TRAIN)] + work
+                  "--master-port", self.port, *flavor, str(TRAIN)] + work
         if self.style == "torchrun":
             return launch
         if self.style == "bash":
@@ -96,6 +99,10 @@ class TrainJob:
 
     def exit_rank(self, rank: int) -> None:
         (self.ctl / f"exit-{rank}").touch()
+
+    def quit_rank(self, rank: int) -> None:
+        """The rank exits 0 at once, silently (no failure, but its peers still run)."""
+        (self.ctl / f"quit-{rank}").touch()
 
     def oom(self, rank: int) -> None:
         """The rank prints torch_npu's out-of-memory traceback and exits 1."""
@@ -394,10 +401,10 @@ class ShippedNode:
         return [f for f in self.status().get("findings", [])
                 if f["rule"] == rule and f["labels"].get("training_job") == job]
 
-    def job(self, name: str, ranks: int = 4, **env: str) -> TrainJob:
+    def job(self, name: str, ranks: int = 4, flavor: str = "torchrun", quiet: bool = False, **env: str) -> TrainJob:
         self.port_seq += 1
         return TrainJob(self.root / name, ranks=ranks, tag=self.tag, port=str(self.port_seq),
-                        env={"NPU_WATCHDOG_JOB": name, **env})
+                        env={"NPU_WATCHDOG_JOB": name, **env}, flavor=flavor, quiet=quiet)
 
     def follow(self, job: TrainJob, name: str) -> None:
         """The ranks on the chips (npu-smi's table), and the daemon following them and their logs."""

@@ -16,6 +16,7 @@ import threading
 import time
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Tuple, Union
 
+from watchdog.host import clock
 from watchdog import __version__
 from watchdog.plugins_list import assemble
 from watchdog.service import statelock
@@ -38,9 +39,9 @@ from watchdog.service.sdnotify import Notifier, watchdog_interval
 from watchdog.core.state import StateStore
 from watchdog.wiring.health import LOOP_STALL_SECONDS, Liveness, health
 from watchdog.wiring.keepalive import KeepAlive
-from watchdog.wiring.reload import RELOAD_TIMEOUT_SECONDS, Outcome, Reloader
+from watchdog.wiring.reload import RELOAD_TIMEOUT_SECONDS, Outcome, Reloader, restart_only_changes
 from watchdog.wiring.shutdown import shut_down
-from watchdog.wiring.startup import StateFolder, ensure_private_dir, report_setup, start_http
+from watchdog.wiring.startup import ListenLater, StateFolder, ensure_private_dir, report_setup, start_http
 from watchdog.wiring.status import build_status, status_line
 
 log = logging.getLogger("watchdog.daemon")
@@ -107,6 +108,9 @@ class Daemon:
         #: /healthz answers 503 (the daemon cannot vouch for anything yet).
         self.ready = False
         self.http: Optional[HttpEndpoint] = None
+        #: Retries the listening address while it cannot be had (None: listening, or not tried).
+        self.listen_later: Optional[ListenLater] = None
+        self._http_lock = threading.Lock()
         self._last_periodic_eval = 0.0
         #: Detector passes run, and periodic ones skipped as needless (tests count them).
         self.passes = 0
@@ -121,7 +125,7 @@ class Daemon:
     def _build_engine(self, config: Config, snapshots: Optional[SnapshotRequester]) -> AlertEngine:
         """The alert engine and the parts it is handed: its store, the outbox (registered for the
         metrics) and the dead-man pinger; the engine closes them when it closes."""
-        store = AlertStore(config.paths.state_dir, quarantine_damaged=True)
+        store = AlertStore(config.paths.state_dir, quarantine_damaged=True, defer_faults=True)
         outbox = Outbox(store, config.alerting)
         engine = AlertEngine(config, store, outbox, DeadMan(config.alerting), snapshots)
         outbox.start()
@@ -158,7 +162,7 @@ class Daemon:
         would run none of those with trigger lists) and found nothing: the engine would be handed
         the empty answer it already has, and its own timer keeps the alerts' times. Checked
         before building a view: at idle this skips about half of the periodic passes."""
-        return self.detectors.all_fresh(time.time(), fresh_within) and not self.detectors.last_findings()
+        return self.detectors.all_fresh(clock.now(), fresh_within) and not self.detectors.last_findings()
 
     def _after_round(self, probes: FrozenSet[str]) -> None:
         """A detector pass for a batch of rounds that finished together (see ProbeScheduler._gather)."""
@@ -170,7 +174,7 @@ class Daemon:
         away: what a round's pass runs then spares that pass (probe rounds come in bursts every
         10 s, periodic passes every 5 s, so every other one is spared at idle)."""
         ahead = self._last_periodic_eval + TICK_SECONDS - time.monotonic()
-        return time.time() + ahead + TICK_LATENESS if 0 <= ahead < FRESH_WITHIN else None
+        return clock.now() + ahead + TICK_LATENESS if 0 <= ahead < FRESH_WITHIN else None
 
     def _after_complete_round(self) -> None:
         # Every probe finished a round: the alerting dead-man ping (if configured) goes out.
@@ -213,12 +217,13 @@ class Daemon:
             self.reloader.reject(result)
             return False
         new, old = result.config, self.config
-        if new.http.listen != old.http.listen:
-            log.warning("http.listen changed (%s -> %s): takes effect at the next restart",
-                        old.http.listen, new.http.listen)
+        later = restart_only_changes(old, new)
+        if later:
+            log.warning("reload: %s changed; %s at the next restart (everything else applies now)",
+                        ", ".join(later), "takes effect" if len(later) == 1 else "take effect")
         set_level(new.logging.level)
         self.runtime.config = new
-        self.runtime.config_loaded_at = time.time()
+        self.runtime.config_loaded_at = clock.now()
         self.engine.reconfigure(new)
         self.scheduler.replace_probes(result.probes, new.probes.default_timeout, new.probes.jitter)
         self.runtime.bump("reload_success")
@@ -228,20 +233,23 @@ class Daemon:
         return True
 
     # -- lifecycle -------------------------------------------------------------------------
-    def _start_http(self, config: Config, registry: MetricsSource) -> bool:
+    def _start_http(self, config: Config, registry: MetricsSource, quiet: bool = False) -> bool:
         def attach(http: HttpEndpoint) -> None:
             self.http = self.runtime.http = http
 
-        return start_http(config, registry, self.status, self.healthy, attach=attach,
-                          status_remote=lambda: bool(self.runtime.config.http.status_remote)) is not None
+        with self._http_lock:
+            if self.stopping:  # a late attempt of ListenLater: nothing to serve any more
+                return True
+            return start_http(config, registry, self.status, self.healthy, attach=attach, quiet=quiet,
+                              status_remote=lambda: bool(self.runtime.config.http.status_remote)) is not None
 
     def run(self) -> int:
         config = self.config
         probes = self._build_probes(config)
         registry = make_registry(self.runtime)
-        if config.http.enabled:
-            if not self._start_http(config, registry):
-                return 1
+        if config.http.enabled and not self._start_http(config, registry):
+            self.listen_later = ListenLater(config.http.listen, lambda: self._start_http(config, registry, quiet=True))
+            self.listen_later.start()
         install_signal_handlers(self.signals)
         self.scheduler.start(probes)
         log.info("npu-watchdog %s started: host=%s training_job=%s probes=%s", __version__, config.node.name,
@@ -280,6 +288,7 @@ class Daemon:
                 log.exception("applying the reloaded config failed")
         now = time.monotonic()
         self._loop_beat = now
+        self.scheduler.clock_follower.follow()
         self.reloader.check_time(now)
         self._check_state_folder()
         if not self.ready and (self.scheduler.wait_first_round(0) or now >= ready_deadline):
@@ -311,6 +320,9 @@ class Daemon:
             log.debug("state folder check: %s", exc)
 
     def stop(self) -> None:
-        self.stopping = True
+        with self._http_lock:
+            self.stopping = True
+        if self.listen_later is not None:
+            self.listen_later.stop.set()
         self.notifier.stopping()
         shut_down(self.scheduler, self.http, self.engine, self.runtime.snapshots)

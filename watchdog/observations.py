@@ -11,8 +11,9 @@ says how one job's view narrows it (`for_job`, see `JobScoped`). All times are e
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, FrozenSet, List, Optional, Protocol, Tuple, runtime_checkable
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Protocol, Tuple, runtime_checkable
 
 from watchdog.core.state import RecordKey
 
@@ -76,6 +77,15 @@ class EndEvidence:
     last_left_at: Optional[float] = None
     #: A kernel kill or segfault of one of the job's pids (the kernel probe's line), else None.
     kernel_kill: Optional[str] = None
+    #: The first of the job's processes (ranks and launcher) to exit, when it exited non-zero or
+    #: by a signal other than a stop request (SIGTERM, SIGINT, SIGHUP), as the kernel's process
+    #: events report it: "rank 1 (pid 4242) exit status 1"; empty when none did or when the
+    #: events are not available (`exit_source` says which).
+    first_exit: str = ""
+    #: Where exit statuses came from: "process events", or "" (only /proc and the launchers' lines).
+    exit_source: str = ""
+    #: (pid, "exit status 1" / "killed (signal 9)") of the job's processes that exited, as known.
+    exits: Tuple[Tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -295,6 +305,13 @@ class CommandResult:
 PID_REUSE_SLACK_S = 2.0
 
 
+def kmsg_comm(name: str) -> str:
+    """A process name as /dev/kmsg prints it: the kernel keeps 15 bytes (TASK_COMM_LEN) and
+    escapes control bytes, bytes from 0x7f and the backslash as `\\xNN`."""
+    raw = os.fsencode(name)[:15]
+    return "".join(chr(b) if 0x20 <= b < 0x7f and b != 0x5c else f"\\x{b:02x}" for b in raw)
+
+
 @dataclass(frozen=True)
 class KernelEvent:
     """One /dev/kmsg record a kernel rule matched."""
@@ -317,6 +334,19 @@ class KernelEvent:
     job: Optional[str] = None
     rank: Optional[int] = None
     npu: Optional[int] = None
+    #: The command name the record gives for `pid`, as /dev/kmsg prints it (None: the rule
+    #: does not say where it is).
+    comm: Optional[str] = None
+
+    def names(self, comms: Iterable[str]) -> bool:
+        """Whether the record's command name is one of `comms` (the names the process holding
+        the pid was seen with; empty: not known). Any user can name a process `python3[4242] `
+        or run one named like a rank: a record names a rank only when its pid and its command
+        name are the rank's. Unknown on either side, the pid alone decides (as `about` bounds it)."""
+        known = [c for c in comms if c]
+        if self.comm is None or not known:
+            return True
+        return any(self.comm == kmsg_comm(c) for c in known)
 
     def about(self, started_at: Optional[float]) -> bool:
         """Whether this record can be about the process now holding its pid, which started at

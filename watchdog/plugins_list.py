@@ -44,6 +44,7 @@ from watchdog.detectors import (kernel as kernel_detector, liveness as liveness_
                                 paths as paths_detector, selfstate as selfstate_detector,
                                 stall as stall_detector)
 from watchdog.metrics import alerting as alerting_metrics
+from watchdog.metrics import clock as clock_metrics
 from watchdog.metrics import (core as core_metrics, discovery as discovery_metrics,
                               http as http_metrics, kernel as kernel_metrics,
                               liveness as liveness_metrics, logs as logs_metrics,
@@ -68,7 +69,7 @@ SUMMARY_MODULES: Tuple[ModuleType, ...] = (heartbeat_summary, logs_summary, npu_
 
 #: Metric feature modules (`ORDER`, `METRICS`, `samples`); the table follows `ORDER`.
 METRIC_MODULES: Tuple[ModuleType, ...] = (
-    core_metrics, liveness_metrics, npu_metrics, trend_metrics, logs_metrics, kernel_metrics,
+    core_metrics, clock_metrics, liveness_metrics, npu_metrics, trend_metrics, logs_metrics, kernel_metrics,
     alerting_metrics, snapshot_metrics, http_metrics, discovery_metrics,
 )
 

@@ -9,10 +9,10 @@ in layers above this module: the alert engine, the snapshot taker, the HTTP endp
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
+from watchdog.host import clock
 from watchdog.config.schema import Config
 from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.core.findings import Finding
@@ -112,8 +112,8 @@ class Runtime:
     state: StateStore
     engine: Optional[AlertEngineView] = None
     config_path: Optional[str] = None
-    started_at: float = field(default_factory=time.time)
-    config_loaded_at: float = field(default_factory=time.time)
+    started_at: float = field(default_factory=clock.now)
+    config_loaded_at: float = field(default_factory=clock.now)
     #: Named counters of the daemon core (detector errors, reloads...).
     counters: Dict[str, int] = field(default_factory=dict)
     #: The parts that features attach, each None when off; metrics read them.

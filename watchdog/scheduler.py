@@ -21,7 +21,9 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from watchdog.host import clock
 from watchdog.probes.base import Probe
+from watchdog.scheduling.replan import ClockFollower, replan_jobs
 from watchdog.scheduling.rounds import Round, RoundWorker, pass_wanted, record_round, record_stuck
 from watchdog.scheduling.tracker import RoundTracker
 from watchdog.scheduling.trigger import PhasedTrigger
@@ -63,7 +65,10 @@ class ProbeScheduler:
         #: Every schedule is shifted by one random offset (0..jitter) drawn at start, not per run:
         #: a fleet still does not probe in lock-step, while this daemon's probes of one interval
         #: run together (one wake-up, one detector pass for their batch, warm caches).
-        self._anchor = datetime.now(timezone.utc) + timedelta(seconds=random.uniform(0.0, jitter or 0.0))
+        self._phase = timedelta(seconds=random.uniform(0.0, jitter or 0.0))
+        self._anchor = datetime.now(timezone.utc) + self._phase
+        #: The daemon's main loop calls its `follow` (a wall-clock step re-plans the schedules).
+        self.clock_follower = ClockFollower(self.replan)
         #: First rounds (READY=1), full rounds (the dead-man ping), rounds completing on time.
         self.rounds = RoundTracker(on_complete_round, on_first_round)
         self._tick_fn = tick
@@ -123,28 +128,10 @@ class ProbeScheduler:
             next_run_time=datetime.now().astimezone(),
         )
         if probe.follows_changes:
-            threading.Thread(target=self._follow, args=(probe,), name=f"follow-{probe.name}", daemon=True).start()
+            threading.Thread(target=follow_changes, args=(self, probe), name=f"follow-{probe.name}", daemon=True).start()
 
     def _trigger(self, interval: float) -> IntervalTrigger:
         return PhasedTrigger(seconds=interval, start_date=self._anchor, timezone=timezone.utc)
-
-    def _follow(self, probe: Probe) -> None:
-        """Run a round of `probe` whenever it reports a change (until it is replaced or stopped)."""
-        last = 0.0
-        while not self._stopped.is_set() and self.probes.get(probe.name) is probe:
-            try:
-                changed = probe.wait_change(FOLLOW_WAIT)
-            except Exception:
-                log.exception("waiting for changes of probe %s failed", probe.name)
-                self._stopped.wait(FOLLOW_WAIT)
-                continue
-            if not changed or self.probes.get(probe.name) is not probe:
-                continue
-            gap = EVENT_GAP - (time.monotonic() - last)
-            if gap > 0 and self._stopped.wait(gap):
-                return
-            last = time.monotonic()
-            self._run_probe(probe.name, wait_turn=True, wait_settled=True)
 
     def replace_probes(self, probes: List[Probe], default_timeout: float, jitter: float) -> None:
         """Apply a reloaded config: keep probes that adopt the new settings, swap the rest."""
@@ -169,6 +156,13 @@ class ProbeScheduler:
                 old.close()
             self._add(p)
         self.store.unregister_missing(list(self.probes))
+
+    def replan(self) -> None:
+        """After a step of the wall clock (see watchdog.scheduling.replan): every schedule is
+        anchored again at the wall clock of now, with the same phase."""
+        self._anchor = datetime.now(timezone.utc) + self._phase
+        replan_jobs(self._sched, {n: p.interval for n, p in self.probes.items()}, self._trigger,
+                    {TICK_JOB: IntervalTrigger(seconds=TICK_SECONDS)})
 
     # -- rounds ----------------------------------------------------------------------------
     def _tick(self) -> None:
@@ -205,7 +199,7 @@ class ProbeScheduler:
     def _start_round(self, name: str, probe: Probe, turn: threading.Lock) -> Optional[Round]:
         """Hand a round to the probe's worker, watched until settled; None: the last one is stuck."""
         timeout = self.timeout_of(probe)
-        now = time.time()
+        now = clock.now()
         st = self.store.status(name)
         runs = (st.runs_total if st else 0) + 1
         with self._lock:
@@ -293,3 +287,23 @@ class ProbeScheduler:
     def next_runs(self) -> Dict[str, Optional[float]]:
         return {job.id: job.next_run_time.timestamp() if job.next_run_time else None
                 for job in self._sched.get_jobs() if job.id != TICK_JOB}
+
+
+def follow_changes(sched: ProbeScheduler, probe: Probe) -> None:
+    """Run a round of `probe` whenever it reports a change (until it is replaced or the scheduler
+    stops): the thread of a probe with change events (`follows_changes`), beside its schedule."""
+    last = 0.0
+    while not sched._stopped.is_set() and sched.probes.get(probe.name) is probe:
+        try:
+            changed = probe.wait_change(FOLLOW_WAIT)
+        except Exception:
+            log.exception("waiting for changes of probe %s failed", probe.name)
+            sched._stopped.wait(FOLLOW_WAIT)
+            continue
+        if not changed or sched.probes.get(probe.name) is not probe:
+            continue
+        gap = EVENT_GAP - (time.monotonic() - last)
+        if gap > 0 and sched._stopped.wait(gap):
+            return
+        last = time.monotonic()
+        sched._run_probe(probe.name, wait_turn=True, wait_settled=True)

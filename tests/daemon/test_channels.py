@@ -3,13 +3,16 @@ limits, hostile log lines, and the vendors' ways of saying no."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import time
 
 import pytest
 import yaml
 
 from tests.fakes.receivers import Answer, Receiver, closed_port
+from tests.message_kit import chat_text
 from watchdog.alerting.channels import build_channel
 from watchdog.alerting.channels.dingtalk import dingtalk_sign
 from watchdog.alerting.channels.feishu import feishu_sign
@@ -17,6 +20,7 @@ from watchdog.config.load import load_config_text
 
 HOSTILE = ('<!channel> <!here> <@U123> <at user_id="all">x</at> <at id=all></at> @all @here '
            '[click me](http://evil.example/x) <b>bold</b> <script>alert(1)</script> <font color="red">x</font>')
+FENCED = re.compile(r"^(`{3,})\n(.*?)\n\1$", re.M | re.S)
 FORBIDDEN = ["<!channel>", "<!here>", "<@U123>", "<at ", "@all", "@here", "](http://evil", "<b>", "<script",
              "<font"]
 
@@ -88,6 +92,15 @@ def test_hostile_log_line_cannot_mention_or_inject(kind):
         [req] = rx.wait_for(1)
         # Decode JSON escapes so the check sees what the vendor renders.
         rendered = json.dumps(req.json, ensure_ascii=False)
+        if kind in ("feishu", "slack", "dingtalk", "wecom"):
+            # The log line is shown byte for byte in a code block (it must grep in the plog); the
+            # block is what is escaped, and the only change to the line defuses a mention.
+            code = "\n".join(b for _, b in FENCED.findall(chat_text(kind, req)))
+            shown = html.unescape(code) if kind == "slack" else code.replace("\u200b", "")
+            assert shown == HOSTILE, (kind, code)
+            for bad in (("<!channel>", "<!here>", "<@U123>") if kind == "slack" else ("<at ", "<@U123>")):
+                assert bad not in code, (kind, bad)
+            rendered = rendered.replace(json.dumps(code, ensure_ascii=False)[1:-1], "")
         for bad in FORBIDDEN:
             assert bad not in rendered, (kind, bad)
         assert "click me" in rendered and "alert(1)" in rendered  # neutralised, not deleted

@@ -165,7 +165,9 @@ def test_missing_program_marks_probe_down(make_daemon):
     assert "probe command:gone failed" in d.log()
 
 
-def test_port_in_use_is_a_clear_error(make_daemon):
+def test_port_in_use_is_a_clear_error_and_no_exit(make_daemon):
+    """A taken port is said in the log, and the daemon runs on (it listens once the port is
+    free: tests/daemon/test_hostile_startup.py)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
@@ -173,8 +175,9 @@ def test_port_in_use_is_a_clear_error(make_daemon):
         d.config["http"] = {"listen": f"127.0.0.1:{s.getsockname()[1]}"}
         d.write_config(d.config)
         d.start(wait=False)
-        assert d.proc.wait(20) == 1
-        assert "cannot listen on" in d.log()
+        wait_for(lambda: "cannot listen on" in d.log(), what="the error in the log")
+        wait_for(lambda: "first probe round complete" in d.log(), what="the first round")
+        assert d.proc.poll() is None, d.log()
 
 
 def _recv_all(sock, until, timeout=20.0):

@@ -69,7 +69,7 @@ def test_fleet_daemon_pushes_role_and_first_seen_and_keeps_chat_quiet(tmp_path, 
         # startsAt is the push: an old one would make Alertmanager flush the job's group at once.
         assert fired <= parse_time(a["startsAt"]) <= time.time()
         m = d.metrics()
-        key = 'npu_watchdog_alert_first_seen_timestamp_seconds{npu="",rank="",role="root",rule="command_check"}'
+        key = 'npu_watchdog_alert_first_seen_timestamp_seconds{npu="",rank="",role="root",rule="command_check",training_job="llm"}'
         assert m[key] == pytest.approx(seen, abs=0.002)
         flag.unlink()
         wait_for(lambda: any(parse_time(x["endsAt"]) and parse_time(x["endsAt"]) <= time.time()

@@ -134,6 +134,7 @@ OFF_DASHBOARD = {
     "npu_watchdog_log_bytes_read_total": "log reader internals; log read lag is plotted",
     "npu_watchdog_log_engine_info": "static (re2 or re); doctor and status report it",
     "npu_watchdog_log_files_followed": "log reader internals; path_unmatched alerts when it is 0",
+    "npu_watchdog_log_files_polled": "log reader internals: files beyond the descriptor budget (docs/guarantees.md)",
     "npu_watchdog_log_lines_read_total": "log reader internals; log read lag is plotted",
     "npu_watchdog_log_read_errors_total": "alerted through probe_down and log_unreadable",
     "npu_watchdog_log_rotations_total": "log reader internals",
@@ -167,6 +168,8 @@ OFF_DASHBOARD = {
     "npu_watchdog_kernel_records_lost_total": "kernel probe internals (records the ring overwrote)",
     "npu_watchdog_kernel_records_malformed_total": "kernel probe internals",
     "npu_watchdog_kernel_records_total": "kernel probe internals",
+    "npu_watchdog_clock_steps_total": "wall-clock steps; the journal says each (docs/guarantees.md, clock steps)",
+    "npu_watchdog_clock_offset_seconds": "wall clock minus the daemon's clock; moves only with a step",
 }
 
 

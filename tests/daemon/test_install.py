@@ -19,6 +19,8 @@ import pytest
 from tests.helpers import REPO
 
 SCRIPT = REPO / "scripts" / "install.sh"
+#: What the module's one install printed.
+OUTPUT: dict = {}
 PREFIX = "/opt/npu-watchdog"
 
 
@@ -47,7 +49,17 @@ def installed(tmp_path_factory):
     warned = [line for line in (r.stdout + r.stderr).splitlines()
               if "Warning" in line and ("setuptools" in line or "BuildBackend" in line or "pyproject" in line)]
     assert not warned, "\n".join(warned)
+    OUTPUT["install"] = r.stdout + r.stderr
     return root
+
+
+def test_a_first_install_names_the_placeholder_to_set_and_the_next_step(installed):
+    """The shipped example's Feishu URL is a placeholder: the installer says which key, never the
+    URL, and what to run once it is set (on a live systemd it enables nothing until then)."""
+    out = OUTPUT["install"]
+    assert "still holds a placeholder" in out, out
+    assert "alerting.channels[0].url (feishu-ops)" in out and "open.feishu.cn" not in out
+    assert "systemctl enable --now npu-watchdog" in out
 
 
 def test_the_fast_log_engine_is_installed_where_a_wheel_exists(installed):

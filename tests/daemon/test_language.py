@@ -141,11 +141,11 @@ def test_one_incident_pages_a_chinese_feishu_group_and_an_english_slack_channel(
     title = card["header"]["title"]["content"]
     assert title.startswith("[严重] node-01/llama：loss 出现 NaN（迭代 5426），rank 0-7"), title
     buttons = [e for e in card["body"]["elements"] if e["tag"] == "button"]
-    assert [b["text"]["content"] for b in buttons] == ["监控面板", "运行手册"]
+    assert [b["text"]["content"] for b in buttons] == ["监控面板", "处置手册"]
     assert buttons[1]["behaviors"][0]["default_url"] == "https://n.example/runbook/zh#log_nan"
     text = chat_text("feishu", cn)
     assert "npu-watchdog silence add --match rule=log_nan --for 2h" in text  # commands unchanged
-    assert "rank0］ iteration 5426/" in text  # log excerpts unchanged (escaped for lark_md only)
+    assert "[rank0] iteration     5426/  100000 | consumed" in text  # log lines byte for byte, in a code block
     assert not english_left(text + "\n" + title, keep={"node", "llama", "nan_loss"}), english_left(text)
 
     blocks = us.json["blocks"]
@@ -163,11 +163,11 @@ def test_the_slack_context_line_and_dingtalk_wecom_links_in_chinese():
             context = [e["text"] for e in req.json["blocks"][-1]["elements"]]
             assert context[0] == "<https://grafana.example/d/npu-watchdog/npu-watchdog?var-host=node-01|监控面板>", context
             assert context[1].startswith("npu-watchdog · 告警 · 16 条告警，2 条规则，rank 0-7 · id "), context
-            assert "<https://n.example/runbook/zh#log_nan|运行手册>" in chat_text(kind, req)
+            assert "<https://n.example/runbook/zh#log_nan|处置手册>" in chat_text(kind, req)
         else:
             text = chat_text(kind, req)
             assert "[监控面板](https://grafana.example/d/npu-watchdog/npu-watchdog?var-host=node-01) · " \
-                   "[运行手册](https://n.example/runbook/zh#log_nan)" in text, text
+                   "[处置手册](https://n.example/runbook/zh#log_nan)" in text, text
 
 
 def test_resolved_and_numbers_stay_exact_in_chinese():
@@ -178,7 +178,8 @@ def test_resolved_and_numbers_stay_exact_in_chinese():
     req = deliver("wecom", body, language="zh", display_timezone="Asia/Shanghai")
     text = req.json["markdown"]["content"]
     assert text.startswith("### [严重] 已恢复 node-01/llama：loss 出现 NaN（迭代 5426），rank 0-7")
-    assert re.search(r"已恢复，恢复时间 \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \+08:00（1m前）", text), text
+    assert re.search(r"恢复于 \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \+08:00（1 分钟前）", text), text
+    assert text.count("已恢复") == 1, text  # the header says it; each rule's line says when
 
 
 # -- limits ----------------------------------------------------------------------------------

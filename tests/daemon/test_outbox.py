@@ -43,7 +43,8 @@ def test_rate_limiter_windows():
 def test_committed_before_send_and_retry_after_is_honoured(tmp_path):
     with Receiver("slack") as rx:
         rx.script(Answer(429, "rate_limited", headers={"Retry-After": "1"}))
-        store, ob = outbox(tmp_path, [{"type": "slack", "name": "s", "url": rx.url}])
+        # retry_max above the Retry-After: the vendor's word is kept up to the configured maximum.
+        store, ob = outbox(tmp_path, [{"type": "slack", "name": "s", "url": rx.url}], retry_max="2s")
         ob.enqueue([("s", "k1", "firing", note(1))])
         assert store.outbox_stats()[0] == 1  # durable before any attempt
         ob.start()

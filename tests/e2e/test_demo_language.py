@@ -4,6 +4,7 @@ labels, paths, commands and log excerpts."""
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -36,5 +37,9 @@ def test_the_chinese_demo_pages_like_the_english_one_in_chinese(demo):
         title = body["blocks"][0]["text"]["text"]
         assert title.startswith(("[严重]", "[警告]")), title
         assert not english_left(text), (english_left(text), text)
+        # Durations and times in Chinese units ("13 秒前"), outside commands and log lines.
+        prose = re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
+        assert not re.search(r"(?<![0-9A-Za-z])(?:\d+(?:ms|[smhd]))+(?![0-9A-Za-z])", prose), text
+        assert "已恢复，恢复时间" not in text and "作业停止前进" not in text and "运行手册" not in text, text
     hooks = [r.body for r in run.receiver.received if r.path.startswith("/hook")]
     assert hooks and all(CJK.search(a["annotations"]["summary"]) for h in hooks for a in h["alerts"])

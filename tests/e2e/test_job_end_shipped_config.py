@@ -143,15 +143,17 @@ def test_row_failure_line_pages_as_today(node):
 
 
 def test_rows_left_alone_then_left_apart(node):
-    """Rank 1 exits silently while its peers train: missing once `end_window` passed (one page per
-    channel); the others end with an end line much later: apart, not together, so job_gone."""
+    """Rank 1 exits 0 silently while its peers train, and its launcher reports nothing either (an
+    exit status other than 0, from the kernel or a launcher's `failed (exitcode: 1)`, is a failure
+    sign paged at once): missing once `end_window` passed (one page per channel); the others end
+    much later: apart, not together, so job_gone."""
     name = "row-alone"
-    job = node.job(name, FAKE_TRAIN_NO_DONE="1")
+    job = node.job(name, quiet=True, FAKE_TRAIN_NO_DONE="1")
     with job:
         node.follow(job, name)
         node.start_row()
         t0 = time.monotonic()
-        job.exit_rank(1)
+        job.quit_rank(1)
         wait_for(lambda: node.counts()["hook"]["firing"] >= 1, timeout=END_WINDOW_S + PAGE_BUDGET_S,
                  what="rank_missing page")
         assert time.monotonic() - t0 >= END_WINDOW_S  # held for the window: the peers might have followed
@@ -161,7 +163,7 @@ def test_rows_left_alone_then_left_apart(node):
             == [("rank_missing", name, "1")]
         node.start_row()
         job.finish()
-        assert job.wait() == 1  # the launcher reports rank 1's status
+        assert job.wait() == 0  # every rank exited 0
         write_scenario(node.scenario, [])
         (gone,) = wait_for(lambda: node.findings(name, "job_gone") or None, timeout=PAGE_BUDGET_S, what="job_gone")
         assert gone["details"]["verdict"]["row"] == "left_apart"

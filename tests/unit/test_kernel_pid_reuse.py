@@ -31,8 +31,9 @@ def rank(pid: int, r: int, started: float) -> ProcessInfo:
                        rss_bytes=0, threads=1, job="j")
 
 
-def view(events, running=(), gone=(), launcher=None):
+def view(events, running=(), gone=(), launcher=None, started=NOW - 3600):
     store = StateStore()
+    store.started_at = started  # the daemon's start (records before it about no rank are history)
     store.put("kernel", KernelObservation(recent=tuple(events)))
     job = JobState(name="j", first_seen_at=NOW - 100, expected=None, ended_at=None, launcher_pid=launcher,
                    end=EndEvidence(ranks=2, gone=2))
@@ -75,3 +76,14 @@ def test_an_old_record_does_not_get_a_current_ranks_labels():
     assert [(f.rule, f.severity, "rank" in f.labels) for f in old] == [("kernel_oom", "info", False)]
     new = kernel_detector.detect(view([kill(4242, NOW - 5)], running=[rank(4242, 0, NOW - 60)]), cfg)
     assert [(f.rule, f.severity, f.labels.get("rank")) for f in new] == [("kernel_oom", "critical", "0")]
+
+
+def test_a_record_from_before_the_daemon_started_about_no_watched_rank_is_not_an_incident():
+    cfg = Config.model_validate({"node": {"name": "n1"}, "probes": {"kernel": {"enabled": True}}})
+    other, mine = kill(5151, NOW - 600), kill(4242, NOW - 30)
+    # started 60 s ago: the old kill of another process is history; the kill of a rank still counts
+    found = kernel_detector.detect(view([other, mine], gone=[rank(4242, 0, NOW - 120)], started=NOW - 60), cfg)
+    assert [(f.rule, f.labels.get("rank")) for f in found] == [("kernel_oom", "0")]
+    # the same old kill read by a daemon that was already running then is recorded (info)
+    found = kernel_detector.detect(view([other], started=NOW - 3600), cfg)
+    assert [(f.rule, f.severity) for f in found] == [("kernel_oom", "info")]

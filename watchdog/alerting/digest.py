@@ -9,11 +9,13 @@ first and says "and N more" for what it cannot show.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from watchdog.alerting.timetext import TimeText, format_duration
-from watchdog.alerting.text import one_line
+from watchdog.alerting.timetext import TimeText
+from watchdog.alerting.text import code_line, one_line
 from watchdog.alerting.wording import compact, headline, phrase, scope
 from watchdog.runbook import runbook_link  # the one link builder (channels import it from here too)
 from watchdog.parse.steps import find_step
@@ -69,17 +71,31 @@ class RuleGroup:
         return fill(rw.summary, {**labels, "where": where})
 
     def value_in(self, w: Words) -> Any:
-        """The first alert's value, unless `w` says the rule's value is not worth showing."""
+        """The first alert's value, unless `w` says the rule's value is not worth showing; a
+        duration (`8s`, `1h5m`) in `w`'s own units."""
         rw = w.rule(self.rule) if w.language != EN.language else None
-        return None if rw is not None and not rw.show_value else self.first.get("value")
+        value = None if rw is not None and not rw.show_value else self.first.get("value")
+        seconds = duration_seconds(value) if w.language != EN.language else None
+        return w.duration(seconds) if seconds is not None else value
 
     def hint_in(self, w: Words) -> str:
         """The hint: the finding's own in English, or the rule's hint in `w`'s language (a hint
         the user wrote in the config, for their own checks and log rules, is kept as written)."""
         rw = w.rule(self.rule) if w.language != EN.language else None
         if rw is None or not rw.hint or (rw.own_hint and self.hint):
-            return self.hint
-        return rw.hint
+            hint = self.hint
+        else:
+            hint = rw.hint
+        return f"{hint} {self.verdict_in(w)}".strip() if self.verdict_in(w) else hint
+
+    def verdict_in(self, w: Words) -> str:
+        """The verdict (watchdog.core.verdict) in `w`'s language: the interruption's domain and
+        whether a restart helps, from the first alert's `domain` and `restart` labels."""
+        labels = self.first.get("labels") or {}
+        domain, restart = labels.get("domain"), labels.get("restart")
+        if not domain or not restart:
+            return ""
+        return w.t("verdict_line", domain=w.t(f"domain_{domain}"), restart=w.t(f"restart_{restart}"))
 
     def _step(self) -> Optional[tuple]:
         """The earliest step/iteration any alert names (in its summary, value or log lines)."""
@@ -163,6 +179,22 @@ class Style:
     inline: Callable[[str], str]
 
 
+_DURATION = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+
+
+def duration_seconds(value: Any) -> Optional[float]:
+    """Seconds of a value written as a duration (`8s`, `1h5m`, `250ms`), else None."""
+    if not isinstance(value, str) or not value or len(value) > 24:
+        return None
+    if value.endswith("ms") and value[:-2].isdigit():
+        return int(value[:-2]) / 1000.0
+    m = _DURATION.fullmatch(value)
+    if m is None:
+        return None
+    d, h, mi, s = (int(x or 0) for x in m.groups())
+    return d * 86400.0 + h * 3600 + mi * 60 + s
+
+
 def since_text(times: TimeText, ts: Optional[float], w: Words = EN) -> str:
     """`2026-11-30 22:16:40 +08:00 (3m ago)` in `w`'s words (the time itself is unchanged)."""
     if not ts:
@@ -171,7 +203,7 @@ def since_text(times: TimeText, ts: Optional[float], w: Words = EN) -> str:
     if seconds < 1:
         ago = w.t("just_now")
     else:
-        ago = w.t("ago", d=format_duration(seconds - seconds % 60 if seconds >= 600 else seconds))
+        ago = w.t("ago", d=w.duration(seconds - seconds % 60 if seconds >= 600 else seconds))
     return w.t("since_at", stamp=times.stamp(ts), ago=ago)
 
 
@@ -202,7 +234,7 @@ def group_text(g: RuleGroup, st: Style, d: Detail, times: TimeText, runbook: Opt
     if d.lines > 0 and ev and not resolved:
         who = " ".join(w.t("evidence_whose", key=w.t(f"{k}_one"), value=v) for k, v in whose.items())
         out.append(st.bold(w.t("log_lines_whose", whose=e(who)) if who else w.t("log_lines")) + w.t("colon").rstrip())
-        out.append(st.code([e(one_line(x, MAX_LINE)) for x in ev[-d.lines:]]))
+        out.append(st.code([code_line(x, MAX_LINE) for x in ev[-d.lines:]]))  # the style escapes the block
     link = runbook_link(runbook, g.rule, w.language)
     acts = []
     if link:

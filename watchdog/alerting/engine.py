@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Callable, List, Optional
 
+from watchdog.host.clock import CLOCK
 from watchdog.alerting import lifecycle
 from watchdog.alerting.core import EngineCore, SnapshotRequester
 from watchdog.alerting.muting import Muter
@@ -54,7 +54,7 @@ class AlertEngine:
     pinger and closes the store, after the timer and before the store."""
 
     def __init__(self, config: Config, store: AlertStore, outbox: Outbox, deadman: DeadMan,
-                 snapshots: Optional[SnapshotRequester] = None, clock: Callable[[], float] = time.time,
+                 snapshots: Optional[SnapshotRequester] = None, clock: Callable[[], float] = CLOCK.now,
                  timer: bool = True):
         self.config = config
         self.store = store
@@ -256,8 +256,7 @@ class AlertEngine:
             log.debug("cannot re-create the state folder now: %s", describe(exc))
             return False
         if what:
-            log.error("%s (mode 0700, the database 0600); alerts, silences and queued notifications carried over",
-                      what, extra={"event": "state_recreated"})
+            log.error("%s", what, extra={"event": "state_recreated"})
         return bool(what)
 
     def _unwritable_finding(self) -> Finding:

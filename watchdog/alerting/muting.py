@@ -15,6 +15,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from watchdog.host.clock import CLOCK
 from watchdog.alerting.routing import match_labels, matches_all
 from watchdog.alerting.store import AlertRow, AlertStore, Silence
 from watchdog.config.sections.alerting import InhibitRule, LabelMatcher, parse_matcher
@@ -96,8 +97,11 @@ class Muter:
             ids = {s.id for s in self._silences}
             self._cache = {k: v for k, v in self._cache.items() if k in ids}
         active = []
+        # Silences are written on the wall clock (the `silence` CLI); the engine's `now` is the
+        # daemon's step-free clock (watchdog.host.clock).
+        wall = CLOCK.to_wall(now)
         for s in self._silences:
-            if not s.active(now):
+            if not s.active(wall):
                 continue
             ms = self._cache.get(s.id)
             if ms is None:
@@ -112,7 +116,7 @@ class Muter:
         if now - self._last_prune > 3600:
             self._last_prune = now
             try:
-                self.store.prune_silences(now - 7 * 86400)
+                self.store.prune_silences(wall - 7 * 86400)
             except (sqlite3.Error, OSError) as exc:  # housekeeping: the state folder's fault is reported elsewhere
                 log.debug("pruning old silences failed: %s", exc)
 
@@ -123,7 +127,8 @@ class Muter:
     def next_change(self, now: float) -> float:
         """When the set of active silences changes next by time alone (a start or an end after
         `now`; infinity when none): the engine's timer wakes then."""
-        times = [t for s in self._silences for t in (s.starts_at, s.ends_at) if t > now]
+        off = CLOCK.offset()
+        times = [t - off for s in self._silences for t in (s.starts_at, s.ends_at) if t - off > now]
         return min(times, default=float("inf"))
 
     def view(self, now: float) -> ActiveSilences:

@@ -35,6 +35,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
+from watchdog.host import clock
 from watchdog.alerting.channels import Channel, build_channels
 from watchdog.alerting.channels.base import Verdict, scrub, secret_fragments
 from watchdog.alerting.channels.http import Deadline, make_session, read_answer
@@ -95,6 +96,20 @@ def backoff(cfg: AlertingConfig, attempts: int) -> float:
     """Seconds before the next attempt after `attempts` failed ones: exponential, with jitter."""
     base = min(cfg.retry_max, cfg.retry_initial * (2 ** min(attempts, 30)))
     return base * random.uniform(0.5, 1.0)
+
+
+def vendor_delay(cfg: AlertingConfig, retry_after: float) -> float:
+    """Seconds to wait when the vendor said `Retry-After`: its word, but never longer than the
+    channel's `retry_max`. A vendor (or anything posing as one) answering `Retry-After: 86400`
+    must not silence the channel, later incidents included, for a day; an early retry costs one
+    more 429 at worst."""
+    return min(cfg.retry_max, MAX_RETRY_AFTER, max(0.5, retry_after))
+
+
+def _capped(cfg: AlertingConfig, retry_after: Optional[float]) -> str:
+    if retry_after is not None and retry_after > vendor_delay(cfg, retry_after):
+        return f" (the vendor asked for {retry_after:.0f}s; capped by alerting.retry_max)"
+    return ""
 
 
 class _ChannelSender:
@@ -160,11 +175,11 @@ class _ChannelSender:
         """Handle at most one row; returns how long to sleep before the next step."""
         ch = self.channel
         store = self.outbox.store
-        now = time.time()
+        now = clock.now()
         mem, mem_at = self.outbox.memory_head(ch.name)
         if mem is not None and mem_at <= now:
             return self._step_memory(mem, now)
-        row = store.next_due(ch.name, now)
+        row = store.next_due(ch.name, now, horizon=self.outbox.config.retry_max + BUSY_WAIT)
         if row is None:
             nxt = store.next_time(ch.name)
             nxt = mem_at if nxt is None else min(nxt, mem_at)
@@ -182,7 +197,7 @@ class _ChannelSender:
             return wait
         store.begin_attempt(row.id)
         # Counted from when the request leaves (after the attempt's commit), as the vendor counts.
-        self.limiter.record(time.time())
+        self.limiter.record(clock.now())
         verdict = ch.deliver(dict(row.body, repeat=True) if row.repeat else row.body, self.session)
         self.outbox.last_verdict[ch.name] = verdict
         if verdict.ok:
@@ -200,17 +215,17 @@ class _ChannelSender:
         attempt = row.attempts + 1
         # Counted from the answer, as the vendor counts its Retry-After (not from before the
         # attempt's commit and request, which a loaded disk or network can make last a while).
-        answered = time.time()
+        answered = clock.now()
         if verdict.retry_after is not None:
-            delay = min(MAX_RETRY_AFTER, max(0.5, verdict.retry_after))
+            delay = vendor_delay(cfg, verdict.retry_after)
             self.limiter.block(answered + delay)
         else:
             delay = backoff(cfg, row.attempts)
         store.retry(row.id, answered + delay, verdict.line())
         self.outbox.count(ch.name, "retried")
         level = logging.WARNING if attempt <= 3 or attempt % 10 == 0 else logging.DEBUG
-        log.log(level, "channel %s: attempt %d of notification %s failed (%s); retrying in %.1fs", ch.name, attempt,
-                row.ikey, verdict.line(), delay, extra={"channel": ch.name})
+        log.log(level, "channel %s: attempt %d of notification %s failed (%s); retrying in %.1fs%s", ch.name, attempt,
+                row.ikey, verdict.line(), delay, _capped(cfg, verdict.retry_after), extra={"channel": ch.name})
         return 0.0
 
 
@@ -228,7 +243,7 @@ class _ChannelSender:
         wait = self.limiter.wait_time(now)
         if wait > 0:
             return wait
-        self.limiter.record(time.time())
+        self.limiter.record(clock.now())
         verdict = ch.deliver(mem.body, self.session)
         self.outbox.last_verdict[ch.name] = verdict
         if verdict.ok or not verdict.retryable:
@@ -239,15 +254,16 @@ class _ChannelSender:
                     verdict.line(), extra={"channel": ch.name})
             return 0.0
         delay = backoff(cfg, mem.attempts)
-        answered = time.time()  # counted from the answer, as in `_step`
+        answered = clock.now()  # counted from the answer, as in `_step`
         if verdict.retry_after is not None:
-            delay = min(MAX_RETRY_AFTER, max(0.5, verdict.retry_after))
+            delay = vendor_delay(cfg, verdict.retry_after)
             self.limiter.block(answered + delay)
         mem.attempts += 1
         mem.next_at = answered + delay
         self.outbox.count(ch.name, "retried")
-        log.warning("channel %s: attempt %d of notification %s (from memory) failed (%s); retrying in %.1fs",
-                    ch.name, mem.attempts, mem.ikey, verdict.line(), delay, extra={"channel": ch.name})
+        log.warning("channel %s: attempt %d of notification %s (from memory) failed (%s); retrying in %.1fs%s",
+                    ch.name, mem.attempts, mem.ikey, verdict.line(), delay, _capped(cfg, verdict.retry_after),
+                    extra={"channel": ch.name})
         return 0.0
 
 
@@ -315,7 +331,7 @@ class Outbox:
     def send_from_memory(self, items: Sequence[OutboxItem]) -> None:
         """Queue (channel, ikey, kind, body) rows in memory only and wake their senders: for what
         must not wait for the state folder (the engine's `state_unwritable`)."""
-        now = time.time()
+        now = clock.now()
         with self._lock:
             for channel, ikey, kind, body in items:
                 self._memory.setdefault(channel, collections.deque()).append(MemoryRow(ikey, kind, body, now, 0, now))
@@ -371,7 +387,7 @@ class Outbox:
     def stats(self) -> Tuple[int, float]:
         """(pending rows, age in seconds of the oldest, 0 when empty)."""
         n, oldest = self.store.outbox_stats()
-        return n, (max(0.0, time.time() - oldest) if oldest else 0.0)
+        return n, (max(0.0, clock.now() - oldest) if oldest else 0.0)
 
     def secrets(self) -> List[str]:
         out: List[str] = []

@@ -55,12 +55,30 @@ def escape_slack(text: Any) -> str:
     return _MENTION_WORDS.sub("@" + ZWSP, s)
 
 
+#: The one markup that still acts inside a code block on Feishu (`<at id=all>`) and WeCom
+#: (`<@userid>`): a mention. A zero-width space after its `<` is the only change to a log line.
+_CODE_MENTION = re.compile(r"<(?=at\b|@)", re.IGNORECASE)
+
+
 def _md_code(lines: List[str]) -> str:
-    return "\n".join("> " + ln if ln else ">" for ln in lines)
+    """Log lines as they are, byte for byte (so a line copied from chat greps in the plog), in a
+    fenced block whose fence no line can close: longer than the longest run of backticks in
+    them. The block is escaped, not the lines."""
+    longest = max((len(run) for ln in lines for run in re.findall(r"`+", ln)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "\n".join([fence] + [_CODE_MENTION.sub("<" + ZWSP, ln) for ln in lines] + [fence])
 
 
 def _slack_code(lines: List[str]) -> str:
-    return "```\n" + "\n".join(ln.replace("```", "'''") for ln in lines) + "\n```"
+    """Slack shows `&amp;` `&lt;` `&gt;` as the characters themselves (a copy gives the line back);
+    its code blocks know no longer fence, so a triple backtick inside is broken."""
+    entities = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))  # `<!here>` and `<@U1>` are text then
+    out = []
+    for ln in lines:
+        for ch, ent in entities:
+            ln = ln.replace(ch, ent)
+        out.append(ln.replace("```", "'''"))
+    return "```\n" + "\n".join(out) + "\n```"
 
 
 def _md_inline(text: str) -> str:
@@ -161,7 +179,7 @@ class Message:
 def where_labels(labels: Dict[str, str]) -> str:
     """The identity beyond host/training job: rank, device, chip, probe, check, log rule..."""
     return " ".join(f"{k}={v}" for k, v in sorted(labels.items())
-                    if k not in ("host", JOB_LABEL, LEGACY_JOB_LABEL))
+                    if k not in ("host", JOB_LABEL, LEGACY_JOB_LABEL, "domain", "restart"))
 
 
 def dashboard_link(template: Optional[str], labels: Dict[str, str], rule: str) -> Optional[str]:

@@ -15,12 +15,13 @@ import logging
 import os
 import sqlite3
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from contextlib import contextmanager
 from typing import Any, ContextManager, Dict, Iterator, List, NamedTuple, Optional, Sequence
 
+from watchdog.host import clock
+from watchdog.alerting.lateopen import LateOpen
 from watchdog.service import statefiles
 from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL, fingerprint, upgrade_labels
 
@@ -131,7 +132,7 @@ class Silence:
     ends_at: float
     created_by: str
     comment: str
-    created_at: float = field(default_factory=time.time)
+    created_at: float = field(default_factory=clock.now)
 
     def active(self, now: float) -> bool:
         return self.starts_at <= now < self.ends_at
@@ -180,7 +181,7 @@ class OutboxQueue:
 
     @staticmethod
     def _enqueue(db: sqlite3.Connection, items: Sequence[OutboxItem]) -> None:
-        now = time.time()
+        now = clock.now()
         for channel, ikey, kind, body in items:
             if kind == "refresh":
                 # An unsent periodic refresh is superseded by the newer one.
@@ -189,14 +190,17 @@ class OutboxQueue:
             db.execute("INSERT INTO outbox (channel, created, ikey, kind, body, attempts, next_at)"
                        " VALUES (?,?,?,?,?,0,?)", (channel, now, ikey, kind, json.dumps(body, default=str), now))
 
-    def next_due(self, channel: str, now: float) -> Optional[OutboxRow]:
+    def next_due(self, channel: str, now: float, horizon: float = float("inf")) -> Optional[OutboxRow]:
+        """The channel's oldest row if it is due at `now`. A row planned more than `horizon`
+        ahead is due too: no delay is that long, so its time was written before the wall clock
+        stepped back (in an earlier life of the daemon; within one the clock does not step)."""
         with self._lock:
             # Strictly first in, first out per channel: the oldest row goes first even while it waits
             # for a retry, so an on-call reader never sees a resolve before its firing message.
             r = self._db.execute(
                 "SELECT id, channel, created, ikey, kind, body, attempts, next_at, last_error, repeat FROM outbox"
                 " WHERE channel=? ORDER BY id LIMIT 1", (channel,)).fetchone()
-        if r is None or r[7] > now:
+        if r is None or now < r[7] <= now + horizon:
             return None
         return OutboxRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], bool(r[9]))
 
@@ -240,17 +244,29 @@ class OutboxQueue:
             return db.execute("DELETE FROM outbox WHERE channel=?", (channel,)).rowcount
 
 
-class AlertStore(OutboxQueue):
+class AlertStore(OutboxQueue, LateOpen):
     """Thread-safe access to the alerting database (one connection, one lock)."""
 
-    def __init__(self, state_dir: str, quarantine_damaged: bool = False):
+    def __init__(self, state_dir: str, quarantine_damaged: bool = False, defer_faults: bool = False):
         """Open (or create) the database. With `quarantine_damaged` (the daemon), a file that is not
-        a usable database is set aside and a fresh one started, instead of failing every start."""
-        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        a usable database is set aside and a fresh one started, instead of failing every start.
+        With `defer_faults` (the daemon), a folder that cannot be created, written or opened now
+        (full or read-only disk at boot) is no reason to exit: see `unopened`."""
         self.path = db_path(state_dir)
         self._lock = threading.RLock()
         #: Silence writes made through this connection (SQLite's data_version does not count them).
         self._silence_writes = 0
+        self.unopened = ""  # see LateOpen
+        self._identity: Optional[tuple] = None
+        try:
+            os.makedirs(state_dir, mode=0o700, exist_ok=True)
+            self._open_or_quarantine(quarantine_damaged)
+        except (OSError, sqlite3.Error) as exc:
+            if not defer_faults or (isinstance(exc, sqlite3.Error) and not storage_fault(exc)):
+                raise
+            self._stand_in(exc, _SCHEMA)
+
+    def _open_or_quarantine(self, quarantine_damaged: bool) -> None:
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
@@ -351,8 +367,9 @@ class AlertStore(OutboxQueue):
     # -- the state folder under faults ----------------------------------------------------
     def moved(self) -> bool:
         """Whether the database file is no longer the one this connection writes (deleted, alone
-        or with its folder, or replaced): one `stat`, cheap enough for every turn of the main loop."""
-        return _identity(self.path) != self._identity
+        or with its folder, or replaced), or was never opened: one `stat`, cheap enough for every
+        turn of the main loop."""
+        return bool(self.unopened) or _identity(self.path) != self._identity
 
     def heal(self, reopen: bool = False) -> str:
         """Re-create a state folder or database deleted under the running daemon. The deleted file
@@ -362,6 +379,8 @@ class AlertStore(OutboxQueue):
         OSError or sqlite3.Error when it cannot be done now (the caller retries). With `reopen`
         (a write met a read-only database) the connection is opened anew."""
         with self._lock:
+            if self.unopened:
+                return self._open_late()
             if not self.moved():
                 if reopen:
                     # SQLite opened a read-only file read-only for good: a new connection sees
@@ -385,7 +404,8 @@ class AlertStore(OutboxQueue):
             self._identity = _identity(self.path)
             old.close()
             what = f"the state folder {folder} was" if made else f"{self.path} was"
-            return f"{what} deleted under the running daemon; re-created it from the open database"
+            return (f"{what} deleted under the running daemon; re-created it from the open database (mode 0700, "
+                    "the database 0600); alerts, silences and queued notifications carried over")
 
     # -- alerts ----------------------------------------------------------------------------
     def load_alerts(self) -> Dict[str, AlertRow]:
@@ -412,6 +432,11 @@ class AlertStore(OutboxQueue):
         With `probe` the transaction writes even when nothing changed (the database header's
         user_version, set to itself): while the folder could not be written, only a real write
         tells that it can be again."""
+        if self.unopened:
+            # Never a commit to the stand-in in memory: the alerts would count as sent and their
+            # pages be lost with it. The engine holds them and redoes the pass once `heal` opened
+            # the file.
+            raise sqlite3.OperationalError(f"the alert state cannot be opened: {self.unopened}")
         if not changed and not deleted and not items and not probe:
             return
         with self._tx() as db:

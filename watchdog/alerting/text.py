@@ -71,6 +71,12 @@ def cut_bytes(text: str, max_bytes: int, mark: str = "…") -> str:
     return text[:cut_index(text, lo)] + mark
 
 
+def code_line(text: Any, limit: int) -> str:
+    """A log line for a code block: control characters and terminal sequences dropped, line breaks
+    removed, cut to `limit`; spaces, tabs and every printable character kept as they are."""
+    return cut_chars(clean(text).replace("\r", "").replace("\n", " "), limit)
+
+
 def one_line(text: Any, limit: int) -> str:
     s = " ".join(clean(text).split())
     return cut_chars(s, limit)

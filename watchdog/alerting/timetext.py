@@ -8,10 +8,10 @@ at load time with a message naming the bad zone, and every channel formats times
 from __future__ import annotations
 
 import datetime as _dt
-import time
 from dataclasses import dataclass
 from typing import Optional
 
+from watchdog.host.clock import CLOCK
 from watchdog.config.types import format_duration, load_zone
 
 def ago(seconds: float) -> str:
@@ -40,11 +40,12 @@ class TimeText:
         return cls(zone, now)
 
     def _now(self) -> float:
-        return time.time() if self.now is None else self.now
+        return CLOCK.now() if self.now is None else self.now
 
     def stamp(self, ts: float) -> str:
-        """`2026-11-30 22:16:40 +08:00`: the offset, not a zone abbreviation, is unambiguous."""
-        t = _dt.datetime.fromtimestamp(ts, self.zone)
+        """`2026-11-30 22:16:40 +08:00`: the offset, not a zone abbreviation, is unambiguous. `ts`
+        is a time of the daemon's clock, shown as the wall clock reads it now."""
+        t = _dt.datetime.fromtimestamp(CLOCK.to_wall(ts), self.zone)
         off = t.strftime("%z")
         off = off[:3] + ":" + off[3:] if len(off) == 5 else "+00:00"
         return t.strftime("%Y-%m-%d %H:%M:%S ") + off

@@ -47,8 +47,9 @@ def compact(values: Iterable[str], limit: int = 8, w: Words = EN) -> str:
 
 #: Labels that name where an alert is, in the order they are told (their words: `<label>_one/_many`).
 _SCOPE = ("rank", "npu", "chip", "device_id")
-#: Labels that are the message's own header (host, training job) or the rule itself.
-_SILENT = {"host", "training_job", "job"}
+#: Labels that are the message's own header (host, training job) or the rule itself, and the
+#: verdict's labels, which the hint's verdict line says in the message's language.
+_SILENT = {"host", "training_job", "job", "domain", "restart"}
 
 
 def scope(labels_list: Sequence[Dict[str, str]], w: Words = EN) -> str:

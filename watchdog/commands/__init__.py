@@ -26,3 +26,19 @@ def load_config_or_report(path: str) -> "Optional[Config]":
     except ConfigError as exc:
         print(exc.render(), file=sys.stderr)
         return None
+
+
+def config_or_defaults(path: str) -> "Optional[Config]":
+    """For commands that talk to a running daemon (`status`, `silence`): the config at `path`, or,
+    where there is no file at the default path, the defaults (said on stderr), so the answer is
+    about the daemon (not reachable, no state) rather than "invalid config". A file named with
+    -c that does not exist, or does not validate, is still an error."""
+    import os
+
+    if path == DEFAULT_CONFIG_PATH and not os.path.exists(path):
+        from watchdog.config.load import load_config_text
+
+        print(f"npu-watchdog: no config at {path}; using the defaults (-c FILE names the daemon's config)",
+              file=sys.stderr)
+        return load_config_text("{}", "<defaults>")
+    return load_config_or_report(path)

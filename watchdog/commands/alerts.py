@@ -13,7 +13,7 @@ import sys
 import time
 from typing import List, Optional
 
-from watchdog.commands import add_config_arg, load_config_or_report
+from watchdog.commands import add_config_arg, config_or_defaults, load_config_or_report
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -52,7 +52,7 @@ def register(sub: "argparse._SubParsersAction") -> None:
 def _state_dir(args: argparse.Namespace) -> Optional[str]:
     if getattr(args, "state_dir", None):
         return args.state_dir
-    config = load_config_or_report(args.config)
+    config = config_or_defaults(args.config)
     return config.paths.state_dir if config is not None else None
 
 
@@ -104,6 +104,15 @@ def silence_add(args: argparse.Namespace) -> int:
 
 
 def silence_list(args: argparse.Namespace) -> int:
+    import os
+
+    state_dir = _state_dir(args)
+    if state_dir is None:
+        return 2
+    if not os.path.isdir(state_dir):  # listing never creates the daemon's state folder
+        print(f"npu-watchdog: no alert state in {state_dir}: no daemon has run with this state folder "
+              "(is the daemon running? -c FILE names its config, --state-dir its folder)", file=sys.stderr)
+        return 1
     store = _store(args)
     if store is None:
         return 2
@@ -179,6 +188,11 @@ def test_alert(args: argparse.Namespace) -> int:
     config = load_config_or_report(args.config)
     if config is None:
         return 2
+    from watchdog.config.placeholders import secret_text, why_placeholder
+
+    # A placeholder URL is not tried: its answer ("will retry") would hide what is wrong.
+    placeholder = {c.name: why for c in config.alerting.channels
+                   for why in [why_placeholder(secret_text(c.url) or "")] if why}
     channels = build_channels(config.alerting)
     if not channels:
         print("no channels configured (alerting.channels)", file=sys.stderr)
@@ -198,6 +212,14 @@ def test_alert(args: argparse.Namespace) -> int:
                             "detail": f"{args.severity} is below its min_severity {ch.cfg.min_severity}"})
             if not args.json:
                 print(f"{name} ({ch.type}): skipped, {results[-1]['detail']}")
+            continue
+        if name in placeholder:
+            failed += 1
+            detail = f"not sent: the URL is a placeholder ({placeholder[name]}); set the real URL"
+            results.append({"channel": name, "type": ch.type, "result": "failed", "http_status": None,
+                            "retryable": False, "detail": detail})
+            if not args.json:
+                print(f"{name} ({ch.type}): {detail}")
             continue
         v = ch.deliver(body)
         failed += 0 if v.ok else 1

@@ -17,7 +17,8 @@ _SAFE = re.compile(r"^[A-Za-z0-9_.:=/+-]+$")
 
 def register(sub: "argparse._SubParsersAction") -> None:
     p = sub.add_parser("completion", help="print a shell completion script (bash)")
-    p.add_argument("shell", choices=("bash",), help="the shell (bash; zsh can load it with bashcompinit)")
+    p.add_argument("shell", nargs="?", default="bash", choices=("bash",),
+                   help="the shell (bash, the default; zsh can load it with bashcompinit)")
     p.set_defaults(func=main)
 
 

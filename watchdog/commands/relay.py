@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -33,6 +34,8 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if args.check:
         print(f"{args.config}: ok ({len(config.alerting.channels)} channel(s), listening on {config.listen})")
+        if config.exposure():
+            print(f"warning: {config.exposure()}")
         return 0
     setup_logging(args.log_level, args.log_format)
     from watchdog.relay.server import Relay, make_server
@@ -54,6 +57,8 @@ def main(args: argparse.Namespace) -> int:
     thread = threading.Thread(target=server.serve_forever, name="relay-http", daemon=True)
     thread.start()
     print(f"npu-watchdog relay listening on {config.listen}", file=sys.stderr, flush=True)
+    if config.exposure():
+        logging.getLogger("watchdog.relay").warning("%s", config.exposure(), extra={"event": "relay_unauthenticated"})
     stop.wait()
     server.shutdown()
     server.server_close()

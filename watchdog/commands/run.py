@@ -33,6 +33,14 @@ def main(args: argparse.Namespace) -> int:
     if args.state_dir:
         config = with_state_dir(config, args.state_dir)
     setup_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
+    from watchdog.config.placeholders import refusal
+
+    refused = refusal(config)
+    if refused:  # a fresh install started before its config was edited must not page the example URL
+        import logging
+
+        logging.getLogger("watchdog.daemon").error("%s: %s", args.config, refused)
+        return 2
     try:
         daemon = Daemon(config, args.config)
     except StateFolderBusy as exc:

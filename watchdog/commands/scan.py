@@ -25,6 +25,9 @@ AHEAD = 2
 WORKERS = 2
 #: Events of one rule listed in the timeline; later ones are counted (see `Kept`).
 KEEP_PER_RULE = 200
+#: Lines of one rule shown in a section of the timeline; the rest of them are one line saying how
+#: many and up to where (a NaN on every iteration is one root cause, not a hundred).
+SHOW_PER_RULE = 3
 CATEGORY_ORDER = ("oom", "device", "crash", "nan", "hccl", "traceback", "custom")
 HEADINGS = {"oom": "first OOM", "device": "first device fault", "crash": "first native crash",
             "nan": "first NaN/overflow",
@@ -241,6 +244,26 @@ def _ordered(events: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return sorted(events, key=_order_key)
 
 
+def _section(group: List[Dict[str, Any]], unkept: Dict[str, int]) -> List[str]:
+    """One section's lines: each rule's first SHOW_PER_RULE events in order, then one line per
+    rule for the rest (those held here and those not kept at all)."""
+    shown: Dict[str, int] = {}
+    rest: Dict[str, List[Dict[str, Any]]] = {}
+    out = []
+    for e in group:
+        if shown.get(e["rule"], 0) < SHOW_PER_RULE:
+            shown[e["rule"]] = shown.get(e["rule"], 0) + 1
+            out.append(f"  {e['file']}:{e['line']}  {e['severity']:<8} {e['rule']}: {e['text']}")
+        else:
+            rest.setdefault(e["rule"], []).append(e)
+    for rule in sorted(set(rest) | {r for r in unkept if r in shown}):
+        held = rest.get(rule, [])
+        n = len(held) + unkept.get(rule, 0)
+        where = f", the last listed at {held[-1]['file']}:{held[-1]['line']}" if held else ""
+        out.append(f"  ... {n} more {rule} line{'s' if n != 1 else ''}{where}")
+    return out
+
+
 def render_timeline(events: List[Dict[str, Any]], first: Dict[str, Dict[str, Any]], total: Optional[int] = None,
                     per_rule: Optional[Dict[str, int]] = None) -> str:
     """The summary, then root causes and cascades; `total`/`per_rule` count events not listed."""
@@ -259,17 +282,12 @@ def render_timeline(events: List[Dict[str, Any]], first: Dict[str, Dict[str, Any
     ordered = _ordered(events)
     roots = [e for e in ordered if e["role"] == "root"]
     cascades = [e for e in ordered if e["role"] == "cascade"]
+    unkept = {r: n - KEEP_PER_RULE for r, n in (per_rule or {}).items() if n > KEEP_PER_RULE}
     for title, group in (("Root causes", roots), ("Cascades (symptoms of the above, if any)", cascades)):
         if group:
             lines.append("")
             lines.append(f"{title}:")
-            for e in group:
-                lines.append(f"  {e['file']}:{e['line']}  {e['severity']:<8} {e['rule']}: {e['text']}")
-    more = {r: n - KEEP_PER_RULE for r, n in (per_rule or {}).items() if n > KEEP_PER_RULE}
-    if more:
-        lines.append("")
-        lines.append("Not listed (the first " + str(KEEP_PER_RULE) + " of each rule are): " +
-                     ", ".join(f"{n} more {r}" for r, n in sorted(more.items())))
+            lines.extend(_section(group, unkept))
     lines.append("")
     if total == len(events):
         lines.append(f"{len(events)} events ({len(roots)} root, {len(cascades)} cascade)")

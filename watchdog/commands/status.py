@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any, Dict, Optional
 
-from watchdog.commands import add_config_arg, load_config_or_report
+from watchdog.commands import add_config_arg, config_or_defaults
 from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL
 
 
@@ -30,8 +30,7 @@ def _ago(ts: Optional[float], now: float) -> str:
 def main(args: argparse.Namespace) -> int:
     url = args.url
     if not url:
-    
-        config = load_config_or_report(args.config)
+        config = config_or_defaults(args.config)
         if config is None:
             return 2
         host = config.http.host

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, List, Optional, Sequence, Tuple, Type, TypeVar, Union
+from types import UnionType
+from typing import Annotated, Any, List, Optional, Sequence, Tuple, Type, TypeVar, Union, get_args, get_origin
 
 import yaml  # noqa: F401  (error classes)
 from pydantic import BaseModel, SecretStr, ValidationError
@@ -71,8 +72,54 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-def format_validation_error(exc: ValidationError, raw: Any, secret_paths: Sequence[str] = ()) -> List[str]:
-    """Turn pydantic's errors into `key.path: message, got 'value'` lines."""
+def _unwrap(tp: Any) -> List[Any]:
+    """The types a field annotation can hold: Optional/Union split, Annotated stripped."""
+    while get_origin(tp) is Annotated:
+        tp = get_args(tp)[0]
+    if get_origin(tp) in (Union, UnionType):
+        return [t for arg in get_args(tp) for t in _unwrap(arg)]
+    return [tp]
+
+
+def _holds_secret(tp: Any) -> bool:
+    """A Secret, or a list/dict of them (a model holding one further down is not: its other
+    fields can be echoed)."""
+    for t in _unwrap(tp):
+        if isinstance(t, type) and issubclass(t, SecretStr):
+            return True
+        if get_origin(t) in (list, tuple, set, frozenset, dict) and get_args(t):
+            if _holds_secret(get_args(t)[-1] if get_origin(t) is dict else get_args(t)[0]):
+                return True
+    return False
+
+
+def is_secret_loc(model: Any, loc: Sequence[Union[str, int]]) -> bool:
+    """Whether the value at `loc` in a config of class `model` is (or holds) a Secret, judged by
+    the schema's types and not by the value's own: a numeric API key written without quotes is
+    an int in YAML, and still a secret in every error message."""
+    types = _unwrap(model)
+    for part in loc:
+        if any(_holds_secret(t) for t in types):
+            return True
+        step: List[Any] = []
+        for t in types:
+            origin = get_origin(t)
+            if isinstance(t, type) and issubclass(t, BaseModel) and isinstance(part, str):
+                field = t.model_fields.get(part)
+                if field is not None:
+                    step.extend(_unwrap(field.annotation))
+            elif origin is dict and get_args(t):
+                step.extend(_unwrap(get_args(t)[1]))
+            elif origin in (list, tuple, set, frozenset) and get_args(t):
+                step.extend(_unwrap(get_args(t)[0]))
+        types = step
+    return any(_holds_secret(t) for t in types)
+
+
+def format_validation_error(exc: ValidationError, raw: Any, secret_paths: Sequence[str] = (),
+                            model: Any = None) -> List[str]:
+    """Turn pydantic's errors into `key.path: message, got 'value'` lines; a value at a Secret's
+    place in `model`'s schema is never shown."""
     lines = []
     for err in exc.errors(include_url=False):
         loc = _clean_loc(err["loc"])
@@ -91,7 +138,9 @@ def format_validation_error(exc: ValidationError, raw: Any, secret_paths: Sequen
             continue
         found, value = _lookup(raw, loc)
         redact = any(path == s or path.startswith(s + ".") for s in secret_paths) or "secret" in path \
-            or "token" in path or path.endswith("url")
+            or "token" in path or path.endswith("url") or (model is not None and is_secret_loc(model, loc))
+        if redact and found and kind == "string_type":
+            msg += " (YAML reads an unquoted number or true/false as such: quote the secret)"
         if found and not isinstance(value, dict) and not redact:
             lines.append(f"{path}: {msg}, got {_show(value)}")
         else:
@@ -165,7 +214,7 @@ def validate_text(model: Type[M], text: str, source: str) -> M:
     try:
         config = model.model_validate(data)
     except ValidationError as exc:
-        errors.extend(format_validation_error(exc, data, env_paths))
+        errors.extend(format_validation_error(exc, data, env_paths, model))
         raise ConfigError(source, errors) from None
     if errors:
         raise ConfigError(source, errors)

@@ -56,6 +56,11 @@ def why_placeholder(url: str) -> Optional[str]:
     return None
 
 
+def secret_text(v: Any) -> Optional[str]:
+    """The plain value of a config secret (a URL), for checking it; never printed."""
+    return _secret(v)
+
+
 def _secret(v: Any) -> Optional[str]:
     if v is None:
         return None
@@ -77,3 +82,19 @@ def placeholders(config: Any) -> List[Placeholder]:
         if why:
             out.append(Placeholder(path, why, channel))
     return out
+
+
+def unusable_channels(config: Any) -> List[Placeholder]:
+    """The placeholders that would page nobody: channel URLs and the dead-man URL. The daemon
+    refuses to start (and a reload is refused) while any is left, so an install that was started
+    before its config was edited never sends to the example's URL."""
+    return [p for p in placeholders(config) if p.channel]
+
+
+def refusal(config: Any) -> Optional[str]:
+    """One line saying which keys still hold a placeholder and what to do, or None."""
+    found = unusable_channels(config)
+    if not found:
+        return None
+    return ("placeholder URL, not starting to send: " + "; ".join(p.line() for p in found)
+            + " (or remove the channel; `npu-watchdog check-config` lists every placeholder)")

@@ -80,6 +80,17 @@ class Rule:
     #: Its English title: the phrase a message's headline starts with ("NaN loss at iteration
     #: 5426 on ranks 0-7"); other languages' titles are in `watchdog/words/<lang>.yaml`.
     title: str = ""
+    #: Every severity the rule raises, highest first, where it raises more than `severity`: both
+    #: runbooks name exactly these (their severity lines are checked against it, and the Chinese
+    #: one is written from it), so the two never disagree about a rule's severity.
+    severities: Tuple[str, ...] = ()
+    #: The config key that chooses the severity per item (a command check, a custom log rule).
+    severity_key: str = ""
+
+    @property
+    def raised(self) -> Tuple[str, ...]:
+        """The severities the rule raises, highest first."""
+        return self.severities or (self.severity,)
 
     @property
     def anchor(self) -> str:

@@ -7,13 +7,13 @@ bounded by age (not by count), so a probe interval change does not change what t
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import (Any, Callable, Deque, Dict, Generic, Iterable, List, Mapping, Optional, Sequence, Tuple,
                     TypeVar, Union, overload)
 
+from watchdog.host import clock
 from watchdog.service import statefiles
 
 
@@ -142,10 +142,10 @@ class StateStore:
         self._max_samples = max_samples
         self._samples: Dict[str, Deque[Sample]] = {}
         self._statuses: Dict[str, ProbeStatus] = {}
-        self.started_at = time.time()
+        self.started_at = clock.now()
 
     def put(self, probe: str, value: Any, at: Optional[float] = None) -> None:
-        at = time.time() if at is None else at
+        at = clock.now() if at is None else at
         with self._lock:
             hist = self._samples.setdefault(probe, deque(maxlen=self._max_samples))
             hist.append(Sample(at, value))
@@ -181,7 +181,7 @@ class StateStore:
     def view(self, now: Optional[float] = None) -> StateView:
         with self._lock:
             return StateView(
-                now=time.time() if now is None else now,
+                now=clock.now() if now is None else now,
                 started_at=self.started_at,
                 samples={k: tuple(v) for k, v in self._samples.items()},
                 statuses=dict(self._statuses),

@@ -18,6 +18,7 @@ from watchdog.config.schema import Config
 from watchdog.core.findings import Finding
 from watchdog.core.plugins import Slot
 from watchdog.core.state import StateView
+from watchdog.core.verdict import is_interruption, verdict_of
 from watchdog.summaries import Summaries
 from watchdog.detectors.jobs import JobSummaries, jobs_of
 
@@ -57,13 +58,26 @@ def triggers() -> Dict[str, Tuple[str, ...]]:
     return {p.module.rsplit(".", 1)[1]: p.triggers for p in DETECTORS.get() if p.triggers}
 
 
+def with_verdict(f: Finding) -> Finding:
+    """The finding with its verdict (watchdog.core.verdict): the `domain` label and, in the
+    details, the domain, whether a restart helps and what decided. Info findings carry none."""
+    if f.severity == "info" or "domain" in f.labels:
+        return f
+    v = verdict_of(f.rule, f.labels, f.details)
+    details = {**f.details, "interruption": v.to_dict()}
+    if not is_interruption(f.rule):
+        return replace(f, details=details)
+    # An interruption's verdict is also a label: channels and the fleet can group and count by it.
+    return replace(f, labels={**f.labels, "domain": v.domain, "restart": v.restart}, details=details)
+
+
 def run_detectors(detectors: List[Tuple[str, Detector]], view: StateView, config: Config) -> Tuple[List[Finding], List[str]]:
     """Run every detector; one that raises is reported (as an error string), never fatal."""
     findings: List[Finding] = []
     errors: List[str] = []
     for name, fn in detectors:
         try:
-            findings.extend(fn(view, config))
+            findings.extend(with_verdict(f) for f in fn(view, config))
         except Exception as exc:  # a detector bug must not blind the others
             log.exception("detector %s failed", name)
             errors.append(f"{name}: {type(exc).__name__}: {exc}")

@@ -65,12 +65,13 @@ def detect(view: StateView, config: Config) -> List[Finding]:
 TRIGGERS: tuple = ()
 
 RULES = (
-    Rule("probe_down", "critical",
+    Rule("probe_down", "critical", severities=("critical", "warning"),
          default_for=30.0,
          # Three rounds of the slowest probe that watches the job (those discovery can feed;
          # the kernel log and the command checks are the node's), and the `for`.
          subject="watchdog", warmup=lambda c, f: probe_wait(c, *discovery_section.feeds()) + 30.0,
          title="Watchdog probe failing"),
-    Rule("command_check", "critical",
+    Rule("command_check", "critical", severities=("critical", "warning", "info"),
+         severity_key="probes.commands[].severity",
          warmup=lambda c, f: 2 * max([float(x.interval) + float(x.timeout) for x in c.probes.commands] or [0.0]), title="Command check failed"),
 )

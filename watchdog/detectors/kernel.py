@@ -1,11 +1,13 @@
 """Kernel findings: what the kernel log said about a rank or the node (watchdog.probes.kernel).
 
-A record naming a rank's pid (OOM kill, segfault, trap, hung task) is that rank's finding, with
+A record naming a rank's pid and command name (OOM kill, segfault, trap, hung task) is that rank's finding, with
 its `training_job`, `rank` and `npu` labels: from discovery when the probe read the record,
 else from the process probe's ranks (alive or gone). Any other record is a node finding; a
 record about some other process is info when it is an OOM kill, segfault or trap (recorded, paging
-nobody), at most a warning otherwise (a hung task). A finding stays in
-force for `probes.kernel.hold` after its newest record.
+nobody), at most a warning otherwise (a hung task). A record written before the daemon started
+that names no watched rank is history, not an incident: a fresh start reads the last records of
+the kernel log, and other processes' old kills must not page or message anyone then. A finding
+stays in force for `probes.kernel.hold` after its newest record.
 
 `kernel_events_for_pids` is the one question other rules ask (cause of death, a clean end).
 """
@@ -25,6 +27,9 @@ from watchdog.core.state import StateView
 #: warning and up); a hung task or a lockup says the node itself is stuck (warning).
 NODE_PROCESS_SEVERITY = {"crash": "info", "oom": "info"}
 NODE_PROCESS_DEFAULT = "warning"
+#: A record's time is boot time + its monotonic stamp, the daemon's start the wall clock: records
+#: within this much before the start are not called history (the two clocks round differently).
+CLOCK_SLACK = 1.0
 
 
 def _obs(view: StateView) -> Optional[KernelObservation]:
@@ -45,30 +50,32 @@ def kernel_events_for_pids(view: StateView, pids: Iterable[int], since: Optional
     starts = [s for s in (ranks[p][3] for p in wanted if p in ranks) if s is not None]
     earliest = min(starts) if starts else None
     return tuple(e for e in obs.recent if e.pid in wanted and (since is None or e.time >= since)
-                 and e.about(ranks[e.pid][3] if e.pid in ranks else earliest))
+                 and e.about(ranks[e.pid][3] if e.pid in ranks else earliest)
+                 and (e.rank is not None or e.pid not in ranks or e.names(ranks[e.pid][4])))
 
 
-RankOf = Tuple[Optional[str], Optional[int], Optional[int], Optional[float]]  # job, rank, npu, started at
+# job, rank, npu, started at, its command name (the probe's name: comm, or the long program name)
+RankOf = Tuple[Optional[str], Optional[int], Optional[int], Optional[float], Tuple[str, ...]]
 
 
 def _ranks_by_pid(view: StateView) -> Dict[int, RankOf]:
-    """pid -> (job, rank, npu, start time) of every rank the process probe follows or saw go."""
+    """pid -> (job, rank, npu, start time, name) of every rank the process probe follows or saw go."""
     sample = view.latest(PROCESS)
     out: Dict[int, RankOf] = {}
     if sample is None:
         return out
     for p in sample.value.gone + sample.value.processes:
-        out[p.pid] = (p.job, p.rank, p.npu, p.create_time)
+        out[p.pid] = (p.job, p.rank, p.npu, p.create_time, (p.name,) if p.name else ())
     return out
 
 
 def _labels(ev: KernelEvent, config: Config, ranks: Dict[int, RankOf]) -> Dict[str, str]:
     base = dict(config.base_labels)
     job, rank, npu = ev.job, ev.rank, ev.npu
-    if ev.pid is not None and ev.pid in ranks and ev.about(ranks[ev.pid][3]):
+    if ev.pid is not None and ev.pid in ranks and ev.about(ranks[ev.pid][3]) and ev.names(ranks[ev.pid][4]):
         # The probe read the record before it learned the rank (it died at once): the process
-        # probe's record of it names its job, rank and NPU.
-        pjob, prank, pnpu, _ = ranks[ev.pid]
+        # probe's record of it names its job, rank and NPU (when its pid and name are the rank's).
+        pjob, prank, pnpu, _, _ = ranks[ev.pid]
         if rank is None:
             job, rank = pjob, prank
         if npu is None:
@@ -96,6 +103,8 @@ def detect(view: StateView, config: Config) -> List[Finding]:
         if view.now - ev.time > cfg.hold:
             continue
         labels = _labels(ev, config, ranks)
+        if ev.time < view.started_at - CLOCK_SLACK and "rank" not in labels:
+            continue  # history from before this daemon started, about no watched process: not an incident
         grouped.setdefault(tuple(sorted(labels.items())), []).append((ev, labels))
     return [_finding(evs) for evs in grouped.values()]
 
@@ -132,11 +141,12 @@ def _wait(c: Config, f: dict) -> float:
 
 
 RULES = (
-    Rule("kernel_oom", "critical",
+    Rule("kernel_oom", "critical", severities=("critical", "info"),
          same_event=("rank_missing", "job_gone", "log_oom"), warmup=_wait, title="Killed by the kernel OOM killer"),
-    Rule("kernel_crash", "critical",
+    Rule("kernel_crash", "critical", severities=("critical", "info"),
          same_event=("rank_missing", "job_gone", "log_crash"), warmup=_wait, title="Process crashed (kernel log)"),
-    Rule("kernel_device", "critical",
+    Rule("kernel_device", "critical", severities=("critical", "warning", "info"),
          warmup=_wait, title="Hardware or driver error (kernel log)"),
-    Rule("kernel_event", "warning", warmup=_wait, title="Kernel reports a hung task or lockup"),
+    Rule("kernel_event", "critical", severities=("critical", "warning", "info"),
+         severity_key="probes.kernel.rules[].severity", warmup=_wait, title="Kernel reports a hung task or lockup"),
 )

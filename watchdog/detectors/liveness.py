@@ -34,6 +34,7 @@ from watchdog.observations import (EndEvidence, HeartbeatObservation, HeartbeatR
                                    ProcessObservation)
 from watchdog.core.state import StateView
 from watchdog.probes.logs import LOGS
+from watchdog.parse.exits import parse_exit
 from watchdog.summaries import summary_of
 from watchdog.parse.steps import find_step
 
@@ -129,6 +130,8 @@ def judge_end(ev: EndEvidence, running: int, now: float, window: float) -> EndVe
         return EndVerdict(FAILURE, "kernel_kill", f"the kernel killed one of its processes: {ev.kernel_kill}")
     if ev.failure_line:
         return EndVerdict(FAILURE, "failure_line", f"failure line in the ranks' last lines: {ev.failure_line}")
+    if ev.first_exit:
+        return EndVerdict(FAILURE, "exit_status", f"the first to go: {ev.first_exit} (the kernel's process events)")
     first, last = ev.first_left_at, ev.last_left_at
     if running:
         if first is not None and now - first > window:
@@ -189,9 +192,20 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
     last = list(obs.gone) + list(obs.processes)
     end = obs.jobs[0].end if obs.jobs else None
     judged = {} if verdict is None or end is None else {"verdict": asdict(verdict), "evidence": asdict(end)}
+    summary = f"all training processes are gone ({len(last)} ranks last seen)"
+    report = parse_exit(end.failure_line) if verdict is not None and verdict.row == "failure_line" \
+        and end is not None else None
+    if verdict is not None and verdict.row == "exit_status" and end is not None:
+        summary += f": {end.first_exit} first"
+    if report is not None:
+        # The launcher's report names the first to go and how: "rank 6 killed (signal 9)".
+        summary += f": {report.words()}"
+        judged["exit_report"] = {"launcher": report.launcher, "rank": report.rank, "pid": report.pid,
+                                 "code": report.status.code, "signal": report.status.signal,
+                                 "en": report.words(), "zh": report.words("zh")}
     return Finding(
         rule="job_gone", severity="critical",
-        summary=f"all training processes are gone ({len(last)} ranks last seen)",
+        summary=summary,
         labels=dict(base), since=since, value=str(len(last)),
         hint="The job crashed or was killed. Read the last lines of the rank logs and `dmesg` (OOM killer, "
              "driver errors) before restarting from the last checkpoint.",
@@ -207,12 +221,15 @@ def _missing_ranks(view: StateView, config: Config, obs: ProcessObservation, ali
     base = config.base_labels
     out: List[Finding] = []
     alive_ranks = {p.rank for p in alive}
+    ends = [j.end for j in obs.jobs if j.end is not None]
+    exits = dict(ends[0].exits) if ends else {}  # how each departed pid ended, when the kernel said
     for g in obs.gone:
         if str(g.rank) in done or g.rank in alive_ranks or leaving:
             continue
+        how = f" ({exits[g.pid]})" if g.pid in exits else ""
         out.append(Finding(
             rule="rank_missing", severity="critical",
-            summary=f"rank {g.rank} (pid {g.pid}) exited while {len(alive)} ranks still run",
+            summary=f"rank {g.rank} (pid {g.pid}) exited{how} while {len(alive)} ranks still run",
             labels={**base, "rank": str(g.rank), "pid": str(g.pid)},
             hint="One rank died; the others will block in their next collective. Check that rank's log and "
                  "`dmesg`; restart the job from the last checkpoint.",

@@ -23,6 +23,7 @@ from watchdog.core.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.core.state import StateView
 from watchdog.observations import NPU, PROCESS
 from watchdog.probes.logs import LOGS, ActiveMatch
+from watchdog.logrules.codes import describe
 from watchdog.parse.steps import find_step
 
 
@@ -165,6 +166,10 @@ def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Opti
     # The first matching line: a title must name where the failure began (the newest line only
     # says it still goes on; the count and the evidence tell that).
     summary = f"{a.title}{where}: {first_line(a)}"
+    # A documented vendor code on the line (runtime, HCCL, CANN, Xid) says what the line means.
+    code = describe(first_line(a))
+    if code is not None:
+        summary = f"{a.title}{where} [{code.render('en')}]: {first_line(a)}"
     if symptoms:
         summary += f" (+{len(symptoms)} folded symptom{'s' if len(symptoms) > 1 else ''}: " \
                    + ", ".join(sorted({s.rule for s in symptoms})) + ")"
@@ -180,6 +185,8 @@ def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Opti
             "source": a.source, "path": a.path, "count": a.count, "last_at": a.last_at,
             "first_line": first_line(a)[:600], "last_line": a.summary[:600],
             "role": a.role, "resolves_at": a.last_at + cfg.hold,
+            "code": None if code is None else {"table": code.table, "code": code.code, "name": code.name,
+                                               "kind": code.kind, "en": code.en, "zh": code.zh},
             "symptoms": [{"rule": s.rule, "category": s.category, "rank": s.rank, "count": s.count,
                           "first_at": s.first_at, "text": s.summary} for s in symptoms],
         },
@@ -200,19 +207,20 @@ _ROOT_SYMPTOMS = Inhibits(("stall", "log_hccl", "log_traceback", "npu_idle", "np
 
 #: One rule per log category (`log_<category>`).
 RULES = (
-    Rule("log_nan", "critical",
+    Rule("log_nan", "critical", severities=("critical", "warning"),
          same_event=("loss_nan",), inhibits=(Inhibits(("loss_scale_collapse", "throughput_drop")),), warmup=_LOGS, title="NaN loss"),
-    Rule("log_oom", "critical",
+    Rule("log_oom", "critical", severities=("critical", "warning"),
          inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, same_event=("kernel_oom",), title="NPU out of memory"),
-    Rule("log_device", "critical",
+    Rule("log_device", "critical", severities=("critical", "warning"),
          inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, title="NPU device error"),
     Rule("log_crash", "critical",
          inhibits=(_ROOT_SYMPTOMS,), warmup=_LOGS, same_event=("kernel_crash",), title="Process crashed"),
-    Rule("log_hccl", "critical",
+    Rule("log_hccl", "critical", severities=("critical", "warning"),
          inhibits=(Inhibits(("log_traceback",)),), warmup=_LOGS, title="HCCL error"),
     Rule("log_traceback", "warning",
          warmup=_LOGS, title="Python traceback"),
-    Rule("log_custom", "critical",
+    Rule("log_custom", "critical", severities=("critical", "warning", "info"),
+         severity_key="probes.logs.rules[].severity",
          warmup=_LOGS, title="Log rule matched"),
 )
 

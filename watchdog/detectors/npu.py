@@ -362,7 +362,9 @@ def _expected(view: StateView, config: Config) -> List[Finding]:
     if not tc.expected_chips:
         return []
     summary: NpuSummary = summary_of(view, "npu", config)
-    latest = summary.newest()
+    if summary.latest is None:
+        return []
+    latest = summary.latest.value
     present = {(c.npu, c.chip) for c in latest.chips}
     known = set(summary.seen_since(view.now - config.probes.history)) | {(m.npu, m.chip) for m in latest.missing}
     if len(present | known) >= tc.expected_chips:
@@ -444,12 +446,12 @@ RULES = (
          warmup=lambda c, f: float(c.trends.busy_for) + _NPU(c, f), title="NPU busy but no progress"),
     Rule("npu_low_util", "warning",
          default_for=300.0, warmup=lambda c, f: float(c.trends.low_util_for) + _NPU(c, f), title="Low NPU utilisation"),
-    Rule("hbm_growth", "critical",
+    Rule("hbm_growth", "critical", severities=("critical", "warning"),
          default_for=300.0, warmup=lambda c, f: float(c.trends.hbm_window), title="NPU memory growing"),
-    Rule("npu_unhealthy", "critical",
+    Rule("npu_unhealthy", "critical", severities=("critical", "warning"),
          inhibits=_CARD_SYMPTOMS, warmup=lambda c, f: float(c.probes.npu.health_interval) + _NPU(c, f), title="NPU unhealthy"),
     Rule("npu_missing", "critical",
          inhibits=_CARD_SYMPTOMS, warmup=_NPU, title="NPU card lost"),
-    Rule("npu_temperature", "critical",
+    Rule("npu_temperature", "critical", severities=("critical", "warning"),
          default_for=120.0, warmup=lambda c, f: float(c.trends.temperature_for) + _NPU(c, f), title="NPU too hot"),
 )

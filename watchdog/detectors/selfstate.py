@@ -12,9 +12,9 @@ engine raises it itself (`unwritable_finding`) and sends it straight to the chan
 
 from __future__ import annotations
 
-import time
 from typing import List, Sequence
 
+from watchdog.host import clock
 from watchdog.config.schema import Config
 from watchdog.core.findings import Finding
 from watchdog.core.rulecatalog import Rule
@@ -66,7 +66,7 @@ RULES = (
     Rule("state_damaged", "warning",
          subject="watchdog",
          # The damage event is not seen again after a restart: the alert keeps its hour.
-         warmup=lambda c, f: max(0.0, float(f.get("since") or 0.0) + DAMAGE_HOLD_SECONDS - time.time()),
+         warmup=lambda c, f: max(0.0, float(f.get("since") or 0.0) + DAMAGE_HOLD_SECONDS - clock.now()),
          title="Watchdog state damaged"),
     Rule("state_unwritable", "critical",
          subject="watchdog", title="Watchdog state folder not writable"),

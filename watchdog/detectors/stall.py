@@ -137,7 +137,9 @@ class StallAssessment:
 def _device_states(view: StateView, config: Config) -> List[DeviceState]:
     sc = config.stall
     summary: NpuSummary = summary_of(view, "npu", config)
-    latest = summary.newest()
+    if summary.latest is None:
+        return []  # no npu-smi round folded yet: no device evidence either way
+    latest = summary.latest.value
     chips = job_chips(latest, config.trends.npus, live_ranks(view))
     tol_mb = sc.hbm_tolerance / MIB
     out = []

@@ -37,6 +37,9 @@ class RankInfo:
     #: Epoch seconds the rank's process started: a kernel record older than that names an
     #: earlier process with the same pid. Not part of the `discover --json` schema.
     started_at: Optional[float] = None
+    #: The rank's command name (comm) when scanned: a kernel record names the rank only when
+    #: its pid and its command name are the rank's. Not part of the `discover --json` schema.
+    comm: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from watchdog.host import clock
 from watchdog.discovery import procfs
 from watchdog.discovery.cmdline import redact_argv
 from watchdog.discovery.environ import (CONTAINER_DEVICES_KEY, DEVICE_KEYS, HEARTBEAT_ENV, LOCAL_RANK_KEYS, LOCAL_WORLD_SIZE_KEYS,
@@ -148,7 +149,7 @@ def _describe_rank(rank: int, rec: ProcRecord, logs: Tuple[str, ...], npu_by_pid
     # (watchdog.host.rankfiles), so a file that is not the rank's user's is a finding, never content.
     hb = heartbeat_path(env, rank, local)
     info = RankInfo(rank=rank, local_rank=local, pid=rec.pid, npu=npu, logs=logs, heartbeat=hb, uid=rec.uid,
-                    started_at=boot + rec.start_ticks / procfs.CLOCK_TICKS)
+                    started_at=boot + rec.start_ticks / procfs.CLOCK_TICKS, comm=rec.name)
     return info, plog_dirs_of(env, opts.home_of(rec.uid))
 
 
@@ -253,6 +254,6 @@ def discover(opts: ScanOptions, npu_by_pid: Optional[Mapping[int, int]] = None,
 
         jobs = [replace(jobs[0], name=opts.first_job_name)] + [j for j in jobs[1:] if j.name != opts.first_job_name]
     unreadable = sum(1 for r in records.values() if r.env is None)
-    return Discovered(jobs=tuple(_unique_names(jobs)), at=time.time(), duration_seconds=time.monotonic() - started,
+    return Discovered(jobs=tuple(_unique_names(jobs)), at=clock.now(), duration_seconds=time.monotonic() - started,
                       processes_scanned=len(records), unreadable=unreadable,
                       skipped=len(set(skipped)) + (table.unparsable if table is not None else 0))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from watchdog.core.rulecatalog import Rule, _dur, catalog, inhibited_by, title
+from watchdog.core.rulecatalog import Rule, catalog, inhibited_by, title
 from watchdog.runbook import meaning_and_check, source
 from watchdog.words import RuleWords, words
 
@@ -42,6 +42,23 @@ def render_runbook_in(language: str) -> str:
     return "".join(out).rstrip("\n") + "\n"
 
 
+def severity_text(r: Rule, w: Any) -> str:
+    """Every severity the rule raises (`Rule.raised`, the one source both runbooks follow), or
+    the config key that chooses it."""
+    if r.severity_key:
+        return w.t("runbook_severity_configured", key=r.severity_key)
+    names = [w.severity(s) for s in r.raised]
+    last = names.pop()
+    return w.t("runbook_severity_sep").join(names) + w.t("runbook_severity_or") + last if names else last
+
+
+def _fires(seconds: float, w: Any) -> str:
+    """When the rule fires: at once, or after its default `for`, in the language's own units."""
+    if seconds <= 0:
+        return w.t("runbook_fires_now")
+    return w.t("runbook_fires_after", duration=w.duration(seconds))
+
+
 def _codes(names: Any) -> str:
     return "、".join(f"`{x}`" for x in names)
 
@@ -52,7 +69,7 @@ def _rule_section(r: Rule, w: Any) -> str:
     inh = sorted({t for i in r.inhibits for t in i.targets})
     by = sorted(set(inhibited_by(r.name)))
     out = [f'<a id="{r.name}"></a>\n\n## {r.name}\n\n**{rw.title}**：{rw.meaning}\n\n']
-    out.append("- " + w.t("runbook_severity", severity=w.severity(r.severity), duration=_dur(r.default_for),
+    out.append("- " + w.t("runbook_severity", severity=severity_text(r, w), fires=_fires(r.default_for, w),
                           rule=r.name) + "\n")
     out.append(f"- {w.t('runbook_check')}{rw.first_check}\n")
     out.append(f"- {w.t('runbook_hint')}{rw.hint}\n")

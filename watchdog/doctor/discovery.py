@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from watchdog.doctor.model import FAIL, PASS, SKIPPED, CheckResult
+from watchdog.doctor.model import FAIL, PASS, SKIPPED, WARN, CheckResult
+from watchdog.host.procevents import ProcExits
 from watchdog.discovery.feed import scan_options
 from watchdog.discovery.scan import discover
 from watchdog.discovery.status import summary_lines
@@ -29,3 +30,20 @@ def check_discovery(config: Any, npu_obs: Optional[Any]) -> CheckResult:
         advice = (f"{found.unreadable} processes' environments were unreadable (other users'): run the daemon "
                   "as root to discover jobs of every user")
     return CheckResult("daemon", "discovery", PASS, reason, advice, details={"jobs": jobs, "feeds": feeds})
+
+
+def check_exit_statuses(config: Any) -> CheckResult:
+    """Where the daemon learns how a rank or launcher ended: the kernel's process events (root),
+    or only /proc and the launchers' lines (a quiet launcher's job then looks like a clean end)."""
+    if not config.discovery.enabled:
+        return CheckResult("daemon", "exit statuses", SKIPPED, "discovery is off (no job ends are judged)")
+    events = ProcExits.start()
+    try:
+        if events.unavailable is None:
+            return CheckResult("daemon", "exit statuses", PASS,
+                               "exit statuses of every rank and launcher come from the kernel's process events")
+        return CheckResult("daemon", "exit statuses", WARN, events.unavailable,
+                           "run the daemon as root (CAP_NET_ADMIN) so that a rank exiting non-zero without a "
+                           "word, under a launcher that reports nothing, is still paged")
+    finally:
+        events.close()

@@ -25,7 +25,7 @@ from watchdog.npusmi.parse import NpuSmiError, parse_kv
 from watchdog.observations import NpuObservation
 from watchdog.host.subproc import run_command
 from watchdog.config.placeholders import placeholders
-from watchdog.doctor.discovery import check_discovery
+from watchdog.doctor.discovery import check_discovery, check_exit_statuses
 from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
 from watchdog.runbook import runbook_link
 
@@ -389,6 +389,7 @@ def run_doctor(opts: DoctorOptions) -> Report:
     npu = query_npu_smi(config)
     report.add(daemon_checks(opts, npu))
     report.add(check_discovery(config, npu.obs))
+    report.add(check_exit_statuses(config))
 
     facts = versions.VersionFacts()
     read_versions_from_files(config, facts)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Set
 
+from watchdog.core.verdict import DOMAINS, verdict_of_rule
 from watchdog.logrules.extract import Extractor, StreamState
 from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.model import Rule
@@ -116,6 +117,9 @@ class Report:
     near_lines: int = 0
     silent_lines: int = 0
     false_alarms: int = 0
+    #: Failure lines per verdict domain (watchdog.core.verdict) of the rule that reported them;
+    #: a line no rule of its category reported is `unknown`.
+    domains: Dict[str, int] = field(default_factory=dict)
 
 
 def score(samples: Sequence[Sample], rules: Sequence[Rule], engine: str = "re") -> Report:
@@ -144,6 +148,10 @@ def score(samples: Sequence[Sample], rules: Sequence[Rule], engine: str = "re") 
             for c in {category.get(r, "custom") for r in e.near}:
                 rep.scores[c].near_lines += 1
                 rep.scores[c].near_alarms += c in have
+            if want:
+                hits = sorted(r for r in got.get(no, set()) if category.get(r, "custom") in want)
+                domain = verdict_of_rule(hits[0], category.get(hits[0], "custom")).domain if hits else "unknown"
+                rep.domains[domain] = rep.domains.get(domain, 0) + 1
     return rep
 
 
@@ -165,4 +173,13 @@ def render(rep: Report, order: Sequence[str]) -> str:
     out.append(f"{rep.files} files, {rep.lines} lines: {rep.failure_lines} failure lines, "
                f"{rep.silent_lines} lines that must stay silent ({rep.near_lines} of them marked as "
                f"near misses of a rule); lines with an unexpected alarm: {rep.false_alarms}.")
+    if rep.failure_lines:
+        out += ["", "| verdict domain | failure lines | share |", "|---|---:|---:|"]
+        for d in DOMAINS:
+            n = rep.domains.get(d, 0)
+            out.append(f"| {d} | {n} | {100 * n / rep.failure_lines:.1f} % |")
+        unknown = rep.domains.get("unknown", 0)
+        out += ["", f"Unknown share: {unknown} of {rep.failure_lines} failure lines ({100 * unknown / rep.failure_lines:.1f} %): "
+                    "lines no rule reported, or reported by a rule whose cause names no domain (a kill by signal 9, "
+                    "a launcher's exit report)."]
     return "\n".join(out)

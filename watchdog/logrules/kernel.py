@@ -2,7 +2,9 @@
 
 The pack has the log rule format (`watchdog.logrules.model.make_rule` builds and validates each
 rule, so the same checks apply: RE2-portable patterns, literals, categories) with one more key,
-`pid`: a regular expression whose one group is the process the record is about. Matching goes
+`pid`: a regular expression whose one group is the process the record is about, or whose named
+groups `pid` and `comm` (and `pid2`/`comm2` for a second wording) are its pid and command name, so
+that a record names a rank only when both are the rank's (`task_of`). Matching goes
 through the log matcher's API (`Matcher.match_text`), so a kernel record is judged exactly like
 a log line would be.
 """
@@ -18,7 +20,10 @@ from watchdog.logrules.model import _UNPORTABLE, Rule, RuleError, make_rule
 PACK = "kernel"
 _PACK_CACHE: List[Tuple["KernelRule", ...]] = []
 
-__all__ = ["KernelRule", "RuleError", "kernel_ruleset", "load_kernel_pack", "pid_of"]
+__all__ = ["KernelRule", "RuleError", "kernel_ruleset", "load_kernel_pack", "pid_of", "task_of"]
+
+#: Named groups a `pid` expression may have: the pid and command name, twice (two wordings).
+_TASK_GROUPS = ({"pid"}, {"pid", "comm"}, {"pid", "comm", "pid2", "comm2"})
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,10 @@ def _make(data: Dict[str, Any], pack: str) -> KernelRule:
         rx = re.compile(pid, re.ASCII)
     except re.error as exc:
         raise RuleError(f"rule {rule.id}: pid {pid!r} does not compile: {exc}") from None
-    if rx.groups != 1:
+    named = set(rx.groupindex)
+    if named and (named not in _TASK_GROUPS or rx.groups != len(named)):
+        raise RuleError(f"rule {rule.id}: pid's named groups must be `pid` and `comm` (and `pid2`, `comm2`)")
+    if not named and rx.groups != 1:
         raise RuleError(f"rule {rule.id}: pid needs exactly one group (the process id)")
     return KernelRule(rule, rx)
 
@@ -83,13 +91,28 @@ def kernel_ruleset(disable: Iterable[str] = (), user_rules: Iterable[Dict[str, A
 
 def pid_of(rule: KernelRule, text: str) -> Optional[int]:
     """The process a matching record names, if the rule says how to find it."""
+    return task_of(rule, text)[0]
+
+
+def task_of(rule: KernelRule, text: str) -> Tuple[Optional[int], Optional[str]]:
+    """(pid, command name) of the process a matching record names; the name is None when the
+    rule does not say where it is. Any user names their processes as they like (`python3[4242] `
+    included), so the rule's expression is written to take the kernel's own pid, and a rank is
+    named only when the command name is the rank's too."""
     if rule.pid is None:
-        return None
+        return None, None
     m = rule.pid.search(text)
     if m is None:
-        return None
+        return None, None
+    groups = rule.pid.groupindex
+    if not groups:
+        raw, comm = m.group(1), None
+    elif "pid2" in groups and m.group("pid") is None:
+        raw, comm = m.group("pid2"), m.group("comm2")
+    else:
+        raw, comm = m.group("pid"), m.group("comm") if "comm" in groups else None
     try:
-        pid = int(m.group(1))
-    except ValueError:
-        return None
-    return pid if 0 < pid < 1 << 32 else None
+        pid = int(raw)
+    except (TypeError, ValueError):
+        return None, None
+    return (pid, comm) if 0 < pid < 1 << 32 else (None, None)

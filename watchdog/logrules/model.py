@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.logrules import SHIPPED_PACKS  # noqa: E402 - re-exported for the rule loader
 from watchdog.core.losscale import ScaleTrend, parse_scale
+from watchdog.logrules.codes import code_rule_data
 from watchdog.parse.durations import parse_duration
 
 CATEGORIES = SHIPPED_PACKS + ("custom",)
@@ -216,8 +217,15 @@ def load_pack(name: str) -> Tuple[Rule, ...]:
 
 
 def shipped_rule_ids() -> Dict[str, str]:
-    """Every shipped rule id -> its pack."""
-    return {r.id: r.pack for p in SHIPPED_PACKS for r in load_pack(p)}
+    """Every shipped rule id -> its pack (the vendor code tables' rules are in pack `codes`)."""
+    ids = {r.id: r.pack for p in SHIPPED_PACKS for r in load_pack(p)}
+    ids.update((r.id, r.pack) for r in code_rules(SHIPPED_PACKS))
+    return ids
+
+
+def code_rules(packs: Sequence[str]) -> Tuple[Rule, ...]:
+    """The vendor code tables' rules (watchdog/logrules/codes.py) for the categories in `packs`."""
+    return tuple(make_rule(d, "codes") for d in code_rule_data(packs))
 
 
 def build_ruleset(packs: Sequence[str] = SHIPPED_PACKS, disable: Iterable[str] = (),
@@ -235,6 +243,11 @@ def build_ruleset(packs: Sequence[str] = SHIPPED_PACKS, disable: Iterable[str] =
             if r.id not in disabled:
                 out.append(r)
                 seen.add(r.id)
+    # After the packs: per category the first matching rule wins, so a code rule fills only gaps.
+    for r in code_rules(packs):
+        if r.id not in disabled:
+            out.append(r)
+            seen.add(r.id)
     for data in user_rules:
         r = make_rule(data, "custom")
         if r.id in seen or r.id in known:

@@ -6,15 +6,20 @@ quickly on ext4/xfs, so an inode alone would silently skip a recreated file). Pe
 - a path whose inode changed was rotated (rename and create, or delete and re-create): the old
   file is read through the handle still open before the new one, and stays followed while its
   writer (which may keep its handle for a while) still appends to it, until it has been quiet for
-  `drain_grace` seconds; a rotated file that reappears under a matched name (`train.log.1` for
-  `train.log*`) continues at its offset instead of being read again;
+  `drain_grace` seconds and no process holds it open for writing (`watchdog.host.openfiles`:
+  `python train.py > train.log` writes on to the renamed or deleted file after any quiet); a
+  rotated file that reappears under a matched name (`train.log.1` for `train.log*`) continues at
+  its offset instead of being read again;
 - a file smaller than our offset was truncated in place (copytruncate): read again from 0;
 - a path that vanished is drained and forgotten; a path that does not exist yet is no error;
 - only complete lines are handed on: a partial last line stays unread until its newline arrives
   (a line longer than one slice is cut, so a huge line cannot stall the reader);
 - at most `round_bytes` are read per round, in slices of `slice_bytes` (never a whole backlog).
 Offsets are persisted (0600 JSON) so that after a restart each known file continues where it was
-left; a file first seen at daemon start (not in the saved state) is read from its end. A save that
+left, unless it was written again from its start meanwhile (the bytes before the offset differ, or
+a process started since the save writes it without O_APPEND: a relaunch with `>`); a file first
+seen at daemon start (not in the saved state) is read from its end. Descriptors are budgeted
+(`fdbudget.log_file_budget`): files beyond are read by polling, opened and closed each round. A save that
 fails (state folder read-only or full) never stops the reading: matching goes on in memory,
 `state_error` says why, and the next successful save clears it.
 A directory of a configured path that cannot be listed, or a file that cannot be opened, is an
@@ -33,8 +38,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from watchdog.service import statefiles
+from watchdog.service import fdbudget, statefiles
 from watchdog.logrules.extract import StreamState
+from watchdog.host import openfiles
 from watchdog.host.rankfiles import check_fd, open_rank_file
 
 log = logging.getLogger(__name__)
@@ -83,6 +89,16 @@ class Followed:
     job: Optional[str] = None
     #: The user the file must belong to (the writing rank's; None: any, configured sources).
     uid: Optional[int] = None
+    #: Beyond the descriptor budget: opened, read and closed each round (`Tailer.max_open`).
+    polled: bool = False
+    #: mtime of the file at its last read (a polled file whose size and mtime stay is not opened).
+    mtime_ns: int = 0
+    #: Hash and length of the bytes just before `offset`: a file rewritten from its start while
+    #: the daemon was down (same inode, same first bytes) differs there.
+    tail_fp: str = ""
+    tail_len: int = 0
+    #: When a process was last found writing this file (it is kept open while one does).
+    written_at: float = 0.0
 
 
 @dataclass
@@ -94,6 +110,8 @@ class SourceStats:
     rotations_total: int = 0
     read_errors_total: int = 0
     files_followed: int = 0
+    #: Followed files beyond the descriptor budget, read by polling (see `Tailer.max_open`).
+    files_polled: int = 0
     read_lag_seconds: float = 0.0
     last_line_at: Optional[float] = None
     lines_round: int = 0
@@ -117,7 +135,11 @@ def static_dir(pattern: str) -> str:
 
 
 def _fingerprint(fd: int, length: int) -> str:
-    return hashlib.sha1(os.pread(fd, length, 0)).hexdigest() if length > 0 else ""
+    return _digest(os.pread(fd, length, 0)) if length > 0 else ""
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha1(data).hexdigest()
 
 
 def _valid_files(files: object) -> bool:
@@ -154,6 +176,12 @@ class Tailer:
         self.state_save_errors_total = 0
         self._gone: set = set()
         self._polled = False
+        #: Descriptors of followed files open now, and at most how many may stay open between
+        #: rounds (None: half of what the open-files limit leaves, `fdbudget.log_file_budget`).
+        self.held = 0
+        self.max_open: Optional[int] = None
+        self._limit = 1 << 30
+        self._polling_said = False
         self._rank_res = {s.name: re.compile(s.rank_pattern, re.IGNORECASE) if s.rank_pattern else None
                           for s in self.sources}
         #: Extra state saved in the same atomic write as the offsets (the log probe's active
@@ -161,6 +189,10 @@ class Tailer:
         #: must survive a restart with the offset). Set by the owner; restored into `saved_extra`.
         self.extra_state: Optional[Callable[[], dict]] = None
         self.saved_extra: dict = {}
+        #: When the saved offsets were written, and the processes that began writing a saved file
+        #: from its start since then (a relaunch while the daemon was down; see `_start`).
+        self._saved_at: Optional[float] = None
+        self._relaunched: Optional[Dict[str, List[openfiles.Writer]]] = None
         self._saved: Dict[str, dict] = self._load_state()
 
     # -- configuration ------------------------------------------------------------------------
@@ -188,6 +220,8 @@ class Tailer:
             files = doc.get("files", {}) if doc.get("version") == STATE_VERSION else {}
             extra = doc.get("extra") if doc.get("version") == STATE_VERSION else None
             self.saved_extra = extra if isinstance(extra, dict) else {}
+            at = doc.get("saved_at")
+            self._saved_at = float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None
             return {p: v for p, v in files.items() if isinstance(v, dict)}
         except FileNotFoundError:
             return {}
@@ -206,9 +240,9 @@ class Tailer:
         if not self.state_path:
             return
         files = {p: {"source": f.source, "dev": f.dev, "ino": f.ino, "offset": f.offset, "fp": f.fp,
-                     "fp_len": f.fp_len, "line": f.stream.line_no}
+                     "fp_len": f.fp_len, "line": f.stream.line_no, "tail_fp": f.tail_fp, "tail_len": f.tail_len}
                  for p, f in self.files.items()}
-        doc = {"version": STATE_VERSION, "files": files}
+        doc = {"version": STATE_VERSION, "files": files, "saved_at": time.time()}
         if self.extra_state is not None:
             doc["extra"] = self.extra_state()
         now = time.monotonic()
@@ -283,12 +317,14 @@ class Tailer:
         first = not self._polled
         self._polled = True
         budget = self.round_bytes
+        self._limit = self.max_open if self.max_open is not None else fdbudget.log_file_budget()
         for st in self.stats.values():
             st.lines_round = 0
         current = self.expand()
         # 1. rotated or vanished paths go to `draining`; 2. old handles are read first (their
-        # lines are older) and closed once quiet; 3. every current path.
+        # lines are older) and closed once quiet and no process writes them; 3. every current path.
         self._rotate_away(current, now)
+        self._keep_written(self.draining, now, self.drain_grace)
         for f in list(self.draining):
             budget -= self._drain(f, consume, now, budget)
         for p, src in current.items():
@@ -331,15 +367,13 @@ class Tailer:
         """Read a rotated-away file; close it once it has been quiet for `drain_grace`."""
         try:
             used = self._read(f, consume, now, budget, final=False)
-            quiet = now - max(f.last_change, f.drain_since or now) >= self.drain_grace
+            quiet = now - max(f.last_change, f.drain_since or now, f.written_at) >= self.drain_grace
             if f.fh is not None and quiet and f.behind_since is None:
                 used += self._read(f, consume, now, budget - used, final=True)  # flush a partial line, close
         except OSError as exc:
             log.warning("reading rotated log file %s failed: %s", f.path, exc.strerror or exc)
             used = 0
-            if f.fh is not None:
-                os.close(f.fh)
-                f.fh = None
+            self._close_fh(f)
         if f.fh is None:
             self.draining.remove(f)
         return used
@@ -379,7 +413,48 @@ class Tailer:
         """Open through `rankfiles` (no link, no FIFO, the rank's user's file only)."""
         fd = open_rank_file(f.path, f.uid)
         f.fh = fd
+        self.held += 1
         return os.fstat(fd)
+
+    def _close_fh(self, f: Followed) -> None:
+        if f.fh is not None:
+            try:
+                os.close(f.fh)
+            except OSError:
+                pass
+            f.fh = None
+            self.held -= 1
+
+    def _keep_written(self, files: Sequence[Followed], now: float, quiet_for: float) -> None:
+        """Of the open files quiet for `quiet_for` (due to be closed), those a process still holds
+        open for writing stay open for another `quiet_for`: `python train.py > train.log` keeps
+        writing to the file logrotate renamed or deleted, after an eval or a checkpoint of any
+        length. One scan of /proc for all of them (only when some are due)."""
+        due = [f for f in files if f.fh is not None and f.behind_since is None
+               and now - max(f.last_change, f.drain_since or 0.0, f.written_at) >= quiet_for]
+        if not due:
+            return
+        links: Dict[str, Optional[openfiles.Ident]] = {}
+        named: List[Tuple[Followed, str]] = []
+        uids: Optional[set] = {0}
+        for f in due:
+            link, ident = openfiles.own_link(f.fh)  # type: ignore[arg-type]
+            if link is None:
+                continue
+            links[link] = ident
+            named.append((f, link))
+            try:
+                st = os.fstat(f.fh)  # type: ignore[arg-type]
+            except OSError:
+                continue
+            if st.st_mode & 0o022:  # group or others may write it: any user's process may
+                uids = None
+            elif uids is not None:
+                uids.add(st.st_uid)
+        found = openfiles.writers(links, uids)
+        for f, link in named:
+            if found.get(link):
+                f.written_at = now
 
     def _rotated(self, src: str) -> None:
         if src in self.stats:
@@ -406,23 +481,42 @@ class Tailer:
         elif st.st_size < f.offset:
             self._restart(f, src.name)  # copytruncate
         if f.fh is None:
+            if f.polled and st.st_size == f.offset and st.st_mtime_ns == f.mtime_ns:
+                return 0  # read by polling and unchanged: not even opened
             fst = self._open(f)
             if (fst.st_dev, fst.st_ino) != (f.dev, f.ino):  # replaced between stat and open
-                os.close(f.fh)
-                f.fh = None
+                self._close_fh(f)
                 return 0
         if f.fp_len and st.st_size >= f.fp_len and _fingerprint(f.fh, f.fp_len) != f.fp:
             self._restart(f, src.name)  # same inode, other content: inode reuse
         if f.fp_len < FINGERPRINT_BYTES and st.st_size > f.fp_len:
             f.fp_len = min(FINGERPRINT_BYTES, st.st_size)
             f.fp = _fingerprint(f.fh, f.fp_len)
-        return self._read(f, consume, now, budget, final=False)
+        used = self._read(f, consume, now, budget, final=False)
+        f.mtime_ns = st.st_mtime_ns
+        if f.fh is not None and self.held > self._limit and f.behind_since is None:
+            self._close_fh(f)  # beyond the budget: read by polling
+            f.polled = True
+            self._say_polling()
+        elif f.fh is not None:
+            f.polled = False
+        return used
+
+    def _say_polling(self) -> None:
+        if not self._polling_said:
+            self._polling_said = True
+            soft, _ = fdbudget.nofile_limits()
+            log.warning("more log files are followed than %d descriptors allow (open-files limit %d): the files "
+                        "beyond are read by polling, each opened, read and closed every round "
+                        "(npu_watchdog_log_files_polled); raise LimitNOFILE to keep them all open",
+                        self._limit, soft)
 
     def _restart(self, f: Followed, src: str) -> None:
         self._rotated(src)
         f.offset = 0
         f.stream = StreamState(line_no=0)
         f.fp, f.fp_len = "", 0
+        f.tail_fp, f.tail_len = "", 0
 
     def _start(self, p: str, src: SourceSpec, st: os.stat_result, first: bool) -> Followed:
         saved = self._saved.pop(p, None)
@@ -434,9 +528,12 @@ class Tailer:
             if same and fp_len and fst.st_size >= fp_len and _fingerprint(f.fh, fp_len) != saved.get("fp"):
                 same = False
             offset = int(saved.get("offset") or 0)
+            if same and offset <= fst.st_size and self._rewritten(f, saved, offset):
+                same = False
             if same and offset <= fst.st_size:
                 f.offset = offset
                 f.fp, f.fp_len = str(saved.get("fp") or ""), fp_len
+                f.tail_fp, f.tail_len = str(saved.get("tail_fp") or ""), int(saved.get("tail_len") or 0)
                 line = saved.get("line")
                 f.stream = StreamState(line_no=int(line) if isinstance(line, int) else None)
             else:
@@ -451,6 +548,24 @@ class Tailer:
             self._gone.discard(p)
             self._rotated(src.name)  # deleted and re-created
         return self._new(p, src, st, 0, 0)
+
+    def _rewritten(self, f: Followed, saved: dict, offset: int) -> bool:
+        """Whether a saved file with the same inode and first bytes was written again from its
+        start while the daemon was down (`> train.log` of a relaunched job; torchrun's banner makes
+        the first bytes alike): the bytes just before the saved offset differ, or a process that
+        started after the offsets were saved writes it without O_APPEND (so from its start)."""
+        tail_len = int(saved.get("tail_len") or 0)
+        if tail_len and offset >= tail_len and f.fh is not None:
+            if _digest(os.pread(f.fh, tail_len, offset - tail_len)) != saved.get("tail_fp"):
+                return True
+        if self._saved_at is None or f.fh is None:
+            return False
+        if self._relaunched is None:
+            # One scan for every saved file: only processes started since the save are looked at.
+            links: Dict[str, Optional[openfiles.Ident]] = {os.path.realpath(p): None for p in self._saved}
+            links[os.path.realpath(f.path)] = None
+            self._relaunched = openfiles.writers(links, None, started_after=self._saved_at)
+        return any(not w.appends for w in self._relaunched.get(os.path.realpath(f.path), ()))
 
     @staticmethod
     def _end_of_last_line(fd: int, size: int) -> int:
@@ -484,6 +599,7 @@ class Tailer:
             fed = f.stream.lines_fed
             consume(f, data, stop)
             f.offset += stop
+            self._note_tail(f, data, stop)
             used += stop
             f.last_change = now
             if stats is not None:
@@ -502,20 +618,31 @@ class Tailer:
         else:
             f.behind_since = None
         if final and f.offset >= size:
-            os.close(f.fh)
-            f.fh = None
+            self._close_fh(f)
         return used
 
+    def _note_tail(self, f: Followed, data: bytes, stop: int) -> None:
+        """Remember the hash of the bytes just before the new offset (see `_rewritten`)."""
+        n = min(FINGERPRINT_BYTES, f.offset)
+        block = data[stop - n:stop] if stop >= n else (os.pread(f.fh, n, f.offset - n) if f.fh is not None else b"")
+        if len(block) == n:
+            f.tail_fp, f.tail_len = _digest(block), n
+
     def _close_idle(self, now: float) -> None:
-        for f in self.files.values():
-            if f.fh is not None and f.last_change and now - f.last_change > self.idle_close and f.behind_since is None:
-                os.close(f.fh)
-                f.fh = None
+        """Close files idle for `idle_close`, unless a process still holds them for writing: a
+        quiet file that is then rotated or deleted could no longer be followed."""
+        idle = [f for f in self.files.values() if f.fh is not None and f.last_change
+                and now - max(f.last_change, f.written_at) > self.idle_close and f.behind_since is None]
+        self._keep_written(idle, now, self.idle_close)
+        for f in idle:
+            if f.written_at != now:
+                self._close_fh(f)
 
     def _update_gauges(self, now: float) -> None:
         for name, st in self.stats.items():
             files = [f for f in self.files.values() if f.source == name]
             st.files_followed = len(files)
+            st.files_polled = sum(1 for f in files if f.polled and f.fh is None)
             lags = [now - f.behind_since for f in files + [d for d in self.draining if d.source == name]
                     if f.behind_since is not None]
             st.read_lag_seconds = max(lags) if lags else 0.0
@@ -526,7 +653,5 @@ class Tailer:
         except OSError:
             pass
         for f in list(self.files.values()) + self.draining:
-            if f.fh is not None:
-                os.close(f.fh)
-                f.fh = None
+            self._close_fh(f)
         self.draining = []

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
-from watchdog.core.findings import SEVERITIES
+from watchdog.core.findings import JOB_LABEL, SEVERITIES
+from watchdog.core.verdict import DOMAINS
 from watchdog.metrics.catalog import MetricDef, MetricSample
+from watchdog.metrics.core import node_jobs
 from watchdog.core.rulecatalog import names as rule_names
 
 RESULTS = ("sent", "retried", "failed", "expired")
@@ -15,8 +18,9 @@ MUTE_REASONS = ("silenced", "inhibited")
 ORDER = 70
 
 METRICS: List[MetricDef] = [
-    MetricDef("npu_watchdog_alerts_firing", "gauge", ("rule", "severity"),
-              "Alerts in the firing state (past their `for` duration), including muted ones."),
+    MetricDef("npu_watchdog_alerts_firing", "gauge", ("rule", "severity", JOB_LABEL),
+              "Alerts in the firing state (past their `for` duration), including muted ones, by the job "
+              "they belong to (0 for every rule of each job the node runs; empty for the node's own)."),
     MetricDef("npu_watchdog_alerts_pending", "gauge", (),
               "Findings waiting for their `for` duration before they fire."),
     MetricDef("npu_watchdog_alerts_muted", "gauge", ("reason",),
@@ -32,36 +36,72 @@ METRICS: List[MetricDef] = [
               "Silences in force now."),
     MetricDef("npu_watchdog_deadman_pings_total", "counter", ("result",),
               "Dead-man pings after complete probe rounds, by result (ok, failed)."),
-    MetricDef("npu_watchdog_alert_first_seen_timestamp_seconds", "gauge", ("rule", "role", "rank", "npu"),
+    MetricDef("npu_watchdog_alert_first_seen_timestamp_seconds", "gauge", ("rule", "role", JOB_LABEL, "rank", "npu"),
               "Per firing alert: when this node first saw the condition (Unix time); role is root or "
-              "symptom. The fleet rules take the earliest root per training job: the first failure."),
+              "symptom, training_job the alert's job (empty for the node's own). The fleet rules take the "
+              "earliest root per training job: the first failure."),
     MetricDef("npu_watchdog_state_writable", "gauge", (),
               "1 while the alert engine's commits to the state folder succeed, 0 while they fail (read-only, "
               "full, deleted and not re-creatable): new alerts are held until it can be written (state_unwritable)."),
+    MetricDef("npu_watchdog_interruptions_total", "counter", ("domain", "cause"),
+              "Interruptions paged since the daemon started (log, kernel and departure alerts that fired), by "
+              "the verdict's domain (hardware, network, memory, numerics, user_code, unknown) and the cause that "
+              "decided it (a log or kernel rule, a clean-end row): the share of `unknown` is what no rule explains."),
     MetricDef("npu_watchdog_state_write_errors_total", "counter", (),
               "Commits of the alert state (with the notifications they queue) that failed; each is retried."),
 ]
 
 
+class _Interruptions:
+    """Counts each firing episode of an alert that carries a verdict once (by its fingerprint and
+    when it began to fire); the episodes remembered are bounded, the counts are not per alert."""
+
+    def __init__(self, remember: int = 4096):
+        self.remember = remember
+        self.seen: "OrderedDict[Tuple[str, float], None]" = OrderedDict()
+        self.counts: Dict[Tuple[str, str], int] = {}
+
+    def observe(self, states: Sequence[Any]) -> Dict[Tuple[str, str], int]:
+        for a in states:
+            domain = (a.labels or {}).get("domain")
+            if a.state != "firing" or not domain or a.firing_since is None:
+                continue
+            key = (a.fp, float(a.firing_since))
+            if key in self.seen:
+                continue
+            self.seen[key] = None
+            while len(self.seen) > self.remember:
+                self.seen.popitem(last=False)
+            verdict = ((a.finding or {}).get("details") or {}).get("interruption") or {}
+            cause = str(verdict.get("cause") or a.rule)
+            self.counts[(domain, cause)] = self.counts.get((domain, cause), 0) + 1
+        return self.counts
+
+
+_INTERRUPTIONS: Dict[int, _Interruptions] = {}
+
+
 def samples(rt: Any) -> Iterator[MetricSample]:
     engine = rt.engine
-    firing: Dict[Tuple[str, str], int] = {}
-    for rule in rule_names():
-        for sev in SEVERITIES:
-            firing[(rule, sev)] = 0
+    firing: Dict[Tuple[str, str, str], int] = {}
+    for job in node_jobs(rt) or [""]:
+        for rule in rule_names():
+            for sev in SEVERITIES:
+                firing[(rule, sev, job)] = 0
     pending = 0
     muted = {r: 0 for r in MUTE_REASONS}
     states = engine.alert_states() if engine is not None else []
     for a in states:
         if a.state == "firing":
-            firing[(a.rule, a.severity)] = firing.get((a.rule, a.severity), 0) + 1
+            key = (a.rule, a.severity, a.labels.get(JOB_LABEL, ""))
+            firing[key] = firing.get(key, 0) + 1
             if a.muted:
                 reason = a.muted.split(":", 1)[0]
                 muted[reason] = muted.get(reason, 0) + 1
         elif a.state == "pending":
             pending += 1
-    for (rule, sev), n in sorted(firing.items()):
-        yield MetricSample("npu_watchdog_alerts_firing", {"rule": rule, "severity": sev}, n)
+    for (rule, sev, job), n in sorted(firing.items()):
+        yield MetricSample("npu_watchdog_alerts_firing", {"rule": rule, "severity": sev, JOB_LABEL: job}, n)
     yield MetricSample("npu_watchdog_alerts_pending", {}, pending)
     for reason, n in muted.items():
         yield MetricSample("npu_watchdog_alerts_muted", {"reason": reason}, n)
@@ -76,6 +116,13 @@ def samples(rt: Any) -> Iterator[MetricSample]:
                        engine.silences_active() if engine is not None else 0)
     yield from first_seen_samples(rt.config.alerting if engine is not None else None, states)
     health = engine.storage_health() if engine is not None else None
+    counter = _INTERRUPTIONS.setdefault(id(rt), _Interruptions())
+    counts = counter.observe(states)
+    for domain in DOMAINS:  # every domain's series starts at zero
+        if not any(d == domain for d, _ in counts):
+            yield MetricSample("npu_watchdog_interruptions_total", {"domain": domain, "cause": "none"}, 0)
+    for (domain, cause), n in sorted(counts.items()):
+        yield MetricSample("npu_watchdog_interruptions_total", {"domain": domain, "cause": cause}, n)
     yield MetricSample("npu_watchdog_state_writable", {}, 1 if health is None or health.writable else 0)
     yield MetricSample("npu_watchdog_state_write_errors_total", {}, health.errors_total if health else 0)
     dm = engine.deadman if engine is not None else None
@@ -86,15 +133,15 @@ def samples(rt: Any) -> Iterator[MetricSample]:
 def first_seen_samples(alerting: Any, states: Sequence[Any]) -> Iterator[MetricSample]:
     """One series per firing alert (none when all is well), labelled like the fleet's alerts;
     `alerting` (the engine's config section, None without an engine) names each rule's role."""
-    earliest: Dict[Tuple[str, str, str, str], float] = {}
+    earliest: Dict[Tuple[str, str, str, str, str], float] = {}
     for a in states:
         seen = (a.finding or {}).get("since") or a.firing_since
         if a.state != "firing" or not seen:
             continue
         role = alerting.role(a.rule) if alerting is not None else "root"
         # Alerts differing only in labels not exported here (a chip, a log file) share one series.
-        key = (a.rule, role, a.labels.get("rank", ""), a.labels.get("npu", ""))
+        key = (a.rule, role, a.labels.get(JOB_LABEL, ""), a.labels.get("rank", ""), a.labels.get("npu", ""))
         earliest[key] = min(float(seen), earliest.get(key, float(seen)))
-    for (rule, role, rank, npu), seen in sorted(earliest.items()):
+    for (rule, role, job, rank, npu), seen in sorted(earliest.items()):
         yield MetricSample("npu_watchdog_alert_first_seen_timestamp_seconds",
-                           {"rule": rule, "role": role, "rank": rank, "npu": npu}, seen)
+                           {"rule": rule, "role": role, JOB_LABEL: job, "rank": rank, "npu": npu}, seen)

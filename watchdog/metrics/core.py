@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import platform
-from typing import Any, Iterator
+from typing import Any, Iterator, List
 
 from watchdog import __version__
 from watchdog.core.findings import JOB_LABEL, SEVERITIES
@@ -16,8 +16,9 @@ METRICS = [
     MetricDef("npu_watchdog_build_info", "gauge", ("version", "python"),
               "Always 1; the daemon's version and Python version."),
     MetricDef("npu_watchdog_node_info", "gauge", ("host", JOB_LABEL),
-              "Always 1; the node and job names this daemon watches (join on it across the fleet); "
-              "training_job is empty where discovery finds the jobs (each series names its own)."),
+              "Always 1; the node and the training job(s) this daemon watches, one series per job (join on "
+              "`instance` across the fleet): the configured job, else each job discovery finds on the node; "
+              "training_job is empty only on a node with no job."),
     MetricDef("npu_watchdog_start_time_seconds", "gauge", (),
               "Unix time the daemon started."),
     MetricDef("npu_watchdog_probe_up", "gauge", ("probe",),
@@ -43,10 +44,22 @@ METRICS = [
 ]
 
 
+def node_jobs(rt: Any) -> List[str]:
+    """The training jobs this node runs now: the configured job, else the jobs the last discovery
+    scan found. A dashboard's job variable and the fleet rules select a node by these names, so
+    on the discovery path they must be the discovered ones, not an empty label."""
+    if rt.config.job_label:
+        return [rt.config.job_label]
+    feed = rt.discovery
+    found = feed.latest() if feed is not None else None
+    return sorted({j.name for j in found.jobs if j.name}) if found is not None else []
+
+
 def samples(rt: Any) -> Iterator[MetricSample]:
     cfg = rt.config
     yield MetricSample("npu_watchdog_build_info", {"version": __version__, "python": platform.python_version()}, 1)
-    yield MetricSample("npu_watchdog_node_info", {"host": cfg.node.name, JOB_LABEL: cfg.job_label}, 1)
+    for job in node_jobs(rt) or [""]:
+        yield MetricSample("npu_watchdog_node_info", {"host": cfg.node.name, JOB_LABEL: job}, 1)
     yield MetricSample("npu_watchdog_start_time_seconds", {}, rt.started_at)
     for st in rt.state.statuses():
         p = {"probe": st.name}

@@ -20,6 +20,8 @@ METRICS: List[MetricDef] = [
               "Complete log lines read, per configured source."),
     MetricDef("npu_watchdog_log_files_followed", "gauge", ("source",),
               "Files currently followed by the source's paths/globs."),
+    MetricDef("npu_watchdog_log_files_polled", "gauge", ("source",),
+              "Followed files beyond the descriptor budget, read by polling (opened, read and closed every round)."),
     MetricDef("npu_watchdog_log_read_lag_seconds", "gauge", ("source",),
               "How long the source's oldest unread data has been waiting (0 when caught up)."),
     MetricDef("npu_watchdog_log_rotations_total", "counter", ("source",),
@@ -69,6 +71,7 @@ def samples(rt: Any) -> Iterator[MetricSample]:
         yield MetricSample("npu_watchdog_log_bytes_read_total", lab, s.bytes_total if s else 0)
         yield MetricSample("npu_watchdog_log_lines_read_total", lab, s.lines_total if s else 0)
         yield MetricSample("npu_watchdog_log_files_followed", lab, s.files_followed if s else 0)
+        yield MetricSample("npu_watchdog_log_files_polled", lab, s.files_polled if s else 0)
         yield MetricSample("npu_watchdog_log_read_lag_seconds", lab, s.read_lag_seconds if s else 0)
         yield MetricSample("npu_watchdog_log_rotations_total", lab, s.rotations_total if s else 0)
         yield MetricSample("npu_watchdog_log_read_errors_total", lab, s.read_errors_total if s else 0)

@@ -17,17 +17,20 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Set, Tuple
 
+from watchdog.host import clock
 from watchdog.config.schema import Config
 from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.discovery.model import Discovered
 from watchdog.discovery.procfs import rank_logs
 from watchdog.core.findings import SEVERITY_RANK
+from watchdog.parse.exits import STOP_SIGNALS, from_wait_status
 from watchdog.parse.heartbeat_format import HeartbeatFormatError, parse_heartbeat
 from watchdog.logrules.matcher import Matcher, decode_line
 from watchdog.observations import EndEvidence, JobState, ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.probes.heartbeat import read_file
 from watchdog.probes.procinfo import describe, follow
+from watchdog.host.procevents import ProcExits
 from watchdog.host.procstat import ProcStat, read_stat
 from watchdog.host.rankfiles import rank_file
 
@@ -144,6 +147,8 @@ class DiscoveredProcessProbe(Probe):
         self._gone: Dict[Tuple[str, int], ProcessInfo] = {}
         self._jobs: Dict[str, _Job] = {}
         self._first_seen_at: Optional[float] = None
+        #: Exit statuses of processes this daemon is not the parent of (root only; else unavailable).
+        self._exits = ProcExits.start()
 
     def _apply(self, config: Config) -> None:
         self.cfg = config.probes.process
@@ -157,11 +162,12 @@ class DiscoveredProcessProbe(Probe):
             return False
         self.cfg, self.dcfg, self.interval, self.timeout = new.cfg, new.dcfg, new.interval, new.timeout
         self._end_res, self._failures = new._end_res, new._failures
+        new._exits.close()  # one listener per daemon: the running probe keeps its own
         return True
 
     # -- the round ------------------------------------------------------------------------------
     def collect(self) -> Collected:
-        now = time.time()
+        now = clock.now()
         try:
             found = self.feed.refresh()
         except Exception as exc:
@@ -294,11 +300,32 @@ class DiscoveredProcessProbe(Probe):
         tails = [log_tail(p, uid=job.uid) for p in sorted(job.logs)]
         launcher = [log_tail(p, uid=job.uid) for p in sorted(job.launcher_logs - job.logs)]
         times = list(job.left.values())
+        first, source, exits = self._exit_statuses(job)
         return EndEvidence(
             ranks=len(job.ranks), gone=len(job.done) + len(job.left), done=len(job.done),
             heartbeats=len(job.heartbeats), end_line=end_line(tails + launcher, self._end_res),
             failure_line=failure_line(tails + launcher, self._failures),  # torchrun's ChildFailedError too
-            first_left_at=min(times) if times else None, last_left_at=max(times) if times else None)
+            first_left_at=min(times) if times else None, last_left_at=max(times) if times else None,
+            first_exit=first, exit_source=source, exits=exits)
+
+    def _exit_statuses(self, job: _Job) -> Tuple[str, str, Tuple[Tuple[int, str], ...]]:
+        """How the job's departed processes ended (the kernel's process events): the first to go
+        when it failed, the source, and each known (pid, status)."""
+        if self._exits.unavailable is not None:
+            return "", "", ()
+        who = {p.pid: f"rank {p.rank} (pid {p.pid})" for (name, _), p in self._gone.items() if name == job.name}
+        who.update({i.pid: f"rank {i.rank} (pid {i.pid})" for i in self._known.values()
+                    if i.job == job.name and i.state == "zombie"})
+        if job.launcher_pid:
+            who[job.launcher_pid] = f"the launcher (pid {job.launcher_pid})"
+        seen = sorted(self._exits.of(who).values(), key=lambda e: e.time)
+        exits = tuple((e.pid, from_wait_status(e.status).words()) for e in seen)
+        if not seen:
+            return "", "process events", exits
+        status = from_wait_status(seen[0].status)
+        stop = status.signal in STOP_SIGNALS
+        first = "" if not status.failed or stop else f"{who[seen[0].pid]} {status.words()}"
+        return first, "process events", exits
 
     def _end_jobs(self, infos: Dict[Identity, ProcessInfo], now: float) -> None:
         running = {i.job for i in infos.values() if i.state != "zombie"}

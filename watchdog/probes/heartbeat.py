@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
+from watchdog.host import clock
 from watchdog.parse import flight_recorder as fr
 from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
@@ -69,6 +70,15 @@ class _FileState:
     last_phase: Optional[str] = None
     gap_start: Optional[float] = None
     flight_error: Optional[str] = None
+    #: The last raw (writer's wall clock) beat time and mtime and their times on the daemon's
+    #: clock, and when the file was last read: ages are judged on the daemon's clock, so a
+    #: wall-clock step neither ages a healthy rank nor freshens a dead one (see
+    #: watchdog.host.clock.steady_stamp).
+    raw_beat: Optional[float] = None
+    beat_at: Optional[float] = None
+    raw_mtime: Optional[float] = None
+    mtime_at: Optional[float] = None
+    read_at: Optional[float] = None
 
 
 def read_file(path: str, uid: Optional[int] = None) -> Tuple[bytes, float, int]:
@@ -214,8 +224,12 @@ class HeartbeatProbe(Probe):
         fallback_rank = rank_from_path(path)
         if fallback_rank is None:
             fallback_rank = order
+        prev_read, st.read_at = st.read_at, now
         try:
             parsed, mtime, error = self._parse(path, st)
+            if mtime:
+                st.mtime_at = clock.steady_stamp(mtime, st.raw_mtime, st.mtime_at, prev_read, now)
+                st.raw_mtime, mtime = mtime, st.mtime_at
         except FileNotFoundError:
             if st.last is None:
                 return HeartbeatReading(path=path, rank=fallback_rank, exists=False)
@@ -240,7 +254,10 @@ class HeartbeatProbe(Probe):
             return reading
 
         st.seen_json = True
-        beat_time = parsed.time if parsed.time is not None else mtime
+        beat_time = mtime
+        if parsed.time is not None:
+            st.beat_at = clock.steady_stamp(parsed.time, st.raw_beat, st.beat_at, prev_read, now)
+            st.raw_beat, beat_time = parsed.time, st.beat_at
         self._track_progress(st, parsed, beat_time)
         fields = dict(parsed.extra)
         flight_tail, flight_error = read_ring_tail(fr.ring_path(path), uid=self._uid_of(path))
@@ -302,7 +319,8 @@ class HeartbeatProbe(Probe):
         st.last_phase = phase
 
     def collect(self) -> Collected:
-        now = time.time()
+        clock.CLOCK.check()  # a step since the last round bounds the stamps read in this one
+        now = clock.now()
         paths = self._paths()
         readings = [self._read_one(p, i, now) for i, p in enumerate(paths)]
         self._save_progress()
@@ -359,7 +377,7 @@ class DiscoveredHeartbeatProbe(HeartbeatProbe):
         self._uids: Dict[str, Optional[int]] = {}
 
     def _paths(self) -> List[str]:
-        now = time.time()
+        now = clock.now()
         try:
             found = self.feed.current(max_age=self.max_age)
         except Exception as exc:

@@ -23,16 +23,17 @@ import time
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
+from watchdog.host import clock
 from watchdog.service import statefiles
 from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.kernel import KernelProbeConfig
-from watchdog.logrules.kernel import KernelRule, kernel_ruleset, pid_of
+from watchdog.logrules.kernel import KernelRule, kernel_ruleset, task_of
 from watchdog.parse.kmsg import KmsgFormatError, KmsgRecord, parse_record
 from watchdog.logrules.device import device_of
 from watchdog.logrules.matcher import Matcher
 from watchdog.observations import KernelEvent, KernelObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
-from watchdog.host.procstat import boot_time
+from watchdog.host.procstat import boot_time, read_stat
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,10 @@ MAX_RECENT = 512
 MAX_TEXT = 1000
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
-RankLabels = Tuple[str, int, Optional[int], float, Optional[float]]  # job, rank, npu, last seen, started at
+# job, rank, npu, last seen, started at, the command names it was seen with (newest last)
+RankLabels = Tuple[str, int, Optional[int], float, Optional[float], Tuple[str, ...]]
+#: Command names remembered per rank (a rank may rename itself: `pt_main_thread`, setproctitle).
+MAX_COMMS = 8
 
 
 def read_boot_id(path: str = BOOT_ID) -> str:
@@ -118,7 +122,7 @@ class KernelProbe(Probe):
         seq = data.get("seq")
         if isinstance(seq, int) and seq >= 0:
             self.last_seq = seq
-        now = time.time()
+        now = clock.now()
         for row in data.get("recent") or ():
             try:
                 ev = KernelEvent(**row)
@@ -201,7 +205,7 @@ class KernelProbe(Probe):
 
     def collect(self) -> Collected:
         fd = self._open()
-        now = time.time()
+        now = clock.now()
         records = self._records(fd)
         self._learn_ranks(now)
         try:
@@ -227,17 +231,19 @@ class KernelProbe(Probe):
 
     def _event(self, rec: KmsgRecord, k: KernelRule, boot: float) -> KernelEvent:
         text = rec.message[:MAX_TEXT]
-        pid = pid_of(k, text)
+        pid, comm = task_of(k, text)
         ev = KernelEvent(seq=rec.seq, time=boot + rec.usec / 1e6, rule=k.rule.id, category=k.rule.category,
                          severity=k.rule.severity, title=k.rule.title, text=text, hint=k.rule.hint, pid=pid,
-                         device=device_of(text))
+                         device=device_of(text), comm=comm)
         labels = self._ranks.get(pid) if pid is not None else None
         if labels is None and pid is not None:
             # A rank discovered since this probe last looked (it may have died at once): the
             # feed's latest scan still lists it, with its NPU.
-            self._learn_ranks(time.time())
+            self._learn_ranks(clock.now())
             labels = self._ranks.get(pid)
-        if labels is not None and ev.about(labels[4]):  # else an earlier process with the same pid
+        # An earlier process with the same pid (`about`), or another user's process named so
+        # that its record shows the rank's pid or that runs under a rank's pid's name (`names`).
+        if labels is not None and ev.about(labels[4]) and ev.names(labels[5] + _live_comm(pid, labels[4])):
             ev = replace(ev, job=labels[0], rank=labels[1], npu=labels[2])
         return ev
 
@@ -248,9 +254,25 @@ class KernelProbe(Probe):
         if found is not None:
             for job in found.jobs:
                 for r in job.ranks:
-                    self._ranks[r.pid] = (job.name, r.rank, r.npu, now, r.started_at)
+                    old = self._ranks.get(r.pid)
+                    comms: Tuple[str, ...] = old[5] if old is not None and old[4] == r.started_at else ()
+                    if r.comm and r.comm not in comms:
+                        comms = (comms + (r.comm,))[-MAX_COMMS:]
+                    self._ranks[r.pid] = (job.name, r.rank, r.npu, now, r.started_at, comms)
         for pid in [p for p, lab in self._ranks.items() if now - lab[3] > self.cfg.hold]:
             del self._ranks[pid]
+
+
+def _live_comm(pid: Optional[int], started_at: Optional[float]) -> Tuple[str, ...]:
+    """The command name the process at `pid` has now, if it is the rank that started at
+    `started_at` (a zombie still shows it): a rank renamed since the last scan is still named."""
+    if pid is None or started_at is None:
+        return ()
+    try:
+        st = read_stat(pid)
+    except (OSError, ValueError):
+        return ()
+    return (st.comm,) if abs(st.create_time - started_at) <= 0.05 else ()
 
 
 #: Position in the schedule (the registry orders probe modules by it).

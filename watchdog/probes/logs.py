@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
+from watchdog.host import clock
 from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.logrules import follow
 from watchdog.logrules.extract import Extractor, RawEvent
@@ -122,7 +123,7 @@ class LogsProbe(Probe):
         #: The same per discovered job (the discovered logs probe forgets a job with its files).
         self.job_progress_at: Dict[str, Dict[str, float]] = {}
         self.tailer.extra_state = self._active_state
-        self._restore_active(self.tailer.saved_extra.get("active"), time.time())
+        self._restore_active(self.tailer.saved_extra.get("active"), clock.now())
         self._restore_progress(self.tailer.saved_extra.get("progress_at"))
         self.watch: Optional[DirWatch] = DirWatch.open() if cfg.follow == "events" else None
         self._set_interval(cfg)
@@ -194,7 +195,7 @@ class LogsProbe(Probe):
 
     # -- the round ------------------------------------------------------------------------------
     def collect(self) -> Collected:
-        now = time.time()
+        now = clock.now()
         events: List[LogEvent] = []
 
         def consume(f: Followed, data: bytes, stop: int) -> None:

@@ -14,11 +14,11 @@ import glob
 import logging
 import os
 import re
-import time
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import psutil
 
+from watchdog.host import clock
 from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.process import ProcessProbeConfig
 from watchdog.discovery.environ import BASE_KEYS, rank_of
@@ -231,7 +231,7 @@ class ProcessProbe(Probe):
         return found
 
     def collect(self) -> Collected:
-        now = time.time()
+        now = clock.now()
         found = self._select()
         infos: Dict[Identity, ProcessInfo] = {}
         new: List[Tuple[Identity, ProcStat]] = []

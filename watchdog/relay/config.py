@@ -3,6 +3,7 @@ same `channels` entries, retries and limits as a node's `alerting` section)."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Optional
 
@@ -24,7 +25,12 @@ class RelayConfig(StrictModel):
     #: The outbox and the open incidents (SQLite); created 0700.
     state_dir: str = "/var/lib/npu-watchdog-relay"
     #: If set, Alertmanager must send `Authorization: Bearer <token>` (`http_config.authorization`).
+    #: Required when `listen` is not a loopback address: whoever reaches the port could otherwise
+    #: post a resolve for a real incident or a page about a job that does not exist.
     bearer_token: Optional[Secret] = None
+    #: Listen on a non-loopback address without `bearer_token` anyway (a network where only
+    #: Alertmanager can reach the port); logged as a warning at every start.
+    allow_unauthenticated: bool = False
     #: Largest webhook body accepted (a 1,000-node incident with evidence is about 2 MB).
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     #: Bytes of request bodies held at once (read and parsed); a post beyond waits up to 2 s for
@@ -53,7 +59,34 @@ class RelayConfig(StrictModel):
             if c.type in _LOOPING:
                 raise ValueError(f"alerting.channels: {c.name} is of type {c.type}, which would loop back into "
                                  "Alertmanager")
+        if self.bearer_token is None and not self.allow_unauthenticated and not self.loopback:
+            raise ValueError(f"bearer_token: required when listening on {self.listen}, which is not a loopback "
+                             "address (anyone who reaches the port could resolve a real incident or page about "
+                             "a job that does not exist); set bearer_token or bearer_token_file (and "
+                             "Alertmanager's http_config.authorization), or allow_unauthenticated: true")
         return self
+
+    @property
+    def loopback(self) -> bool:
+        """Whether `listen` is reachable from this host only (127.0.0.0/8, localhost); an empty
+        host, 0.0.0.0 or a name is not."""
+        host = self.listen.rsplit(":", 1)[0]
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    def exposure(self) -> str:
+        """What the start-up log says about who may post (empty when a token is required)."""
+        if self.bearer_token is not None:
+            return ""
+        if self.loopback:
+            return (f"no bearer_token: any local user can post to the relay on {self.listen} "
+                    "(set bearer_token to require Alertmanager's)")
+        return (f"allow_unauthenticated: the relay accepts posts without a token from anyone who reaches "
+                f"{self.listen}")
 
     @property
     def host(self) -> str:

@@ -47,7 +47,9 @@ def anchors(language: str = DEFAULT_LANGUAGE) -> List[str]:
     return [m.group(1) for m in (_SECTION.match(ln) for ln in source(language).splitlines()) if m]
 
 
-_SEVERITY = re.compile(r"^\*\*Severity\*\* [^.]*\.\s*")
+#: A rule's severity sentence: up to the first full stop followed by a space (a dotted config key
+#: such as `trends.hbm_eta_critical` may appear in it).
+_SEVERITY = re.compile(r"^\*\*Severity\*\* .*?\.(?:\s+|$)")
 _CHECK = "**Check first.**"
 
 
@@ -182,7 +184,9 @@ def to_html(md: str, title: str, lang: str) -> str:
 @lru_cache(maxsize=None)
 def page(language: str = DEFAULT_LANGUAGE) -> bytes:
     """The served page of one language (rendered once per process)."""
-    return to_html(source(language), "npu-watchdog runbook", language).encode("utf-8")
+    src = source(language)
+    head = src.partition("\n")[0].lstrip("#").strip() if src.startswith("# ") else "runbook"
+    return to_html(src, f"npu-watchdog {head}", language).encode("utf-8")
 
 
 def docs_page() -> str:

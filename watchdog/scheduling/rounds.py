@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Callable, Optional, Tuple
 
+from watchdog.host import clock
 from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.core.state import FailureReason, StateStore
 
@@ -117,5 +118,5 @@ def record_round(store: StateStore, name: str, rnd: Round, finished: bool, timeo
         if st is not None and not st.up and st.runs_total > 0:
             log.info("probe %s recovered: %s", name, rnd.result.summary, extra={"probe": name})
         store.update_status(name, up=True, hung=False, runs_total=runs, last_run=now,
-                            last_success=time.time(), last_duration=duration, last_error=None,
+                            last_success=clock.now(), last_duration=duration, last_error=None,
                             last_result=rnd.result.summary, reason=None)

@@ -54,6 +54,22 @@ def raise_soft_limit() -> int:
     return soft
 
 
+#: Fewest log files kept open whatever the limit (the rest are read by polling).
+MIN_LOG_FILES = 16
+
+
+def log_file_budget() -> int:
+    """How many followed log files may keep their descriptor open between rounds: half of the
+    open-files limit left after `PROBE_RESERVE` (the other half is the HTTP connections' and
+    the rest's). A plog folder can hold 10,000 files: beyond the budget a file is read by
+    polling (opened, read and closed each round), so the alert store, the HTTP server and
+    npu-smi's pipes always find a descriptor."""
+    soft, _ = nofile_limits()
+    if soft < 0 or (resource is not None and soft == resource.RLIM_INFINITY):
+        return 1 << 30
+    return max(MIN_LOG_FILES, (soft - PROBE_RESERVE) // 2)
+
+
 def open_fds() -> int:
     try:
         return len(os.listdir("/proc/self/fd"))

@@ -48,8 +48,11 @@ def acquire(state_dir: str) -> int:
             raise StateFolderBusy(state_dir, holder) from None
         raise
     if writable:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        except OSError:  # a full disk: the lock holds all the same, only the pid stays unsaid
+            pass
     return fd
 
 

@@ -50,7 +50,11 @@ def fold(probe: str, view: StateView, config: Any) -> Any:
     """A fresh summary of `probe` folded over the view's whole history."""
     if config is None:
         config = Config()
-    summary = registry()[probe](config)
+    cls = registry().get(probe)
+    if cls is None:
+        raise LookupError(f"no summary of probe {probe!r} (watchdog/plugins_list.py lists the summary "
+                          "modules: SUMMARY_MODULES)")
+    summary = cls(config)
     for sample in view.history(probe):
         summary.add(sample, view)
     return summary

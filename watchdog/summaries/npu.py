@@ -179,14 +179,16 @@ class Summary:
         self.chips: Dict[ChipKey, ChipTrack] = {}
         #: Time of the first round folded.
         self.first_at: Optional[float] = None
-        self.reconfigure(config)
-
-    def reconfigure(self, config: Config) -> None:
-        self.config = config
-        self.keep = float(config.probes.history)
         #: Chips the job held at the newest round.
         self.held: Set[ChipKey] = set()
         self.latest: Optional[Sample[NpuObservation]] = None
+        self.reconfigure(config)
+
+    def reconfigure(self, config: Config) -> None:
+        """Adopt a new config; what was folded stays (a reload is followed by no new round at
+        once: forgetting the newest round made the stall rule read a round that was not there)."""
+        self.config = config
+        self.keep = float(config.probes.history)
 
     def add(self, sample: Sample, view: StateView) -> None:
         obs = sample.value

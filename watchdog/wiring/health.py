@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence, Tuple
 
+from watchdog.host import clock
 from watchdog.runtime import StorageHealthView
 from watchdog.core.state import ProbeStatus
 
@@ -45,6 +46,6 @@ def health(live: Liveness, statuses: Callable[[], Sequence[ProbeStatus]],
     # Still watching (200), but new alerts wait: said here so a health check shows it.
     st = storage()
     if not st.writable:
-        notes.append(f"state folder not writable for {max(0.0, time.time() - (st.since or 0)):.0f}s "
+        notes.append(f"state folder not writable for {max(0.0, clock.now() - (st.since or 0)):.0f}s "
                      f"({st.error}); new alerts are held until it is")
     return True, "ok" + (" (" + "; ".join(notes) + ")" if notes else "")

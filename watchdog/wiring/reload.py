@@ -17,6 +17,7 @@ from typing import Callable, List, Optional, Tuple, Union
 
 from watchdog.config import Config, ConfigError
 from watchdog.config.load import load_config
+from watchdog.config.placeholders import refusal
 from watchdog.probes.base import Probe
 from watchdog.runtime import Runtime
 from watchdog.service.sdnotify import Notifier
@@ -37,6 +38,25 @@ class Prepared:
 
 
 Outcome = Union[Prepared, BaseException]
+
+#: Settings read once at start (the HTTP listener and the log format): a reload accepts a new
+#: value and says that it takes effect at the next restart; every other setting applies at once.
+RESTART_ONLY: Tuple[Tuple[str, Callable[[Config], object]], ...] = (
+    ("http.enabled", lambda c: c.http.enabled),
+    ("http.listen", lambda c: c.http.listen),
+    ("http.max_connections", lambda c: c.http.max_connections),
+    ("http.connection_timeout", lambda c: c.http.connection_timeout),
+    ("logging.format", lambda c: c.logging.format),
+)
+
+
+def restart_only_changes(old: Config, new: Config) -> List[str]:
+    """The RESTART_ONLY keys whose value a reload changed (`http.listen`, ...)."""
+    return [key for key, read in RESTART_ONLY if read(old) != read(new)]
+
+
+class PlaceholderConfig(ValueError):
+    """A reloaded config whose channel URL is still a placeholder (the running one stays)."""
 
 
 class Reloader:
@@ -112,6 +132,9 @@ class Reloader:
             loaded = load_config(self.config_path)
             if loaded.paths.state_dir != running.paths.state_dir:
                 log.warning("paths.state_dir changed: takes effect at the next restart")
+            refused = refusal(loaded)
+            if refused:
+                raise PlaceholderConfig(refused)
             # The running state (and a --state-dir override) stays: a new config, never an edit.
             new = loaded.model_copy(update={"paths": running.paths})
             return Prepared(new, self._build_probes(new))

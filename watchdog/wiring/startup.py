@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from watchdog.service import fdbudget, statelock
@@ -43,26 +45,39 @@ class StateFolder:
 
     def __init__(self, path: str):
         self.path = path
-        ensure_private_dir(path)
-        self.lock_fd = statelock.acquire(path)
+        #: None while the folder cannot be created or locked yet (a full or read-only disk at
+        #: boot): the daemon runs on and `check` takes the lock once it can.
+        self.lock_fd: Optional[int] = None
+        try:
+            ensure_private_dir(path)
+            self.lock_fd = statelock.acquire(path)
+        except OSError as exc:  # StateFolderBusy is no OSError: another daemon still stops this one
+            log.error("cannot create or lock the state folder %s now (%s); the daemon runs on with its alert "
+                      "state in memory and takes the folder when it can", path, exc.strerror or exc,
+                      extra={"event": "state_unwritable"})
 
     def check(self) -> None:
-        """A state folder deleted under the daemon is re-created and its lock taken again, so no
-        second daemon can start on it. Raises OSError / StateFolderBusy (retried by the caller)."""
-        if statelock.held(self.lock_fd, self.path):
+        """A state folder deleted under the daemon (or not creatable at start) is created and its
+        lock taken, so no second daemon can start on it. Raises OSError / StateFolderBusy (retried
+        by the caller)."""
+        if self.lock_fd is not None and statelock.held(self.lock_fd, self.path):
             return
         ensure_private_dir(self.path)
         fd = statelock.acquire(self.path)
-        os.close(self.lock_fd)
+        if self.lock_fd is None:
+            log.warning("the state folder %s can be used now; its lock is taken", self.path)
+        else:
+            os.close(self.lock_fd)
+            log.warning("the lock of the state folder %s was deleted; taken again", self.path)
         self.lock_fd = fd
-        log.warning("the lock of the state folder %s was deleted; taken again", self.path)
 
 
 def start_http(config: Config, registry: MetricsSource, status: Callable[[], Dict[str, Any]],
                healthy: Callable[[], Tuple[bool, str]], status_remote: Callable[[], bool],
-               attach: Callable[[HttpEndpoint], None]) -> Optional[HttpEndpoint]:
+               attach: Callable[[HttpEndpoint], None], quiet: bool = False) -> Optional[HttpEndpoint]:
     """Listen with a connection cap that leaves the probes their descriptors (fdbudget); None
-    (said in the log) when the address cannot be had. `attach` sees the endpoint before it serves."""
+    (said in the log, at debug level when `quiet`) when the address cannot be had. `attach` sees
+    the endpoint before it serves."""
     soft = fdbudget.raise_soft_limit()
     cap = fdbudget.connection_cap(config.http.max_connections, soft, fdbudget.open_fds())
     try:
@@ -70,10 +85,45 @@ def start_http(config: Config, registry: MetricsSource, status: Callable[[], Dic
                             max_connections=cap, connection_timeout=config.http.connection_timeout,
                             status_remote=status_remote)
     except OSError as exc:
-        log.error("cannot listen on %s: %s", config.http.listen, exc.strerror or exc)
+        log.log(logging.DEBUG if quiet else logging.ERROR, "cannot listen on %s: %s", config.http.listen,
+                exc.strerror or exc)
         return None
     attach(http)
     http.start()
     log.info("serving /metrics on http://%s:%d/ (at most %d connections; open-files limit %d, %d kept for probes)",
              config.http.host, http.port, cap, soft, fdbudget.PROBE_RESERVE)
     return http
+
+
+class ListenLater:
+    """Listening again and again while the address cannot be had (another process holds the
+    port, the interface is not up yet): a taken port is no reason to exit, which under systemd
+    would be a restart loop that sends nothing while the squatter answers /healthz. The alerts go
+    out meanwhile; the journal says so once, and again when the daemon listens."""
+
+    #: Seconds between attempts: doubling from the first to the last.
+    FIRST, LAST = 1.0, 30.0
+
+    def __init__(self, listen: str, attempt: Callable[[], bool]):
+        self.listen = listen
+        self.attempt = attempt
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="http-listen", daemon=True)
+
+    def start(self) -> None:
+        log.error("the daemon runs on without /metrics, /healthz and /api/status, and alerts are still sent; "
+                  "trying to listen on %s again every %g s at most", self.listen, self.LAST,
+                  extra={"event": "http_unbound"})
+        self.thread.start()
+
+    def _run(self) -> None:
+        started, wait = time.monotonic(), self.FIRST
+        while not self.stop.wait(wait):
+            try:
+                if self.attempt():
+                    log.warning("listening on %s after %.0f s of trying", self.listen, time.monotonic() - started,
+                                extra={"event": "http_bound"})
+                    return
+            except Exception:  # never the end of the retries: the next attempt may work
+                log.exception("listening on %s failed", self.listen)
+            wait = min(self.LAST, wait * 2)

@@ -119,6 +119,19 @@ class Words:
         """`name_one` for a count of one, else `name_many`, filled with `n` and `fields`."""
         return self.t(f"{name}_{'one' if n == 1 else 'many'}", n=n, **fields)
 
+    def duration(self, seconds: float) -> str:
+        """A duration in this language's units: `1h5m` in English (as the config writes it),
+        `1 小时 5 分钟` in Chinese. Whole seconds (milliseconds below one second)."""
+        if 0 < seconds < 1:
+            return f"{int(round(seconds * 1000))}{self.t('dur_ms')}"
+        left = int(round(max(seconds, 0.0)))
+        parts = []
+        for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+            if left >= size or (unit == "s" and not parts):
+                parts.append(f"{left // size}{self.t('dur_' + unit)}")
+                left %= size
+        return self.t("dur_sep").join(parts) if "dur_sep" in self.ui else "".join(parts)
+
     def severity(self, severity: str) -> str:
         """`CRITICAL` / `严重`: a severity as messages print it."""
         return self.ui.get(f"sev_{severity}") or severity.upper()

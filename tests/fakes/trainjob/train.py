@@ -2,6 +2,7 @@
 and obeys control files in $FAKE_TRAIN_CONTROL:
 
 - `nan-<rank>`: print one NaN loss line;   - `exit-<rank>`: exit 1 now, silently;
+- `quit-<rank>`: exit 0 now, silently (a rank that leaves early without failing);
 - `segv-<rank>`: a real segmentation fault (NULL read);  - `oom-<rank>`: allocate host memory
   until the kernel kills it (the test puts it in a small memory cgroup first);
 - `npuoom-<rank>`: print torch_npu's out-of-memory traceback, exit 1;
@@ -81,6 +82,8 @@ def main() -> int:
             said_nan = True
         if ctl and os.path.exists(os.path.join(ctl, f"exit-{rank}")):
             return 1
+        if ctl and os.path.exists(os.path.join(ctl, f"quit-{rank}")):
+            return 0
         if ctl and os.path.exists(os.path.join(ctl, f"segv-{rank}")):
             import ctypes
             ctypes.string_at(0)

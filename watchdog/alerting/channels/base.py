@@ -143,8 +143,6 @@ class Channel:
         self.cfg = cfg
         self.alerting = alerting
         self.name = cfg.name
-        #: The language this channel writes in: its own, else the engine's.
-        self.words: Words = words(getattr(cfg, "language", None) or getattr(alerting, "language", None))
         #: A fixed "now" for the times in messages ("3m ago"); None: the clock (set by the docs'
         #: rendered examples so they do not change with every run).
         self.now: Optional[float] = None
@@ -152,6 +150,12 @@ class Channel:
         self.secret = secret_value(cfg.secret) if cfg.secret is not None else ""
         self._secrets = secret_fragments(
             [self.url, self.secret, secret_value(cfg.bearer_token)] + [secret_value(v) for v in cfg.headers.values()])
+
+    @property
+    def words(self) -> Words:
+        """The language this channel writes in: its own, else the engine's. Read per message, so a
+        reload that changes only `alerting.language` (which keeps the channel) applies at once."""
+        return words(self.cfg.language or self.alerting.language)
 
     # -- routing ---------------------------------------------------------------------------
     @property

@@ -7,6 +7,7 @@ because receivers commonly forward annotations into chat.
 import time
 from typing import Any, Dict, List, Optional
 
+from watchdog.host.clock import CLOCK
 from watchdog.alerting.channels.base import Channel
 from watchdog.alerting.digest import MAX_LINE, RuleGroup, runbook_link
 from watchdog.alerting.render import Message, escape_plain, runbook_of, safe_url
@@ -23,8 +24,10 @@ MAX_RANKS = 4096
 
 
 def rfc3339(ts: Optional[float]) -> str:
+    """A time of the daemon's clock as the receiver's clocks read it (the wall clock now)."""
     if not ts:
         return ZERO_TIME
+    ts = CLOCK.to_wall(ts)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int((ts % 1) * 1000):03d}Z"
 
 
@@ -161,7 +164,7 @@ class AlertmanagerChannel(_Authed):
             self.url += "/api/v2/alerts"
 
     def payload(self, msg: Message) -> List[Dict[str, Any]]:
-        now = time.time()
+        now = CLOCK.now()
         fleet = self.alerting.mode == "fleet"
         out = []
         for a in msg.alerts:

@@ -15,7 +15,8 @@ from watchdog.logrules.kernel import RuleError, kernel_ruleset
 class KernelRuleConfig(LogRuleConfig):
     """A user kernel rule: the log rule fields plus `pid`."""
 
-    #: Regular expression whose one group is the process the record names (its rank's finding).
+    #: Regular expression whose one group is the process the record names (its rank's finding),
+    #: or whose named groups `pid` and `comm` are its pid and command name (both must be the rank's).
     pid: Optional[str] = None
 
     def as_rule_data(self) -> Dict[str, Any]:

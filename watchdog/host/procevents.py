@@ -1,0 +1,135 @@
+"""Exit statuses of processes the daemon is not the parent of: the kernel's process-events connector.
+
+Why: a rank that exits 1 without a word, or is killed by a signal, leaves nothing in any log and
+no status the daemon could `waitpid` for (the launcher is its parent). Linux reports every
+process exit, with its wait status, to root over netlink (NETLINK_CONNECTOR, the proc connector's
+multicast group). One listener thread per daemon keeps the last exits in a bounded table that the
+process probe reads when ranks leave. Where the connector is unavailable (not root, a kernel
+without CONFIG_PROC_EVENTS, a container without CAP_NET_ADMIN) `unavailable` says why and the
+daemon falls back to what /proc and the launchers' lines show (`npu-watchdog doctor` says which).
+
+Stdlib only (`socket.AF_NETLINK`); the record layout is the kernel's (linux/connector.h,
+linux/cn_proc.h): nlmsghdr (16 bytes), cn_msg (20), proc_event header (16), then for
+PROC_EVENT_EXIT: pid, tgid, exit_code (the wait status), exit_signal.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Dict, Iterable, Optional
+
+NETLINK_CONNECTOR = 11
+CN_IDX_PROC = 1
+CN_VAL_PROC = 1
+PROC_CN_MCAST_LISTEN = 1
+PROC_EVENT_EXIT = 0x80000000
+NLMSG_DONE = 3
+_NLMSG = struct.Struct("=IHHII")
+_CN_MSG = struct.Struct("=IIIIHH")
+_EVENT = struct.Struct("=IIQ")
+_EXIT = struct.Struct("=iiII")
+#: Exits remembered (the newest win); a node runs far fewer processes between two probe rounds.
+MAX_EXITS = 8192
+
+
+@dataclass(frozen=True)
+class ProcExit:
+    """One process (thread-group leader) exit: its pid, the wait status word, and when it was read."""
+
+    pid: int
+    status: int
+    time: float
+
+
+def parse_exit_event(data: bytes) -> Optional[ProcExit]:
+    """A received netlink datagram -> the process exit it reports, or None (another event, a
+    thread's exit, or a short or malformed record)."""
+    head = _NLMSG.size + _CN_MSG.size
+    if len(data) < head + _EVENT.size + _EXIT.size:
+        return None
+    idx, val = _CN_MSG.unpack_from(data, _NLMSG.size)[:2]
+    if (idx, val) != (CN_IDX_PROC, CN_VAL_PROC):
+        return None
+    what = _EVENT.unpack_from(data, head)[0]
+    if what != PROC_EVENT_EXIT:
+        return None
+    pid, tgid, code, _sig = _EXIT.unpack_from(data, head + _EVENT.size)
+    if pid != tgid or pid <= 0:
+        return None  # a thread, not the process
+    return ProcExit(pid=pid, status=code, time=time.time())
+
+
+def _listen_message() -> bytes:
+    body = struct.pack("=I", PROC_CN_MCAST_LISTEN)
+    cn = _CN_MSG.pack(CN_IDX_PROC, CN_VAL_PROC, 0, 0, len(body), 0) + body
+    return _NLMSG.pack(_NLMSG.size + len(cn), NLMSG_DONE, 0, 0, os.getpid()) + cn
+
+
+class ProcExits:
+    """The listener: `start()` subscribes and reads in a daemon thread; `get(pid)` is the newest
+    exit of that pid (None: not seen, or the listener is not running)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._exits: "OrderedDict[int, ProcExit]" = OrderedDict()
+        self._sock: Optional[socket.socket] = None
+        self.unavailable: Optional[str] = "not started"
+        self.received = 0
+
+    @classmethod
+    def start(cls) -> "ProcExits":
+        self = cls()
+        try:
+            sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_CONNECTOR)
+            sock.bind((0, CN_IDX_PROC))  # port id 0: the kernel assigns one (several daemons per host)
+            sock.send(_listen_message())
+        except (OSError, AttributeError) as exc:
+            self.unavailable = f"the kernel's process events are not readable here ({type(exc).__name__}: {exc}); " \
+                               "exit statuses come from /proc and the launchers' lines only"
+            return self
+        self._sock, self.unavailable = sock, None
+        threading.Thread(target=self._run, name="proc-events", daemon=True).start()
+        return self
+
+    def _run(self) -> None:
+        sock = self._sock
+        while sock is not None:
+            try:
+                data = sock.recv(65536)
+            except OSError as exc:
+                self.unavailable = f"the process-events socket failed ({type(exc).__name__}: {exc})"
+                return
+            ev = parse_exit_event(data)
+            if ev is None:
+                continue
+            with self._lock:
+                self.received += 1
+                self._exits.pop(ev.pid, None)
+                self._exits[ev.pid] = ev
+                while len(self._exits) > MAX_EXITS:
+                    self._exits.popitem(last=False)
+
+    def close(self) -> None:
+        """Stop listening (a reconfigured probe's spare listener)."""
+        sock, self._sock = self._sock, None
+        self.unavailable = "closed"
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def get(self, pid: int) -> Optional[ProcExit]:
+        with self._lock:
+            return self._exits.get(pid)
+
+    def of(self, pids: Iterable[int]) -> Dict[int, ProcExit]:
+        with self._lock:
+            return {p: self._exits[p] for p in pids if p in self._exits}

@@ -1,0 +1,190 @@
+"""Vendor code tables as data: a line that carries a known code is that code's finding.
+
+Why: the rule packs name the wordings seen in samples, but a runtime return code (`error code is
+507057`), an HCCL result (`HcclAllreduce, error code is 6`), a CANN error code (`EL0003`) or an
+NVIDIA Xid that no sample showed still has a documented meaning. Each table
+(`watchdog/logrules/tables/<table>.yaml`) is generated from the vendor's public table and records
+its source, version and entries: code, name, the log category a line carrying it is filed under,
+whether the vendor's table says it is about hardware or software, and the meaning in English and
+Chinese. `code_rules()` turns the tables into ordinary log rules (one per table and category, after
+the shipped packs, see `watchdog.logrules.model.build_ruleset`, so a shipped rule of the same category that matches a line wins and the code
+rule fills only the gaps); `describe()` names the code a matched line carries, for the message.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Sequence, Tuple
+
+
+TABLES = ("acl", "hccl", "ecode", "xid")
+
+
+class CodeTableError(ValueError):
+    """A shipped code table is malformed (names the table and the entry)."""
+KINDS = ("hardware", "software")
+_CODE_GROUP = "(?P<code>CODES)"
+
+
+@dataclass(frozen=True)
+class CodeEntry:
+    table: str
+    code: str
+    name: str
+    category: str
+    kind: str
+    en: str
+    zh: str
+
+    def render(self, lang: str = "en") -> str:
+        """`507057 ACL_ERROR_RT_SUSPECT_REMOTE_ERROR: ... (hardware)` in English or Chinese."""
+        if lang == "zh":
+            kind = "硬件" if self.kind == "hardware" else "软件"
+            return f"{self.code} {self.name}：{self.zh}（{kind}）"
+        return f"{self.code} {self.name}: {self.en} ({self.kind})"
+
+
+@dataclass(frozen=True)
+class CodeTable:
+    table: str
+    title: str
+    source: str
+    version: str
+    contexts: Tuple[str, ...]
+    literals: Tuple[str, ...]
+    entries: Tuple[CodeEntry, ...]
+
+    def families(self) -> Tuple[CodeEntry, ...]:
+        """Entries that stand for a prefix (`EI`): any code of that family."""
+        return tuple(e for e in self.entries if self.table == "ecode" and len(e.code) == 2)
+
+
+def _entry(table: str, row: object) -> CodeEntry:
+    if not (isinstance(row, list) and len(row) == 6 and all(isinstance(v, (str, int)) for v in row)):
+        raise CodeTableError(f"code table {table}: every entry is [code, name, category, kind, en, zh], got {row!r}")
+    code, name, category, kind, en, zh = (str(v) for v in row)
+    if kind not in KINDS:
+        raise CodeTableError(f"code table {table}: {code}: kind must be hardware or software, got {kind!r}")
+    if not en.strip() or not zh.strip():
+        raise CodeTableError(f"code table {table}: {code}: the meaning is needed in English and Chinese")
+    return CodeEntry(table, code, name, category, kind, en, zh)
+
+
+_CACHE: Dict[str, CodeTable] = {}
+
+
+def load_table(name: str) -> CodeTable:
+    """One shipped table, validated (unique codes, both languages), cached."""
+    if name not in TABLES:
+        raise CodeTableError(f"unknown code table {name!r} (known: {', '.join(TABLES)})")
+    if name not in _CACHE:
+        from importlib import resources
+
+        import yaml
+
+        text = resources.files("watchdog.logrules").joinpath("tables").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        entries = tuple(_entry(name, row) for row in doc.get("entries", []))
+        codes = [e.code for e in entries]
+        if len(set(codes)) != len(codes):
+            raise CodeTableError(f"code table {name}: duplicate codes")
+        _CACHE[name] = CodeTable(
+            table=name, title=str(doc["title"]), source=" ".join(str(doc["source"]).split()),
+            version=str(doc["version"]), contexts=tuple(doc["contexts"]),
+            literals=tuple(str(s).lower() for s in doc["literals"]), entries=entries)
+    return _CACHE[name]
+
+
+def _digits_except(excluded: Sequence[str], width: int) -> str:
+    """A regex for any `width` digits except the `excluded` strings (RE2 has no look-ahead)."""
+    if not excluded:
+        return rf"\d{{{width}}}"
+    if width == 1:
+        rest = "".join(d for d in "0123456789" if d not in excluded)
+        if not rest:
+            raise CodeTableError("a code family cannot exclude all of its codes")
+        return f"[{rest}]"
+    heads: Dict[str, List[str]] = {}
+    for code in excluded:
+        heads.setdefault(code[0], []).append(code[1:])
+    free = "".join(d for d in "0123456789" if d not in heads)
+    parts = [f"[{free}]\\d{{{width - 1}}}"] if free else []
+    parts += [d + _digits_except(tails, width - 1) for d, tails in sorted(heads.items())]
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _alternation(table: CodeTable, category: str) -> str:
+    """The codes of `table` filed under `category`, as one alternation for the context patterns."""
+    singles = [re.escape(e.code) for e in table.entries if e.category == category and e not in table.families()]
+    fams = []
+    for fam in table.families():
+        if fam.category != category:
+            continue
+        # A listed code of this family that belongs to another category is left to its own rule.
+        others = [e.code[2:] for e in table.entries if len(e.code) == 6 and e.code.startswith(fam.code)
+                  and e.category != category]
+        fams.append(re.escape(fam.code) + _digits_except(others, 4))
+    return "|".join(sorted(singles, key=len, reverse=True) + fams)
+
+
+def code_rule_data(packs: Sequence[str]) -> Tuple[Dict[str, object], ...]:
+    """One rule mapping per table and category (only categories among `packs`), named
+    `code_<table>_<category>`; the rule loader validates and compiles them like pack entries."""
+    out: List[Dict[str, object]] = []
+    for name in TABLES:
+        table = load_table(name)
+        for category in sorted({e.category for e in table.entries}):
+            if category not in packs:
+                continue
+            codes = _alternation(table, category)
+            out.append({
+                "id": f"code_{name}_{category}", "category": category, "severity": "critical",
+                "patterns": [c.replace("CODES", codes) for c in table.contexts],
+                "literals": list(table.literals), "title": f"{table.title} ({category})",
+                "hint": f"The line carries a documented {table.title}; its meaning is in the message "
+                        f"(table: {table.source}, {table.version}).",
+            })
+    return tuple(out)
+
+
+_DESCRIBE: Dict[str, Tuple["re.Pattern[str]", ...]] = {}
+
+
+def _describers(name: str) -> Tuple["re.Pattern[str]", ...]:
+    """A table's context patterns with any of its codes, compiled once."""
+    if name not in _DESCRIBE:
+        table = load_table(name)
+        codes = _any_code(table)
+        _DESCRIBE[name] = tuple(re.compile(ctx.replace("CODES", codes)) for ctx in table.contexts)
+    return _DESCRIBE[name]
+
+
+def describe(text: str) -> Optional[CodeEntry]:
+    """The documented code a line carries (the first table whose context matches), else None."""
+    for name in TABLES:
+        for rx in _describers(name):
+            m = rx.search(text)
+            if m is None:
+                continue
+            found = lookup(name, m.group("code"))
+            if found is not None:
+                return found
+    return None
+
+
+def _any_code(table: CodeTable) -> str:
+    return "|".join(sorted((re.escape(e.code) + (r"\d{4}" if e in table.families() else "") for e in table.entries),
+                           key=len, reverse=True))
+
+
+def lookup(table: str, code: str) -> Optional[CodeEntry]:
+    """The entry for `code` in `table`: the exact code, else its family (CANN E-codes)."""
+    t = load_table(table)
+    for e in t.entries:
+        if e.code == code:
+            return e
+    for fam in t.families():
+        if code.startswith(fam.code) and len(code) == 6:
+            return replace(fam, code=code)
+    return None

@@ -1,0 +1,47 @@
+"""The probe schedules after a step of the wall clock.
+
+Why: APScheduler plans on the wall clock. Stepped back an hour, it held every probe round and the
+periodic detector pass for that hour (a rank that died just before was never judged); stepped
+forward, it skips a round as missed. The daemon's main loop waits on the monotonic clock, so it
+looks at every turn (`ClockFollower.follow`) and a step re-plans every job from the wall clock of
+now (`replan_jobs`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Mapping
+
+from watchdog.host.clock import CLOCK
+
+log = logging.getLogger("watchdog.scheduler")
+
+
+def replan_jobs(sched: Any, intervals: Mapping[str, float], trigger: Callable[[float], Any],
+                others: Mapping[str, Any]) -> None:
+    """Give each probe job (`intervals`: job id -> seconds) a new trigger from `trigger`, and
+    each of `others` (job id -> trigger) its own again; then wake the scheduler."""
+    for name, interval in intervals.items():
+        sched.reschedule_job(name, trigger=trigger(interval))
+    for name, trig in others.items():
+        sched.reschedule_job(name, trigger=trig)
+    sched.wakeup()
+    log.info("probe schedules planned again after the wall-clock step")
+
+
+class ClockFollower:
+    """Calls `replan` once for each wall-clock step (said once, by whoever looks first)."""
+
+    def __init__(self, replan: Callable[[], None]):
+        self.replan = replan
+        self.seen = CLOCK.steps_total
+
+    def follow(self) -> None:
+        CLOCK.check()
+        if CLOCK.steps_total == self.seen:
+            return
+        self.seen = CLOCK.steps_total
+        try:
+            self.replan()
+        except Exception:  # the next step tries again; rounds run late meanwhile, not never
+            log.exception("planning the probe schedules again after a clock step failed")
