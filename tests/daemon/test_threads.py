@@ -24,9 +24,19 @@ def test_an_idle_daemon_runs_fewer_than_19_threads(make_daemon):
     wait_for(lambda: d.status() and all(p["runs_total"] >= 2 for p in d.status()["probes"]),
              timeout=90, what="two rounds of every probe")
     probes = [p["name"] for p in d.status()["probes"]]
-    threads = len(os.listdir(f"/proc/{d.proc.pid}/task"))
     # main, APScheduler and its one pool thread, one worker per probe, the round watch, the
     # followers of the logs and kernel probes, the engine's timer, one sender, the dead-man
-    # pinger, the HTTP server.
-    assert threads <= 3 + len(probes) + 1 + 2 + 1 + 1 + 1 + 1, (threads, probes)
-    assert threads < 19, (threads, probes)
+    # pinger, the HTTP server, the kernel's process-exit listener (where it is readable).
+    bound = min(3 + len(probes) + 1 + 2 + 1 + 1 + 1 + 1 + 1, 18)
+    seen = []
+
+    def idle_count() -> bool:
+        # A short-lived helper thread (a reload, a snapshot) may be caught in one reading: idle
+        # means a reading within the bound, and a daemon that keeps more threads never gives one.
+        seen.append(len(os.listdir(f"/proc/{d.proc.pid}/task")))
+        return seen[-1] <= bound
+
+    try:
+        wait_for(idle_count, timeout=30, what=f"at most {bound} threads")
+    except AssertionError:
+        raise AssertionError(f"an idle daemon kept more than {bound} threads: read {seen[-10:]}; probes {probes}") from None
