@@ -20,7 +20,7 @@ help:
 	@echo "make test-fuzz  the fuzz suite with many more random examples (minutes; the fast profile runs in make test)"
 	@echo "make heartbeat-wheel  build the trainer-side heartbeat package (dist/npu_watchdog_heartbeat-*.whl)"
 	@echo "make integrations     add the training frameworks its integration tests use (torch, transformers, ...)"
-	@echo "make bundle     offline install bundles, one per architecture (dist/npu-watchdog-<version>-linux-{x86_64,aarch64}.tar.gz; needs the package index once)"
+	@echo "make bundle     offline install bundles, one per architecture (dist/npu-watchdog-<version>-<commit>-linux-{x86_64,aarch64}.tar.gz; needs the package index once)"
 	@echo "make install    install on this node (venv in /opt/npu-watchdog, config, systemd unit)"
 	@echo "make uninstall  remove it again (the config and the state stay)"
 
@@ -82,7 +82,7 @@ heartbeat-wheel: $(STAMP)
 	$(BIN)/pip wheel --quiet --no-deps --no-build-isolation -w dist contrib/heartbeat
 	@ls dist/npu_watchdog_heartbeat-*.whl
 
-# Offline install bundles (x86_64 and aarch64, wheels for CPython 3.9-3.12): unpack one on a node
+# Offline install bundles (x86_64 and aarch64, wheels for CPython 3.7-3.13): unpack one on a node
 # and run its install.sh, which installs with no package index. Checked complete before it is written.
 bundle: $(STAMP)
 	$(BIN)/python scripts/bundle.py build --out dist

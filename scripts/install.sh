@@ -21,7 +21,10 @@
 #   --prefix DIR      default /opt/npu-watchdog
 #   --sysconfdir DIR  default /etc/npu-watchdog
 #   --unitdir DIR     default /etc/systemd/system
-#   --python EXE      the interpreter the venv is made from (>= 3.9), default python3
+#   --python EXE      the interpreter the venv is made from (CPython 3.7-3.13; from a bundle, one
+#                     it has wheels for, listed in its PYTHONS file). Default: the newest of
+#                     python3.13 ... python3.7, python3 on PATH that fits. When none fits, nothing
+#                     is made: the message names what to install (the distribution's package).
 #   --wheelhouse DIR  install offline from a directory of wheels (pip --no-index --find-links DIR),
 #                     for nodes without access to a package index
 #   --source DIR      the source tree to install, default: the directory above this script (in
@@ -48,7 +51,10 @@ ROOT=${DESTDIR:-}
 PREFIX=${PREFIX:-/opt/npu-watchdog}
 SYSCONFDIR=${SYSCONFDIR:-/etc/npu-watchdog}
 UNITDIR=${UNITDIR:-/etc/systemd/system}
-PYTHON=${PYTHON:-python3}
+PYTHON=${PYTHON:-}
+# The Pythons the daemon runs on (pyproject.toml's requires-python; tests/e2e/test_pythons.py runs each).
+PY_OLDEST=3.7
+PY_NEWEST=3.13
 WHEELHOUSE=
 # From a checkout the tree is the folder above scripts/; in an unpacked bundle, the script's own.
 if [ -d "$(dirname "$0")/wheels" ]; then SOURCE=$(cd "$(dirname "$0")" && pwd); else SOURCE=$(cd "$(dirname "$0")/.." && pwd); fi
@@ -83,6 +89,83 @@ VENV=$ROOT$PREFIX/venv
 ETC=$ROOT$SYSCONFDIR
 UNIT=$ROOT$UNITDIR/npu-watchdog.service
 
+# "3.11" for an interpreter that runs, nothing otherwise.
+py_version() {
+    "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null
+}
+
+# Whether version $1 is older than $2 (both MAJOR.MINOR).
+older() {
+    [ "${1%%.*}" -lt "${2%%.*}" ] || { [ "${1%%.*}" -eq "${2%%.*}" ] && [ "${1#*.}" -lt "${2#*.}" ]; }
+}
+
+# What this install can use, for the messages: a bundle's PYTHONS file, else the supported range.
+usable_pythons() {
+    if [ "$BUNDLE" = 1 ] && [ -f "$SOURCE/PYTHONS" ]; then
+        echo "this bundle has wheels for Python $(tr '\n' ' ' <"$SOURCE/PYTHONS" | sed 's/ *$//')"
+    else
+        echo "npu-watchdog runs on Python $PY_OLDEST-$PY_NEWEST"
+    fi
+}
+
+# Why interpreter $1 does not fit (empty when it does).
+misfit() {
+    v=$(py_version "$1") || v=
+    if [ -z "$v" ]; then echo "$1 is missing or is not a working Python"; return; fi
+    if older "$v" "$PY_OLDEST"; then echo "$1 is Python $v, older than $PY_OLDEST"; return; fi
+    if [ "$BUNDLE" = 1 ] && [ -f "$SOURCE/PYTHONS" ]; then
+        grep -qx "$v" "$SOURCE/PYTHONS" || { echo "$1 is Python $v, which this bundle has no wheels for"; return; }
+    elif older "$PY_NEWEST" "$v"; then
+        echo "$1 is Python $v, newer than $PY_NEWEST (not supported yet)"; return
+    fi
+    "$1" -c 'import ensurepip, venv' >/dev/null 2>&1 || echo "$1 (Python $v) has no venv module"
+}
+
+# The distribution's package to install (from /etc/os-release): for Python $1's venv module when
+# $1 is given, else for a fitting python3.
+package_hint() {
+    # shellcheck disable=SC1091
+    id=$( (. /etc/os-release 2>/dev/null && echo "${ID:-} ${ID_LIKE:-}") ) || id=
+    # shellcheck disable=SC1091
+    major=$( (. /etc/os-release 2>/dev/null && echo "${VERSION_ID:-}" | cut -d. -f1) ) || major=
+    case " $id " in
+        *" debian "*|*" ubuntu "*)
+            if [ -n "${1:-}" ]; then echo "apt-get install python$1-venv"
+            elif v=$(py_version python3) && [ -n "$v" ] && older "$v" "$PY_OLDEST"; then echo "apt-get install python3.8 python3.8-venv"
+            else echo "apt-get install python3 python3-venv"; fi ;;
+        *" openEuler "*|*" openeuler "*|*" euleros "*|*" kylin "*|*" uos "*) echo "yum install python3" ;;
+        *" rhel "*|*" centos "*|*" fedora "*)
+            case "$major" in
+                7) echo "yum install rh-python38, then --python /opt/rh/rh-python38/root/usr/bin/python3.8" ;;
+                8) echo "dnf install python39" ;;
+                *) echo "dnf install python3" ;;
+            esac ;;
+        *" suse "*|*" sles "*|*" opensuse "*) echo "zypper install python311" ;;
+        *) echo "your distribution's python3 package with its venv module" ;;
+    esac
+}
+
+# Pick the interpreter before anything is made: --python (or PYTHON) when given, else the newest on
+# PATH that fits. Stops with one line saying what to install when none does.
+pick_python() {
+    if [ -n "$PYTHON" ]; then
+        why=$(misfit "$PYTHON")
+        case "$why" in
+            "") return ;;
+            *"no venv module") die "$why: install it ($(package_hint "$(py_version "$PYTHON")")) and run this again" ;;
+            *) die "$why; $(usable_pythons): install one ($(package_hint)) and pass --python /path/to/it" ;;
+        esac
+    fi
+    tried=
+    for cand in python3.13 python3.12 python3.11 python3.10 python3.9 python3.8 python3.7 python3; do
+        exe=$(command -v "$cand" 2>/dev/null) || continue
+        why=$(misfit "$exe")
+        if [ -z "$why" ]; then PYTHON=$exe; say "using $PYTHON (Python $(py_version "$PYTHON"))"; return; fi
+        tried="$tried; $why"
+    done
+    die "no fitting Python on PATH${tried:+ (${tried#; })}; $(usable_pythons): install one ($(package_hint)) and run this again"
+}
+
 # systemctl only on the live system: no --root, systemd is PID 1 (the sd_booted() test), and not
 # disabled by option.
 systemd_live() {
@@ -104,11 +187,6 @@ pip_install() {
 # is left out only when the bundle has no wheel of it for this Python, never on another error
 # (a damaged wheel fails the install, naming pip's error).
 install_from_bundle() {
-    arch=$(uname -m)
-    case "$(basename "$SOURCE")" in
-        *-linux-x86_64|*-linux-aarch64)
-            [ "${SOURCE##*-linux-}" = "$arch" ] || die "this bundle is for ${SOURCE##*-linux-}, this machine is $arch" ;;
-    esac
     tag=$("$VENV/bin/python" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
     extra="[fast]"
     if ! ls "$WHEELHOUSE"/google_re2-*-"$tag"-*.whl >/dev/null 2>&1; then
@@ -128,6 +206,10 @@ install_from_source() {
     trap 'rm -rf "$stage"' EXIT
     cp -R "$SOURCE/pyproject.toml" "$SOURCE/README.md" "$SOURCE/LICENSE" "$SOURCE/watchdog" "$stage/"
     find "$stage" -name __pycache__ -type d -prune -exec rm -rf {} +
+    # The commit it is built from, for `--version` and the build-info metric (watchdog/release.py).
+    if commit=$(git -C "$SOURCE" rev-parse --verify HEAD 2>/dev/null); then
+        echo "$commit" >"$stage/watchdog/COMMIT"
+    fi
     # The `fast` extra (the RE2 engine for the log rules) where a wheel exists for this platform and
     # Python; never built from source. Without it the rules run on the slow fallback engine, which
     # the daemon, its status and `doctor` then say.
@@ -153,14 +235,23 @@ do_install() {
     elif [ ! -f "$SOURCE/pyproject.toml" ] || [ ! -d "$SOURCE/watchdog" ]; then
         die "no npu-watchdog source tree (or unpacked bundle) at $SOURCE"
     fi
-    "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 9) else 1)' 2>/dev/null \
-        || die "$PYTHON is missing or older than Python 3.9"
+    if [ "$BUNDLE" = 1 ]; then
+        case "$(basename "$SOURCE")" in
+            *-linux-x86_64|*-linux-aarch64)
+                [ "${SOURCE##*-linux-}" = "$(uname -m)" ] || die "this bundle is for ${SOURCE##*-linux-}, this machine is $(uname -m)" ;;
+        esac
+    fi
+    pick_python
 
     umask 022
     mkdir -p "$ROOT$PREFIX"
-    # Recreate a venv whose interpreter is gone (e.g. the system Python was upgraded).
+    # Recreate a venv whose interpreter is gone (e.g. the system Python was upgraded), or is not
+    # the one picked (a bundle without wheels for it, or --python naming another).
     if [ -d "$VENV" ] && ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
         say "virtualenv $VENV is broken; recreating it"
+        rm -rf "$VENV"
+    elif [ -x "$VENV/bin/python" ] && [ "$(py_version "$VENV/bin/python")" != "$(py_version "$PYTHON")" ]; then
+        say "virtualenv $VENV is Python $(py_version "$VENV/bin/python"), not $(py_version "$PYTHON"); recreating it"
         rm -rf "$VENV"
     fi
     if [ ! -x "$VENV/bin/python" ]; then
@@ -198,6 +289,7 @@ finish_install() {
     chmod 0644 "$tmp_unit"
     mv -f "$tmp_unit" "$UNIT"
     say "installed unit $UNIT"
+    old_systemd_dropin
 
     # A channel URL still on the example's placeholder pages nobody, and the daemon refuses to
     # start on it: say which key to set, and enable nothing until it is set.
@@ -226,11 +318,30 @@ finish_install() {
     fi
 }
 
+# systemd before 239 has no @system-service group: the unit's system call filter would then allow
+# almost nothing and the daemon could not start. There, a drop-in lifts the filter (the rest of the
+# hardening stays); on a newer systemd an old drop-in is removed again.
+old_systemd_dropin() {
+    dropin=$UNIT.d/50-old-systemd.conf
+    version=$(systemctl --version 2>/dev/null | awk 'NR == 1 {print $2}') || version=
+    case "$version" in ''|*[!0-9]*) version= ;; esac
+    if [ -z "$ROOT" ] && [ -n "$version" ] && [ "$version" -lt 239 ]; then
+        mkdir -p "$UNIT.d"
+        printf '# systemd %s has no @system-service group (install.sh)\n[Service]\nSystemCallFilter=\n' "$version" >"$dropin"
+        chmod 0644 "$dropin"
+        say "systemd $version: no system call filter (it needs 239); the rest of the hardening applies"
+    elif [ -e "$dropin" ]; then
+        rm -f "$dropin"
+        rmdir "$UNIT.d" 2>/dev/null || true
+    fi
+}
+
 do_uninstall() {
     if systemd_live; then
         systemctl disable --now npu-watchdog.service 2>/dev/null || true
     fi
-    rm -f "$UNIT"
+    rm -f "$UNIT" "$UNIT.d/50-old-systemd.conf"
+    rmdir "$UNIT.d" 2>/dev/null || true
     if systemd_live; then
         systemctl daemon-reload
     fi

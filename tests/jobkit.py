@@ -128,6 +128,43 @@ class TrainJob:
     def hung(self) -> bool:
         return (self.ctl / "hang").exists() or any(self.ctl.glob("oomcascade-*"))
 
+    @property
+    def pausing(self) -> bool:
+        """In a checkpoint or an evaluation (pace mode): the NPUs wait."""
+        return (self.ctl / "checkpoint").exists() or (self.ctl / "eval").exists()
+
+    @property
+    def slow_ranks(self) -> Optional[set]:
+        """None: the job runs at its pace; an empty set: every rank slower (`slow`); else the ranks
+        whose chips compute longer (`slow-<rank>`)."""
+        names = [p.name for p in self.ctl.glob("slow*")]
+        if not names:
+            return None
+        return {int(n.split("-", 1)[1]) for n in names if n.startswith("slow-")}
+
+    @staticmethod
+    def aicore(rank: int, slow: Optional[set]) -> int:
+        """AI Core % of a training rank's chip: in synchronous training the slow rank's chip
+        computes while its peers wait for it in the collective (busier than theirs); a slower
+        input pipeline leaves every chip waiting alike."""
+        if slow is None:
+            return 85
+        if not slow:
+            return 68
+        return 95 if rank in slow else 72
+
+    def slow(self, factor: float = 1.2, rank: Optional[int] = None) -> None:
+        """Every rank steps `factor` slower, because of `rank`'s chip (None: the input pipeline)."""
+        (self.ctl / ("slow" if rank is None else f"slow-{rank}")).write_text(str(factor))
+
+    def phase(self, name: str, on: bool) -> None:
+        """A checkpoint or an evaluation begins (`on`) or ends (pace mode)."""
+        path = self.ctl / name
+        if on:
+            path.touch()
+        else:
+            path.unlink()
+
     def oom_cascade(self, rank: int) -> None:
         """That rank dies of NPU out of memory; its peers report an HCCL timeout and block."""
         (self.ctl / f"oomcascade-{rank}").touch()
@@ -267,10 +304,11 @@ class FakeNpuNode:
         devices: Dict[str, Dict] = {str(n): {"aicore": 0, "hbm_used_mb": 3400} for n in range(self.npus)}
         processes = []
         for job, first, listed in self.jobs:
-            busy = not job.hung
+            busy = not job.hung and not job.pausing
+            slow = job.slow_ranks
             for rank, pid in job.ranks_by_number().items():
                 npu = first + rank
-                devices[str(npu)] = {"aicore": 85 if busy else 0, "hbm_used_mb": 41000}
+                devices[str(npu)] = {"aicore": job.aicore(rank, slow) if busy else 0, "hbm_used_mb": 41000}
                 if listed:
                     processes.append({"npu": npu, "chip": 0, "pid": pid, "name": "python3", "memory_mb": 40000})
         for n in self.lost:

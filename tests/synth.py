@@ -77,7 +77,8 @@ class Synth:
     """A StateStore plus a Config with the chosen probes enabled and up."""
 
     def __init__(self, probes: Sequence[str] = ("npu", "process", "heartbeat"), trends: Optional[dict] = None,
-                 stall: Optional[dict] = None, history: float = 7200.0, log_sources=("train", "plog")):
+                 stall: Optional[dict] = None, history: float = 7200.0, log_sources=("train", "plog"),
+                 pace: Optional[dict] = None):
         raw: dict = {"node": {"name": BASE["host"]}, "job": {"name": BASE["training_job"]}, "probes": {}}
         for p in probes:
             section: dict = {"enabled": True}
@@ -92,6 +93,8 @@ class Synth:
             raw["trends"] = trends
         if stall:
             raw["stall"] = stall
+        if pace:
+            raw["pace"] = pace
         self.config = Config.model_validate(raw)
         self.store = StateStore(history_seconds=history, max_samples=100000)
         self.store.started_at = T0

@@ -10,14 +10,14 @@ import argparse
 import sys
 from typing import List, Optional
 
-from watchdog import __version__
+from watchdog.release import version_line
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="npu-watchdog",
         description="Watch an Ascend NPU training job: stalls, NaN/inf loss, NPU OOM, lost cards, HCCL hangs.",
     )
-    parser.add_argument("--version", action="version", version=f"npu-watchdog {__version__}")
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     # Here, not at the top: `--version` is answered before any subcommand is registered.
     from watchdog.commands import (alerts, check_config, completion, demo, discover, doctor,  # noqa: I001  see above
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     if args_in == ["--version"]:  # answered before any subcommand is even registered
-        print(f"npu-watchdog {__version__}")
+        print(version_line())
         return 0
     parser = build_parser()
     args = parser.parse_args(argv)

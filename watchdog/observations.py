@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Protocol, Tuple, runtime_checkable
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple
+
+from watchdog.compat import Protocol, runtime_checkable  # 3.7: from typing_extensions
+from watchdog.parse.pace import PaceMark
 
 from watchdog.core.state import RecordKey
 
@@ -270,6 +273,17 @@ class LogEvent:
 
 
 @dataclass(frozen=True)
+class PaceLine:
+    """A progress or phase line's pace (watchdog.parse.pace) as read: when, from which source,
+    and the discovered job whose rank wrote it (None: a configured source)."""
+
+    at: float
+    source: str
+    mark: PaceMark
+    job: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class LogObservation:
     #: Rule matches found this round (after thresholds).
     events: Tuple[LogEvent, ...]
@@ -283,6 +297,8 @@ class LogObservation:
     #: The same per discovered job (job -> source -> time): a job's stall judges its own lines,
     #: never another job's on the node (watchdog.detectors.jobs puts it in the job's view).
     job_progress_at: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    #: This round's pace lines, oldest first (watchdog.summaries.pace folds them per job).
+    pace: Tuple[PaceLine, ...] = ()
 
 
 # --- command checks ------------------------------------------------------------------------

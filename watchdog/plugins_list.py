@@ -38,6 +38,7 @@ import watchdog.summaries as summaries
 from watchdog.alerting.channels import dingtalk, feishu, slack, webhook, wecom
 from watchdog.alerting.channels.base import Channel
 from watchdog.detectors import core as core_detector
+from watchdog.detectors import links as links_detector, pace as pace_detector, subhealth as subhealth_detector
 from watchdog.detectors import (kernel as kernel_detector, liveness as liveness_detector,
                                 log_health as log_health_detector, logs as logs_detector,
                                 npu as npu_detector, npu_smi as npu_smi_detector,
@@ -45,23 +46,25 @@ from watchdog.detectors import (kernel as kernel_detector, liveness as liveness_
                                 stall as stall_detector)
 from watchdog.metrics import alerting as alerting_metrics
 from watchdog.metrics import clock as clock_metrics
+from watchdog.metrics import links as links_metrics, pace as pace_metrics, subhealth as subhealth_metrics
 from watchdog.metrics import (core as core_metrics, discovery as discovery_metrics,
                               http as http_metrics, kernel as kernel_metrics,
                               liveness as liveness_metrics, logs as logs_metrics,
                               npu as npu_metrics, snapshots as snapshot_metrics,
                               trends as trend_metrics)
-from watchdog.probes import command, discovered_logs, heartbeat, kernel, npu, process
+from watchdog.probes import command, discovered_logs, heartbeat, kernel, links, npu, process, subhealth
 from watchdog.summaries import heartbeat as heartbeat_summary
 from watchdog.summaries import logs as logs_summary, npu as npu_summary, process as process_summary
 
 #: Probe modules (`ORDER`, `build(ctx)`, `SECTION`); scheduled in `ORDER`, not in this order.
-PROBE_MODULES: Tuple[ModuleType, ...] = (process, heartbeat, npu, discovered_logs, kernel, command)
+PROBE_MODULES: Tuple[ModuleType, ...] = (process, heartbeat, npu, discovered_logs, kernel, links, subhealth, command)
 
 #: Detector modules (`detect`, `TRIGGERS`, `RULES`); they run, and the rule catalog lists their
 #: rules, in module-name order.
 DETECTOR_MODULES: Tuple[ModuleType, ...] = (
     core_detector, kernel_detector, liveness_detector, log_health_detector, logs_detector,
     npu_detector, npu_smi_detector, paths_detector, selfstate_detector, stall_detector,
+    links_detector, pace_detector, subhealth_detector,
 )
 
 #: Summary modules (`PROBE`, `Summary`): what the detectors read of a probe's past rounds.
@@ -71,11 +74,12 @@ SUMMARY_MODULES: Tuple[ModuleType, ...] = (heartbeat_summary, logs_summary, npu_
 METRIC_MODULES: Tuple[ModuleType, ...] = (
     core_metrics, clock_metrics, liveness_metrics, npu_metrics, trend_metrics, logs_metrics, kernel_metrics,
     alerting_metrics, snapshot_metrics, http_metrics, discovery_metrics,
+    links_metrics, pace_metrics, subhealth_metrics,
 )
 
 #: Metric modules (of `METRIC_MODULES` or `PROBE_METRIC_MODULES`) that also declare
 #: `evaluate(view, config)`: values that need a detector pass's judgement, computed once per pass.
-METRIC_EVALUATORS: Tuple[ModuleType, ...] = (trend_metrics,)
+METRIC_EVALUATORS: Tuple[ModuleType, ...] = (trend_metrics, pace_metrics)
 
 #: Probe modules that declare metrics of their own (`METRICS`, `samples`): their rows follow the
 #: feature modules', in probe `ORDER`.

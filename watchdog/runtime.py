@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
 from watchdog.host import clock
 from watchdog.config.schema import Config

@@ -1,5 +1,5 @@
 """`make bundle`: offline install bundles. Built once (real pip downloads from the package index),
-then: every requirement is present as a wheel for x86_64 and aarch64 and CPython 3.9-3.12 (checked
+then: every requirement is present as a wheel for x86_64 and aarch64 and CPython 3.7-3.13 (checked
 by `scripts/bundle.py check`, which never downloads), a bundle with a wheel missing is refused
 naming it, and this machine's bundle installs into an empty root with no network at all (a
 network namespace with only loopback, pip's configuration ignored) and runs its demo there.
@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO
+from tests.pythons_kit import SAFE, install, offline, shared_bundles
 
 pytestmark = pytest.mark.slow
-#: tarfile's safe extraction filter where this Python has it (3.12+, and security releases before).
-SAFE = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 SCRIPT = REPO / "scripts" / "bundle.py"
 
@@ -32,14 +31,9 @@ def bundle(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dist")
-    r = bundle("build", "--out", str(out))
-    if r.returncode != 0 and ("No matching distribution" in r.stderr or "Could not find a version" in r.stderr
-                              and "npu-watchdog" not in r.stderr):
-        pytest.skip(f"no package index reachable for pip: {r.stderr.strip().splitlines()[-1]}")
-    assert r.returncode == 0, r.stdout + r.stderr
-    made = {Path(line).name.rsplit("-", 1)[1].split(".")[0]: Path(line) for line in r.stdout.split()}
-    assert set(made) == {"x86_64", "aarch64"}, r.stdout
+    # built once per test run, shared with the interpreter matrix (tests/e2e/test_pythons.py)
+    made = shared_bundles(tmp_path_factory)
+    assert set(made) == {"x86_64", "aarch64"}, made
     return made
 
 
@@ -50,7 +44,10 @@ def test_each_bundle_is_complete_for_every_python(bundles, arch):
     with tarfile.open(bundles[arch]) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
     assert {"install.sh", "systemd/npu-watchdog.service", "config/npu-watchdog.example.yaml", "LICENSE",
-            "README.md"} <= names
+            "README.md", "CHANGELOG.md", "PYTHONS"} <= names
+    with tarfile.open(bundles[arch]) as tar:
+        (pythons,) = [tar.extractfile(m).read().decode() for m in tar.getmembers() if m.name.endswith("/PYTHONS")]
+    assert pythons.split() == ["3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]
     wheels = [n for n in names if n.startswith("wheels/")]
     assert any("npu_watchdog-" in n for n in wheels) and any("npu_watchdog_heartbeat-" in n for n in wheels)
     native = [n for n in wheels if "manylinux" in n]
@@ -68,12 +65,6 @@ def test_a_bundle_missing_a_wheel_is_refused_naming_it(bundles, tmp_path):
     assert "CPython 3.10" in r.stderr and "pydantic" in r.stderr.lower() and "3.11" not in r.stderr, r.stderr
 
 
-def _offline(argv, **kw) -> subprocess.CompletedProcess:
-    """`argv` in a new network namespace with loopback only: nothing beyond this machine is reachable."""
-    script = "ip link set lo up 2>/dev/null || true; exec \"$@\""
-    return subprocess.run(["unshare", "--net", "sh", "-c", script, "sh", *argv], **kw)
-
-
 def test_this_machines_bundle_installs_and_runs_its_demo_with_no_network(bundles, tmp_path):
     if platform.machine() not in bundles:
         pytest.skip(f"no bundle is built for {platform.machine()}")
@@ -83,15 +74,12 @@ def test_this_machines_bundle_installs_and_runs_its_demo_with_no_network(bundles
         tar.extractall(tmp_path / "unpacked", **SAFE)
     (top,) = (tmp_path / "unpacked").iterdir()
     root = tmp_path / "root"
-    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
-    r = _offline(["sh", str(top / "install.sh"), "install", "--root", str(root), "--no-systemctl",
-                  "--python", sys.executable], capture_output=True, text=True, timeout=600, env=env)
+    r = install(top, root, sys.executable, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     exe = root / "opt" / "npu-watchdog" / "venv" / "bin" / "npu-watchdog"
-    r = _offline([str(exe), "check-config", "-c", str(root / "etc" / "npu-watchdog" / "config.yaml")],
-                 capture_output=True, text=True, timeout=120, env=env)
+    r = offline([str(exe), "check-config", "-c", str(root / "etc" / "npu-watchdog" / "config.yaml")], timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
-    r = _offline([str(exe), "demo"], capture_output=True, text=True, timeout=900, env=env, cwd=str(tmp_path))
+    r = offline([str(exe), "demo"], timeout=900, cwd=str(tmp_path))
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
 
 
@@ -105,9 +93,7 @@ def _unpack_mine(bundles, dest: Path) -> Path:
 
 
 def _install(top: Path, root: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
-    return subprocess.run(["sh", str(top / "install.sh"), "install", "--root", str(root), "--no-systemctl",
-                           "--python", sys.executable], capture_output=True, text=True, timeout=600, env=env)
+    return install(top, root, sys.executable, timeout=600)
 
 
 def test_installing_a_bundle_again_replaces_the_daemons_code_and_a_damaged_wheel_fails(bundles, tmp_path):

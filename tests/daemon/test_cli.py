@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -19,8 +20,12 @@ def run_cli(*args, **kw):
 def test_version():
     from watchdog import __version__
 
+    from watchdog.release import short_commit
+
     res = run_cli("--version")
-    assert res.returncode == 0 and res.stdout.strip() == f"npu-watchdog {__version__}"
+    # this checkout's own HEAD (read from .git), or `unknown` in a copy without its history
+    assert res.returncode == 0 and res.stdout.strip() == f"npu-watchdog {__version__} (commit {short_commit()})"
+    assert re.fullmatch(r"[0-9a-f]{12}|unknown", short_commit())
 
 
 #: Heavy imports that `--version` / `--help` must not pay for (pydantic alone was most of 0.4 s).

@@ -99,7 +99,11 @@ def test_venv_runs_the_installed_command(installed):
     exe = venv_bin(installed) / "npu-watchdog"
     r = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert re.fullmatch(r"npu-watchdog \d+\.\d+\.\d+\S*", r.stdout.strip()), r.stdout
+    # the version and the commit of this checkout (install.sh writes it into the copy it installs)
+    from watchdog.release import short_commit
+
+    assert re.fullmatch(r"npu-watchdog \d+\.\d+\.\d+\S* \(commit ([0-9a-f]{12}|unknown)\)", r.stdout.strip()), r.stdout
+    assert r.stdout.strip().endswith(f"(commit {short_commit()})"), r.stdout
     # The package comes from the venv's site-packages, not from this checkout.
     r = subprocess.run([str(venv_bin(installed) / "python"), "-c", "import watchdog; print(watchdog.__file__)"],
                        capture_output=True, text=True, timeout=60, cwd="/")
@@ -182,10 +186,78 @@ def test_bad_arguments_are_refused(tmp_path, args, message):
 def test_missing_python_is_a_clear_error(tmp_path):
     r = run_install("install", "--root", str(tmp_path), "--python", str(tmp_path / "no-python"))
     assert r.returncode == 1
-    assert "missing or older than Python 3.9" in r.stderr
+    assert "is missing or is not a working Python" in r.stderr and "npu-watchdog runs on Python 3.7-3.13" in r.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed (Debian package `shellcheck`)")
 def test_install_script_is_clean_posix_sh():
     r = subprocess.run(["shellcheck", "-s", "sh", str(SCRIPT)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _fake_bundle(tmp_path: Path, pythons) -> Path:
+    """An unpacked bundle as far as install.sh looks before it makes anything: its wheels/ folder
+    (empty here) and the PYTHONS it has wheels for."""
+    import platform
+
+    top = tmp_path / f"npu-watchdog-0.0.0-linux-{platform.machine()}"
+    (top / "wheels").mkdir(parents=True)
+    shutil.copy2(SCRIPT, top / "install.sh")
+    (top / "PYTHONS").write_text("".join(f"{p}\n" for p in pythons))
+    return top
+
+
+def _pyenv(version: str):
+    from tests.pythons_kit import find_python
+
+    exe = find_python(version)
+    if exe is None:
+        pytest.skip(f"no CPython {version} on this machine (pyenv install {version})")
+    return exe
+
+
+def _refused(top: Path, root: Path, *args: str, env=None) -> str:
+    r = subprocess.run(["sh", str(top / "install.sh"), "install", "--root", str(root), "--no-systemctl", *args],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert not root.exists() or list(root.iterdir()) == [], "something was made before the refusal"
+    (line,) = r.stderr.strip().splitlines()  # the fix in one line
+    return line
+
+
+def test_a_python_the_bundle_has_no_wheels_for_is_refused_before_anything_is_made(tmp_path):
+    py313 = _pyenv("3.13")
+    top = _fake_bundle(tmp_path, ["3.8", "3.9", "3.10", "3.11", "3.12"])
+    line = _refused(top, tmp_path / "root", "--python", py313)
+    assert f"{py313} is Python 3.13, which this bundle has no wheels for" in line
+    assert "this bundle has wheels for Python 3.8 3.9 3.10 3.11 3.12: install one (" in line
+    assert "and pass --python /path/to/it" in line
+
+
+def test_a_too_old_python_is_refused_before_anything_is_made_naming_the_package(tmp_path):
+    py36 = _pyenv("3.6")
+    for top in (_fake_bundle(tmp_path, ["3.7", "3.8"]), REPO / "scripts"):
+        line = _refused(top, tmp_path / "root", "--python", py36)
+        assert f"{py36} is Python 3.6, older than 3.7" in line and "install one (" in line, line
+    os_release = Path("/etc/os-release").read_text() if Path("/etc/os-release").exists() else ""
+    if "debian" in os_release.lower():  # this machine's distribution, named with its package
+        assert "apt-get install python3" in line, line
+
+
+def test_with_no_python_given_the_newest_that_fits_is_taken_or_each_misfit_is_named(tmp_path):
+    py36, py313 = _pyenv("3.6"), _pyenv("3.13")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sh", "uname", "basename", "dirname", "grep", "tr", "sed", "awk", "cut", "cat", "mkdir", "ls"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    (bin_dir / "python3").symlink_to(py36)
+    (bin_dir / "python3.13").symlink_to(py313)
+    top = _fake_bundle(tmp_path, ["3.8", "3.12"])
+    line = _refused(top, tmp_path / "root", env={"PATH": str(bin_dir)})
+    assert line.startswith("install.sh: no fitting Python on PATH (")
+    assert f"{bin_dir}/python3.13 is Python 3.13, which this bundle has no wheels for" in line
+    assert f"{bin_dir}/python3 is Python 3.6, older than 3.7" in line
+    assert "this bundle has wheels for Python 3.8 3.12" in line

@@ -50,7 +50,8 @@ def test_every_fault_pages_exactly_once(played):
     # no probe enabled with explicit selectors or paths, npu-smi found on PATH.
     assert "job" not in run.config and "paths" not in run.config
     assert not any(sec.get("enabled") for name, sec in run.config["probes"].items()
-                   if isinstance(sec, dict) and name != "kernel")  # (the kernel log is this machine's)
+                   if isinstance(sec, dict) and name not in ("kernel", "links", "subhealth"))
+    # (the kernel log, the NPUs' ports and their sub-health are this machine's: no selector or path)
     assert "npu_smi" not in run.config["probes"]["npu"] or run.config["probes"]["npu"]["npu_smi"] == "npu-smi"
     cfg = load_config_text(run.config_path.read_text())
     assert set(cfg.feeds.values()) == {"discovery"} and not cfg.job_name_explicit

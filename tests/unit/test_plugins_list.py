@@ -78,7 +78,8 @@ def test_the_root_hands_down_what_it_lists():
     from watchdog.detectors import detector_modules
     from watchdog.probes import probe_modules
 
-    assert [s.key for s in PROBE_SECTIONS] == ["process", "heartbeat", "npu", "logs", "kernel", "commands"]
+    assert [s.key for s in PROBE_SECTIONS] == [m.SECTION.key for m in sorted(root.PROBE_MODULES, key=lambda m: m.ORDER)]
+    assert [s.key for s in PROBE_SECTIONS][:5] == ["process", "heartbeat", "npu", "logs", "kernel"]
     assert probe_modules()[0] == "watchdog.probes.process"
     assert set(detector_modules()) == {m.__name__ for m in root.DETECTOR_MODULES}
     assert set(CHANNEL_CLASSES) == {c.type for c in root.CHANNELS}

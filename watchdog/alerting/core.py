@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Protocol, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
 from watchdog.alerting import lifecycle
 from watchdog.alerting.grouping import Groups, group_key

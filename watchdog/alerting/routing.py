@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Optional, Protocol, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
+
+from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
 from watchdog.alerting.notification import Notification
 from watchdog.alerting.store import OutboxItem

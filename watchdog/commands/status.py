@@ -58,7 +58,23 @@ def main(args: argparse.Namespace) -> int:
         state = "up  " if p["up"] else "DOWN"
         what = p["last_result"] if p["up"] else p["last_error"]
         print(f"  {state} {p['name']:<22} last {_ago(p['last_run'], now):<10} next {_ago(p['next_run'], now):<8} {what or ''}")
+    for row in data.get("pace", ()):
+        print("  " + _pace_line(row))
     print(f"findings in force: {len(data['findings'])}")
     for f in data["findings"]:
         print(f"  [{f['severity']}] {f['rule']}: {f['summary']}")
     return 0
+
+
+def _pace_line(row: Dict[str, Any]) -> str:
+    """`job llama: 1.02 s/step (baseline 1.00 s), goodput 97.1 %, stalled 2m10s`."""
+    parts = [f"job {row.get(JOB_LABEL, '')}:"]
+    if row.get("step_seconds") is not None:
+        base = row.get("baseline_step_seconds")
+        parts.append(f"{row['step_seconds']:.3g} s/step" + (f" (baseline {base:.3g} s)" if base else " (no baseline yet)"))
+    if row.get("goodput_ratio") is not None:
+        parts.append(f"goodput {row['goodput_ratio'] * 100:.1f} %")
+    lost = {k: v for k, v in (row.get("seconds") or {}).items() if k != "train" and v >= 1}
+    if lost:
+        parts.append(", ".join(f"{k} {int(v)}s" for k, v in sorted(lost.items())))
+    return " ".join(parts[:2]) + (", " + ", ".join(parts[2:]) if len(parts) > 2 else "")

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import os
 import re
-from types import UnionType
-from typing import Annotated, Any, List, Optional, Sequence, Tuple, Type, TypeVar, Union, get_args, get_origin
+import types
+from typing import Any, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 import yaml  # noqa: F401  (error classes)
 from pydantic import BaseModel, SecretStr, ValidationError
 
 import watchdog.config.yamlsafe as yamlsafe
 import watchdog.config.schema as schema
+from watchdog.compat import Annotated, get_args, get_origin
 from watchdog.config.schema import Config
 from watchdog.config.types import read_bounded
 from watchdog.service.defaults import DEFAULT_CONFIG_PATH
@@ -72,11 +73,15 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
+#: `Optional[X]`/`Union` and, from 3.10, `X | None` (types.UnionType; absent before 3.10).
+_UNIONS = (Union, getattr(types, "UnionType", Union))
+
+
 def _unwrap(tp: Any) -> List[Any]:
     """The types a field annotation can hold: Optional/Union split, Annotated stripped."""
     while get_origin(tp) is Annotated:
         tp = get_args(tp)[0]
-    if get_origin(tp) in (Union, UnionType):
+    if get_origin(tp) in _UNIONS:
         return [t for arg in get_args(tp) for t in _unwrap(arg)]
     return [tp]
 

@@ -13,6 +13,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
 
 from pydantic import BaseModel
 
+from watchdog.compat import Annotated, Literal, get_args, get_origin
+
 from watchdog.config.schema import Config
 
 _FIELD = re.compile(r"^\s+(\w+)\s*:")
@@ -42,7 +44,7 @@ def _field_comments(model: Type[BaseModel]) -> Dict[str, str]:
 def _models_in(annotation: Any) -> List[Type[BaseModel]]:
     if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
         return [annotation]
-    return [m for a in typing.get_args(annotation) for m in _models_in(a)]
+    return [m for a in get_args(annotation) for m in _models_in(a)]
 
 
 def _validator_names(metadata: List[Any]) -> str:
@@ -54,11 +56,11 @@ def _type_text(annotation: Any, metadata: Optional[List[Any]] = None) -> str:
     for marker, text in (("parse_duration", "duration"), ("parse_size", "size"), ("secret", "secret")):
         if marker in names.lower():
             return text
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is typing.Annotated:
+    origin = get_origin(annotation)
+    args = get_args(annotation)
+    if origin is Annotated:
         return _type_text(args[0], list(args[1:]))
-    if origin is typing.Literal:
+    if origin is Literal:
         return " \\| ".join(f"`{a}`" for a in args)
     if origin in (list, List):
         return f"list of {_type_text(args[0])}" if args else "list"
@@ -114,7 +116,7 @@ def _walk(model: Type[BaseModel], prefix: str) -> Iterator[Tuple[str, str, str, 
         doc = comments.get(name) or info.description or ""
         if children and not doc and children[0].__doc__:  # its own docstring, not the base class's
             doc = inspect.cleandoc(children[0].__doc__).split("\n\n")[0].replace("\n", " ")
-        is_list = typing.get_origin(info.annotation) in (list, List)
+        is_list = get_origin(info.annotation) in (list, List)
         yield path, _type_text(info.annotation, info.metadata), _default_text(info), doc
         for child in children[:1]:
             yield from _walk(child, f"{path}[]." if is_list else f"{path}.")

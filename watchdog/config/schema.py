@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import re
 import socket
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
+
+from watchdog.compat import Annotated, Literal  # 3.7/3.8: from typing_extensions
 
 from pydantic import BeforeValidator, Field, PrivateAttr, create_model, field_validator, model_validator
 
@@ -18,6 +20,7 @@ from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.discovery import DiscoveryConfig
 from watchdog.config.sections.doctor import DoctorConfig
 from watchdog.config.sections.snapshots import SnapshotsConfig
+from watchdog.config.sections.pace import PaceConfig
 from watchdog.config.sections.stall import StallConfig
 from watchdog.config.sections.trends import TrendsConfig
 from watchdog.config.types import Duration, StrictModel
@@ -174,6 +177,8 @@ class Config(StrictModel):
     trends: TrendsConfig = Field(default_factory=TrendsConfig)
     #: The fused stall rule.
     stall: StallConfig = Field(default_factory=StallConfig)
+    #: The job pace: the slowdown warning and the goodput accounting.
+    pace: PaceConfig = Field(default_factory=PaceConfig)
     alerting: AlertingConfig = Field(default_factory=AlertingConfig)
     snapshots: SnapshotsConfig = Field(default_factory=SnapshotsConfig)
     doctor: DoctorConfig = Field(default_factory=DoctorConfig)

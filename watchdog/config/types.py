@@ -12,7 +12,9 @@ import math
 import os
 import re
 import stat
-from typing import Annotated, Any, Dict
+from typing import Any, Dict
+
+from watchdog.compat import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, SecretStr, model_validator
 
@@ -149,11 +151,8 @@ def secret_value(secret: Any) -> str:
 Labels = Dict[str, str]
 
 
-try:  # Python >= 3.9: the system tz database (or the `tzdata` package when installed)
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-except ImportError:  # pragma: no cover - 3.9+ is required
-    ZoneInfo = None  # type: ignore
-    ZoneInfoNotFoundError = KeyError  # type: ignore
+# the system tz database (or the `tzdata` package when installed); 3.8 through its backport
+from watchdog.compat import ZoneInfo, ZoneInfoNotFoundError
 
 
 def load_zone(name: str) -> _dt.tzinfo:

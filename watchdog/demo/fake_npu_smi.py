@@ -31,6 +31,8 @@ Scenario file (JSON object; every key optional):
       "3": {"aicore": 97, "hbm_used_mb": 41000, "power_w": 250.5, "temp_c": 88,
             "health": "Alarm",        shown in the table and by `-t health`
             "health_codes": ["8C084E00"], "health_info": ["adda heart beat lost"],
+            "ecc_single_bit": 0, "ecc_double_bit": 0,   `-t ecc -i N` (HBM counts)
+            "aicore_freq_mhz": 1800, "aicore_cur_freq_mhz": 1800,  `-t common -i N`
             "gone": true}             the chip vanishes from the table (and `-t health -i` of a
                                       vanished card answers "Invalid card id.")
     },
@@ -363,8 +365,45 @@ def main(argv):
             return 1
         sys.stdout.write(text)
         return 0
+    if "-t" in rest and rest[rest.index("-t") + 1:rest.index("-t") + 2] in (["ecc"], ["common"]):
+        state = load_state(advance=False)
+        behave(state, "health_behavior")
+        npu = _opt(rest, "-i")
+        text = detail(state, rest[rest.index("-t") + 1], npu) if isinstance(npu, int) else None
+        if text is None:
+            sys.stdout.write("Invalid card id.\nError parameter of -i\n" + USAGE)
+            return 1
+        sys.stdout.write(text)
+        return 0
     sys.stdout.write(USAGE)
     return 1
+
+
+def detail(state, kind, npu):
+    """`-t ecc` / `-t common` of card `npu` (chip 0), in the 910-era layout of the real captures;
+    device keys "ecc_single_bit", "ecc_double_bit", "aicore_freq_mhz", "aicore_cur_freq_mhz"."""
+    _gen, rows = chips(state)
+    found = [(f, over) for n, c, _l, f, over in rows if n == npu and c == 0]
+    if not found:
+        return None
+    f, over = found[0]
+    key = lambda k: "\t%-30s : %s" % (k, "")  # noqa: E731
+    if kind == "ecc":
+        lines = [key("NPU ID") + str(npu), key("Chip Count") + "1", ""]
+        for mem in ("DDR", "HBM"):
+            lines += [key("%s Single Bit Error Count" % mem) + str(over.get("ecc_single_bit", 0) if mem == "HBM" else 0),
+                      key("%s Double Bit Error Count" % mem) + str(over.get("ecc_double_bit", 0) if mem == "HBM" else 0),
+                      key("%s Single Bit Isolated Pages Count" % mem) + "0",
+                      key("%s Double Bit Isolated Pages Count" % mem) + "0"]
+        lines.append(key("Chip ID") + "0")
+    else:
+        rated = over.get("aicore_freq_mhz", 1800)
+        lines = [key("NPU ID") + str(npu), key("Chip Count") + "1", "", key("Chip ID") + "0",
+                 key("Aicore Usage Rate(%)") + _val(f["aicore"]), key("Aicore Freq(MHZ)") + str(rated),
+                 key("Aicore curFreq(MHZ)") + str(over.get("aicore_cur_freq_mhz", rated if f["aicore"] else 800)),
+                 key("Temperature(C)") + _val(f["temp_c"]), key("NPU Real-time Power(W)") + _val(f["power_w"]),
+                 "", key("Chip Name") + "mcu", key("Temperature(C)") + "38"]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from typing import List
 
+from watchdog.compat import exitcode_of
+
 def main() -> int:
     root, helper_dir, world = sys.argv[1], sys.argv[2], int(sys.argv[3])
     procs: List[subprocess.Popen] = []
@@ -41,7 +43,7 @@ def main() -> int:
             continue
         if pid in remaining:
             remaining.discard(pid)
-            code = os.waitstatus_to_exitcode(status)
+            code = exitcode_of(status)
             if code != 0 and first_bad == 0:
                 first_bad = code
     return first_bad

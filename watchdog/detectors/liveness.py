@@ -27,6 +27,7 @@ from watchdog.detectors.cause import explain
 from watchdog.detectors.kernel import kernel_events_for_pids
 from watchdog.detectors.jobs import per_job
 from watchdog.detectors.logs import first_line
+from watchdog.detectors.pace import goodput_words
 from watchdog.core.findings import Finding
 from watchdog.core.losscale import ScaleTrend, collapsed
 from watchdog.core.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_wait
@@ -172,22 +173,23 @@ def _with_kernel_kill(ev: EndEvidence, obs: ProcessObservation, view: StateView)
     return replace(ev, kernel_kill=deaths[-1].text) if deaths else ev
 
 
-def _job_finished(base: Dict[str, str], job: JobState, verdict: EndVerdict, now_sample: float) -> Finding:
+def _job_finished(base: Dict[str, str], job: JobState, verdict: EndVerdict, now_sample: float,
+                  goodput: Tuple[str, Dict[str, object]] = ("", {})) -> Finding:
     ev = job.end or EndEvidence()
     return Finding(
         rule="job_finished", severity="info",
-        summary=f"training job ended cleanly ({ev.ranks} ranks): {verdict.reason}",
+        summary=f"training job ended cleanly ({ev.ranks} ranks): {verdict.reason}{goodput[0]}",
         labels=dict(base), since=ev.last_left_at or job.ended_at or now_sample, value=verdict.row,
         hint="Nothing to do: the ranks left with no failure sign. If the job was not meant to end, "
              "check who stopped it (scheduler, operator) before restarting it.",
-        details={"verdict": asdict(verdict), "evidence": asdict(ev)}, snapshot=False,
+        details={"verdict": asdict(verdict), "evidence": asdict(ev), **goodput[1]}, snapshot=False,
     )
 
 
 # -- process findings ----------------------------------------------------------------------
 
 def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optional[float], now_sample: float,
-              verdict: Optional[EndVerdict] = None) -> Finding:
+              verdict: Optional[EndVerdict] = None, goodput: Tuple[str, Dict[str, object]] = ("", {})) -> Finding:
     since = gone_since if gone_since is not None else now_sample
     last = list(obs.gone) + list(obs.processes)
     end = obs.jobs[0].end if obs.jobs else None
@@ -205,12 +207,12 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
                                  "en": report.words(), "zh": report.words("zh")}
     return Finding(
         rule="job_gone", severity="critical",
-        summary=summary,
+        summary=summary + goodput[0],
         labels=dict(base), since=since, value=str(len(last)),
         hint="The job crashed or was killed. Read the last lines of the rank logs and `dmesg` (OOM killer, "
              "driver errors) before restarting from the last checkpoint.",
         details={"ranks": [{"rank": g.rank, "pid": g.pid, "state": g.state,
-                            "cmdline": " ".join(g.cmdline)[:500]} for g in last], **judged},
+                            "cmdline": " ".join(g.cmdline)[:500]} for g in last], **judged, **goodput[1]},
     )
 
 
@@ -283,10 +285,12 @@ def _process_findings(view: StateView, config: Config, done: Set[str], all_done:
     summary = summary_of(view, "process", config)
     job, verdict = _job_end(obs, len(alive), view, config)
     if not alive and job is not None and verdict is not None:
+        ev = job.end or EndEvidence()
+        goodput = goodput_words(view, config, ev.last_left_at or job.ended_at or sample.time, not verdict.failure)
         if verdict.failure:
-            out.append(_job_gone(base, obs, summary.gone.since, sample.time, verdict))
+            out.append(_job_gone(base, obs, summary.gone.since, sample.time, verdict, goodput))
         else:
-            return [_job_finished(base, job, verdict, sample.time)]
+            return [_job_finished(base, job, verdict, sample.time, goodput)]
     elif not alive and not all_done:
         out.append(_job_gone(base, obs, summary.gone.since, sample.time))
     elif alive:

@@ -32,6 +32,7 @@ from watchdog.detectors.series import (
 from watchdog.detectors.jobs import per_job
 from watchdog.core.findings import Finding
 from watchdog.core.rulecatalog import Inhibits, Rule, probe_wait
+from watchdog.npusmi.subhealth import ACTIONS, advise
 from watchdog.observations import NpuObservation
 from watchdog.core.state import StateView
 from watchdog.summaries.npu import Summary as NpuSummary
@@ -320,12 +321,16 @@ def _health(view: StateView, config: Config, summary: NpuSummary) -> List[Findin
             continue
         codes = list(latest.health_codes.get(key, []))
         since = summary.chips[key].unhealthy.since
-        code_text = f" (codes {', '.join(codes)})" if codes else ""
+        advice = [advise(code, health) for code in codes]
+        code_text = f" (codes {', '.join(f'{c}: {a.meaning}' for c, a in zip(codes, advice))})" if codes else ""
+        action = max((a.action for a in advice), key=ACTIONS.index, default=None)
         out.append(Finding(
             rule="npu_unhealthy", severity=sev,
-            summary=f"{_chip_name(key)}: health {health or 'empty'}{code_text}",
+            summary=f"{_chip_name(key)}: health {health or 'empty'}{code_text}"
+                    + (f"; action: {action.replace('_', ' ')}" if action else ""),
             labels=_labels(config, key), hint=HINT_HEALTH, value=health, since=since,
-            details={"health": health, "codes": codes, "name": c.name, "bus_id": c.bus_id},
+            details={"health": health, "codes": codes, "name": c.name, "bus_id": c.bus_id,
+                     "code_levels": {a.code: a.level for a in advice}, "action": action},
         ))
     return out
 

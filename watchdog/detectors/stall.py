@@ -340,7 +340,8 @@ RULES = (
          # A NaN/error line printed while the job hangs is part of the hang's page (it is shown in
          # status); still in force when the stall clears, it is sent then.
          inhibits=(Inhibits(("npu_idle", "npu_busy_hang", "npu_low_util", "log_hccl", "log_traceback", "log_nan",
-                             "heartbeat_stale", "heartbeat_no_progress", "throughput_drop", "rank_straggler")),),
+                             "heartbeat_stale", "heartbeat_no_progress", "throughput_drop", "rank_straggler",
+                             "job_slowdown")),),
          warmup=_stall_warmup,
          title="Training stalled"),
 )

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 from watchdog.config.load import redacted_dump
 from watchdog.config.schema import Config
 from watchdog.config.types import format_duration
+from watchdog.doctor.links import links_check
 from watchdog.doctor import devices as devices_mod
 from watchdog.doctor import envcheck, smokecheck, versions
 from watchdog.doctor.model import FAIL, PASS, SKIPPED, WARN, CheckResult, Report
@@ -363,6 +364,7 @@ def daemon_checks(opts: DoctorOptions, npu: NpuSmiResult) -> List[CheckResult]:
                                "" if status == PASS else "run the daemon as a user that owns this directory "
                                "(systemd StateDirectory=) or change paths." + name))
     out.append(_log_engine_check(config))
+    out.append(links_check(config))
     out.append(check_private_tmp(read_unit(), config.probes.heartbeat.paths,
                                  [p for src in config.probes.logs.sources for p in src.paths]))
     channels = detect_channels(config)

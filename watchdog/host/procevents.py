@@ -19,10 +19,11 @@ import os
 import socket
 import struct
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Dict, Iterable, Optional
+
+from watchdog.host import clock
 
 NETLINK_CONNECTOR = 11
 CN_IDX_PROC = 1
@@ -62,7 +63,7 @@ def parse_exit_event(data: bytes) -> Optional[ProcExit]:
     pid, tgid, code, _sig = _EXIT.unpack_from(data, head + _EVENT.size)
     if pid != tgid or pid <= 0:
         return None  # a thread, not the process
-    return ProcExit(pid=pid, status=code, time=time.time())
+    return ProcExit(pid=pid, status=code, time=clock.now())
 
 
 def _listen_message() -> bytes:

@@ -27,7 +27,9 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Dict, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
 from watchdog import __version__, runbook
 from watchdog.core.findings import JOB_LABEL

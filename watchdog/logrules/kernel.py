@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from watchdog.compat import resource_text
 from watchdog.logrules.model import _UNPORTABLE, Rule, RuleError, make_rule
 
 PACK = "kernel"
@@ -59,11 +60,9 @@ def _make(data: Dict[str, Any], pack: str) -> KernelRule:
 def load_kernel_pack() -> Tuple[KernelRule, ...]:
     """The shipped kernel rules, cached (the YAML is read once per process)."""
     if not _PACK_CACHE:
-        from importlib import resources
-
         import yaml
 
-        text = resources.files("watchdog.probes").joinpath("kernel.yaml").read_text(encoding="utf-8")
+        text = resource_text("watchdog.probes", "kernel.yaml")
         doc = yaml.safe_load(text)
         if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
             raise RuleError(f"pack {PACK}: expected a mapping with a `rules` list")

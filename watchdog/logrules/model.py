@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 
 from watchdog.logrules import SHIPPED_PACKS  # noqa: E402 - re-exported for the rule loader
+from watchdog.compat import resource_text
 from watchdog.core.losscale import ScaleTrend, parse_scale
 from watchdog.logrules.codes import code_rule_data
 from watchdog.parse.durations import parse_duration
@@ -202,9 +203,7 @@ def load_pack(name: str) -> Tuple[Rule, ...]:
     if name not in SHIPPED_PACKS:
         raise RuleError(f"unknown rule pack {name!r} (known: {', '.join(SHIPPED_PACKS)})")
     if name not in _PACK_CACHE:
-        from importlib import resources  # lazily, like yaml: the CLI imports this module for its names
-
-        text = resources.files("watchdog.logrules").joinpath("packs").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+        text = resource_text("watchdog.logrules", "packs", f"{name}.yaml")
         import yaml  # only when a pack is loaded: the CLI imports this module for its names
 
         # libyaml's loader where PyYAML has it: `scan` loads every pack before reading a byte.

@@ -10,7 +10,9 @@ time; the block is pre-filtered with `bytes.find` on lower-case literals before 
 from __future__ import annotations
 
 import re
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from watchdog.parse.pace import PHASE_LITERALS, PaceMark, parse_phase, parse_progress
 
 #: The shipped patterns, one per trainer family (case-insensitive, matched per line).
 DEFAULT_PATTERNS: Tuple[str, ...] = (
@@ -29,6 +31,9 @@ DEFAULT_PATTERNS: Tuple[str, ...] = (
 TAIL_BYTES = 256 * 1024
 #: Lower-case substrings one of which every shipped pattern's line contains (fast pre-filter).
 _LITERALS = (b"iteration", b"'loss'", b"step=", b"steps:", b"step:")
+#: Newest progress lines of one block whose pace is read (a round's lines share its time: the
+#: pace summary needs the newest counter, and a printed step time from each of a few lines).
+PACE_LINES = 32
 
 
 class ProgressMatcher:
@@ -60,3 +65,35 @@ class ProgressMatcher:
             if self.regex.search(line) and not is_failure(line):
                 return True
         return False
+
+    def marks(self, block: bytes, is_failure: Callable[[str], bool]) -> Tuple[bool, List[PaceMark]]:
+        """`found` and, oldest first, the pace of the block's newest progress lines (at most
+        PACE_LINES) with the phase lines (checkpoint, evaluation) among them; one walk from the
+        end, bounded like `found`."""
+        if self.regex is None:
+            return False, []
+        if len(block) > TAIL_BYTES:
+            block = block[-TAIL_BYTES:]
+            block = block[block.find(b"\n") + 1:]
+        low = block.lower()
+        phases = any(lit in low for lit in PHASE_LITERALS)
+        if self.literals and not phases and not any(lit in low for lit in self.literals):
+            return False, []
+        out: List[PaceMark] = []
+        found = False
+        progress = 0
+        for line in reversed(block.decode("utf-8", "replace").splitlines()):
+            if progress >= PACE_LINES:
+                break
+            if self.regex.search(line) and not is_failure(line):
+                found = True
+                progress += 1
+                mark = parse_progress(line)
+                if mark is not None:
+                    out.append(mark)
+            elif phases:
+                phase = parse_phase(line)
+                if phase is not None:
+                    out.append(PaceMark(phase=phase))
+        out.reverse()
+        return found, out

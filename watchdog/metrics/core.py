@@ -8,13 +8,15 @@ from typing import Any, Iterator, List
 from watchdog import __version__
 from watchdog.core.findings import JOB_LABEL, SEVERITIES
 from watchdog.metrics.catalog import MetricDef, MetricSample
+from watchdog.release import commit
 
 #: Position of this module's rows in the metric table (and in /metrics).
 ORDER = 10
 
 METRICS = [
-    MetricDef("npu_watchdog_build_info", "gauge", ("version", "python"),
-              "Always 1; the daemon's version and Python version."),
+    MetricDef("npu_watchdog_build_info", "gauge", ("version", "commit", "python"),
+              "Always 1; the daemon's version, the commit it was built from (`unknown` if not known) "
+              "and Python version."),
     MetricDef("npu_watchdog_node_info", "gauge", ("host", JOB_LABEL),
               "Always 1; the node and the training job(s) this daemon watches, one series per job (join on "
               "`instance` across the fleet): the configured job, else each job discovery finds on the node; "
@@ -57,7 +59,8 @@ def node_jobs(rt: Any) -> List[str]:
 
 def samples(rt: Any) -> Iterator[MetricSample]:
     cfg = rt.config
-    yield MetricSample("npu_watchdog_build_info", {"version": __version__, "python": platform.python_version()}, 1)
+    yield MetricSample("npu_watchdog_build_info", {"version": __version__, "commit": commit(),
+                                                 "python": platform.python_version()}, 1)
     for job in node_jobs(rt) or [""]:
         yield MetricSample("npu_watchdog_node_info", {"host": cfg.node.name, JOB_LABEL: job}, 1)
     yield MetricSample("npu_watchdog_start_time_seconds", {}, rt.started_at)

@@ -28,7 +28,7 @@ from watchdog.logrules.lastlines import LastLines, LastLinesRing
 from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.progress import ProgressMatcher
 from watchdog.logrules.tail import Followed, SourceSpec, SourceStats, Tailer
-from watchdog.observations import JobState, LogEvent, LogObservation
+from watchdog.observations import JobState, LogEvent, LogObservation, PaceLine
 from watchdog.core.state import RecordKey
 from watchdog.probes.base import Collected, Probe
 
@@ -94,7 +94,8 @@ class LogProbeObservation(LogObservation):
         a second job's lines are not its progress."""
         own = self.job_progress_at.get(job.name, {}) if self.job_progress_at else self.progress_at
         return replace(self, active=tuple(a for a in self.active if a.job == job.name or (a.job is None and first)),
-                       progress_at=own)
+                       progress_at=own,
+                       pace=tuple(p for p in self.pace if p.job == job.name or (p.job is None and first)))
 
 
 #: The logs probe's records (the discovery-fed logs probe's too: it is this probe, fed).
@@ -197,13 +198,16 @@ class LogsProbe(Probe):
     def collect(self) -> Collected:
         now = clock.now()
         events: List[LogEvent] = []
+        pace: List[PaceLine] = []
 
         def consume(f: Followed, data: bytes, stop: int) -> None:
             for raw in self.extractor.feed(f.stream, data, now, stop):
                 events.append(self._event(f, raw, now))
             self.last_lines.feed(f.path, f.source, f.job, f.rank, data, min(stop, len(data)), now)
             block = data if stop >= len(data) else data[:stop]  # progress lines: complete ones only
-            if self.progress.found(block, lambda text: bool(self.matcher.match_text(text))):
+            found, marks = self.progress.marks(block, lambda text: bool(self.matcher.match_text(text)))
+            pace.extend(PaceLine(now, f.source, m, f.job) for m in marks)
+            if found:
                 self.progress_at[f.source] = now
                 if f.job is not None:
                     self.job_progress_at.setdefault(f.job, {})[f.source] = now
@@ -228,6 +232,7 @@ class LogsProbe(Probe):
             lines_read={n: s.lines_round for n, s in stats.items()},
             progress_at=dict(self.progress_at),
             job_progress_at={j: dict(v) for j, v in self.job_progress_at.items()},
+            pace=tuple(pace),
             active=tuple(self._active_records()),
             sources={n: replace(s) for n, s in stats.items()},
             matches_total=dict(self.extractor.matched),

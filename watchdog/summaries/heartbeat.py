@@ -13,6 +13,7 @@ from watchdog.config.schema import Config
 from watchdog.core.losscale import ScaleTrack
 from watchdog.observations import HeartbeatObservation, HeartbeatReading
 from watchdog.core.state import Sample, StateView
+from watchdog.summaries.pace import PaceTrack, fold_round, heartbeat_lines
 from watchdog.summaries.window import SplitMedian
 
 PROBE = "heartbeat"
@@ -104,9 +105,13 @@ class Summary:
 
     def __init__(self, config: Config):
         self.ranks: Dict[RankKey, RankTrack] = {}
+        #: The job's pace from its heartbeats' steps, for a job that prints no progress line
+        #: (watchdog.detectors.pace prefers the logs' own).
+        self.pace = PaceTrack(config.pace)
         self.reconfigure(config)
 
     def reconfigure(self, config: Config) -> None:
+        self.pace.configure(config)
         hb = config.probes.heartbeat
         #: How far back the windows must reach.
         self.keep = max(hb.loss_scale.window, hb.throughput.window)
@@ -121,6 +126,7 @@ class Summary:
             if track is None:
                 track = self.ranks[rank_key(r)] = RankTrack()
             track.add(sample.time, r, keep)
+        fold_round(self.pace, sample.time, heartbeat_lines(sample.time, obs), view)
 
     def rank(self, r: HeartbeatReading) -> Optional[RankTrack]:
         return self.ranks.get(rank_key(r))

@@ -7,6 +7,7 @@ from typing import Dict, Optional, Sequence
 from watchdog.config.schema import Config
 from watchdog.observations import LogObservation
 from watchdog.core.state import Sample, StateView
+from watchdog.summaries.pace import PaceTrack, fold_round
 
 PROBE = "logs"
 
@@ -16,9 +17,13 @@ class Summary:
         self.lines_at: Dict[str, float] = {}
         self.first_at: Optional[float] = None
         self.last: Optional[Sample] = None
+        #: The job's pace and goodput, from its progress lines (watchdog.summaries.pace).
+        self.pace = PaceTrack(config.pace)
+        self.reconfigure(config)
 
     def reconfigure(self, config: Config) -> None:
-        """Nothing here depends on the config."""
+        """The pace adopts new thresholds; what it folded stays."""
+        self.pace.configure(config)
 
     def add(self, sample: Sample, view: StateView) -> None:
         obs = sample.value
@@ -30,6 +35,7 @@ class Summary:
             if n > 0:
                 self.lines_at[src] = max(self.lines_at.get(src, sample.time), sample.time)
         self.last = sample
+        fold_round(self.pace, sample.time, obs.pace, view)
 
     def progress(self, view: StateView, sources: Optional[Sequence[str]]) -> Optional[float]:
         """Newest time a counted source produced a complete line; before any line is seen, the
@@ -42,3 +48,4 @@ class Summary:
             if wanted is None or src in wanted:
                 times.append(min(at, self.last.time))
         return max(times) if times else self.first_at
+

@@ -10,6 +10,7 @@ from watchdog.discovery.status import discovery_status
 from watchdog.core.findings import JOB_LABEL
 from watchdog.parse.flight_recorder import public_record
 from watchdog.logrules.matcher import effective_engine
+from watchdog.metrics.pace import status_rows as pace_rows
 from watchdog.observations import HeartbeatObservation
 from watchdog.runtime import AlertEngineView, Runtime
 from watchdog.core.state import ProbeStatus, StateStore
@@ -38,6 +39,7 @@ def build_status(rt: Runtime, engine: AlertEngineView, nexts: Mapping[str, Optio
         "detector_errors": list(rt.detector_errors),
         "flight_recorder": flight_recorder_tails(rt.state),
         "discovery": discovery_status(config, rt.discovery),
+        "pace": pace_rows(rt.evaluated),
     }
 
 

@@ -108,14 +108,15 @@ class Words:
     #: Runbook words of alerts outside the catalog (test alert, Prometheus fleet alerts), in order.
     alerts: Dict[str, AlertWords] = field(default_factory=dict)
 
-    def t(self, name: str, /, **fields: Any) -> str:
-        """The shared text `name` filled with `fields` (English when this language lacks it)."""
+    def t(self, name: str, **fields: Any) -> str:
+        """The shared text `name` filled with `fields` (English when this language lacks it).
+        (No text has a `{name}` field: `name` cannot be positional-only, which 3.7 lacks.)"""
         text = self.ui.get(name)
         if text is None:
             text = _load(DEFAULT_LANGUAGE).ui.get(name, name) if self.language != DEFAULT_LANGUAGE else name
         return fill(text, fields)
 
-    def n(self, name: str, n: int, /, **fields: Any) -> str:
+    def n(self, name: str, n: int, **fields: Any) -> str:
         """`name_one` for a count of one, else `name_many`, filled with `n` and `fields`."""
         return self.t(f"{name}_{'one' if n == 1 else 'many'}", n=n, **fields)
 

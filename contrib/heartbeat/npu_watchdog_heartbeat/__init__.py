@@ -13,5 +13,5 @@ from npu_watchdog_heartbeat.paths import ENV_VAR, env_rank, resolve, ring_path
 from npu_watchdog_heartbeat.ring import FlightRecorder
 from npu_watchdog_heartbeat.writer import PHASES, Heartbeat
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["ENV_VAR", "PHASES", "FlightRecorder", "Heartbeat", "Pace", "env_rank", "resolve", "ring_path"]

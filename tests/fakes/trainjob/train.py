@@ -15,6 +15,17 @@ and obeys control files in $FAKE_TRAIN_CONTROL:
 - `oomcascade-<rank>`: that rank prints torch_npu's out-of-memory traceback and exits 1; every
   other rank then reports an HCCL timeout naming it (once) and blocks, as peers in a collective do.
 
+With $FAKE_TRAIN_STEP_SECONDS set (the pace tests), each step takes that long and its line is
+Megatron-LM's whole format with its time stamp and `elapsed time per iteration (ms)` (measured, not
+assumed; the time spent blocked, in a checkpoint or an evaluation is not a step's, as in Megatron);
+$FAKE_TRAIN_WARMUP_SECONDS makes the first seconds' steps 3x slower (compilation). More files:
+- `slow` or `slow-<rank>` (content: a factor, e.g. `1.2`): every rank steps that much slower, as in
+  synchronous training where all wait for the slowest (the fake npu-smi makes that rank's chip the
+  busier one, or, with `slow` alone, every chip less busy: a slower input pipeline);
+- `checkpoint`, `eval`: while it exists, no step; rank 0 prints Megatron's `saving checkpoint at
+  iteration ...` when it begins, or its `validation loss at iteration ...` when it ends; the
+  heartbeat says the phase.
+
 Its rank comes from RANK, else RANK_ID. `--workers N` forks N data-loader-like children (same command
 line and environment, RANK included; they exit with their parent).
 """
@@ -58,6 +69,46 @@ def blocked(ctl, rank):
     return True
 
 
+def slow_factor(ctl):
+    """The job-wide step time factor of a `slow` or `slow-<rank>` file (1.0 without one)."""
+    if not ctl:
+        return 1.0
+    for name in os.listdir(ctl):
+        if name == "slow" or name.startswith("slow-"):
+            try:
+                with open(os.path.join(ctl, name)) as fh:
+                    return float(fh.read().strip() or "1.2")
+            except (OSError, ValueError):
+                return 1.2
+    return 1.0
+
+
+def phase_wait(ctl, rank, step, hb):
+    """A checkpoint or an evaluation while its control file exists: True when one happened."""
+    for phase in ("checkpoint", "eval"):
+        path = os.path.join(ctl, phase) if ctl else ""
+        if not path or not os.path.exists(path):
+            continue
+        heartbeat(hb, rank, step, phase)
+        if rank == 0 and phase == "checkpoint":
+            print(f"saving checkpoint at iteration {step:7d} to /ckpt/run in torch format", flush=True)
+        while os.path.exists(path):
+            time.sleep(0.2)
+        if rank == 0 and phase == "eval":
+            print(f" validation loss at iteration {step} | lm loss value: 2.000000E+00 | lm loss PPL: 7.389056E+00 |",
+                  flush=True)
+        return True
+    return False
+
+
+def megatron_line(step, elapsed):
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    return (f" [{stamp}] iteration {step:8d}/  100000 | consumed samples: {step * 512:12d} | elapsed time per "
+            f"iteration (ms): {elapsed * 1000:.1f} | learning rate: 1.500000E-04 | global batch size:   512 | "
+            f"lm loss: {2.0 - step * 1e-4:.6E} | loss scale: 1.0 | grad norm: 0.750 | "
+            f"number of skipped iterations:   0 | number of nan iterations:   0 |")
+
+
 def main() -> int:
     rank = int(os.environ.get("RANK", os.environ.get("RANK_ID", "0")))
     ctl = os.environ.get("FAKE_TRAIN_CONTROL", "")
@@ -70,12 +121,25 @@ def main() -> int:
                 time.sleep(0.2)
             os._exit(0)
     step, said_nan = 0, False
+    pace = float(os.environ.get("FAKE_TRAIN_STEP_SECONDS", "0") or 0)
+    warm_until = time.time() + float(os.environ.get("FAKE_TRAIN_WARMUP_SECONDS", "0") or 0)
+    began = time.time()
     while True:
         if ctl and blocked(ctl, rank):
             time.sleep(0.2)
+            began = time.time()
+            continue
+        if pace and phase_wait(ctl, rank, step, hb):
+            began = time.time()
             continue
         step += 1
-        print(f" iteration {step:8d}/ 100000 | lm loss: {2.0 - step * 1e-4:.6E} | grad norm: 0.75 |", flush=True)
+        if pace:
+            time.sleep(max(began + pace * slow_factor(ctl) * (3 if time.time() < warm_until else 1) - time.time(), 0))
+            now = time.time()
+            print(megatron_line(step, now - began), flush=True)
+            began = now
+        else:
+            print(f" iteration {step:8d}/ 100000 | lm loss: {2.0 - step * 1e-4:.6E} | grad norm: 0.75 |", flush=True)
         heartbeat(hb, rank, step, "train")
         if ctl and os.path.exists(os.path.join(ctl, f"nan-{rank}")) and not said_nan:
             print("{'loss': nan, 'learning_rate': 1e-05, 'epoch': 0.5}", flush=True)
@@ -110,7 +174,8 @@ def main() -> int:
                 line = os.environ.get("FAKE_TRAIN_END_LINE", "Training completed. Do not forget to share your model!")
                 print(line, flush=True)
             return 0
-        time.sleep(0.2)
+        if not pace:
+            time.sleep(0.2)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Dict, List, Literal, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
+
+from watchdog.compat import Literal  # 3.7: from typing_extensions
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 

@@ -7,7 +7,9 @@ a filesystem probe); the daemon runs them with a hard timeout and raises a findi
 from __future__ import annotations
 
 import re
-from typing import List, Literal
+from typing import List
+
+from watchdog.compat import Literal  # 3.7: from typing_extensions
 
 from pydantic import Field, field_validator
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any, List, Literal, Tuple
+from typing import Any, List, Tuple
+
+from watchdog.compat import Literal  # 3.7: from typing_extensions
 
 from pydantic import Field, field_validator
 
@@ -102,7 +104,8 @@ def set_feeds(names: Tuple[str, ...]) -> None:
     global FEEDS, FeedName
     FEEDS = tuple(names)
     FeedName = Literal[FEEDS] if FEEDS else Any  # type: ignore[valid-type]
-    DiscoveryConfig.model_rebuild(force=True, _types_namespace={"FeedName": FeedName})
+    # (the module's own names too: pydantic 2.5, the last for 3.7, looks only in the namespace given)
+    DiscoveryConfig.model_rebuild(force=True, _types_namespace={**globals(), "FeedName": FeedName})
 
 
 def feeds() -> Tuple[str, ...]:

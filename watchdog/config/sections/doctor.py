@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import List, Literal, Optional
+from typing import List, Optional
+
+from watchdog.compat import Literal  # 3.7: from typing_extensions
 
 import yaml
 from pydantic import Field, field_validator

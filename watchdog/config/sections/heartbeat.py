@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import List, Literal, Optional
+from typing import List, Optional
+
+from watchdog.compat import Literal  # 3.7: from typing_extensions
 
 from pydantic import Field, model_validator
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Literal, Optional
+from typing import Any, Dict, List, Optional
+
+from watchdog.compat import Literal  # 3.7: from typing_extensions
 
 from pydantic import Field, field_validator, model_validator
 

@@ -6,7 +6,9 @@ every ten minutes, never filling the disk, never holding the alert back for long
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Literal, Optional
+from typing import Any, Dict, List, Optional
+
+from watchdog.compat import Literal  # 3.7: from typing_extensions
 
 from pydantic import Field, field_validator
 

@@ -8,7 +8,9 @@ AI Core percentages as npu-smi prints them (0-100).
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import List, Optional
+
+from watchdog.compat import Annotated
 
 from pydantic import Field, model_validator
 

@@ -1,0 +1,73 @@
+"""The few names that moved between the Python versions the daemon runs on (CPython 3.7-3.13).
+
+Ascend training nodes run the interpreter their OS ships: 3.7 on openEuler 20.03, EulerOS 2.x and
+Kylin V10, 3.8 on Ubuntu 20.04, 3.9 on openEuler 22.03, 3.10-3.13 elsewhere. The rest of the
+package imports these names from here (one line each) instead of testing the version itself, so
+dropping an old Python later is an edit of this module alone. Standard library only, plus `typing_extensions` (a dependency of pydantic)
+and `python-dateutil` (installed before 3.9 only, pyproject.toml says so).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+if sys.version_info >= (3, 8):
+    from typing import Literal, Protocol, runtime_checkable
+else:  # 3.7
+    from typing_extensions import Literal, Protocol, runtime_checkable
+
+if sys.version_info >= (3, 9):
+    from typing import Annotated, get_args, get_origin
+else:  # 3.7, 3.8: typing has neither Annotated nor a get_origin that knows it
+    from typing_extensions import Annotated, get_args, get_origin
+
+if sys.version_info >= (3, 9):
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+else:  # 3.7, 3.8: python-dateutil's zones (backports.zoneinfo has no aarch64 wheel to bundle)
+    from dateutil import tz as _tz
+
+    class ZoneInfoNotFoundError(KeyError):  # type: ignore[no-redef]
+        """No time zone of that name (as zoneinfo's)."""
+
+    def ZoneInfo(key: str) -> datetime.tzinfo:  # type: ignore[no-redef]  # noqa: N802 - zoneinfo's name
+        """The zone `key` from the system tz database, else dateutil's own copy of it. Like
+        zoneinfo, only a relative IANA key: never a path, never the local zone for ''."""
+        if not key or key.startswith("/") or ".." in key.split("/"):
+            raise ValueError(f"ZoneInfo keys must be normalized relative paths, got: {key!r}")
+        zone = _tz.gettz(key)
+        if zone is None:
+            raise ZoneInfoNotFoundError(f"No time zone found with key {key}")
+        return zone
+
+__all__ = ["Annotated", "Literal", "Protocol", "ZoneInfo", "ZoneInfoNotFoundError", "exitcode_of",
+           "get_args", "get_origin", "resource_text", "runtime_checkable"]
+
+
+def resource_text(package: str, *parts: str) -> str:
+    """The text of a data file shipped inside `package` (`parts` is its path below it).
+    `importlib.resources.files` is 3.9+; before it, the file sits beside the package's modules in
+    every way this package is installed (wheel, editable, source tree), never in a zip, so its
+    folder is found from this module's, without importing anything by name."""
+    try:
+        from importlib.resources import files  # 3.9+; here because 3.8 has no such name
+    except ImportError:
+        base = Path(__file__).resolve().parent.parent.joinpath(*package.split("."))
+        return base.joinpath(*parts).read_text(encoding="utf-8")
+    node = files(package)
+    for part in parts:
+        node = node.joinpath(part)
+    return node.read_text(encoding="utf-8")
+
+
+def exitcode_of(status: int) -> Optional[int]:
+    """`os.waitstatus_to_exitcode` (3.9+): the exit code of a child, or minus the signal that
+    killed it; None for a stopped child (not an exit)."""
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status)
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return None
