@@ -39,7 +39,8 @@ TAG = "NPU_WATCHDOG_TEST_JOB"
 class TrainJob:
     def __init__(self, root: Path, ranks: int = 4, style: str = "torchrun", workers: int = 0,
                  env: Optional[Dict[str, str]] = None, tag: Optional[str] = None, port: str = "29500",
-                 shared_log: bool = False, first_device: int = 0, flavor: str = "torchrun", quiet: bool = False):
+                 shared_log: bool = False, first_device: int = 0, flavor: str = "torchrun", quiet: bool = False,
+                 max_restarts: int = 0):
         self.root = Path(root)
         self.logs = self.root / "logs"
         self.ctl = self.root / "ctl"
@@ -54,6 +55,8 @@ class TrainJob:
         self.tag = tag or f"t-{uuid.uuid4().hex[:12]}"
         #: The fake launcher's reporting (torchrun, mpirun, deepspeed) and whether it reports at all.
         self.flavor, self.quiet = flavor, quiet
+        #: torch elastic's `--max-restarts`: a failed rank restarts the whole group while any are left.
+        self.max_restarts = max_restarts
         self.env = dict(os.environ, FAKE_TRAIN_CONTROL=str(self.ctl), **{TAG: self.tag}, **(env or {}))
         self.env.pop("RANK", None)
         self.proc: Optional[subprocess.Popen] = None
@@ -66,6 +69,7 @@ class TrainJob:
         work = ["--workers", str(self.workers)] if self.workers else []
         logdir = [] if self.shared_log else ["--log-dir", str(self.logs)]
         flavor = (["--flavor", self.flavor] if self.flavor != "torchrun" else []) + (["--quiet"] if self.quiet else [])
+        flavor += ["--max-restarts", str(self.max_restarts)] if self.max_restarts else []
         launch = [sys.executable, str(TORCHRUN), "--nproc-per-node", str(self.ranks), *logdir,
                   "--master-port", self.port, *flavor, str(TRAIN)] + work
         if self.style == "torchrun":
@@ -99,6 +103,10 @@ class TrainJob:
 
     def exit_rank(self, rank: int) -> None:
         (self.ctl / f"exit-{rank}").touch()
+
+    def hccl_fail(self, rank: int, times: int) -> None:
+        """The rank prints an HCCL notify-wait timeout and exits 1, `times` times across restarts."""
+        (self.ctl / f"hcclfail-{rank}").write_text(str(times))
 
     def quit_rank(self, rank: int) -> None:
         """The rank exits 0 at once, silently (no failure, but its peers still run)."""
@@ -439,10 +447,12 @@ class ShippedNode:
         return [f for f in self.status().get("findings", [])
                 if f["rule"] == rule and f["labels"].get("training_job") == job]
 
-    def job(self, name: str, ranks: int = 4, flavor: str = "torchrun", quiet: bool = False, **env: str) -> TrainJob:
+    def job(self, name: str, ranks: int = 4, flavor: str = "torchrun", quiet: bool = False, max_restarts: int = 0,
+            shared_log: bool = False, **env: str) -> TrainJob:
         self.port_seq += 1
         return TrainJob(self.root / name, ranks=ranks, tag=self.tag, port=str(self.port_seq),
-                        env={"NPU_WATCHDOG_JOB": name, **env}, flavor=flavor, quiet=quiet)
+                        env={"NPU_WATCHDOG_JOB": name, **env}, flavor=flavor, quiet=quiet, max_restarts=max_restarts,
+                        shared_log=shared_log)
 
     def follow(self, job: TrainJob, name: str) -> None:
         """The ranks on the chips (npu-smi's table), and the daemon following them and their logs."""
@@ -454,7 +464,7 @@ class ShippedNode:
                  what=f"{name}: ranks followed")
         # The logs probe follows the rank files (an ended job's files stay followed for
         # `forget_after`, so the count grows by each job's ranks), then reads them once more.
-        self.files += job.ranks
+        self.files += 1 if job.shared_log else job.ranks
         wait_for(lambda: self.metric('npu_watchdog_log_files_followed{source="train"}') >= self.files, timeout=60,
                  what=f"{name}: rank logs followed")
         time.sleep(4)

@@ -85,6 +85,10 @@ class EndEvidence:
     #: events report it: "rank 1 (pid 4242) exit status 1"; empty when none did or when the
     #: events are not available (`exit_source` says which).
     first_exit: str = ""
+    #: The first of the job's processes to exit, when a stop request (SIGTERM, SIGINT, SIGHUP)
+    #: ended it: "rank 0 (pid 4242) terminated (signal 15)". A cancel or a preemption, not a clean
+    #: end: nothing says the job was done (the `stopped` row, after the clean-end rows).
+    first_stop: str = ""
     #: Where exit statuses came from: "process events", or "" (only /proc and the launchers' lines).
     exit_source: str = ""
     #: (pid, "exit status 1" / "killed (signal 9)") of the job's processes that exited, as known.

@@ -39,6 +39,7 @@ from watchdog.alerting.channels import dingtalk, feishu, slack, webhook, wecom
 from watchdog.alerting.channels.base import Channel
 from watchdog.detectors import core as core_detector
 from watchdog.detectors import links as links_detector, pace as pace_detector, subhealth as subhealth_detector
+from watchdog.detectors import restarts as restarts_detector
 from watchdog.detectors import (kernel as kernel_detector, liveness as liveness_detector,
                                 log_health as log_health_detector, logs as logs_detector,
                                 npu as npu_detector, npu_smi as npu_smi_detector,
@@ -64,7 +65,7 @@ PROBE_MODULES: Tuple[ModuleType, ...] = (process, heartbeat, npu, discovered_log
 DETECTOR_MODULES: Tuple[ModuleType, ...] = (
     core_detector, kernel_detector, liveness_detector, log_health_detector, logs_detector,
     npu_detector, npu_smi_detector, paths_detector, selfstate_detector, stall_detector,
-    links_detector, pace_detector, subhealth_detector,
+    links_detector, pace_detector, subhealth_detector, restarts_detector,
 )
 
 #: Summary modules (`PROBE`, `Summary`): what the detectors read of a probe's past rounds.

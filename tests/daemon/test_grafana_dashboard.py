@@ -131,6 +131,7 @@ OFF_DASHBOARD = {
     "npu_watchdog_heartbeat_last_progress_timestamp_seconds": "for alert rules (time() - x); ages are plotted",
     "npu_watchdog_heartbeat_last_timestamp_seconds": "for alert rules (time() - x); heartbeat age is plotted",
     "npu_watchdog_heartbeat_read_errors_total": "debugging a writer; status shows the last read error",
+    "npu_watchdog_job_restarts_total": "paged by job_restarting (count in the alert); a panel is a follow-up",
     "npu_watchdog_log_bytes_read_total": "log reader internals; log read lag is plotted",
     "npu_watchdog_log_engine_info": "static (re2 or re); doctor and status report it",
     "npu_watchdog_log_files_followed": "log reader internals; path_unmatched alerts when it is 0",

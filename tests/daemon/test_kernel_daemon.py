@@ -227,7 +227,7 @@ def test_the_launchers_exit_report_names_the_signal_of_a_rank_killed_silently(tm
             mine = [r for r in rx.accepted() if r.json["status"] == "firing" and name in json.dumps(r.json)]
             assert len(pages) == 1 and len(mine) == 1, mine
             text = text_of(pages[0])
-            assert f"the launcher reports pid {pid} killed by SIGTERM" in text, text
+            assert f"the launcher reports pid {pid} terminated (signal 15)" in text, text
             assert f"failed (exitcode: -15) local_rank: 1 (pid: {pid})" in text  # the line itself, as evidence
 
 

@@ -51,7 +51,8 @@ def test_sources_in_order_kernel_then_log_rule_then_launcher_then_last_lines():
     assert cause_of_death(full, CFG, [(4242, 1)], "j").kind == "kernel"
     assert cause_of_death(view(active=[match("1")], last=[launcher, errors]), CFG, [(4242, 1)], "j").kind == "log"
     c = cause_of_death(view(last=[launcher, errors]), CFG, [(4242, 1)], "j")
-    assert c.kind == "launcher" and "pid 4242 killed by SIGKILL" in c.reason
+    assert c.kind == "launcher" and "pid 4242 killed (signal 9)" in c.reason
+    assert c.zh == "启动器报告进程 4242 被杀死（信号 9）"
     c = cause_of_death(view(last=[errors]), CFG, [(4242, 1)], "j")
     assert c.kind == "last_lines" and c.lines == ("ValueError: bad shard",)
     assert cause_of_death(view(last=[lines("1", "step 10")]), CFG, [(4242, 1)], "j") is None
@@ -63,15 +64,18 @@ def test_other_pids_ranks_and_jobs_do_not_explain():
 
 
 def test_launcher_reports_of_torchrun_and_mpirun():
-    for text, reason in [
-        ("exitcode  : -11 (pid: 77)", "pid 77 killed by SIGSEGV"),
-        ("traceback : Signal 6 (SIGABRT) received by PID 77", "pid 77 killed by SIGABRT"),
-        ("failed (exitcode: 1) local_rank: 0 (pid: 77) of binary: /usr/bin/python", "pid 77 exited with code 1"),
+    """Read by the one parser of exit reports, said in its one wording, in both languages."""
+    for text, reason, zh in [
+        ("exitcode  : -11 (pid: 77)", "pid 77 segmentation fault (signal 11)", "进程 77 段错误（信号 11）"),
+        ("traceback : Signal 6 (SIGABRT) received by PID 77", "pid 77 aborted (signal 6)", "进程 77 异常中止（信号 6）"),
+        ("failed (exitcode: 1) local_rank: 0 (pid: 77) of binary: /usr/bin/python", "pid 77 exit status 1",
+         "进程 77 退出码 1"),
         ("mpirun noticed that process rank 3 with PID 77 on node n1 exited on signal 9 (Killed).",
-         "pid 77 exited on signal 9 (Killed)"),
+         "pid 77 killed (signal 9)", "进程 77 被杀死（信号 9）"),
     ]:
         c = cause_of_death(view(last=[lines(None, "x", text)]), CFG, [(77, 0)], "j")
-        assert c is not None and reason in c.reason, (text, c)
+        assert c is not None and reason in c.reason and zh in c.zh, (text, c)
+        assert "SIG" not in c.reason and "OOM" not in c.reason
 
 
 def test_a_traceback_tail_is_kept_whole_and_lines_are_cut_and_redacted():

@@ -49,7 +49,16 @@ def judged(ev: EndEvidence, running: int = 0, now: float = T + 10):
     # ... heartbeats not all done but an end line: still the end line's row
     (EndEvidence(ranks=4, gone=4, done=1, heartbeats=4, end_line="Training completed.", first_left_at=T,
                  last_left_at=T), 0, T + 10, (FINISHED, "end_line")),
-    # 8. together, no sign either way (a job cancelled as a whole): a quiet end
+    # 8. together, the first to go ended on a stop request and nothing said done: cancelled or
+    # preempted, not a clean end (a warning job_gone)
+    (EndEvidence(ranks=4, gone=4, first_left_at=T, last_left_at=T + 1,
+                 first_stop="rank 0 (pid 7) terminated (signal 15)"), 0, T + 10, (FAILURE, "stopped")),
+    # ... but a stop after the end line or every heartbeat's done is the end's teardown
+    (EndEvidence(ranks=4, gone=4, end_line="Training completed.", first_left_at=T, last_left_at=T,
+                 first_stop="the launcher (pid 6) terminated (signal 15)"), 0, T + 10, (FINISHED, "end_line")),
+    (EndEvidence(ranks=4, gone=4, done=4, heartbeats=4, first_stop="rank 0 (pid 7) interrupted (signal 2)"),
+     0, T + 10, (FINISHED, "heartbeats_done")),
+    # 9. together, no sign either way (exit statuses 0, or none known): a quiet end
     (QUIET, 0, T + 10, (FINISHED, "left_together")),
 ])
 def test_decision_table_rows(ev, running, now, want):

@@ -68,7 +68,7 @@ class RuleGroup:
             return own
         labels = dict(self.first.get("labels") or {})
         where = scope([{k: v for k, v in labels.items() if k != "log_rule"}], w) or w.t("where_node")
-        return fill(rw.summary, {**labels, "where": where})
+        return fill(rw.summary, {**labels, "where": where, "value": str(self.first.get("value") or "")})
 
     def value_in(self, w: Words) -> Any:
         """The first alert's value, unless `w` says the rule's value is not worth showing; a

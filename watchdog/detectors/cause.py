@@ -6,8 +6,9 @@ that knows, most specific first:
 
 1. the kernel: an OOM kill, segfault or trap of one of the pids (watchdog.detectors.kernel);
 2. a failure line of that rank the log rules matched (the logs probe's active matches);
-3. the launcher's report of the worker's exit: torchrun's `exitcode: -9 ... (pid: N)` and
-   `Signal 9 (SIGKILL) received by PID N`, mpirun's `... with PID N ... exited on signal 9`;
+3. the launcher's report of the worker's exit (watchdog.parse.exits: torchrun's `exitcode: -9
+   ... (pid: N)` and `Signal 9 (SIGKILL) received by PID N`, mpirun's `... with PID N ...
+   exited on signal 9`, ...), in its one wording: `killed (signal 9)`;
 4. else the rank's last lines that look like errors (error level, `Error:`, a traceback's tail).
 
 Log text is cut (lines and characters) and redacted with the snapshots' redactor before it goes
@@ -17,13 +18,13 @@ into a finding; the channels escape it for their markup like any other finding t
 from __future__ import annotations
 
 import re
-import signal
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.detectors.kernel import kernel_events_for_pids
 from watchdog.logrules.lastlines import ERRORISH
+from watchdog.parse.exits import parse_exit
 from watchdog.core.state import StateView
 from watchdog.core.findings import JOB_LABEL
 from watchdog.observations import PROCESS
@@ -37,9 +38,6 @@ MAX_CHARS = 300
 _FATAL_ORDER = ("oom", "crash", "device", "hccl", "traceback", "nan", "custom")
 
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\)")
-_TORCHRUN_EXIT = re.compile(r"exitcode\s*:\s*(-?\d{1,4})\)?(?:\s*local_rank:\s*\d{1,6})?\s*\(pid:\s*(\d{1,10})\)")
-_TORCHRUN_SIGNAL = re.compile(r"Signal (\d{1,3}) \((SIG[A-Z0-9]{1,12})\) received by PID (\d{1,10})")
-_MPIRUN = re.compile(r"with PID (\d{1,10}) on node \S{1,255} exited on signal (\d{1,3})(?: \(([^)]{1,40})\))?")
 
 
 @dataclass(frozen=True)
@@ -52,9 +50,12 @@ class Cause:
     lines: Tuple[str, ...] = ()
     #: Where it was read (the kernel log, a log file's path).
     source: str = ""
+    #: The reason in Chinese, where it is said in the project's own words (a launcher's report).
+    zh: str = ""
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"kind": self.kind, "reason": self.reason, "lines": list(self.lines), "source": self.source}
+        return {"kind": self.kind, "reason": self.reason, "lines": list(self.lines), "source": self.source,
+                "zh": self.zh}
 
 
 def _redactor(view: StateView, config: Any) -> Any:
@@ -70,13 +71,6 @@ def _clean(view: StateView, config: Any, lines: Iterable[str]) -> Tuple[str, ...
             line = line[:MAX_CHARS - 1] + "…"
         out.append(red.text(line))
     return tuple(out)
-
-
-def _signal_name(num: int) -> str:
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return f"signal {num}"
 
 
 def _from_kernel(view: StateView, config: Any, pids: Sequence[int]) -> Optional[Cause]:
@@ -108,26 +102,19 @@ def _last_lines(view: StateView) -> Tuple[Any, ...]:
 
 
 def _from_launcher(view: StateView, config: Any, pids: Sequence[int], job: Optional[str]) -> Optional[Cause]:
-    wanted = {str(p) for p in pids}
+    """The launcher's report of one of `pids`, read by the one parser of exit reports
+    (watchdog.parse.exits), in its one wording: `killed (signal 9)`, never a guess at why."""
+    wanted = set(pids)
     for ll in _last_lines(view):
         if job is not None and ll.job not in (None, job):
             continue
         for line in reversed(ll.lines + ll.errors):  # a report pushed out of the last lines is among the errors
-            m = _TORCHRUN_EXIT.search(line)
-            if m and m.group(2) in wanted:
-                code = int(m.group(1))
-                how = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
-                return Cause("launcher", f"the launcher reports pid {m.group(2)} {how}",
-                             _clean(view, config, [line]), ll.path)
-            m = _TORCHRUN_SIGNAL.search(line)
-            if m and m.group(3) in wanted:
-                return Cause("launcher", f"the launcher reports pid {m.group(3)} killed by {m.group(2)}",
-                             _clean(view, config, [line]), ll.path)
-            m = _MPIRUN.search(line)
-            if m and m.group(1) in wanted:
-                name = m.group(3) or _signal_name(int(m.group(2)))
-                return Cause("launcher", f"mpirun reports pid {m.group(1)} exited on signal {m.group(2)} ({name})",
-                             _clean(view, config, [line]), ll.path)
+            report = parse_exit(line)
+            if report is None or report.pid not in wanted:
+                continue
+            return Cause("launcher", f"the launcher reports pid {report.pid} {report.status.words()}",
+                         _clean(view, config, [line]), ll.path,
+                         zh=f"启动器报告进程 {report.pid} {report.status.words('zh')}")
     return None
 
 

@@ -146,6 +146,10 @@ def judge_end(ev: EndEvidence, running: int, now: float, window: float) -> EndVe
         return EndVerdict(FINISHED, "heartbeats_done", f"every heartbeat said done ({ev.done} of {ev.ranks} ranks)")
     if ev.end_line:
         return EndVerdict(FINISHED, "end_line", f"end-of-training line: {ev.end_line}")
+    if ev.first_stop:
+        # Asked to stop, with nothing saying the job was done: a cancel or a preemption. Not a
+        # crash (a warning, not a page to the critical channels), but not a clean end either.
+        return EndVerdict(FAILURE, "stopped", f"the first to go: {ev.first_stop}: cancelled or preempted?")
     return EndVerdict(FINISHED, "left_together", f"all {ev.ranks} ranks left together with no failure line")
 
 
@@ -188,6 +192,12 @@ def _job_finished(base: Dict[str, str], job: JobState, verdict: EndVerdict, now_
 
 # -- process findings ----------------------------------------------------------------------
 
+_STOPPED_HINT = ("The job's first process ended on a stop request (SIGTERM, SIGINT or SIGHUP) and nothing said "
+                 "the job was done (no end line, no heartbeat `done`): a cancel or a preemption. Check the "
+                 "scheduler's record of the job and who stopped it; restart from the last checkpoint if it "
+                 "was not meant to end.")
+
+
 def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optional[float], now_sample: float,
               verdict: Optional[EndVerdict] = None, goodput: Tuple[str, Dict[str, object]] = ("", {})) -> Finding:
     since = gone_since if gone_since is not None else now_sample
@@ -199,6 +209,8 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
         and end is not None else None
     if verdict is not None and verdict.row == "exit_status" and end is not None:
         summary += f": {end.first_exit} first"
+    if verdict is not None and verdict.row == "stopped" and end is not None:
+        summary += f": {end.first_stop} first: cancelled or preempted?"
     if report is not None:
         # The launcher's report names the first to go and how: "rank 6 killed (signal 9)".
         summary += f": {report.words()}"
@@ -206,11 +218,12 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
                                  "code": report.status.code, "signal": report.status.signal,
                                  "en": report.words(), "zh": report.words("zh")}
     return Finding(
-        rule="job_gone", severity="critical",
+        rule="job_gone", severity="warning" if verdict is not None and verdict.row == "stopped" else "critical",
         summary=summary + goodput[0],
         labels=dict(base), since=since, value=str(len(last)),
-        hint="The job crashed or was killed. Read the last lines of the rank logs and `dmesg` (OOM killer, "
-             "driver errors) before restarting from the last checkpoint.",
+        hint=_STOPPED_HINT if verdict is not None and verdict.row == "stopped" else
+        "The job crashed or was killed. Read the last lines of the rank logs and `dmesg` (OOM killer, "
+        "driver errors) before restarting from the last checkpoint.",
         details={"ranks": [{"rank": g.rank, "pid": g.pid, "state": g.state,
                             "cmdline": " ".join(g.cmdline)[:500]} for g in last], **judged, **goodput[1]},
     )
@@ -602,7 +615,7 @@ RULES = (
          inhibits=(_JOB_SYMPTOMS,),
          warmup=lambda c, f: max(float(c.probes.process.start_grace), float(c.probes.heartbeat.start_grace)),
          title="Training process not started"),
-    Rule("job_gone", "critical",
+    Rule("job_gone", "critical", severities=("critical", "warning"),
          inhibits=(_JOB_SYMPTOMS, Inhibits(("rank_missing", "rank_zombie"))), warmup=_process_warmup,
          same_event=_KERNEL_DEATH, title="Training job gone"),
     Rule("job_finished", "info",

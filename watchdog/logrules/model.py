@@ -227,6 +227,24 @@ def code_rules(packs: Sequence[str]) -> Tuple[Rule, ...]:
     return tuple(make_rule(d, "codes") for d in code_rule_data(packs))
 
 
+#: Shipped rule ids that were renamed or folded into another rule: a user's config naming the old
+#: id (`disable`, a route's or silence's `log_rule` matcher) keeps working, with a warning naming
+#: the new one. `oom_host_sigkill` filed every signal 9 as host OOM; its signal-9 wordings are
+#: `launcher_killed` now (killed, not OOM; the kernel's own OOM line is `oom_host_oom_killer`).
+RENAMED_RULE_IDS = {"oom_host_sigkill": "launcher_killed"}
+
+
+def current_rule_id(rid: str, where: str, warn: Any = None) -> str:
+    """The rule id to use for `rid`: its successor when it was renamed (said once through `warn`,
+    a logging-style callable), else `rid` unchanged."""
+    new = RENAMED_RULE_IDS.get(rid)
+    if new is None:
+        return rid
+    if warn is not None:
+        warn("%s: the log rule `%s` was removed; using its successor `%s`, please rename it", where, rid, new)
+    return new
+
+
 def build_ruleset(packs: Sequence[str] = SHIPPED_PACKS, disable: Iterable[str] = (),
                   user_rules: Iterable[Dict[str, Any]] = ()) -> Tuple[Rule, ...]:
     """Shipped rules of `packs` minus `disable`, then the user's rules; ids must be unique."""

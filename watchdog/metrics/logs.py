@@ -7,6 +7,7 @@ from typing import Any, Iterator, List, Tuple
 from watchdog.logrules.matcher import effective_engine
 from watchdog.metrics.catalog import MetricDef, MetricSample
 from watchdog.probes.logs import LOGS, LogProbeObservation
+from watchdog.metrics.core import node_jobs
 
 #: Position of this module's rows in the metric table (and in /metrics).
 ORDER = 50
@@ -14,6 +15,10 @@ ORDER = 50
 METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_log_matches_total", "counter", ("rule", "category"),
               "Log lines that matched a rule (before thresholds), since the daemon started."),
+    MetricDef("npu_watchdog_job_restarts_total", "counter", ("training_job", "cause"),
+              "Worker-group restarts the launcher's agent announced (torch elastic's `will restart worker group`), "
+              "per training job and cause (the rule of the failure line before the restart, or unknown); "
+              "kept for 24 h after a job's last restart on that cause."),
     MetricDef("npu_watchdog_log_bytes_read_total", "counter", ("source",),
               "Bytes of log read, per configured source."),
     MetricDef("npu_watchdog_log_lines_read_total", "counter", ("source",),
@@ -52,10 +57,19 @@ def _rules(cfg: Any) -> tuple:
 def samples(rt: Any) -> Iterator[MetricSample]:
     cfg = rt.config.probes.logs
     yield MetricSample("npu_watchdog_log_engine_info", {"engine": effective_engine(cfg.engine)}, 1)
-    if not cfg.enabled or not cfg.sources:
-        return
     sample = rt.state.latest(LOGS)
     obs = sample.value if sample is not None else LogProbeObservation(events=())  # before the first round
+    # Discovered jobs' restarts too (their logs are not configured sources).
+    counted = set()
+    for r in obs.restarts:
+        job = r.job or rt.config.base_labels.get("training_job", "")
+        counted.add(job)
+        yield MetricSample("npu_watchdog_job_restarts_total", {"training_job": job, "cause": r.cause}, r.count)
+    for job in node_jobs(rt):  # every job's series starts at zero (cause "none")
+        if job not in counted:
+            yield MetricSample("npu_watchdog_job_restarts_total", {"training_job": job, "cause": "none"}, 0)
+    if not cfg.enabled or not cfg.sources:
+        return
     matches = obs.matches_total
     for rid, category in _rules(cfg):
         yield MetricSample("npu_watchdog_log_matches_total", {"rule": rid, "category": category},

@@ -96,6 +96,9 @@ _PARSERS: Tuple[_Parser, ...] = (
      lambda m: (m.group(1), int(m.group(2)), ExitStatus(signal=int(m.group(3))))),
     ("torchrun", re.compile(r"failed \(exitcode: ?(-?\d{1,3})\) local_rank: ?(\d{1,7}) \(pid: ?(\d{1,10})\)"),
      lambda m: (m.group(2), int(m.group(3)), from_code(int(m.group(1))))),
+    # The elastic agent's error summary (ChildFailedError): `exitcode  : -9 (pid: 4242)`.
+    ("torchrun", re.compile(r"exitcode {0,8}: ?(-?\d{1,3}) \(pid: ?(\d{1,10})\)"),
+     lambda m: (None, int(m.group(2)), from_code(int(m.group(1))))),
     ("torchrun", re.compile(r"Signal (\d{1,2}) \(SIG[A-Z0-9]{1,8}\) received by PID (\d{1,10})"),
      lambda m: (None, int(m.group(2)), ExitStatus(signal=int(m.group(1))))),
     ("deepspeed", re.compile(r"--local_rank=(\d{1,7})'.{0,4000}? exits with return code = (-?\d{1,3})"),

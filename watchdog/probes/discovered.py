@@ -300,19 +300,20 @@ class DiscoveredProcessProbe(Probe):
         tails = [log_tail(p, uid=job.uid) for p in sorted(job.logs)]
         launcher = [log_tail(p, uid=job.uid) for p in sorted(job.launcher_logs - job.logs)]
         times = list(job.left.values())
-        first, source, exits = self._exit_statuses(job)
+        first, stop, source, exits = self._exit_statuses(job)
         return EndEvidence(
             ranks=len(job.ranks), gone=len(job.done) + len(job.left), done=len(job.done),
             heartbeats=len(job.heartbeats), end_line=end_line(tails + launcher, self._end_res),
             failure_line=failure_line(tails + launcher, self._failures),  # torchrun's ChildFailedError too
             first_left_at=min(times) if times else None, last_left_at=max(times) if times else None,
-            first_exit=first, exit_source=source, exits=exits)
+            first_exit=first, first_stop=stop, exit_source=source, exits=exits)
 
-    def _exit_statuses(self, job: _Job) -> Tuple[str, str, Tuple[Tuple[int, str], ...]]:
+    def _exit_statuses(self, job: _Job) -> Tuple[str, str, str, Tuple[Tuple[int, str], ...]]:
         """How the job's departed processes ended (the kernel's process events): the first to go
-        when it failed, the source, and each known (pid, status)."""
+        when it failed, the first to go when a stop request ended it, the source, and each known
+        (pid, status)."""
         if self._exits.unavailable is not None:
-            return "", "", ()
+            return "", "", "", ()
         who = {p.pid: f"rank {p.rank} (pid {p.pid})" for (name, _), p in self._gone.items() if name == job.name}
         who.update({i.pid: f"rank {i.rank} (pid {i.pid})" for i in self._known.values()
                     if i.job == job.name and i.state == "zombie"})
@@ -321,11 +322,12 @@ class DiscoveredProcessProbe(Probe):
         seen = sorted(self._exits.of(who).values(), key=lambda e: e.time)
         exits = tuple((e.pid, from_wait_status(e.status).words()) for e in seen)
         if not seen:
-            return "", "process events", exits
+            return "", "", "process events", exits
         status = from_wait_status(seen[0].status)
-        stop = status.signal in STOP_SIGNALS
-        first = "" if not status.failed or stop else f"{who[seen[0].pid]} {status.words()}"
-        return first, "process events", exits
+        said = f"{who[seen[0].pid]} {status.words()}"
+        if status.signal in STOP_SIGNALS:
+            return "", said, "process events", exits
+        return (said if status.failed else ""), "", "process events", exits
 
     def _end_jobs(self, infos: Dict[Identity, ProcessInfo], now: float) -> None:
         running = {i.job for i in infos.values() if i.state != "zombie"}

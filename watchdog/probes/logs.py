@@ -29,6 +29,7 @@ from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.progress import ProgressMatcher
 from watchdog.logrules.tail import Followed, SourceSpec, SourceStats, Tailer
 from watchdog.observations import JobState, LogEvent, LogObservation, PaceLine
+from watchdog.parse.restarts import parse_restart
 from watchdog.core.state import RecordKey
 from watchdog.probes.base import Collected, Probe
 
@@ -71,6 +72,28 @@ class ActiveMatch:
     first_summary: str = ""
 
 
+#: Launcher rules that report a failure or a restart rather than cause one: never a restart's cause.
+_LAUNCHER_RULES = frozenset({"launcher_exit_report", "launcher_failure_report", "launcher_killed"})
+
+
+@dataclass(frozen=True)
+class JobRestarts:
+    """The restarts of one job's worker group on one cause (the rule whose line came before them)."""
+
+    job: Optional[str]
+    #: The rule id of the cause's line, or "unknown" when no failure line came before the restart.
+    cause: str
+    cause_title: str
+    count: int
+    first_at: float
+    last_at: float
+    #: The agent's newest restart line and the newest line of the cause.
+    line: str
+    cause_line: str = ""
+    #: How many restarts the agent allows (its `max_restarts`), as its line says.
+    limit: int = 0
+
+
 @dataclass(frozen=True)
 class LogProbeObservation(LogObservation):
     """LogObservation plus what the detector and the metrics need."""
@@ -88,14 +111,17 @@ class LogProbeObservation(LogObservation):
     state_save_errors_total: int = 0
     #: Per followed file, its last lines (a vanished rank's last words; watchdog.detectors.cause).
     last_lines: Tuple[LastLines, ...] = ()
+    #: Worker-group restarts per job and cause, kept for ROOT_RETENTION after the last one.
+    restarts: Tuple[JobRestarts, ...] = ()
 
     def for_job(self, job: JobState, first: bool) -> "LogProbeObservation":
         """The job's matches (configured sources belong to the first job) and its own progress:
         a second job's lines are not its progress."""
         own = self.job_progress_at.get(job.name, {}) if self.job_progress_at else self.progress_at
-        return replace(self, active=tuple(a for a in self.active if a.job == job.name or (a.job is None and first)),
-                       progress_at=own,
-                       pace=tuple(p for p in self.pace if p.job == job.name or (p.job is None and first)))
+        mine = lambda j: j == job.name or (j is None and first)  # noqa: E731
+        return replace(self, active=tuple(a for a in self.active if mine(a.job)), progress_at=own,
+                       pace=tuple(p for p in self.pace if mine(p.job)),
+                       restarts=tuple(r for r in self.restarts if mine(r.job)))
 
 
 #: The logs probe's records (the discovery-fed logs probe's too: it is this probe, fed).
@@ -134,6 +160,9 @@ class LogsProbe(Probe):
         self._last_full = 0.0
         self._last_save = 0.0
         self.last_lines = LastLinesRing()
+        #: Restarts per (job, cause) and this round's restart lines waiting for their cause.
+        self.restarts: Dict[Tuple[str, str], JobRestarts] = {}
+        self._restart_lines: List[Tuple[Optional[str], Any, str]] = []
 
     def _set_interval(self, cfg: LogsProbeConfig) -> None:
         # With change events the scheduled round is only the safety rescan; events start the others.
@@ -214,6 +243,7 @@ class LogsProbe(Probe):
 
         self._refresh_sources(now)
         self._read(consume, now)
+        self._count_restarts(now)
         for key in [k for k, a in self.active.items() if now - a["last_at"] > self._horizon(a["rule"])]:
             del self.active[key]
         stats = self.tailer.stats
@@ -241,6 +271,7 @@ class LogsProbe(Probe):
             state_error=t.state_error,
             state_save_errors_total=t.state_save_errors_total,
             last_lines=self.last_lines.snapshot(),
+            restarts=tuple(self.restarts.values()),
         )
         lines = sum(s.lines_round for s in stats.values())
         summary = f"{followed} files, {lines} lines, {len(events)} events, {len(self.active)} active"
@@ -291,9 +322,39 @@ class LogsProbe(Probe):
         ev: Deque[str] = a["evidence"]
         for line in raw.lines[-EVIDENCE_LINES:]:
             ev.append(line)
+        if r.id == "launcher_exit_report":
+            restart = parse_restart(raw.text)
+            if restart is not None:
+                self._restart_lines.append((f.job, restart, raw.text))
         return LogEvent(source=f.source, path=f.path, line_no=raw.line_no, rule=r.id, category=r.category,
                         severity=r.severity, role=r.role, text=raw.text, time=now, lines=raw.lines,
                         device=raw.device)
+
+    def _count_restarts(self, now: float) -> None:
+        """Count this round's restart lines per job and cause. Judged after the whole round is
+        read: the failing rank's line and the agent's restart line are in different files, read
+        in either order. The cause is the job's failure line newest since its previous restart
+        (a root cause first, a bare traceback last), else `unknown`; counts are forgotten
+        ROOT_RETENTION after the last."""
+        # The previous restart per job as of before this round (several restarts read in one round
+        # share the lines read with them).
+        before = {job: max((r.last_at for r in self.restarts.values() if r.job == job), default=now - self.cfg.hold)
+                  for job, _, _ in self._restart_lines}
+        for job, restart, text in self._restart_lines:
+            seen = [a for a in self.active.values() if a.get("job") == job and a["rule"].id not in _LAUNCHER_RULES
+                    and a["last_at"] > before[job]]
+            best = max(seen, key=lambda a: (a["rule"].role == "root", a["rule"].category != "traceback",
+                                            a["last_at"]), default=None)
+            cause = best["rule"].id if best is not None else "unknown"
+            old = self.restarts.get((job or "", cause))
+            self.restarts[(job or "", cause)] = JobRestarts(
+                job=job, cause=cause, cause_title=best["rule"].title if best is not None else "",
+                count=(old.count if old else 0) + 1, first_at=old.first_at if old else now, last_at=now,
+                line=text[:600], cause_line=(best.get("summary") or "")[:600] if best is not None else "",
+                limit=restart.limit)
+        self._restart_lines.clear()
+        for key in [k for k, r in self.restarts.items() if now - r.last_at > ROOT_RETENTION]:
+            del self.restarts[key]
 
     def _horizon(self, rule: Any) -> float:
         """How long a match is kept after its last line: a root cause much longer than its `hold`,

@@ -33,9 +33,10 @@ LANGUAGES: Tuple[str, ...] = ("en", "zh")
 DEFAULT_LANGUAGE = "en"
 #: The fields of a rule's words (every language must have each one for every rule).
 RULE_FIELDS: Tuple[str, ...] = ("title", "summary", "meaning", "first_check", "hint")
-#: Fields a rule's summary template may name: the alert's place in words and its identity labels.
+#: Fields a rule's summary template may name: the alert's place in words, its identity labels and
+#: its value (a bare count, for rules whose English value would otherwise be shown untranslated).
 SUMMARY_FIELDS = frozenset({"where", "rank", "npu", "chip", "device_id", "probe", "source", "check",
-                            "log_rule", "host", "training_job", "file"})
+                            "log_rule", "host", "training_job", "file", "cause", "value"})
 
 _HERE = Path(__file__).resolve().parent
 

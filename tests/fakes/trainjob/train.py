@@ -12,6 +12,9 @@ and obeys control files in $FAKE_TRAIN_CONTROL:
   set), all exit 0;
 - `hang`: while it exists, every rank blocks as in a collective that never returns (no step, no
   line, no heartbeat, no CPU), then carries on;
+- `hcclfail-<rank>` holding a number N > 0: after 10 iterations the rank prints HCCL's notify
+  wait timeout naming a remote rank, writes N - 1 back and exits 1 (a rank that fails the same
+  way N times across restarts of its group, then runs on);
 - `oomcascade-<rank>`: that rank prints torch_npu's out-of-memory traceback and exits 1; every
   other rank then reports an HCCL timeout naming it (once) and blocks, as peers in a collective do.
 
@@ -144,6 +147,16 @@ def main() -> int:
         if ctl and os.path.exists(os.path.join(ctl, f"nan-{rank}")) and not said_nan:
             print("{'loss': nan, 'learning_rate': 1e-05, 'epoch': 0.5}", flush=True)
             said_nan = True
+        fails = os.path.join(ctl, f"hcclfail-{rank}") if ctl else ""
+        if step >= 10 and fails and os.path.exists(fails):
+            with open(fails) as fh:
+                left = int(fh.read().strip() or 0)
+            if left > 0:
+                with open(fails, "w") as fh:
+                    fh.write(str(left - 1))
+                print("[ERROR] HCCL EI0002: The wait execution of the Notify register times out. Reason: the Notify "
+                      f"register has not received the Notify record from remote rank: [{(rank + 1) % 2}].", flush=True)
+                return 1
         if ctl and os.path.exists(os.path.join(ctl, f"exit-{rank}")):
             return 1
         if ctl and os.path.exists(os.path.join(ctl, f"quit-{rank}")):

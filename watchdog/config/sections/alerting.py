@@ -21,6 +21,7 @@ from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL
 from watchdog.core.plugins import Slot
 from watchdog.core.rulecatalog import JOB_LABELS, default_inhibitions
 from watchdog.core.rulecatalog import default_for as declared_for
+from watchdog.logrules.model import current_rule_id
 
 log = logging.getLogger("watchdog.config")
 
@@ -81,6 +82,16 @@ class LabelMatcher(StrictModel):
     @classmethod
     def _current_name(cls, v: str) -> str:
         return current_label(v, f"matcher {v}")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _current_rule(cls, data: object) -> object:
+        # A renamed log rule's old id would silently match nothing: use its successor.
+        if isinstance(data, dict) and data.get("name") == "log_rule" and data.get("op", "=") in ("=", "!=") \
+                and isinstance(data.get("value"), str):
+            where = f"matcher log_rule{data.get('op', '=')}{data['value']}"
+            return {**data, "value": current_rule_id(data["value"], where, log.warning)}
+        return data
 
     def matches(self, labels: Dict[str, str]) -> bool:
         have = labels.get(self.name, "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Dict, List, Optional
 
@@ -12,7 +13,9 @@ from pydantic import Field, field_validator, model_validator
 from watchdog.config.sections.common import ProbeSchedule
 from watchdog.config.types import Duration, Size, StrictModel
 from watchdog.logrules.matcher import re2_available
-from watchdog.logrules.model import CATEGORIES, SHIPPED_PACKS, RuleError, build_ruleset
+
+log = logging.getLogger("watchdog.config")
+from watchdog.logrules.model import CATEGORIES, SHIPPED_PACKS, RuleError, build_ruleset, current_rule_id
 
 # Derived from the rule model's declarations: a new pack is one YAML file and one name there.
 Category = Literal[CATEGORIES]  # type: ignore[valid-type]
@@ -131,6 +134,11 @@ class LogsProbeConfig(ProbeSchedule):
     packs: List[PackName] = Field(default_factory=lambda: list(SHIPPED_PACKS))
     #: Shipped rule ids to switch off.
     disable: List[str] = Field(default_factory=list)
+
+    @field_validator("disable")
+    @classmethod
+    def _current_ids(cls, v: List[str]) -> List[str]:
+        return [current_rule_id(rid, "probes.logs.disable", log.warning) for rid in v]
     #: Your own rules (category `custom` unless given).
     rules: List[LogRuleConfig] = Field(default_factory=list)
     #: A log finding stays in force this long after its last matching line, then resolves.
