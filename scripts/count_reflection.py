@@ -28,7 +28,7 @@ RECEIVERS: Dict[str, str] = {
     # the platform: modules that may lack a name, exceptions, thread-locals, log records, addresses
     "os": "platform", "yaml": "platform", "torch": "platform", "torch_npu": "platform",
     "torch.npu": "platform", "torch.npu.matmul": "platform", "exc": "platform", "_local": "platform",
-    "record": "platform", "addr": "platform",
+    "record": "platform", "addr": "platform", "cur": "platform",
     # plugin modules, while they are discovered
     "mod": "plugin-module", "importlib.import_module(m)": "plugin-module",
     # data: config models, argparse results, typing annotations, parsed files
@@ -37,7 +37,7 @@ RECEIVERS: Dict[str, str] = {
     "cfg": "data", "alerting": "data", "base": "data", "value": "data", "c": "data", "hist": "data",
     # data: probe observations (records of a union of types)
     "obs": "observation", "sample.value": "observation", "latest.value": "observation",
-    "last.value": "observation", "a": "observation", "p": "observation", "cur": "observation",
+    "last.value": "observation", "a": "observation", "p": "observation",
 }
 #: `self` inside these is a data record reading its own fields by name (a config section, the
 #: doctor's version facts).

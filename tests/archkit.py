@@ -7,9 +7,10 @@ docs/architecture.md:
                                                  # from `git archive <commit> watchdog | tar -x -C DIR`)
 
 The import graph is grimp's (the library import-linter is built on): every `import` statement,
-at module level or inside a function, also under `if TYPE_CHECKING:`. A run-time lookup of a plugin
-registry (`watchdog.core.plugins.registry`) is not an import and is not in the graph: those are
-listed in `watchdog.core.plugins.REGISTRIES`.
+at module level or inside a function, also under `if TYPE_CHECKING:`. An import by a name computed
+at run time (`importlib`, `__import__`, `pkgutil`, ...) would not be in the graph: the package has
+none (`dynamic_imports` finds them in any spelling), the composition root `watchdog.plugins_list`
+imports every plugin by name.
 """
 
 from __future__ import annotations
@@ -101,6 +102,55 @@ def function_level_imports(root: Path = REPO / PACKAGE) -> List[Tuple[str, int, 
                 rel = str(path.relative_to(root.parent))
                 out += [(rel, node.lineno, name, comment) for name in names]
     return sorted(set(out))
+
+
+#: Modules through which a program imports a module by a name computed at run time.
+DYNAMIC_MODULES = ("importlib", "importlib.util", "importlib.machinery", "importlib.abc", "pkgutil",
+                   "runpy", "imp", "zipimport", "builtins")
+#: Names from `importlib` that only read package data or metadata, never import a module.
+DATA_ONLY = ("resources", "metadata")
+#: Names that import or load a module by a computed name, however they are reached (attribute,
+#: bare name, or a string handed to getattr).
+DYNAMIC_NAMES = ("__import__", "import_module", "find_spec", "spec_from_file_location",
+                 "spec_from_loader", "module_from_spec", "exec_module", "load_module", "iter_modules",
+                 "walk_packages", "find_loader", "get_loader", "run_module", "run_path", "reload",
+                 "__builtins__")
+#: Built-ins that run code from a string (`exec("import x")`), when called by their bare name (a
+#: `.eval()` method or an "eval" phase is not one).
+CODE_RUNNERS = ("exec", "eval")
+
+
+def _dynamic_sites(tree: ast.AST) -> List[Tuple[int, str]]:
+    """(line, what) of every way `tree` could import a module by a computed name."""
+    out: List[Tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in DYNAMIC_MODULES:
+                    out.append((node.lineno, f"import {alias.name}"))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in DYNAMIC_MODULES:
+            names = [a.name for a in node.names]
+            if node.module != "importlib" or any(n not in DATA_ONLY for n in names):
+                out.append((node.lineno, f"from {node.module} import {', '.join(names)}"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CODE_RUNNERS:
+            out.append((node.lineno, f"{node.func.id}(...)"))
+        elif isinstance(node, ast.Name) and node.id in DYNAMIC_NAMES:
+            out.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute) and node.attr in DYNAMIC_NAMES:
+            out.append((node.lineno, f".{node.attr}"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in DYNAMIC_NAMES:
+            out.append((node.lineno, repr(node.value)))
+    return out
+
+
+def dynamic_imports(root: Path = REPO / PACKAGE) -> List[str]:
+    """`path:line what` of every dynamic import under `root`: the import graph, and so the layer
+    contract, would not see the edge it makes."""
+    out: List[str] = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        out.extend(f"{path.relative_to(root.parent)}:{line} {what}" for line, what in _dynamic_sites(tree))
+    return out
 
 
 def check_contracts(config: Path = CONFIG) -> Tuple[bool, str]:

@@ -5,6 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from watchdog.plugins_list import assemble
+
+assemble()  # the composition root, as every entry point runs it
 from tests.helpers import Daemon
 from tests.hostile_kit import other_users_root
 

@@ -23,6 +23,7 @@ from watchdog.observations import (
     ProcessObservation,
 )
 from watchdog.core.state import StateStore, StateView
+from watchdog.probes.logs import LogProbeObservation
 
 T0 = 1_700_000_000.0
 BASE = {"host": "node-a", "training_job": "job-a"}
@@ -66,8 +67,9 @@ def beats(steps: Sequence[Optional[int]], t: float, phases: Optional[Sequence[Op
 
 def logs(last_line_at: Dict[str, float], lines: Optional[Dict[str, int]] = None,
          progress_at: Optional[Dict[str, float]] = None) -> LogObservation:
-    """A log observation whose newest lines are progress lines (unless `progress_at` says otherwise)."""
-    return LogObservation(events=(), last_line_at=dict(last_line_at), lines_read=dict(lines or {}),
+    """A log observation whose newest lines are progress lines (unless `progress_at` says otherwise),
+    the record the logs probe stores (`LOGS`)."""
+    return LogProbeObservation(events=(), last_line_at=dict(last_line_at), lines_read=dict(lines or {}),
                           progress_at=dict(last_line_at if progress_at is None else progress_at))
 
 

@@ -7,29 +7,10 @@ config errors.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from typing import List, Optional
 
 from watchdog.release import version_line
-
-#: Modules offering `register(subparsers)`; listed once so every command shows in --help.
-COMMAND_MODULES = (
-    "watchdog.commands.run",
-    "watchdog.commands.check_config",
-    "watchdog.commands.probe",
-    "watchdog.commands.status",
-    "watchdog.commands.npu_smi",
-    "watchdog.commands.scan",
-    "watchdog.commands.alerts",
-    "watchdog.commands.snapshot",
-    "watchdog.commands.doctor",
-    "watchdog.commands.discover",
-    "watchdog.commands.demo",
-    "watchdog.commands.relay",
-    "watchdog.commands.completion",
-)
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -38,8 +19,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMAND_MODULES:
-        importlib.import_module(module).register(sub)
+    # Here, not at the top: `--version` is answered before any subcommand is registered.
+    from watchdog.commands import (alerts, check_config, completion, demo, discover, doctor,  # noqa: I001  see above
+                                   npu_smi, probe, relay, run, scan, snapshot, status)
+    # Listed once, in --help's order, so every command shows there.
+    for module in (run, check_config, probe, status, npu_smi, scan, alerts, snapshot, doctor, discover,
+                   demo, relay, completion):
+        module.register(sub)
+    parser.set_defaults(parser=parser)  # `completion` describes the whole parser
     return parser
 
 
@@ -53,6 +40,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    from watchdog.plugins_list import assemble  # the composition root, once a command runs: --help stays light
+
+    assemble()
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

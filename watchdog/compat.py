@@ -10,7 +10,6 @@ and `python-dateutil` (installed before 3.9 only, pyproject.toml says so).
 from __future__ import annotations
 
 import datetime
-import importlib
 import os
 import sys
 from pathlib import Path
@@ -51,11 +50,12 @@ __all__ = ["Annotated", "Literal", "Protocol", "ZoneInfo", "ZoneInfoNotFoundErro
 def resource_text(package: str, *parts: str) -> str:
     """The text of a data file shipped inside `package` (`parts` is its path below it).
     `importlib.resources.files` is 3.9+; before it, the file sits beside the package's modules in
-    every way this package is installed (wheel, editable, source tree), never in a zip."""
+    every way this package is installed (wheel, editable, source tree), never in a zip, so its
+    folder is found from this module's, without importing anything by name."""
     try:
         from importlib.resources import files  # 3.9+; here because 3.8 has no such name
     except ImportError:
-        base = Path(importlib.import_module(package).__file__ or "").parent
+        base = Path(__file__).resolve().parent.parent.joinpath(*package.split("."))
         return base.joinpath(*parts).read_text(encoding="utf-8")
     node = files(package)
     for part in parts:

@@ -18,6 +18,7 @@ from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Tuple, Uni
 
 from watchdog.host import clock
 from watchdog import __version__
+from watchdog.plugins_list import assemble
 from watchdog.service import statelock
 from watchdog.alerting.core import SnapshotRequester
 from watchdog.alerting.engine import AlertEngine
@@ -79,6 +80,7 @@ class Daemon:
     engine: AlertEngineView
 
     def __init__(self, config: Config, config_path: Optional[str]):
+        assemble()  # the plugins (already, when `config` was loaded: the entry point ran it)
         self.config_path = config_path
         # Before anything opens the state (raises StateFolderBusy when another daemon holds it).
         self.state_folder = StateFolder(config.paths.state_dir)

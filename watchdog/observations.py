@@ -18,6 +18,8 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple
 from watchdog.compat import Protocol, runtime_checkable  # 3.7: from typing_extensions
 from watchdog.parse.pace import PaceMark
 
+from watchdog.core.state import RecordKey
+
 
 @runtime_checkable
 class JobScoped(Protocol):
@@ -138,6 +140,10 @@ class ProcessObservation:
                        clean_end=job.clean_end)
 
 
+#: The process probe's records.
+PROCESS: RecordKey[ProcessObservation] = RecordKey("process")
+
+
 # --- heartbeat probe -----------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -195,6 +201,10 @@ class HeartbeatObservation:
                                             if r.job == job.name or (r.job is None and first)))
 
 
+#: The heartbeat probe's records.
+HEARTBEAT: RecordKey[HeartbeatObservation] = RecordKey("heartbeat")
+
+
 # --- npu probe -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -246,6 +256,10 @@ class NpuObservation:
     #: False when the table has no process table at all (npu-smi 22.x and older, 310B boards):
     #: then `processes` is empty because nobody knows, not because no process holds a chip.
     processes_known: bool = True
+
+
+#: The npu probe's records.
+NPU: RecordKey[NpuObservation] = RecordKey("npu")
 
 
 # --- log probe -----------------------------------------------------------------------------
@@ -381,3 +395,7 @@ class KernelObservation:
     last_seq: Optional[int] = None
     #: Why the read position cannot be saved (None when the last save worked).
     state_error: Optional[str] = None
+
+
+#: The kernel probe's records.
+KERNEL: RecordKey[KernelObservation] = RecordKey("kernel")

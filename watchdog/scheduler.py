@@ -1,10 +1,12 @@
 """Runs each probe on its own interval, with a hard per-round timeout, and records its health.
 
 APScheduler has no job timeout and its pool threads block interpreter exit, so a round's real
-work runs in a separate daemon thread that the job waits on for at most the probe's timeout. A
-round that overruns marks the probe down and is left to finish (or hang) on its own; while it is
-still stuck, later rounds report "previous round still running" instead of piling up threads.
-Subprocesses inside probes have their own timeouts and kill their process group.
+work runs in its probe's own daemon thread (`RoundWorker`), and the job only hands the round over
+and returns: APScheduler's pool needs one thread. One watch thread (`RoundWatch`) settles every
+round when it finishes or when the probe's timeout is up, whichever comes first. A round that
+overruns marks the probe down and is left to finish (or hang) on its own; while it is still stuck,
+later rounds report "previous round still running" instead of piling up threads. Subprocesses
+inside probes have their own timeouts and kill their process group.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import random
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Dict, FrozenSet, List, Optional
+from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
@@ -22,9 +24,10 @@ from apscheduler.triggers.interval import IntervalTrigger
 from watchdog.host import clock
 from watchdog.probes.base import Probe
 from watchdog.scheduling.replan import ClockFollower, replan_jobs
-from watchdog.scheduling.rounds import Round, RoundWorker, record_round, record_stuck
+from watchdog.scheduling.rounds import Round, RoundWorker, pass_wanted, record_round, record_stuck
 from watchdog.scheduling.tracker import RoundTracker
 from watchdog.scheduling.trigger import PhasedTrigger
+from watchdog.scheduling.watch import RoundWatch
 from watchdog.core.state import StateStore
 
 log = logging.getLogger(__name__)
@@ -77,11 +80,15 @@ class ProbeScheduler:
         #: One round of a probe at a time, whether the schedule or its change events started it.
         self._turns: Dict[str, threading.Lock] = {}
         self._workers: Dict[str, RoundWorker] = {}
+        #: Settles every round (finished or timed out): see watchdog.scheduling.watch.
+        self._watch = RoundWatch()
         self._stopped = threading.Event()
         self.last_tick = time.monotonic()
         self._sched = BackgroundScheduler(
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 30},
-            executors={"default": {"type": "threadpool", "max_workers": 20}},
+            # A job hands a round to its probe's worker and returns (the tick runs the periodic
+            # pass): one pool thread runs them all.
+            executors={"default": {"type": "threadpool", "max_workers": 1}},
             timezone="UTC",
         )
 
@@ -97,6 +104,7 @@ class ProbeScheduler:
         with self._lock:
             for worker in self._workers.values():
                 worker.submit(None)
+        self._watch.stop()
         try:
             self._sched.shutdown(wait=False)
         except Exception:  # already stopped
@@ -120,28 +128,10 @@ class ProbeScheduler:
             next_run_time=datetime.now().astimezone(),
         )
         if probe.follows_changes:
-            threading.Thread(target=self._follow, args=(probe,), name=f"follow-{probe.name}", daemon=True).start()
+            threading.Thread(target=follow_changes, args=(self, probe), name=f"follow-{probe.name}", daemon=True).start()
 
     def _trigger(self, interval: float) -> IntervalTrigger:
         return PhasedTrigger(seconds=interval, start_date=self._anchor, timezone=timezone.utc)
-
-    def _follow(self, probe: Probe) -> None:
-        """Run a round of `probe` whenever it reports a change (until it is replaced or stopped)."""
-        last = 0.0
-        while not self._stopped.is_set() and self.probes.get(probe.name) is probe:
-            try:
-                changed = probe.wait_change(FOLLOW_WAIT)
-            except Exception:
-                log.exception("waiting for changes of probe %s failed", probe.name)
-                self._stopped.wait(FOLLOW_WAIT)
-                continue
-            if not changed or self.probes.get(probe.name) is not probe:
-                continue
-            gap = EVENT_GAP - (time.monotonic() - last)
-            if gap > 0 and self._stopped.wait(gap):
-                return
-            last = time.monotonic()
-            self._run_probe(probe.name, wait_turn=True)
 
     def replace_probes(self, probes: List[Probe], default_timeout: float, jitter: float) -> None:
         """Apply a reloaded config: keep probes that adopt the new settings, swap the rest."""
@@ -182,12 +172,12 @@ class ProbeScheduler:
         except Exception:
             log.exception("periodic evaluation failed")
 
-    def run_now(self, name: str) -> None:
-        self._run_probe(name)
+    def run_now(self, name: str) -> None:  # returns once the round is settled (recorded, evaluated)
+        self._run_probe(name, wait_settled=True)
 
-    def _run_probe(self, name: str, wait_turn: bool = False) -> None:
-        """One round; a scheduled round is skipped while another one (started by change events)
-        is under way, a round for change events waits for its turn."""
+    def _run_probe(self, name: str, wait_turn: bool = False, wait_settled: bool = False) -> None:
+        """Start one round: a scheduled one is skipped while another is under way, one for change
+        events waits for its turn. The turn comes back when the round is settled (`_settle`)."""
         probe = self.probes.get(name)
         if probe is None:
             return
@@ -197,11 +187,17 @@ class ProbeScheduler:
         if not got:
             return
         try:
-            self._run_probe_turn(name, probe)
-        finally:
+            rnd = self._start_round(name, probe, turn)
+        except BaseException:  # never keep the turn of a round that did not start
             turn.release()
+            raise
+        if rnd is None:
+            turn.release()
+        elif wait_settled:
+            rnd.settled.wait()
 
-    def _run_probe_turn(self, name: str, probe: Probe) -> None:
+    def _start_round(self, name: str, probe: Probe, turn: threading.Lock) -> Optional[Round]:
+        """Hand a round to the probe's worker, watched until settled; None: the last one is stuck."""
         timeout = self.timeout_of(probe)
         now = clock.now()
         st = self.store.status(name)
@@ -211,7 +207,7 @@ class ProbeScheduler:
         if stuck is not None and not stuck.done.is_set():
             record_stuck(self.store, name, stuck, runs, now)
             self._finish(name, complete=False)
-            return
+            return None
         rnd = Round(probe)
         with self._lock:
             self._inflight[name] = rnd
@@ -219,18 +215,24 @@ class ProbeScheduler:
             worker = self._workers.get(name)
             if worker is None:
                 worker = self._workers[name] = RoundWorker(name)
+        self._watch.watch(rnd, timeout, lambda finished: self._settle(name, rnd, finished, (timeout, runs, now), turn))
         worker.submit(rnd)
-        finished = rnd.done.wait(timeout)
-        if finished:
-            with self._lock:
-                self._inflight.pop(name, None)
-        record_round(self.store, name, rnd, finished, timeout, runs, now)
-        ok = finished and rnd.error is None and rnd.result is not None
-        quiet = ok and rnd.result is not None and rnd.result.quiet
-        # A round of a probe with change events that found something (new log matches: a NaN
-        # line) is judged at once, not after a slow batch mate (an npu round may take seconds).
-        found = ok and not quiet and probe.follows_changes
-        self._finish(name, complete=finished, evaluate=not quiet, wait=not found)
+        return rnd
+
+    def _settle(self, name: str, rnd: Round, finished: bool, when: Tuple[float, int, float],
+                turn: threading.Lock) -> None:
+        """Record a finished (or timed-out) round, hand its batch to the detector pass, give the
+        probe's turn back: in the watch's thread, once per round."""
+        timeout, runs, now = when
+        try:
+            if finished:
+                with self._lock:
+                    self._inflight.pop(name, None)
+            record_round(self.store, name, rnd, finished, timeout, runs, now)
+            evaluate, wait = pass_wanted(rnd, finished)
+            self._finish(name, complete=finished, evaluate=evaluate, wait=wait)
+        finally:
+            turn.release()
 
     def _finish(self, name: str, complete: bool = True, evaluate: bool = True, wait: bool = True) -> None:
         self.rounds.ended(name)
@@ -283,9 +285,25 @@ class ProbeScheduler:
         return True
 
     def next_runs(self) -> Dict[str, Optional[float]]:
-        out: Dict[str, Optional[float]] = {}
-        for job in self._sched.get_jobs():
-            if job.id == TICK_JOB:
-                continue
-            out[job.id] = job.next_run_time.timestamp() if job.next_run_time else None
-        return out
+        return {job.id: job.next_run_time.timestamp() if job.next_run_time else None
+                for job in self._sched.get_jobs() if job.id != TICK_JOB}
+
+
+def follow_changes(sched: ProbeScheduler, probe: Probe) -> None:
+    """Run a round of `probe` whenever it reports a change (until it is replaced or the scheduler
+    stops): the thread of a probe with change events (`follows_changes`), beside its schedule."""
+    last = 0.0
+    while not sched._stopped.is_set() and sched.probes.get(probe.name) is probe:
+        try:
+            changed = probe.wait_change(FOLLOW_WAIT)
+        except Exception:
+            log.exception("waiting for changes of probe %s failed", probe.name)
+            sched._stopped.wait(FOLLOW_WAIT)
+            continue
+        if not changed or sched.probes.get(probe.name) is not probe:
+            continue
+        gap = EVENT_GAP - (time.monotonic() - last)
+        if gap > 0 and sched._stopped.wait(gap):
+            return
+        last = time.monotonic()
+        sched._run_probe(probe.name, wait_turn=True, wait_settled=True)

@@ -58,3 +58,32 @@ def test_a_daemon_that_has_sent_nothing_has_not_imported_requests(tmp_path):
     loaded, status, log = loaded_after_rounds(tmp_path)
     assert status["findings"] == [] and status["discovery"]["jobs"] == [], status
     assert loaded == [], (loaded, log[-2000:])
+
+
+#: Plugin packages the config must not load: the composition root hands their declarations down.
+PLUGIN_PACKAGES = ("watchdog.probes", "watchdog.detectors", "watchdog.summaries", "watchdog.metrics",
+                   "watchdog.alerting")
+
+
+def _loaded_by(statement: str) -> list:
+    import subprocess
+
+    code = (f"import sys\n{statement}\n"
+            "print('\\n'.join(sorted(m for m in sys.modules if m == 'watchdog' or m.startswith('watchdog.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return out.stdout.split()
+
+
+def test_the_config_schema_loads_no_plugin_module():
+    """`import watchdog.config.schema` alone loads no probe, detector, summary, metric or channel
+    module (it loaded 79 modules when the config looked the probe modules up itself)."""
+    loaded = _loaded_by("import watchdog.config.schema")
+    plugins = [m for m in loaded if m.startswith(PLUGIN_PACKAGES)]
+    assert plugins == [], plugins
+    assert "watchdog.config.schema" in loaded
+
+
+def test_the_count_sees_plugin_modules_when_the_root_loads():
+    """The counter itself: importing the composition root loads every plugin module it lists."""
+    loaded = _loaded_by("import watchdog.plugins_list")
+    assert {"watchdog.probes.npu", "watchdog.detectors.stall", "watchdog.alerting.channels.feishu"} <= set(loaded)

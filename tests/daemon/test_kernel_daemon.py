@@ -117,9 +117,13 @@ def test_an_unreadable_kernel_log_is_a_probe_down(tmp_path, make_daemon):
     d = make_daemon({"probes": {"kernel": {"enabled": True, "interval": "1s", "device": str(tmp_path / "no-kmsg")}},
                      "alerting": {"for": {"probe_down": "0s"}}})
     wait_for(lambda: d.metrics().get('npu_watchdog_probe_up{probe="kernel"}') == 0, timeout=20, what="kernel probe down")
-    st = d.status()
-    probe = next(p for p in st["probes"] if p["name"] == "kernel")
-    assert "cannot read the kernel log" in probe["last_error"]
+
+    def kernel():
+        return next(p for p in d.status()["probes"] if p["name"] == "kernel")
+
+    # probe_up is 0 from the start too (before the first round): wait for the round's error.
+    wait_for(lambda: kernel()["last_error"], timeout=20, what="the kernel probe's first round")
+    assert "cannot read the kernel log" in kernel()["last_error"]
     wait_for(lambda: any(f["rule"] == "probe_down" and f["labels"].get("probe") == "kernel" for f in d.status()["findings"]),
              timeout=20, what="probe_down finding")
     assert "cannot read the kernel log" in d.log()

@@ -132,13 +132,16 @@ def test_every_known_rule_has_words():
 
 
 def test_the_early_nan_hint_names_the_iteration_of_the_line():
-    from types import SimpleNamespace
+    from dataclasses import replace
 
     from watchdog.detectors.logs import _hint
+    from watchdog.probes.logs import ActiveMatch
 
-    hit = SimpleNamespace(first_at=1000.0 + 720, summary="loss is NaN/inf", evidence=(MEGATRON_NAN,),
-                          hint="h", hint_early="NaN early: check the warm-up.", hint_late="NaN late.")
+    hit = ActiveMatch(rule="nan_loss", category="nan", severity="critical", role="root", title="NaN loss",
+                      rank="0", source="train", path="train.log", first_at=1000.0 + 720, last_at=1000.0 + 720,
+                      count=1, summary="loss is NaN/inf", evidence=(MEGATRON_NAN,),
+                      hint="h", hint_early="NaN early: check the warm-up.", hint_late="NaN late.")
     assert _hint(hit, 1000.0, 3600) == "First seen at iteration 5426, 12 min after the ranks started. " \
                                        "NaN early: check the warm-up."
-    no_step = SimpleNamespace(**{**hit.__dict__, "evidence": ("loss: nan",)})
+    no_step = replace(hit, evidence=("loss: nan",))
     assert _hint(no_step, 1000.0, 3600).startswith("First seen 12 min after")

@@ -4,16 +4,13 @@ a function says why. The numbers in docs/architecture.md come from `python -m te
 
 from __future__ import annotations
 
-import ast
 import importlib
-import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests import archkit
-from tests.helpers import REPO
 
 #: An import the contract forbids: the state store (bottom) reaching up into the detectors.
 PLANTED = "from watchdog.detectors import detector_modules  # planted by the test\n"
@@ -73,22 +70,47 @@ def test_imports_inside_functions_say_why():
     assert not bare, "imports inside functions without a comment saying why:\n" + "\n".join(bare)
 
 
-def test_registry_lookups_are_only_the_declared_ones():
-    """`watchdog.core.plugins.registry` is the one way a lower layer reaches a plugin registry
-    above it; every name looked up is declared in REGISTRIES, and nothing else imports a watchdog
-    module by a name in a string."""
-    from watchdog.core.plugins import REGISTRIES
+def test_no_module_is_imported_by_a_computed_name():
+    """Every import the program makes is an `import` statement the graph sees: plugins are listed
+    in the composition root (`watchdog.plugins_list`), never looked up at run time."""
+    found = archkit.dynamic_imports()
+    assert found == [], "imports by a computed name (list the module in watchdog/plugins_list.py):\n" + "\n".join(found)
 
-    looked_up, by_string = set(), []
-    for path in sorted((REPO / "watchdog").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)):
-                continue
-            name = getattr(node.func, "id", getattr(node.func, "attr", ""))
-            arg = node.args[0].value
-            if name == "registry":
-                looked_up.add(arg)
-            elif name == "import_module" and isinstance(arg, str) and re.match(r"watchdog\.", arg):
-                by_string.append(f"{path.relative_to(REPO)}: {arg}")
-    assert looked_up == set(REGISTRIES)
-    assert not by_string, by_string
+
+#: One dynamic import per spelling; each, planted below the root, must be found.
+SPELLINGS = (
+    "import importlib\nmod = importlib.import_module('watchdog.detectors')\n",
+    "import importlib as il\nmod = il.import_module('watchdog.detectors')\n",
+    "from importlib import import_module\nmod = import_module('watchdog.detectors')\n",
+    "from importlib import import_module as im\nmod = im('watchdog.detectors')\n",
+    "mod = __import__('watchdog.detectors')\n",
+    "import builtins\nmod = builtins.__import__('watchdog.detectors')\n",
+    "import importlib.util\nspec = importlib.util.spec_from_file_location('x', 'x.py')\n",
+    "from importlib.util import spec_from_file_location, module_from_spec\n",
+    "from importlib import util\nspec = util.find_spec('watchdog.detectors')\n",
+    "import pkgutil\nmods = list(pkgutil.iter_modules(['.']))\n",
+    "from pkgutil import walk_packages\n",
+    "import runpy\nrunpy.run_module('watchdog.detectors')\n",
+    "import sys\nmod = getattr(sys.modules['builtins'], '__import__')('watchdog.detectors')\n",
+    "exec('import watchdog.detectors')\n",
+    "mod = __builtins__['__import__']('watchdog.detectors')\n",
+)
+
+
+@pytest.mark.parametrize("planted", SPELLINGS)
+def test_a_planted_dynamic_import_is_found_in_any_spelling(tmp_path, planted):
+    archkit.copy_package(tmp_path)
+    state = tmp_path / "watchdog" / "core" / "state.py"
+    state.write_text(state.read_text(encoding="utf-8") + "\n\ndef _planted():\n"
+                     + "".join(f"    {line}\n" for line in planted.splitlines()), encoding="utf-8")
+    found = archkit.dynamic_imports(tmp_path / "watchdog")
+    assert found and all(f.startswith("watchdog/core/state.py:") for f in found), found
+
+
+def test_reading_package_data_is_not_a_dynamic_import(tmp_path):
+    """`importlib.resources` and `importlib.metadata` read files, they import no module."""
+    archkit.copy_package(tmp_path)
+    state = tmp_path / "watchdog" / "core" / "state.py"
+    state.write_text(state.read_text(encoding="utf-8")
+                     + "\nfrom importlib import resources\nfrom importlib import metadata\n", encoding="utf-8")
+    assert archkit.dynamic_imports(tmp_path / "watchdog") == []

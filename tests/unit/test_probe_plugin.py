@@ -1,11 +1,14 @@
-"""A probe is one plugin: dropping one module into `watchdog/probes/` is all the code a new probe
-needs. The module declares its config section, its observation record, its metrics and whether
-discovery feeds it; the config schema, the config reference, the metric table, discovery and the
-probe registry find it with no other file edited.
+"""A probe, a detector rule and a channel are each one plugin: one module of code, plus its name
+in the composition root's list (`watchdog/plugins_list.py`), is all the package needs. The module
+declares its config section, its observation record and key, its metrics and whether discovery
+feeds it (a probe), its rules (a detector), its type and limits (a channel); the config schema,
+the config reference, the metric table, discovery, the rule catalog and the channel set get them
+from the root, with no other file edited.
 
-Proved on a copy of the package with one throw-away probe module added (the copy is imported in
-this process in place of the real package, then the real one is put back), and the count of files
-a new probe touches that docs/architecture.md states is held to what this test plants.
+Proved on a copy of the package with one throw-away plugin added the way docs/architecture.md's
+checklist says (the copy is imported in this process in place of the real package, then the real
+one is put back); the copy still keeps the layer contract, and the count of files each kind of
+plugin touches that docs/architecture.md states is held to what this test plants.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ from typing import Any, Iterator, List
 from pydantic import Field
 
 from watchdog.config.sections.common import ProbeSchedule, ProbeSection
-from watchdog.metrics.catalog import MetricDef, MetricSample
+from watchdog.core.metricdef import MetricDef, MetricSample
+from watchdog.core.state import RecordKey
 from watchdog.probes.base import Collected, Probe, ProbeContext
 
 
@@ -52,6 +56,9 @@ class CanaryProbeConfig(ProbeSchedule):
 @dataclass(frozen=True)
 class CanaryObservation:
     chirps: int
+
+
+CANARY: RecordKey[CanaryObservation] = RecordKey("canary")
 
 
 class CanaryProbe(Probe):
@@ -73,7 +80,7 @@ METRICS: List[MetricDef] = [
 
 
 def samples(rt: Any) -> Iterator[MetricSample]:
-    sample = rt.state.latest("canary")
+    sample = rt.state.latest(CANARY)
     if sample is not None:
         yield MetricSample("npu_watchdog_canary_chirps", {}, sample.value.chirps)
 
@@ -88,12 +95,79 @@ def _own_modules() -> Dict[str, Any]:
     return {k: v for k, v in sys.modules.items() if k == "watchdog" or k.startswith("watchdog.")}
 
 
-@pytest.fixture
-def planted(tmp_path: Path) -> Iterator[Path]:
-    """A copy of the package with `probes/canary.py` added, imported as `watchdog` for the test."""
+#: A throw-away detector with one rule, reading the canary-free process probe.
+LOOKOUT = '''
+"""Lookout: a throw-away detector that a test plants in a copy of the package."""
+
+from __future__ import annotations
+
+from typing import List
+
+from watchdog.config.schema import Config
+from watchdog.core.findings import Finding
+from watchdog.core.rulecatalog import Rule
+from watchdog.core.state import StateView
+
+RULES = (Rule("lookout_seen", "info", title="Lookout saw something"),)
+TRIGGERS = ("process",)
+
+
+def detect(view: StateView, config: Config) -> List[Finding]:
+    return []
+'''
+
+#: A throw-away channel: a vendor with its own type and limits.
+PIGEON = '''
+"""Pigeon: a throw-away channel that a test plants in a copy of the package."""
+
+from __future__ import annotations
+
+from watchdog.alerting.channels.webhook import WebhookChannel
+
+
+class PigeonChannel(WebhookChannel):
+    type = "pigeon"
+    rate_limits = ((1, 1.0),)
+'''
+
+
+def add_to_root(root_py: Path, import_line: str, list_name: str, item: str) -> None:
+    """Step 2 of each checklist in docs/architecture.md, to the letter: the module's import among
+    the root's imports, and its name first in the root's list."""
+    text = root_py.read_text(encoding="utf-8")
+    anchor = "\n\n#: Probe modules"
+    assert anchor in text and f"{list_name}: " in text
+    text = text.replace(anchor, f"\n{import_line}{anchor}", 1)
+    head, sep, tail = text.partition(f"{list_name}: ")
+    decl, paren, rest = tail.partition("= (")
+    root_py.write_text(head + sep + decl + paren + f"{item}, " + rest, encoding="utf-8")
+
+
+def _plant(tmp_path: Path, kind: str) -> Path:
+    """A copy of the package with one plugin of `kind` added as the checklist says."""
     root = tmp_path / "src"
     shutil.copytree(PACKAGE, root / "watchdog", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (root / "watchdog" / "probes" / "canary.py").write_text(CANARY, encoding="utf-8")
+    pkg = root / "watchdog"
+    if kind == "probe":
+        (pkg / "probes" / "canary.py").write_text(CANARY, encoding="utf-8")
+        add_to_root(pkg / "plugins_list.py", "from watchdog.probes import canary", "PROBE_MODULES", "canary")
+        add_to_root(pkg / "plugins_list.py", "", "PROBE_METRIC_MODULES", "canary")
+    elif kind == "detector":
+        (pkg / "detectors" / "lookout.py").write_text(LOOKOUT, encoding="utf-8")
+        add_to_root(pkg / "plugins_list.py", "from watchdog.detectors import lookout", "DETECTOR_MODULES", "lookout")
+    else:
+        (pkg / "alerting" / "channels" / "pigeon.py").write_text(PIGEON, encoding="utf-8")
+        add_to_root(pkg / "plugins_list.py", "from watchdog.alerting.channels import pigeon", "CHANNELS",
+                    "pigeon.PigeonChannel")
+    return pkg
+
+
+@pytest.fixture
+def planted(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A copy of the package with one plugin added (`probe` unless the test is parametrized),
+    imported as `watchdog`, its composition root run, for the test."""
+    pkg = _plant(tmp_path, getattr(request, "param", "probe"))
+    root = pkg.parent
     saved = _own_modules()
     for name in saved:
         del sys.modules[name]
@@ -101,6 +175,7 @@ def planted(tmp_path: Path) -> Iterator[Path]:
     importlib.invalidate_caches()
     try:
         assert importlib.import_module("watchdog").__file__.startswith(str(root))
+        importlib.import_module("watchdog.plugins_list")
         yield root / "watchdog"
     finally:
         sys.path.remove(str(root))
@@ -123,7 +198,7 @@ def _changed(a: Path, b: Path) -> list:
 
 
 def test_one_module_is_a_whole_probe(planted: Path):
-    assert _changed(PACKAGE, planted) == ["probes/canary.py"]  # no other file edited
+    assert _changed(PACKAGE, planted) == ["plugins_list.py", "probes/canary.py"]  # no other file edited
 
     from watchdog.config.load import ConfigError, load_config_text
     from watchdog.config.reference import render_reference
@@ -170,6 +245,45 @@ def test_one_module_is_a_whole_probe(planted: Path):
     assert [(s.name, s.value) for s in module.samples(rt)] == [("npu_watchdog_canary_chirps", 7)]
 
 
+@pytest.mark.parametrize("planted", ["detector"], indirect=True)
+def test_one_module_is_a_whole_detector_rule(planted: Path):
+    assert _changed(PACKAGE, planted) == ["detectors/lookout.py", "plugins_list.py"]
+    from watchdog.core.rulecatalog import catalog
+    from watchdog.detectors import load_detectors, triggers
+
+    assert catalog()["lookout_seen"].module == "watchdog.detectors.lookout"
+    assert "lookout" in dict(load_detectors()) and triggers()["lookout"] == ("process",)
+
+
+@pytest.mark.parametrize("planted", ["channel"], indirect=True)
+def test_one_module_is_a_whole_channel(planted: Path):
+    assert _changed(PACKAGE, planted) == ["alerting/channels/pigeon.py", "plugins_list.py"]
+    from watchdog.alerting.channels import CHANNEL_CLASSES
+    from watchdog.config.load import load_config_text
+
+    cfg = load_config_text("alerting:\n  channels:\n    - {type: pigeon, name: p1, url: 'http://127.0.0.1:1/x'}\n")
+    assert cfg.alerting.channels[0].limits() == [(1, 1.0)]
+    assert CHANNEL_CLASSES["pigeon"].__name__ == "PigeonChannel"
+
+
+@pytest.mark.parametrize("kind", ["probe", "detector", "channel"])
+def test_a_plugin_added_by_the_checklist_keeps_the_contract(tmp_path, monkeypatch, kind):
+    """The checklist, followed to the letter, keeps the layer contract and adds no dynamic import."""
+    from tests import archkit
+
+    pkg = _plant(tmp_path, kind)
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "src" / "pyproject.toml")
+    assert archkit.dynamic_imports(pkg) == []
+    monkeypatch.chdir(tmp_path / "src")
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    saved = _own_modules()
+    for name in saved:
+        monkeypatch.delitem(sys.modules, name)
+    importlib.invalidate_caches()
+    kept, report = archkit.check_contracts(tmp_path / "src" / "pyproject.toml")
+    assert kept, report
+
+
 def test_detectors_read_only_declared_probes():
     """Each detector declares the probes whose rounds it reads (`TRIGGERS`, the stall rule's
     `SOURCES`): every name is a probe some module declares."""
@@ -191,11 +305,18 @@ def test_the_real_package_has_no_canary():
     assert "watchdog.probes.canary" not in probe_modules()
 
 
-def test_the_checklist_states_the_count_this_test_keeps():
-    """docs/architecture.md says how many files a new probe touches: the module planted above,
-    its tests and its docs page; the generated reference and tables are rewritten by `make docs`."""
+@pytest.mark.parametrize("kind,planted_code,beside", [
+    # the module and the root's list; + its tests + its docs page
+    ("probe", 2, 2),
+    # the module and the root's list; + its tests + the runbook section in en.md + its words in zh.yaml
+    ("detector rule", 2, 3),
+    # the module and the root's list; + its tests + its line in docs/alerting.md
+    ("channel", 2, 2),
+])
+def test_the_checklist_states_the_count_this_test_keeps(kind, planted_code, beside):
+    """docs/architecture.md says how many files each plugin touches: the package files planted
+    above and what the checklist adds beside them; generated tables are rewritten by `make docs`."""
     text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
-    stated = re.search(r"A new probe touches (\d+) files", text)
-    assert stated is not None, "docs/architecture.md lost the count of files a new probe touches"
-    planted_code = 1  # probes/<name>.py: the only file of the package the canary needed
-    assert int(stated.group(1)) == planted_code + 2 <= 3  # + its tests + its docs page
+    stated = re.search(rf"A new {kind} touches (\d+) files", text)
+    assert stated is not None, f"docs/architecture.md lost the count of files a new {kind} touches"
+    assert int(stated.group(1)) == planted_code + beside

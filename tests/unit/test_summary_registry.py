@@ -1,23 +1,19 @@
-"""The summaries' registry is kept only once complete: listing the package needs a descriptor,
-and pkgutil answers an empty list when it gets none (EMFILE). Cached, that answer made every
-later detector pass fail with `KeyError: 'logs'` (a plog folder of 10,000 files under 1024
-descriptors); now it is built again at the next use, and a missing summary is a clear error."""
+"""The summaries come from the composition root's list, never from listing a folder at run time:
+a process out of file descriptors (a plog folder of 10,000 files under 1024 descriptors) once
+got an empty listing from pkgutil, and every later detector pass failed with `KeyError: 'logs'`.
+With nothing listed at run time, that cannot happen; a probe without a summary is a clear error."""
 
 from __future__ import annotations
 
 import pytest
 
+import watchdog.plugins_list as root
 import watchdog.summaries as summaries
 from watchdog.core.state import StateStore
 
 
-def test_an_empty_listing_is_not_kept_and_a_missing_summary_says_why(monkeypatch):
-    monkeypatch.setattr(summaries, "_REGISTRY", None)
-    real = summaries._modules
-    monkeypatch.setattr(summaries, "_modules", lambda: [])  # what pkgutil answers without descriptors
-    assert summaries.registry() == {}
-    with pytest.raises(LookupError, match="out of file descriptors"):
-        summaries.fold("logs", StateStore().view(), None)
-    monkeypatch.setattr(summaries, "_modules", real)
-    assert "logs" in summaries.registry()  # descriptors back: complete, and kept
+def test_the_summaries_are_the_roots_and_a_missing_one_says_why():
+    assert set(summaries.registry()) == {m.PROBE for m in root.SUMMARY_MODULES}
     assert summaries.fold("logs", StateStore().view(), None) is not None
+    with pytest.raises(LookupError, match="SUMMARY_MODULES"):
+        summaries.fold("no-such-probe", StateStore().view(), None)

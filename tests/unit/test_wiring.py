@@ -70,3 +70,22 @@ def test_reflection_on_runtime_objects_stays_rare():
     runtime = [f"{path}:{line}: {fn}({receiver})" for path, line, fn, receiver in script["calls"](root)
                if script["category"](os.path.relpath(path, REPO), receiver) == "runtime"]
     assert len(runtime) < MAX_RUNTIME_REFLECTION, runtime
+
+
+def test_no_reflection_on_probe_records():
+    """Probe records are read through their typed keys (`view.latest(NPU).value.absent`), never
+    asked with getattr/hasattr what they hold (scripts/count_reflection.py, "observation")."""
+    script = runpy.run_path(str(REPO / "scripts" / "count_reflection.py"))
+    root = str(REPO / "watchdog")
+    on_records = [f"{path}:{line}: {fn}({receiver})" for path, line, fn, receiver in script["calls"](root)
+                  if script["category"](os.path.relpath(path, REPO), receiver) == "observation"]
+    assert on_records == []
+
+
+def test_the_reflection_count_sees_a_read_of_a_probe_record(tmp_path):
+    """The counter itself: a getattr on a sample's record is counted as one."""
+    script = runpy.run_path(str(REPO / "scripts" / "count_reflection.py"))
+    (tmp_path / "planted.py").write_text("def f(sample):\n    return getattr(sample.value, 'active', ())\n")
+    found = [(fn, receiver) for _path, _line, fn, receiver in script["calls"](str(tmp_path))]
+    assert found == [("getattr", "sample.value")]
+    assert script["category"]("watchdog/detectors/planted.py", "sample.value") == "observation"

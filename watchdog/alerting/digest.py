@@ -42,7 +42,7 @@ class RuleGroup:
         self.first = self.alerts[0]
         self.step = self._step()
         self.since = _earliest(a.get("since") or a.get("starts_at") for a in self.alerts)
-        ends = [a.get("ends_at") for a in self.alerts if isinstance(a.get("ends_at"), (int, float))]
+        ends = [e for e in (a.get("ends_at") for a in self.alerts) if isinstance(e, (int, float))]
         self.ended: Optional[float] = max(ends) if ends else None
         counts = [a["count"] for a in self.alerts if isinstance(a.get("count"), int)]
         #: Matching lines behind the group (log rules; None when no alert counts lines).

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from watchdog.alerting.timetext import TimeText
 from watchdog.alerting.text import clean
@@ -201,7 +201,7 @@ def dashboard_link(template: Optional[str], labels: Dict[str, str], rule: str) -
         return None
 
 
-def mentions_for(msg: Message, mentions: Dict[str, Sequence[str]]) -> List[str]:
+def mentions_for(msg: Message, mentions: Mapping[Any, Sequence[str]]) -> List[str]:
     """Mentions only for firing messages, chosen by the most severe alert."""
     if msg.status != "firing" or msg.kind in ("refresh",):
         return []

@@ -1,4 +1,4 @@
-"""One module per CLI subcommand; see watchdog.cli.COMMAND_MODULES."""
+"""One module per CLI subcommand; watchdog.cli registers them (`build_parser`)."""
 
 from __future__ import annotations
 

@@ -88,7 +88,6 @@ def bash_script(parser: argparse.ArgumentParser) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from watchdog.cli import build_parser
-
-    sys.stdout.write(bash_script(build_parser()))
+    # The whole parser, handed over by watchdog.cli (which sits above the subcommands).
+    sys.stdout.write(bash_script(args.parser))
     return 0

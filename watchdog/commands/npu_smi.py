@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import asdict
 from typing import Any, Dict, Optional
 
 from watchdog.commands import add_config_arg
@@ -32,10 +33,12 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 def to_json(obs: Any) -> Dict[str, Any]:
     """The documented --json schema (exactly these keys)."""
+    chips = [asdict(c) for c in obs.chips]
+    procs = [asdict(p) for p in obs.processes]
     return {
         "version": obs.version,
-        "devices": [{k: getattr(c, k) for k in DEVICE_KEYS} for c in obs.chips],
-        "processes": [{k: getattr(p, k) for k in PROCESS_KEYS} for p in obs.processes],
+        "devices": [{k: c[k] for k in DEVICE_KEYS} for c in chips],
+        "processes": [{k: p[k] for k in PROCESS_KEYS} for p in procs],
     }
 
 

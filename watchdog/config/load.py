@@ -16,6 +16,7 @@ import yaml  # noqa: F401  (error classes)
 from pydantic import BaseModel, SecretStr, ValidationError
 
 import watchdog.config.yamlsafe as yamlsafe
+import watchdog.config.schema as schema
 from watchdog.compat import Annotated, get_args, get_origin
 from watchdog.config.schema import Config
 from watchdog.config.types import read_bounded
@@ -192,7 +193,9 @@ def parse_yaml(text: str, source: str) -> Any:
 
 
 def load_config_text(text: str, source: str = "<string>") -> Config:
-    """Validate config text; raises ConfigError listing every problem found, and nothing else."""
+    """Validate config text; raises ConfigError listing every problem found, and nothing else
+    (besides NotAssembled: an entry point that forgot the composition root, a programming error)."""
+    schema.ASSEMBLED.get()
     try:
         return validate_text(Config, text, source)
     except ConfigError:

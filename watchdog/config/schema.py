@@ -1,12 +1,14 @@
 """The root of the config file. Each feature's section lives in `watchdog/config/sections/`; each
-probe's section under `probes:` is declared by its probe module (`SECTION`), found at import."""
+probe's section under `probes:` is declared by its probe module (`SECTION`) and handed down by the
+composition root (`watchdog.plugins_list` calls `install_probe_sections`): this module imports no
+probe, and `Config` is complete only once the root has run."""
 
 from __future__ import annotations
 
 import os
 import re
 import socket
-from typing import Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
 
 from watchdog.compat import Annotated, Literal  # 3.7/3.8: from typing_extensions
 
@@ -14,7 +16,7 @@ from pydantic import BeforeValidator, Field, PrivateAttr, create_model, field_va
 
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.config.sections import discovery as discovery_section
-from watchdog.config.sections.common import ProbeSection, probe_sections
+from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.discovery import DiscoveryConfig
 from watchdog.config.sections.doctor import DoctorConfig
 from watchdog.config.sections.snapshots import SnapshotsConfig
@@ -23,6 +25,7 @@ from watchdog.config.sections.stall import StallConfig
 from watchdog.config.sections.trends import TrendsConfig
 from watchdog.config.types import Duration, StrictModel
 from watchdog.core.findings import JOB_LABEL
+from watchdog.core.plugins import Slot
 
 from watchdog.service.defaults import DEFAULT_PORT
 from watchdog.discovery.plan import resolve
@@ -246,10 +249,28 @@ def _probes_model(sections: Tuple[ProbeSection, ...]) -> type:
                         __doc__=ProbeDefaults.__doc__, **fields)
 
 
-#: The sections the probe modules declare. Found here, after `Config` exists: a probe module
-#: reads `Config` (through `watchdog.probes.base`) while it is imported.
-PROBE_SECTIONS: Tuple[ProbeSection, ...] = probe_sections()
-discovery_section.set_feeds(tuple(s.key for s in sorted((s for s in PROBE_SECTIONS if s.feed is not None),
-                                                         key=lambda s: s.feed)))
-ProbesConfig = _probes_model(PROBE_SECTIONS)
-Config.model_rebuild(force=True, _types_namespace={"ProbesConfig": ProbesConfig})
+#: The sections the probe modules declare, in the schedule's order (empty until the composition
+#: root installs them).
+PROBE_SECTIONS: Tuple[ProbeSection, ...] = ()
+#: Filled by `install_probe_sections`; `load_config_text` checks it (a clear error, not pydantic's).
+ASSEMBLED: Slot[Tuple[ProbeSection, ...]] = Slot("the config's probe sections")
+
+if TYPE_CHECKING:
+    ProbesConfig = Any  # built from the probe modules' declarations by the composition root
+
+
+def install_probe_sections(sections: Sequence[ProbeSection]) -> None:
+    """Complete `Config` with one key per probe module's `SECTION` (given in schedule order) and
+    make the fed ones the probes `discovery.feed` accepts. Called by the composition root
+    (`watchdog.plugins_list`) when it is imported, before any config is loaded."""
+    global PROBE_SECTIONS, ProbesConfig
+    keys = [s.key for s in sections]
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    if dupes:
+        raise ValueError(f"probe config section(s) declared twice: {', '.join(dupes)}")
+    PROBE_SECTIONS = tuple(sections)
+    discovery_section.set_feeds(tuple(s.key for s in sorted((s for s in PROBE_SECTIONS if s.feed is not None),
+                                                             key=lambda s: s.feed)))
+    ProbesConfig = _probes_model(PROBE_SECTIONS)
+    Config.model_rebuild(force=True, _types_namespace={"ProbesConfig": ProbesConfig})
+    ASSEMBLED.fill(PROBE_SECTIONS)

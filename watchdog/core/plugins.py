@@ -1,31 +1,48 @@
-"""Run-time lookups of plugin registries that live above the layer asking for them.
+"""Where the composition root hands the plugins down to the layers that use them.
 
-The layers (docs/architecture.md) let a module import only from the layers below it. Two places
-low in the ladder need what plugins higher up declare: the rule catalog (here in `core`) gathers
-the `RULES` each detector module declares, and the channel config (in `config`) is checked
-against what each channel declares (its type, whether it signs or takes a bearer token, its rate
-limits). Importing those registries would make the bottom import the top; instead each is looked
-up by name here, at first use (the daemon and every command load their config long after all
-imports are done), and this is the one place that does so. `REGISTRIES` names every registry
-looked up and why; tests/unit/test_architecture.py fails on a lookup of any other module.
+The layers (docs/architecture.md) let a module import only from the layers below it, yet a few
+places low in the ladder need what plugins higher up declare: the config needs each probe's
+section and each channel's declarations, the rule catalog the `RULES` of each detector module,
+the scheduler the probe modules, the collector the metric modules. None of them looks anything
+up: `watchdog.plugins_list`, the composition root at the top, imports every plugin module by
+name (so the import graph and the layer contract see every edge) and fills each `Slot` below
+once, when it is first imported. A slot read before that raises `NotAssembled`, which names the
+root: a missing import at an entry point fails loudly instead of running with no plugins.
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-from typing import Dict
+from typing import Generic, Optional, TypeVar
 
-#: module -> why a lower layer looks it up.
-REGISTRIES: Dict[str, str] = {
-    "watchdog.detectors": "the rule catalog (core.rulecatalog) gathers the RULES of the detector modules",
-    "watchdog.alerting.channels": "channel config (config.sections.alerting) is checked against each "
-                                  "channel's declarations: type, signed, authed, rate_limits",
-}
+T = TypeVar("T")
+
+#: The module that fills every slot (named in the error a read before assembly raises).
+ROOT = "watchdog.plugins_list"
 
 
-def registry(name: str) -> ModuleType:
-    """The registry module `name` (one of `REGISTRIES`), imported on first use."""
-    if name not in REGISTRIES:
-        raise KeyError(f"{name} is not a plugin registry (watchdog.core.plugins.REGISTRIES)")
-    return importlib.import_module(name)
+class NotAssembled(RuntimeError):
+    """A slot was read before the composition root filled it (an entry point that does not
+    import `watchdog.plugins_list`)."""
+
+
+class Slot(Generic[T]):
+    """One value the composition root hands down: filled once per process, read many times."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._value: Optional[T] = None
+        self._filled = False
+
+    def fill(self, value: T) -> None:
+        self._value = value
+        self._filled = True
+
+    @property
+    def filled(self) -> bool:
+        return self._filled
+
+    def get(self) -> T:
+        if not self._filled:
+            raise NotAssembled(f"{self.what} is not assembled yet: import {ROOT} (the composition "
+                               "root) before loading a config or running the daemon's parts")
+        return self._value  # type: ignore[return-value]

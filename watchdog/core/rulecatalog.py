@@ -10,13 +10,12 @@ emit is declared and that every declared rule has a runbook section, so the list
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.core.findings import JOB_LABEL
-from watchdog.core.plugins import registry
+from watchdog.core.plugins import Slot
 
 #: Labels that identify one training job on one node: the default `equal` of an inhibition and
 #: the grouping key of messages.
@@ -98,12 +97,23 @@ class Rule:
         return f"{RUNBOOK}#{self.name}"
 
 
+#: (module name, its `RULES`) of every detector module, in the composition root's order.
+DECLARED: Slot[Tuple[Tuple[str, Tuple[Rule, ...]], ...]] = Slot("the rule catalog")
+
+
+def install(declared: Sequence[Tuple[str, Sequence[Rule]]]) -> None:
+    """The detector modules' declarations, handed down by the composition root
+    (`watchdog.plugins_list`): the catalog is gathered from these."""
+    DECLARED.fill(tuple((mod, tuple(rules)) for mod, rules in declared))
+    catalog.cache_clear()
+
+
 @lru_cache(maxsize=1)
 def catalog() -> Dict[str, Rule]:
     """name -> Rule, gathered from the producing modules in declaration order."""
     out: Dict[str, Rule] = {}
-    for mod in registry("watchdog.detectors").detector_modules():  # the modules that produce findings
-        for r in importlib.import_module(mod).RULES:
+    for mod, rules in DECLARED.get():  # the modules that produce findings
+        for r in rules:
             if r.name in out:
                 raise ValueError(f"rule {r.name} declared twice ({out[r.name].module} and {mod})")
             if r.subject not in SUBJECTS:

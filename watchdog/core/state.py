@@ -10,18 +10,33 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Callable, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import (Any, Callable, Deque, Dict, Generic, Iterable, List, Mapping, Optional, Sequence, Tuple,
+                    TypeVar, Union, overload)
 
 from watchdog.host import clock
 from watchdog.service import statefiles
 
 
+#: A probe's record type.
+R = TypeVar("R")
+
+
 @dataclass(frozen=True)
-class Sample:
+class Sample(Generic[R]):
     """One observation a probe made at `time`."""
 
     time: float
-    value: Any
+    value: R
+
+
+class RecordKey(str, Generic[R]):
+    """The name a probe's records are stored under, typed with the record: declared beside the
+    record (`NPU: RecordKey[NpuObservation] = RecordKey("npu")`), so `view.latest(NPU)` is a
+    `Sample[NpuObservation]` to the reader and the type checker, and nobody asks a record with
+    `getattr` what it holds. It is the probe's name (a `str`), so the store and the probe's
+    status keep one key per probe."""
+
+    __slots__ = ()
 
 
 class FailureReason(str, Enum):
@@ -95,11 +110,23 @@ class StateView:
             self.memo[key] = compute()
         return self.memo[key]
 
-    def latest(self, probe: str) -> Optional[Sample]:
+    @overload
+    def latest(self, probe: RecordKey[R]) -> Optional[Sample[R]]: ...
+
+    @overload
+    def latest(self, probe: str) -> Optional[Sample[Any]]: ...
+
+    def latest(self, probe: Union[RecordKey[R], str]) -> Optional[Sample[Any]]:
         hist = self.samples.get(probe)
         return hist[-1] if hist else None
 
-    def history(self, probe: str) -> Sequence[Sample]:
+    @overload
+    def history(self, probe: RecordKey[R]) -> Sequence[Sample[R]]: ...
+
+    @overload
+    def history(self, probe: str) -> Sequence[Sample[Any]]: ...
+
+    def history(self, probe: Union[RecordKey[R], str]) -> Sequence[Sample[Any]]:
         return self.samples.get(probe, ())
 
     def status(self, probe: str) -> Optional[ProbeStatus]:
@@ -161,7 +188,13 @@ class StateStore:
                 damage=statefiles.events(),
             )
 
-    def latest(self, probe: str) -> Optional[Sample]:
+    @overload
+    def latest(self, probe: RecordKey[R]) -> Optional[Sample[R]]: ...
+
+    @overload
+    def latest(self, probe: str) -> Optional[Sample[Any]]: ...
+
+    def latest(self, probe: Union[RecordKey[R], str]) -> Optional[Sample[Any]]:
         """The newest sample of a probe without copying its history (for scrapes)."""
         with self._lock:
             hist = self._samples.get(probe)

@@ -47,15 +47,17 @@ def write_atomic(path: Path, data: Any) -> None:
         fh.write(json.dumps(data, indent=1).encode("utf-8"))
 
 
-def _installed(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
+def _heartbeat_installed() -> bool:
+    try:
+        import npu_watchdog_heartbeat  # only to learn whether it is installed
+    except ImportError:
+        return False
+    return npu_watchdog_heartbeat is not None
 
 
 class SimulatedNode:
     def __init__(self, root: Path, npus: int = 8):
-        if not (HEARTBEAT_HELPER_DIR / "npu_watchdog_heartbeat").is_dir() and not _installed("npu_watchdog_heartbeat"):
+        if not (HEARTBEAT_HELPER_DIR / "npu_watchdog_heartbeat").is_dir() and not _heartbeat_installed():
             raise DemoSetupError("the demo needs the trainer-side heartbeat package npu_watchdog_heartbeat "
                                  "(`make install` puts it into the daemon's venv; a source checkout has it in contrib/heartbeat)")
         self.root = root

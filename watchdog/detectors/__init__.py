@@ -9,48 +9,53 @@ new sample once instead of the whole history.
 
 from __future__ import annotations
 
-import importlib
 import logging
-import pkgutil
-from typing import AbstractSet, Callable, Dict, List, Optional, Tuple, Union
+from typing import AbstractSet, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from dataclasses import replace
 
 from watchdog.config.schema import Config
 from watchdog.core.findings import Finding
+from watchdog.core.plugins import Slot
 from watchdog.core.state import StateView
 from watchdog.core.verdict import is_interruption, verdict_of
-from watchdog.summaries import Summaries, registry as summary_registry
+from watchdog.summaries import Summaries
 from watchdog.detectors.jobs import JobSummaries, jobs_of
 
 log = logging.getLogger(__name__)
 
 Detector = Callable[[StateView, Config], List[Finding]]
 
+class DetectorPlugin(NamedTuple):
+    """What a detector module declares: its `detect(view, config)` and its `TRIGGERS` (the probes
+    whose rounds it reads; empty: run after every round)."""
+
+    module: str
+    detect: Detector
+    triggers: Tuple[str, ...]
+
+
+#: The detector modules, handed down by the composition root (`watchdog.plugins_list`).
+DETECTORS: Slot[Tuple[DetectorPlugin, ...]] = Slot("the detectors")
+
+
+def install(plugins: Sequence[DetectorPlugin]) -> None:
+    DETECTORS.fill(tuple(plugins))
+
+
 def detector_modules() -> Tuple[str, ...]:
-    """Modules of this package with a `detect(view, config)`: the registry is derived, so adding a
-    detector is adding one module."""
-    found = []
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        mod = importlib.import_module(f"{__name__}.{info.name}")
-        if callable(getattr(mod, "detect", None)):
-            found.append(mod.__name__)
-    return tuple(found)
+    """The detector modules, in the composition root's order."""
+    return tuple(p.module for p in DETECTORS.get())
 
 
 def load_detectors() -> List[Tuple[str, Detector]]:
-    return [(m.rsplit(".", 1)[1], importlib.import_module(m).detect) for m in detector_modules()]
+    return [(p.module.rsplit(".", 1)[1], p.detect) for p in DETECTORS.get()]
 
 
 def triggers() -> Dict[str, Tuple[str, ...]]:
     """Detector name -> the probes whose new observation can change its answer, as each module
-    declares them (`TRIGGERS`; empty or absent: run after every round)."""
-    out: Dict[str, Tuple[str, ...]] = {}
-    for m in detector_modules():
-        deps = tuple(getattr(importlib.import_module(m), "TRIGGERS", ()))
-        if deps:
-            out[m.rsplit(".", 1)[1]] = deps
-    return out
+    declares them (`TRIGGERS`; empty: run after every round)."""
+    return {p.module.rsplit(".", 1)[1]: p.triggers for p in DETECTORS.get() if p.triggers}
 
 
 def with_verdict(f: Finding) -> Finding:
@@ -97,7 +102,6 @@ class IncrementalDetectors:
         #: View time of each detector's last run.
         self._ran_at: Dict[str, float] = {}
         self.summaries = Summaries()
-        summary_registry()  # now, while descriptors are plenty (see watchdog.summaries.registry)
         #: Per discovered job (watchdog.detectors.jobs): fed like the node's, job by job.
         self.jobs = JobSummaries()
 

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from functools import partial
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from watchdog.detectors.kernel import kernel_events_for_pids
 from watchdog.logrules.lastlines import ERRORISH
 from watchdog.parse.exits import parse_exit
 from watchdog.core.state import StateView
 from watchdog.core.findings import JOB_LABEL
+from watchdog.observations import PROCESS
+from watchdog.probes.logs import LOGS
 from watchdog.privacy.redact import Redactor, config_secrets
 
 #: Lines of evidence, and characters per line, a cause carries at most.
@@ -82,8 +85,8 @@ def _from_kernel(view: StateView, config: Any, pids: Sequence[int]) -> Optional[
 
 
 def _from_log_rules(view: StateView, config: Any, rank: Optional[str], job: Optional[str]) -> Optional[Cause]:
-    sample = view.latest("logs")
-    active = getattr(sample.value, "active", ()) if sample is not None else ()
+    sample = view.latest(LOGS)
+    active = sample.value.active if sample is not None else ()
     mine = [a for a in active if rank is not None and a.rank == rank and (job is None or a.job in (None, job))]
     if not mine:
         return None
@@ -94,8 +97,8 @@ def _from_log_rules(view: StateView, config: Any, rank: Optional[str], job: Opti
 
 
 def _last_lines(view: StateView) -> Tuple[Any, ...]:
-    sample = view.latest("logs")
-    return getattr(sample.value, "last_lines", ()) if sample is not None else ()
+    sample = view.latest(LOGS)
+    return sample.value.last_lines if sample is not None else ()
 
 
 def _from_launcher(view: StateView, config: Any, pids: Sequence[int], job: Optional[str]) -> Optional[Cause]:
@@ -149,10 +152,10 @@ def cause_of_death(view: StateView, config: Any, members: Iterable[Member],
     specific source is: a kernel kill of any rank explains a job's death before last lines do."""
     ms = [(p, None if r is None else str(r)) for p, r in members if isinstance(p, int)]
     pids = tuple(p for p, _ in ms)
-    finders = [lambda: _from_kernel(view, config, pids)]
-    finders += [lambda r=r: _from_log_rules(view, config, r, job) for _, r in ms]
+    finders: List[Callable[[], Optional[Cause]]] = [lambda: _from_kernel(view, config, pids)]
+    finders += [partial(_from_log_rules, view, config, r, job) for _, r in ms]
     finders.append(lambda: _from_launcher(view, config, pids, job))
-    finders += [lambda r=r: _from_last_lines(view, config, r, job) for _, r in ms]
+    finders += [partial(_from_last_lines, view, config, r, job) for _, r in ms]
     if job is not None:
         finders.append(lambda: _from_last_lines(view, config, None, job))
     for find in finders:
@@ -172,12 +175,11 @@ EXPLAINED = ("rank_missing", "job_gone", "stall")
 
 
 def _members(finding: Any, view: StateView) -> List[Member]:
-    sample = view.latest("process")
-    obs = sample.value if sample is not None else None
+    sample = view.latest(PROCESS)
     if finding.rule == "rank_missing":
         pid = finding.labels.get("pid", "")
         return [(int(pid), finding.labels.get("rank"))] if pid.isdigit() else []
-    procs = tuple(getattr(obs, "gone", ())) + tuple(getattr(obs, "processes", ()))
+    procs = sample.value.gone + sample.value.processes if sample is not None else ()
     return [(p.pid, p.rank) for p in procs]
 
 
@@ -189,8 +191,8 @@ def explain(view: StateView, config: Any, finding: Any) -> Any:
 
     if finding.rule not in EXPLAINED:
         return finding
-    sample = view.latest("process")
-    discovered = bool(getattr(sample.value, "discovered", False)) if sample is not None else False
+    sample = view.latest(PROCESS)
+    discovered = sample is not None and sample.value.discovered
     job = finding.labels.get(JOB_LABEL) if discovered else None
     cause = cause_of_death(view, config, _members(finding, view), job)
     if cause is None:

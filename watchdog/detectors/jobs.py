@@ -49,10 +49,10 @@ def chip_owners(obs: NpuObservation, procs: Optional[ProcessObservation]) -> Dic
         if p.job and p.npu is not None:
             by_npu.setdefault(p.npu, p.job)
     out: Dict[ChipKey, str] = {}
-    for p in obs.processes:
-        job = by_pid.get(p.pid)
+    for held in obs.processes:
+        job = by_pid.get(held.pid)
         if job is not None:
-            out.setdefault((p.npu, p.chip), job)
+            out.setdefault((held.npu, held.chip), job)
     for c in obs.chips + obs.missing:
         key = (c.npu, c.chip)
         if key not in out and c.npu in by_npu:

@@ -18,7 +18,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.core.findings import JOB_LABEL, SEVERITY_RANK, Finding
-from watchdog.observations import KernelEvent, KernelObservation
+from watchdog.observations import PROCESS, KernelEvent, KernelObservation
 from watchdog.core.rulecatalog import Rule, probe_wait
 from watchdog.core.state import StateView
 
@@ -47,7 +47,7 @@ def kernel_events_for_pids(view: StateView, pids: Iterable[int], since: Optional
     if obs is None or not wanted:
         return ()
     ranks = _ranks_by_pid(view)
-    starts = [ranks[p][3] for p in wanted if p in ranks and ranks[p][3] is not None]
+    starts = [s for s in (ranks[p][3] for p in wanted if p in ranks) if s is not None]
     earliest = min(starts) if starts else None
     return tuple(e for e in obs.recent if e.pid in wanted and (since is None or e.time >= since)
                  and e.about(ranks[e.pid][3] if e.pid in ranks else earliest)
@@ -60,14 +60,12 @@ RankOf = Tuple[Optional[str], Optional[int], Optional[int], Optional[float], Tup
 
 def _ranks_by_pid(view: StateView) -> Dict[int, RankOf]:
     """pid -> (job, rank, npu, start time, name) of every rank the process probe follows or saw go."""
-    sample = view.latest("process")
+    sample = view.latest(PROCESS)
     out: Dict[int, RankOf] = {}
     if sample is None:
         return out
-    for p in tuple(getattr(sample.value, "gone", ())) + tuple(getattr(sample.value, "processes", ())):
-        name = getattr(p, "name", "")
-        out[p.pid] = (p.job, p.rank, getattr(p, "npu", None), getattr(p, "create_time", None),
-                      (name,) if name else ())
+    for p in sample.value.gone + sample.value.processes:
+        out[p.pid] = (p.job, p.rank, p.npu, p.create_time, (p.name,) if p.name else ())
     return out
 
 
@@ -100,7 +98,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     if not cfg.enabled or obs is None:
         return []
     ranks = _ranks_by_pid(view)
-    grouped: Dict[Tuple[str, ...], List[Tuple[KernelEvent, Dict[str, str]]]] = {}
+    grouped: Dict[Tuple[Tuple[str, str], ...], List[Tuple[KernelEvent, Dict[str, str]]]] = {}
     for ev in obs.recent:
         if view.now - ev.time > cfg.hold:
             continue

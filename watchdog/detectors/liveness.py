@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import asdict, dataclass, replace
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
@@ -34,6 +34,7 @@ from watchdog.core.rulecatalog import JOB_LABELS, Inhibits, Rule, detail, probe_
 from watchdog.observations import (EndEvidence, HeartbeatObservation, HeartbeatReading, JobState, ProcessInfo,
                                    ProcessObservation)
 from watchdog.core.state import StateView
+from watchdog.probes.logs import LOGS
 from watchdog.parse.exits import parse_exit
 from watchdog.summaries import summary_of
 from watchdog.parse.steps import find_step
@@ -157,10 +158,11 @@ def _job_end(obs: ProcessObservation, running: int, view: StateView, config: Con
              ) -> Tuple[Optional[JobState], Optional[EndVerdict]]:
     """The discovered job of this pass and the verdict on its departed ranks (None: none left,
     or ranks selected by explicit settings, which keep the heartbeat-only rule)."""
-    if not obs.discovered or len(obs.jobs) != 1 or obs.jobs[0].end is None:
+    end = obs.jobs[0].end if len(obs.jobs) == 1 else None
+    if not obs.discovered or end is None:
         return None, None
     job = obs.jobs[0]
-    return job, judge_end(_with_kernel_kill(job.end, obs, view), running, view.now,
+    return job, judge_end(_with_kernel_kill(end, obs, view), running, view.now,
                           float(config.discovery.end_window))
 
 
@@ -202,7 +204,7 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
     since = gone_since if gone_since is not None else now_sample
     last = list(obs.gone) + list(obs.processes)
     end = obs.jobs[0].end if obs.jobs else None
-    judged = {} if verdict is None else {"verdict": asdict(verdict), "evidence": asdict(end)}
+    judged = {} if verdict is None or end is None else {"verdict": asdict(verdict), "evidence": asdict(end)}
     row = verdict.row if verdict is not None and end is not None else ""
     summary = f"all training processes are gone ({len(last)} ranks last seen)"
     # The same facts in Chinese (the Chinese message is written from the rule's template).
@@ -367,7 +369,7 @@ def _pid_of(view: StateView, r: HeartbeatReading) -> Optional[int]:
     return None
 
 
-def _loss_scale_collapse(view: StateView, config: Config, r: HeartbeatReading) -> Optional[Dict[str, object]]:
+def _loss_scale_collapse(view: StateView, config: Config, r: HeartbeatReading) -> Optional[Dict[str, Any]]:
     cfg = config.probes.heartbeat
     track = summary_of(view, "heartbeat", config).rank(r)
     if r.loss_scale is None or track is None:
@@ -400,10 +402,10 @@ def _nan_log_match(view: StateView, config: Config, r: HeartbeatReading, streak_
     """The NaN log match of this rank that belongs to the current run of NaN heartbeats (its
     lines still came after the run began), else None. A heartbeat is written at most every so
     often and read every probe round, so it may skip the first NaN step; the log line names it."""
-    sample = view.latest("logs")
+    sample = view.latest(LOGS)
     slack = 3 * max(float(config.probes.heartbeat.interval), float(config.probes.logs.interval)) + 5.0
     best = None
-    for a in getattr(sample.value, "active", ()) if sample is not None else ():
+    for a in sample.value.active if sample is not None else ():
         if a.category != "nan" or a.rank is None or r.rank is None or str(a.rank) != str(r.rank):
             continue
         if a.last_at < streak_at - slack:
@@ -414,7 +416,7 @@ def _nan_log_match(view: StateView, config: Config, r: HeartbeatReading, streak_
 
 
 def _nan_finding(view: StateView, config: Config, r: HeartbeatReading, label: str,
-                 labels: Dict[str, str], common: Dict[str, object]) -> Finding:
+                 labels: Dict[str, str], common: Mapping[str, object]) -> Finding:
     """`loss_nan` naming where the divergence began (the first NaN step seen, or the first NaN
     log line of that rank when it names an earlier iteration) and since when, not the newest step:
     on-call rolls back to before it."""

@@ -14,6 +14,7 @@ from watchdog.config.schema import Config
 from watchdog.core.findings import Finding
 from watchdog.core.rulecatalog import Rule, probe_wait
 from watchdog.core.state import StateView
+from watchdog.probes.logs import LOGS
 
 UNREADABLE_HINT = (
     "The watchdog cannot read these log paths, so failure lines written there raise no alert. Check the "
@@ -30,13 +31,13 @@ UNSAVED_HINT = (
 def detect(view: StateView, config: Config) -> List[Finding]:
     if not config.probes.logs.enabled:
         return []
-    sample = view.latest("logs")
+    sample = view.latest(LOGS)
     if sample is None:
         return []
     obs = sample.value
     base = config.base_labels
     out: List[Finding] = []
-    for source, paths in sorted((getattr(obs, "unreadable", None) or {}).items()):
+    for source, paths in sorted(obs.unreadable.items()):
         out.append(Finding(
             rule="log_unreadable", severity="warning",
             summary=f"log source {source}: {len(paths)} path{'s' if len(paths) != 1 else ''} cannot be read: "
@@ -44,11 +45,11 @@ def detect(view: StateView, config: Config) -> List[Finding]:
             labels={**base, "source": source}, hint=UNREADABLE_HINT, value=f"{len(paths)} unreadable",
             evidence=tuple(p[:400] for p in paths[:10]), snapshot=False,
         ))
-    err = getattr(obs, "state_error", None)
+    err = obs.state_error
     if err:
         out.append(Finding(
             rule="log_offsets_unsaved", severity="warning", summary=err[:500], labels=dict(base),
-            hint=UNSAVED_HINT, value=f"{getattr(obs, 'state_save_errors_total', 0)} failed saves",
+            hint=UNSAVED_HINT, value=f"{obs.state_save_errors_total} failed saves",
             snapshot=False,
         ))
     return out

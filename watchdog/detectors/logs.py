@@ -21,20 +21,22 @@ from watchdog.core.findings import JOB_LABEL, Finding
 from watchdog.parse.hccl import job_timeouts
 from watchdog.core.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.core.state import StateView
+from watchdog.observations import NPU, PROCESS
+from watchdog.probes.logs import LOGS, ActiveMatch
 from watchdog.logrules.codes import describe
 from watchdog.parse.steps import find_step
 
 
-def first_line(a) -> str:
+def first_line(a: ActiveMatch) -> str:
     """The first matching line of a match (older records without one: the newest)."""
-    return getattr(a, "first_summary", "") or a.summary
+    return a.first_summary or a.summary
 
 
 def _job_start(view: StateView) -> Optional[float]:
     """When the ranks started (process probe), to tell an early failure from a late one."""
-    sample = view.latest("process")
-    procs = getattr(sample.value, "processes", ()) if sample is not None else ()
-    times = [p.create_time for p in procs if getattr(p, "create_time", None)]
+    sample = view.latest(PROCESS)
+    procs = sample.value.processes if sample is not None else ()
+    times = [p.create_time for p in procs if p.create_time]
     return min(times) if times else None
 
 
@@ -44,8 +46,8 @@ def _device_labels(device: Optional[int], view: StateView) -> Dict[str, str]:
     if device is None:
         return {}
     labels = {"device_id": str(device)}
-    sample = view.latest("npu")
-    chip_map = getattr(sample.value, "chip_map", None) if sample is not None else None
+    sample = view.latest(NPU)
+    chip_map = sample.value.chip_map if sample is not None else None
     if chip_map and device in chip_map:
         npu, chip = chip_map[device]
         labels["npu"], labels["chip"] = str(npu), str(chip)
@@ -69,26 +71,28 @@ def _hint(a, job_start: Optional[float], early_window: float) -> str:
 def cascade_window(view: StateView, config: Config) -> float:
     """How long after a root its peers' symptoms may still arrive: HCCL's exec timeout of this
     job (they report only when it expires) plus the configured `cascade_window` as margin."""
-    return job_timeouts(view, config).exec_timeout + config.probes.logs.cascade_window
+    sample = view.latest(PROCESS)
+    envs = [p.hccl_env for p in sample.value.processes] if sample is not None else []
+    return job_timeouts(envs, config).exec_timeout + config.probes.logs.cascade_window
 
 
 def _still_broken(view: StateView, root_last_at: float) -> bool:
     """Whether the job a root broke is still broken: a rank that ran at the root's time is gone
     (or a zombie), or fewer ranks than expected run, and no rank was started after the root (a
     restarted job, even one broken again later by something else, releases the old root)."""
-    sample = view.latest("process")
-    obs = sample.value if sample is not None else None
-    if obs is None:
+    sample = view.latest(PROCESS)
+    if sample is None:
         return False
-    procs = getattr(obs, "processes", ())
+    obs = sample.value
+    procs = obs.processes
     alive = [p for p in procs if p.state != "zombie"]
     if any(p.create_time > root_last_at for p in alive):
         return False
-    dead = list(getattr(obs, "gone", ())) + [p for p in procs if p.state == "zombie"]
+    dead = list(obs.gone) + [p for p in procs if p.state == "zombie"]
     if any(g.create_time <= root_last_at for g in dead):
         return True
-    expected = getattr(obs, "expected", None)
-    return bool(alive) and bool(expected) and len(alive) < expected
+    expected = obs.expected
+    return bool(alive) and expected is not None and len(alive) < expected
 
 
 def _fold(live: list, roots: list, window: float) -> Tuple[list, Dict[int, list]]:
@@ -116,8 +120,8 @@ def _detect_job(view: StateView, config: Config) -> List[Finding]:
     cfg = config.probes.logs
     if not cfg.enabled:
         return []
-    sample = view.latest("logs")
-    active = getattr(sample.value, "active", ()) if sample is not None else ()
+    sample = view.latest(LOGS)
+    active = sample.value.active if sample is not None else ()
     if not active:
         return []
     now = view.now
@@ -144,8 +148,8 @@ def _detect_job(view: StateView, config: Config) -> List[Finding]:
 def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Optional[float]) -> Finding:
     """One log finding: the match's labels (rank, device), its folded symptoms and evidence."""
     cfg = config.probes.logs
-    labels = {**config.base_labels, "log_rule": a.rule, **_device_labels(getattr(a, "device", None), view)}
-    if JOB_LABEL not in labels and getattr(a, "job", None):
+    labels = {**config.base_labels, "log_rule": a.rule, **_device_labels(a.device, view)}
+    if JOB_LABEL not in labels and a.job:
         # A discovered job's log line read before the process probe's round listed the job (its
         # first seconds): the match knows its job, so the finding keeps one name from the start.
         labels[JOB_LABEL] = a.job

@@ -12,7 +12,7 @@ evidence (probe_down reports the blindness).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import AbstractSet, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.config.schema import Config
 from watchdog.config.sections.trends import TrendsConfig
@@ -198,7 +198,7 @@ def hbm_trends(view: StateView, config: Config) -> Dict[ChipKey, HbmTrend]:
 
     def compute() -> Dict[ChipKey, HbmTrend]:
         out: Dict[ChipKey, HbmTrend] = {}
-        for c in summary.latest.value.chips:
+        for c in summary.newest().chips:
             track = summary.chip((c.npu, c.chip))
             tr = chip_hbm_trend(track, view.now, config.trends) if track is not None else None
             if tr is not None:
@@ -216,13 +216,13 @@ def _idle(view: StateView, config: Config, summary: NpuSummary, phase) -> List[F
     if window is None:
         return []
     out = []
-    latest = summary.latest.value
+    latest = summary.newest()
     for key in sorted(summary.held):
         track = summary.chips[key]
         since = track.idle_since(tc.idle_below_pct)
         if since is None or view.now - since < window:
             continue
-        util = track.last.aicore_util_pct
+        util = track.last.aicore_util_pct if track.last is not None else None
         out.append(Finding(
             rule="npu_idle", severity="warning",
             summary=f"{_chip_name(key)}: AI Core idle ({util:.0f}%) for {fmt_age(view.now - since)} "
@@ -249,7 +249,7 @@ def _busy(view: StateView, config: Config, summary: NpuSummary, phase) -> List[F
         since = max(busy_since, progress.at)
         if view.now - since < window:
             continue
-        util = track.last.aicore_util_pct
+        util = track.last.aicore_util_pct if track.last is not None else None
         out.append(Finding(
             rule="npu_busy_hang", severity="critical",
             summary=f"{_chip_name(key)}: AI Core pegged at {util:.0f}% for {fmt_age(view.now - busy_since)} "
@@ -311,7 +311,7 @@ _HEALTH_SEVERITY = {"OK": None, "WARNING": "warning", "ALARM": "critical", "CRIT
 
 
 def _health(view: StateView, config: Config, summary: NpuSummary) -> List[Finding]:
-    latest = summary.latest.value
+    latest = summary.newest()
     out = []
     for c in latest.chips:
         key = (c.npu, c.chip)
@@ -336,13 +336,13 @@ def _health(view: StateView, config: Config, summary: NpuSummary) -> List[Findin
 
 
 def _missing(view: StateView, config: Config, summary: NpuSummary) -> List[Finding]:
-    latest = summary.latest.value
+    latest = summary.newest()
     present = {(c.npu, c.chip) for c in latest.chips}
     last_seen: Dict[ChipKey, Optional[float]] = dict(summary.seen_since(view.now - config.probes.history))
     # The probe remembers vanished chips beyond the store's history (NpuObservation.missing).
     for m in latest.missing:
         last_seen.setdefault((m.npu, m.chip), None)
-    on_node = present
+    on_node: AbstractSet[ChipKey] = present
     if latest.node_chips is not None:
         # A job's view: a chip may be absent from it because it changed hands (its job restarted);
         # only what the probe reports gone from npu-smi (attributed to this job) is missing.
@@ -387,7 +387,7 @@ def _expected(view: StateView, config: Config) -> List[Finding]:
 def _temperature(view: StateView, config: Config, summary: NpuSummary) -> List[Finding]:
     tc = config.trends
     out = []
-    for c in summary.latest.value.chips:
+    for c in summary.newest().chips:
         track = summary.chips[(c.npu, c.chip)]
         warm = track.warm_since(tc.temperature_warning_c)
         if warm is None or view.now - warm < tc.temperature_for:

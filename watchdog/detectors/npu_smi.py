@@ -71,7 +71,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     if reason in ("exit", "unavailable", "parse") and view.now - since >= cfg.failing_after:
         return [Finding(
             rule="npu_smi_failing", severity="critical",
-            summary=f"npu-smi failing ({reason}): {_detail(st.last_error)}", labels=base,
+            summary=f"npu-smi failing ({reason}): {_detail(st.last_error or '')}", labels=base,
             hint=FAILING_HINT, value=st.last_error, since=since, details=details)]
     return []
 

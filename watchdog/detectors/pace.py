@@ -89,9 +89,9 @@ def _ranks_by_chip(view: StateView) -> Dict[ChipKey, int]:
     by_pid = {p.pid: p.rank for p in proc.value.processes if p.rank is not None}
     out: Dict[ChipKey, int] = {}
     if npu is not None and isinstance(npu.value, NpuObservation):
-        for p in npu.value.processes:
-            if p.pid in by_pid:
-                out.setdefault((p.npu, p.chip), by_pid[p.pid])
+        for held in npu.value.processes:
+            if held.pid in by_pid:
+                out.setdefault((held.npu, held.chip), by_pid[held.pid])
     for p in proc.value.processes:
         if p.npu is not None and p.rank is not None:
             out.setdefault((p.npu, 0), p.rank)

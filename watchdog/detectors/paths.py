@@ -9,6 +9,7 @@ from watchdog.config.schema import Config
 from watchdog.core.findings import Finding
 from watchdog.core.rulecatalog import Rule, probe_wait
 from watchdog.core.state import StateView
+from watchdog.probes.logs import LOGS
 
 HINT = ("The watchdog follows nothing here, so failures in these files go unnoticed. Compare the "
         "configured paths with where the job really writes (`ls`), fix the glob, and reload "
@@ -16,15 +17,15 @@ HINT = ("The watchdog follows nothing here, so failures in these files go unnoti
 
 
 def _log_sources(view: StateView, config: Config, waited: float) -> List[Finding]:
-    sample = view.latest("logs")
+    sample = view.latest(LOGS)
     if sample is None or not config.probes.logs.enabled or config.fed_by_discovery("logs"):
         return []  # discovered files are the ranks' own: nothing configured to mistype
     out = []
     for source in config.probes.logs.sources:
-        stats = getattr(sample.value, "sources", {}).get(source.name)
+        stats = sample.value.sources.get(source.name)
         if stats is None or stats.files_followed:
             continue
-        if (getattr(sample.value, "unreadable", None) or {}).get(source.name):
+        if sample.value.unreadable.get(source.name):
             continue  # the paths exist but cannot be read: log_unreadable says so, precisely
         out.append(Finding(
             rule="path_unmatched", severity="warning",

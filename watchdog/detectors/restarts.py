@@ -20,6 +20,7 @@ from watchdog.core.findings import JOB_LABEL, Finding
 from watchdog.core.rulecatalog import Rule, probe_wait
 from watchdog.core.state import StateView
 from watchdog.detectors.jobs import per_job
+from watchdog.probes.logs import LOGS
 
 #: The restart count that pages (warning), and the one that pages again (critical).
 THRESHOLDS = (3, 10)
@@ -31,11 +32,11 @@ HINT = ("The launcher keeps restarting the job's workers and each restart fails 
 
 def _detect_job(view: StateView, config: Config) -> List[Finding]:
     cfg = config.probes.logs
-    sample = view.latest("logs")
+    sample = view.latest(LOGS)
     if not cfg.enabled or sample is None:
         return []
     out: List[Finding] = []
-    for r in getattr(sample.value, "restarts", ()):
+    for r in sample.value.restarts:
         if r.count < THRESHOLDS[0] or view.now - r.last_at > cfg.hold:
             continue
         labels = {**config.base_labels, "cause": r.cause}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from watchdog.config.schema import Config
-from watchdog.observations import LogObservation
+from watchdog.observations import NPU, LogObservation
 from watchdog.core.state import FailureReason, StateView
 from watchdog.summaries import summary_of
 from watchdog.summaries.npu import chip_memory_mb, job_chips, live_ranks
@@ -57,8 +57,8 @@ def npu_smi_absent(view: StateView) -> bool:
         return False
     if not status.up:
         return not status.hung and status.reason is FailureReason.MISSING
-    sample = view.latest("npu")
-    return sample is not None and bool(getattr(sample.value, "absent", False))
+    sample = view.latest(NPU)
+    return sample is not None and sample.value.absent
 
 
 def blind_reason(view: StateView, probe: str) -> Optional[str]:
@@ -75,7 +75,8 @@ def blind_reason(view: StateView, probe: str) -> Optional[str]:
     latest = view.latest(probe)
     if latest is None:
         return f"probe {probe} has no observation yet"
-    if getattr(latest.value, "absent", False):
+    npu = view.latest(NPU) if probe == NPU else None  # the one probe whose program may be missing
+    if npu is not None and npu.value.absent:
         return f"probe {probe}: its program is not on this node"
     return None
 
@@ -199,7 +200,7 @@ def log_progress(view: StateView, sources: Optional[Sequence[str]], config: Opti
     wanted = set(sources) if sources is not None else None
     best: Optional[float] = None
     last = hist[-1]
-    for src, at in getattr(last.value, "progress_at", {}).items():
+    for src, at in last.value.progress_at.items():
         if wanted is None or src in wanted:
             at = min(at, last.time)
             best = at if best is None else max(best, at)

@@ -43,7 +43,6 @@ from watchdog.detectors.cause import explain
 from watchdog.detectors.jobs import per_job
 from watchdog.core.findings import Finding
 from watchdog.core.rulecatalog import Inhibits, Rule, detail, probe_wait
-from watchdog.observations import NpuChip
 from watchdog.core.state import StateView
 from watchdog.summaries import summary_of
 from watchdog.summaries.npu import Summary as NpuSummary
@@ -146,7 +145,9 @@ def _device_states(view: StateView, config: Config) -> List[DeviceState]:
     out = []
     for key in sorted(chips):
         track = summary.chips[key]
-        last: NpuChip = track.last
+        last = track.last
+        if last is None:  # never: a chip's track is made by its first round (ChipTrack.add)
+            continue
         mem = chip_memory_mb(last)
         ref = mem[0] if mem else None
         if last.aicore_util_pct is None:

@@ -17,10 +17,13 @@ from watchdog.config.reference import render_reference
 from watchdog.docsgen.rules_table import render_rule_table
 from watchdog.docsgen.runbooks import render_runbook_in
 from watchdog.metrics.catalog import all_metrics, render_table
+from watchdog.plugins_list import assemble
 from watchdog.runbook import docs_page
 from watchdog.words import LANGUAGES
 
 REPO = Path(__file__).resolve().parent.parent.parent
+
+assemble()  # the generated tables list what the composition root hands down
 
 
 def _metric_table() -> str:

@@ -4,79 +4,41 @@ Each feature module in `watchdog.metrics` declares `METRICS` (its rows of the ta
 (where its rows go) and `samples(runtime)` (the current values, read from cached state: a scrape
 never runs a probe). A probe module (`watchdog.probes`) may declare its own `METRICS` and
 `samples(runtime)` the same way: its rows follow the feature modules', in the probes' order. Both
-lists are found, never written down, so adding a probe with metrics edits nothing here. One table
+lists are the composition root's (`watchdog.plugins_list`), which hands them down with `install`;
+adding a probe with metrics edits nothing here. One table
 means one place to check names, types, labels and help, and a test compares it with what
 `/metrics` really serves.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import re
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Dict, Iterable, List, NamedTuple, Tuple
+from typing import Any, Callable, Iterable, List, Sequence, Tuple
 
-#: The package of the feature modules, and the package of the probes (whose modules may declare
-#: metrics of their own).
-FEATURE_PACKAGE = "watchdog.metrics"
-PROBE_PACKAGE = "watchdog.probes"
+from watchdog.core.metricdef import TARGET_LABELS, MetricDef, MetricSample
+from watchdog.core.plugins import Slot
 
-_NAME = re.compile(r"^npu_watchdog_[a-z0-9_]+$")
-#: Labels Prometheus sets on every scraped series: ours would arrive renamed to `exported_*`.
-TARGET_LABELS = ("job", "instance")
+__all__ = ["TARGET_LABELS", "MetricDef", "MetricSample", "all_metrics", "install", "metric_modules", "render_table"]
 
 
-@dataclass(frozen=True)
-class MetricDef:
-    """One row of the metric table. `name` is the exposed name (counters end in `_total`)."""
-
-    name: str
-    type: str  # "gauge" | "counter"
-    labels: Tuple[str, ...]
-    help: str
-
-    def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
-            raise ValueError(f"metric {self.name!r} must match {_NAME.pattern}")
-        if self.type not in ("gauge", "counter"):
-            raise ValueError(f"metric {self.name}: unknown type {self.type!r}")
-        if (self.type == "counter") != self.name.endswith("_total"):
-            raise ValueError(f"metric {self.name}: counters, and only counters, end in _total")
-        clash = sorted(set(self.labels) & set(TARGET_LABELS))
-        if clash:
-            raise ValueError(f"metric {self.name}: label(s) {', '.join(clash)} belong to Prometheus's "
-                             "scrape target (the training job is `training_job`)")
+#: The modules contributing metrics, in table order (feature modules by `ORDER`, then the probe
+#: modules that declare metrics, in probe `ORDER`), handed down by the composition root.
+METRIC_MODULES: Slot[Tuple[Any, ...]] = Slot("the metric modules")
 
 
-class MetricSample(NamedTuple):
-    name: str
-    labels: Dict[str, str]
-    value: float
+#: (module name, its `evaluate(view, config)`) of the metric modules whose values need a detector
+#: pass's judgement, run once per pass (`watchdog.metrics.collector.evaluated_metrics`).
+EVALUATORS: Slot[Tuple[Tuple[str, Callable[[Any, Any], Iterable[Any]]], ...]] = Slot("the metric evaluators")
 
 
-def _declaring(package: str) -> List[Tuple[int, str, Any]]:
-    """(ORDER, name, module) of every module of `package` that declares `METRICS` and `ORDER`."""
-    pkg = importlib.import_module(package)
-    out = []
-    for info in pkgutil.iter_modules(pkg.__path__):
-        mod = importlib.import_module(f"{package}.{info.name}")
-        if isinstance(getattr(mod, "METRICS", None), list) and isinstance(getattr(mod, "ORDER", None), int):
-            out.append((mod.ORDER, mod.__name__, mod))
-    return sorted(out, key=lambda t: t[:2])
-
-
-@lru_cache(maxsize=None)
-def _metric_module_names() -> Tuple[str, ...]:
-    """Feature modules in ORDER, then the probe modules that declare metrics, in probe ORDER.
-    Found once per process (a scrape or a detector pass never lists a folder)."""
-    return tuple(name for _, name, _ in _declaring(FEATURE_PACKAGE) + _declaring(PROBE_PACKAGE))
+def install(modules: Sequence[Any], evaluators: Sequence[Any] = ()) -> None:
+    """The metric modules in table order, and those of them that declare `evaluate`."""
+    METRIC_MODULES.fill(tuple(modules))
+    EVALUATORS.fill(tuple((m.__name__, m.evaluate) for m in evaluators))
 
 
 def metric_modules() -> List[Any]:
     """The modules contributing metrics (each has `METRICS` and `samples(runtime)`), table order."""
-    return [importlib.import_module(m) for m in _metric_module_names()]
+    return list(METRIC_MODULES.get())
 
 
 def all_metrics() -> List[MetricDef]:

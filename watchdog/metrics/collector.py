@@ -17,7 +17,7 @@ import logging
 import math
 from typing import Any, Dict, List
 
-from watchdog.metrics.catalog import MetricDef, all_metrics, metric_modules
+from watchdog.metrics.catalog import EVALUATORS, MetricDef, all_metrics, metric_modules
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +94,11 @@ def evaluated_metrics(view: Any, config: Any) -> Dict[str, List[Any]]:
     """Per metric module that declares `evaluate(view, config)`: its samples as of this detector
     pass (the daemon publishes them on the runtime; `samples(rt)` serves them at scrape time)."""
     out: Dict[str, List[Any]] = {}
-    for mod in metric_modules():
-        fn = getattr(mod, "evaluate", None)
-        if fn is None:
-            continue
+    for name, fn in EVALUATORS.get():
         try:
-            out[mod.__name__] = list(fn(view, config))
+            out[name] = list(fn(view, config))
         except Exception:
-            log.exception("metrics of %s could not be evaluated", mod.__name__)
+            log.exception("metrics of %s could not be evaluated", name)
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterator, List, Tuple
 
 from watchdog.metrics.catalog import MetricDef, MetricSample
+from watchdog.observations import KERNEL, KernelObservation
 from watchdog.logrules.kernel import kernel_ruleset
 
 #: Position of this module's rows in the metric table (and in /metrics).
@@ -28,13 +29,13 @@ def samples(rt: Any) -> Iterator[MetricSample]:
     cfg = rt.config.probes.kernel
     if not cfg.enabled:
         return
-    sample = rt.state.latest("kernel")
-    obs = sample.value if sample is not None else None
-    yield MetricSample("npu_watchdog_kernel_records_total", {}, getattr(obs, "records_total", 0))
-    yield MetricSample("npu_watchdog_kernel_records_lost_total", {}, getattr(obs, "lost_total", 0))
-    yield MetricSample("npu_watchdog_kernel_records_malformed_total", {}, getattr(obs, "malformed_total", 0))
-    yield MetricSample("npu_watchdog_kernel_position_saved", {}, 0 if getattr(obs, "state_error", None) else 1)
-    matches = getattr(obs, "matches_total", {}) or {}
+    sample = rt.state.latest(KERNEL)
+    obs = sample.value if sample is not None else KernelObservation()  # before the first round: zeros
+    yield MetricSample("npu_watchdog_kernel_records_total", {}, obs.records_total)
+    yield MetricSample("npu_watchdog_kernel_records_lost_total", {}, obs.lost_total)
+    yield MetricSample("npu_watchdog_kernel_records_malformed_total", {}, obs.malformed_total)
+    yield MetricSample("npu_watchdog_kernel_position_saved", {}, 0 if obs.state_error else 1)
+    matches = obs.matches_total
     for rid, category in _rules(cfg):
         yield MetricSample("npu_watchdog_kernel_matches_total", {"rule": rid, "category": category},
                            matches.get(rid, 0))

@@ -6,6 +6,7 @@ from typing import Any, Iterator, List, Tuple
 
 from watchdog.logrules.matcher import effective_engine
 from watchdog.metrics.catalog import MetricDef, MetricSample
+from watchdog.probes.logs import LOGS, LogProbeObservation
 from watchdog.metrics.core import node_jobs
 
 #: Position of this module's rows in the metric table (and in /metrics).
@@ -56,11 +57,11 @@ def _rules(cfg: Any) -> tuple:
 def samples(rt: Any) -> Iterator[MetricSample]:
     cfg = rt.config.probes.logs
     yield MetricSample("npu_watchdog_log_engine_info", {"engine": effective_engine(cfg.engine)}, 1)
-    sample = rt.state.latest("logs")
-    obs = sample.value if sample is not None else None
+    sample = rt.state.latest(LOGS)
+    obs = sample.value if sample is not None else LogProbeObservation(events=())  # before the first round
     # Discovered jobs' restarts too (their logs are not configured sources).
     counted = set()
-    for r in getattr(obs, "restarts", ()) or ():
+    for r in obs.restarts:
         job = r.job or rt.config.base_labels.get("training_job", "")
         counted.add(job)
         yield MetricSample("npu_watchdog_job_restarts_total", {"training_job": job, "cause": r.cause}, r.count)
@@ -69,15 +70,15 @@ def samples(rt: Any) -> Iterator[MetricSample]:
             yield MetricSample("npu_watchdog_job_restarts_total", {"training_job": job, "cause": "none"}, 0)
     if not cfg.enabled or not cfg.sources:
         return
-    matches = getattr(obs, "matches_total", {}) or {}
+    matches = obs.matches_total
     for rid, category in _rules(cfg):
         yield MetricSample("npu_watchdog_log_matches_total", {"rule": rid, "category": category},
                            matches.get(rid, 0))
     yield MetricSample("npu_watchdog_log_offsets_save_errors_total", {},
-                       getattr(obs, "state_save_errors_total", 0))
-    yield MetricSample("npu_watchdog_log_offsets_saved", {}, 0 if getattr(obs, "state_error", None) else 1)
-    unreadable = getattr(obs, "unreadable", {}) or {}
-    sources = getattr(obs, "sources", {}) or {}
+                       obs.state_save_errors_total)
+    yield MetricSample("npu_watchdog_log_offsets_saved", {}, 0 if obs.state_error else 1)
+    unreadable = obs.unreadable
+    sources = obs.sources
     for src in cfg.sources:
         s = sources.get(src.name)
         lab = {"source": src.name}

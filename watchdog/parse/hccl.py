@@ -15,7 +15,7 @@ Where the values come from, first hit wins:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
 
 from watchdog.parse.untrusted import ascii_number
 
@@ -63,9 +63,8 @@ def resolve(envs: Iterable[Mapping[str, str]], exec_timeout: Optional[float] = N
     return HcclTimeouts()
 
 
-def job_timeouts(view: Any, config: Any) -> HcclTimeouts:
-    """The watched job's timeouts, from the latest process observation and the config."""
-    sample = view.latest("process") if view is not None else None
-    procs = getattr(sample.value, "processes", ()) if sample is not None else ()
-    envs = [dict(p.hccl_env) for p in procs if getattr(p, "hccl_env", None)]
+def job_timeouts(hccl_envs: Sequence[Sequence[Tuple[str, str]]], config: Any) -> HcclTimeouts:
+    """The watched job's timeouts, from its ranks' HCCL environments (each rank's `hccl_env` in
+    the latest process observation) and the config."""
+    envs = [dict(env) for env in hccl_envs if env]
     return resolve(envs, config.job.hccl_exec_timeout, config.job.hccl_connect_timeout)

@@ -30,6 +30,7 @@ from watchdog.logrules.progress import ProgressMatcher
 from watchdog.logrules.tail import Followed, SourceSpec, SourceStats, Tailer
 from watchdog.observations import JobState, LogEvent, LogObservation, PaceLine
 from watchdog.parse.restarts import parse_restart
+from watchdog.core.state import RecordKey
 from watchdog.probes.base import Collected, Probe
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,10 @@ class LogProbeObservation(LogObservation):
         return replace(self, active=tuple(a for a in self.active if mine(a.job)), progress_at=own,
                        pace=tuple(p for p in self.pace if mine(p.job)),
                        restarts=tuple(r for r in self.restarts if mine(r.job)))
+
+
+#: The logs probe's records (the discovery-fed logs probe's too: it is this probe, fed).
+LOGS: RecordKey[LogProbeObservation] = RecordKey("logs")
 
 
 def source_specs(cfg: LogsProbeConfig) -> List[SourceSpec]:

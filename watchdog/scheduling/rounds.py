@@ -7,7 +7,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional, Tuple
 
 from watchdog.host import clock
 from watchdog.probes.base import Collected, Probe, ProbeError
@@ -25,6 +25,10 @@ class Round:
         self.result: Optional[Collected] = None
         self.error: Optional[BaseException] = None
         self.done = threading.Event()
+        #: Set once the round is settled (recorded, evaluated; see watchdog.scheduling.watch).
+        self.settled = threading.Event()
+        #: Told when the round is done (the watch that settles it).
+        self.on_done: Optional[Callable[[], None]] = None
 
     def run(self) -> None:
         try:
@@ -33,6 +37,8 @@ class Round:
             self.error = exc
         finally:
             self.done.set()
+            if self.on_done is not None:
+                self.on_done()
 
 
 class RoundWorker:
@@ -53,6 +59,17 @@ class RoundWorker:
             if rnd is None:
                 return
             rnd.run()
+
+
+def pass_wanted(rnd: Round, finished: bool) -> Tuple[bool, bool]:
+    """(evaluate, wait) for a settled round's detector pass: a quiet round (nothing new) adds
+    nothing of its own; a round of a probe with change events that found something (new log
+    matches: a NaN line) is judged at once, not after a slow batch mate (an npu round may take
+    seconds)."""
+    ok = finished and rnd.error is None and rnd.result is not None
+    quiet = ok and rnd.result is not None and rnd.result.quiet
+    found = ok and not quiet and rnd.probe.follows_changes
+    return not quiet, not found
 
 
 def short_error(exc: BaseException) -> str:

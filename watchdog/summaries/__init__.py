@@ -12,48 +12,29 @@ are asked per question, and `reconfigure(config)` adopts new windows and history
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import replace
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import logging
 
 from watchdog.config.schema import Config
+from watchdog.core.plugins import Slot
 from watchdog.core.state import Sample, StateView
 
 log = logging.getLogger(__name__)
 
-_SKIP = ("window",)
+#: probe name -> its Summary class, from the summary modules' declarations (`PROBE`, `Summary`),
+#: handed down by the composition root (`watchdog.plugins_list`).
+SUMMARIES: Slot[Mapping[str, Any]] = Slot("the summaries")
 
 
-def _modules() -> List[Any]:
-    out = []
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name in _SKIP:
-            continue
-        mod = importlib.import_module(f"{__name__}.{info.name}")
-        if hasattr(mod, "PROBE") and hasattr(mod, "Summary"):
-            out.append(mod)
-    return out
+def install(summaries: Mapping[str, Any]) -> None:
+    SUMMARIES.fill(dict(summaries))
 
 
-_REGISTRY: Optional[Dict[str, Any]] = None
-
-
-def registry() -> Dict[str, Any]:
-    """probe name -> Summary class, from the declarations of this package's modules.
-
-    Kept only once complete: listing the package needs a descriptor, and `pkgutil` answers an
-    empty list when it gets none (EMFILE); cached, that empty answer made every later pass fail
-    (`KeyError: 'logs'`). The detector runner builds it at start, before the probes open files."""
-    global _REGISTRY
-    if _REGISTRY is None:
-        found = {m.PROBE: m.Summary for m in _modules()}
-        if not found:
-            return {}
-        _REGISTRY = found
-    return _REGISTRY
+def registry() -> Mapping[str, Any]:
+    """probe name -> Summary class, from the declarations of this package's modules."""
+    return SUMMARIES.get()
 
 
 def summary_of(view: StateView, probe: str, config: Any) -> Any:
@@ -71,8 +52,8 @@ def fold(probe: str, view: StateView, config: Any) -> Any:
         config = Config()
     cls = registry().get(probe)
     if cls is None:
-        raise LookupError(f"no summary of probe {probe!r} (the package watchdog.summaries could not be "
-                          "listed: out of file descriptors?)")
+        raise LookupError(f"no summary of probe {probe!r} (watchdog/plugins_list.py lists the summary "
+                          "modules: SUMMARY_MODULES)")
     summary = cls(config)
     for sample in view.history(probe):
         summary.add(sample, view)

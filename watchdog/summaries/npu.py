@@ -181,7 +181,7 @@ class Summary:
         self.first_at: Optional[float] = None
         #: Chips the job held at the newest round.
         self.held: Set[ChipKey] = set()
-        self.latest: Optional[Sample] = None
+        self.latest: Optional[Sample[NpuObservation]] = None
         self.reconfigure(config)
 
     def reconfigure(self, config: Config) -> None:
@@ -207,6 +207,13 @@ class Summary:
             track.add(t, c, key in held, self.config, now - self.keep, now)
         self.held = held
         self.latest = sample
+
+    def newest(self) -> NpuObservation:
+        """The newest npu record folded. The npu detectors ask only once `latest` is set (they
+        return nothing before the probe's first round)."""
+        if self.latest is None:
+            raise LookupError("no npu observation folded yet")
+        return self.latest.value
 
     def chip(self, key: ChipKey) -> Optional[ChipTrack]:
         return self.chips.get(key)

@@ -1,35 +1,34 @@
 """Delivery channels, one module per vendor.
 
-The registry is derived: every module of this package is imported and each `Channel` subclass that
-declares a `type` is a channel. Adding a vendor is adding one module; nothing else lists them.
+The composition root (`watchdog.plugins_list`) imports every vendor module and hands their
+`Channel` classes down with `install`; `CHANNEL_CLASSES` is filled then (a dict, filled in place,
+so a module that imported it early sees the same object).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from typing import Dict, Type
+from typing import Dict, Iterable, Type
 
 from watchdog.alerting.channels.base import Channel, Verdict, scrub
 
 
-def _subclasses(cls: type) -> list:
-    return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
+#: type -> Channel class, filled by `install`.
+CHANNEL_CLASSES: Dict[str, Type[Channel]] = {}
 
 
-def _discover() -> Dict[str, Type[Channel]]:
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
+def install(classes: Iterable[Type[Channel]]) -> Dict[str, Type[Channel]]:
+    """Index the channel classes by their `type` (each declared once); the index, also kept in
+    `CHANNEL_CLASSES`."""
     found: Dict[str, Type[Channel]] = {}
-    for cls in _subclasses(Channel):
-        if cls.type:
-            if cls.type in found and found[cls.type] is not cls:
-                raise ValueError(f"channel type {cls.type!r} declared twice ({found[cls.type].__name__}, {cls.__name__})")
-            found[cls.type] = cls
+    for cls in classes:
+        if not cls.type:
+            raise ValueError(f"channel class {cls.__name__} declares no type")
+        if cls.type in found and found[cls.type] is not cls:
+            raise ValueError(f"channel type {cls.type!r} declared twice ({found[cls.type].__name__}, {cls.__name__})")
+        found[cls.type] = cls
+    CHANNEL_CLASSES.clear()
+    CHANNEL_CLASSES.update(found)
     return found
-
-
-CHANNEL_CLASSES: Dict[str, Type[Channel]] = _discover()
 
 
 def build_channel(cfg, alerting) -> Channel:
@@ -40,4 +39,4 @@ def build_channels(alerting) -> Dict[str, Channel]:
     return {c.name: build_channel(c, alerting) for c in alerting.channels}
 
 
-__all__ = ["Channel", "Verdict", "scrub", "build_channel", "build_channels", "CHANNEL_CLASSES"]
+__all__ = ["Channel", "Verdict", "scrub", "build_channel", "build_channels", "install", "CHANNEL_CLASSES"]

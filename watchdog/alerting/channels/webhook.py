@@ -4,8 +4,6 @@ Both carry structured data; free text (summaries, log lines) is still defused (`
 because receivers commonly forward annotations into chat.
 """
 
-from __future__ import annotations
-
 import time
 from typing import Any, Dict, List, Optional
 
@@ -171,7 +169,7 @@ class AlertmanagerChannel(_Authed):
         out = []
         for a in msg.alerts:
             resolved = msg.status == "resolved"
-            item = {
+            item: Dict[str, Any] = {
                 "labels": am_labels(a, self.alerting),
                 "annotations": annotations(a, self.alerting.max_log_lines, runbook_of(self.alerting), self.words),
                 # Fleet mode: a firing alert starts when pushed (Alertmanager keeps the earliest of its

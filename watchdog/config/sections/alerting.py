@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from watchdog.compat import Literal  # 3.7: from typing_extensions
 
@@ -18,7 +18,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from watchdog.config.types import Duration, Secret, StrictModel, load_zone
 from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL
-from watchdog.core.plugins import registry
+from watchdog.core.plugins import Slot
 from watchdog.core.rulecatalog import JOB_LABELS, default_inhibitions
 from watchdog.core.rulecatalog import default_for as declared_for
 from watchdog.logrules.model import current_rule_id
@@ -32,10 +32,14 @@ _MATCHER = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(.*)$")
 
 
 
-def channel_classes() -> dict:
-    """The channel registry, looked up at first use (the channels sit above the config and
-    import it; watchdog.core.plugins)."""
-    return registry("watchdog.alerting.channels").CHANNEL_CLASSES
+#: type -> the channel class's declarations (`signed`, `authed`, `rate_limits`), handed down by the
+#: composition root (the channels sit above the config and import it; watchdog.core.plugins).
+CHANNEL_KINDS: Slot[Mapping[str, Any]] = Slot("the channel types")
+
+
+def channel_classes() -> Mapping[str, Any]:
+    """The channel types and what each declares, as the composition root installed them."""
+    return CHANNEL_KINDS.get()
 
 
 def current_label(name: str, where: str) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Tuple
 
@@ -26,8 +24,9 @@ class ProbeSchedule(StrictModel):
 class ProbeSection:
     """What a probe module declares about its config (`SECTION = ProbeSection(...)` beside its
     `ORDER` and `build`): the key under `probes:`, the model of that key, and whether discovery
-    feeds the probe. `watchdog.config.schema` builds the `probes:` section from these, so a new
-    probe is added by adding its module; nothing here or in the schema names it."""
+    feeds the probe. The composition root (`watchdog.plugins_list`) hands these to
+    `watchdog.config.schema.install_probe_sections`, which builds the `probes:` section; nothing
+    here or in the schema names a probe."""
 
     #: The key under `probes:` (e.g. `kernel`).
     key: str
@@ -47,26 +46,3 @@ class ProbeSection:
         """(annotation, FieldInfo) for `pydantic.create_model`."""
         extra = {"description": self.doc} if self.doc else {}
         return self.model, Field(default_factory=self.default or self.model, **extra)
-
-
-#: Where probe modules live: every module there with a `SECTION` contributes a key to `probes:`.
-PROBE_PACKAGE = "watchdog.probes"
-
-
-def probe_sections(package: str = PROBE_PACKAGE) -> Tuple[ProbeSection, ...]:
-    """The `SECTION` of every probe module, in the modules' `ORDER` (the schedule's order).
-
-    Found by name (importlib), not imported: the probes sit above the config and read it; the
-    config only learns the sections they declare."""
-    pkg = importlib.import_module(package)
-    found = []
-    for info in pkgutil.iter_modules(pkg.__path__):
-        mod = importlib.import_module(f"{package}.{info.name}")
-        section = getattr(mod, "SECTION", None)
-        if isinstance(section, ProbeSection):
-            found.append((getattr(mod, "ORDER", 0), mod.__name__, section))
-    keys = [s.key for _, _, s in found]
-    dupes = sorted({k for k in keys if keys.count(k) > 1})
-    if dupes:
-        raise ValueError(f"probe config section(s) declared twice: {', '.join(dupes)}")
-    return tuple(s for _, _, s in sorted(found, key=lambda t: t[:2]))
