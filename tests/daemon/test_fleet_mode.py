@@ -43,8 +43,10 @@ def test_fleet_mode_needs_an_alertmanager_channel():
 
 def test_roles_follow_the_inhibitions():
     cfg = load_config_text("{}").alerting
-    assert [cfg.role(r) for r in ("log_oom", "npu_missing", "npu_unhealthy")] == ["root"] * 3
-    assert [cfg.role(r) for r in ("stall", "log_hccl", "heartbeat_stale", "rank_missing")] == ["symptom"] * 4
+    assert [cfg.role(r) for r in ("log_oom", "npu_missing", "npu_ecc_double_bit", "link_down")] == ["root"] * 4
+    # An Alarm health code follows from a double-bit ECC error or a recurring fault code: a symptom.
+    assert [cfg.role(r) for r in ("stall", "log_hccl", "heartbeat_stale", "rank_missing",
+                                  "npu_unhealthy")] == ["symptom"] * 5
     custom = load_config_text(yaml.safe_dump({"alerting": {"inhibitions": [
         {"source": ["command_check"], "target": ["log_oom"]}]}})).alerting
     assert custom.role("log_oom") == "symptom" and custom.role("stall") == "root"

@@ -62,7 +62,7 @@ def dashboard_queries() -> List[str]:
     """The dashboard's PromQL with its variables set to `all`, as Grafana would send it."""
     dash = json.loads(DASHBOARD.read_text())
     out = [t["expr"] for p in dash["panels"] if p["type"] != "row" for t in p["targets"]]
-    subst = {"$__rate_interval": "1m", "$__interval": "15s", "$host": ".*", "$training_job": ".*", "$npu": ".*"}
+    subst = {"$__rate_interval": "1m", "$__range": "5m", "$__interval": "15s", "$host": ".*", "$training_job": ".*", "$npu": ".*"}
     for k, v in subst.items():
         out = [e.replace(k, v) for e in out]
     return out

@@ -43,7 +43,7 @@ def panel_queries() -> List[Tuple[str, str]]:
 
 def as_sent(expr: str, job: str) -> str:
     """The query as Grafana sends it: All is the variables' `allValue` (.*)."""
-    fills = {"$__rate_interval": "1m", "$__interval": "15s", "$host": ".*", "$npu": ".*", "$training_job": job}
+    fills = {"$__rate_interval": "1m", "$__range": "5m", "$__interval": "15s", "$host": ".*", "$npu": ".*", "$training_job": job}
     for k, v in fills.items():
         expr = expr.replace(k, v)
     return expr

@@ -112,6 +112,8 @@ def silence_list(args: argparse.Namespace) -> int:
     if not os.path.isdir(state_dir):  # listing never creates the daemon's state folder
         print(f"npu-watchdog: no alert state in {state_dir}: no daemon has run with this state folder "
               "(is the daemon running? -c FILE names its config, --state-dir its folder)", file=sys.stderr)
+        if getattr(args, "json", False):
+            print("[]")  # no state folder, no silence: a script reading the list gets an empty one
         return 1
     store = _store(args)
     if store is None:

@@ -17,6 +17,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import yaml
+
+from watchdog.compat import resource_text
+
 
 TABLES = ("acl", "hccl", "ecode", "xid")
 
@@ -79,11 +83,7 @@ def load_table(name: str) -> CodeTable:
     if name not in TABLES:
         raise CodeTableError(f"unknown code table {name!r} (known: {', '.join(TABLES)})")
     if name not in _CACHE:
-        from importlib import resources
-
-        import yaml
-
-        text = resources.files("watchdog.logrules").joinpath("tables").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+        text = resource_text("watchdog.logrules", "tables", f"{name}.yaml")
         doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         entries = tuple(_entry(name, row) for row in doc.get("entries", []))
         codes = [e.code for e in entries]

@@ -50,12 +50,12 @@ class SubhealthProbeConfig(ProbeSchedule):
     interval: Duration = Field(default="20s")
     #: Single-bit (corrected) ECC errors that must appear within `ecc_window` to raise
     #: `npu_ecc_single_bit_rising`.
-    ecc_single_bit_rise: int = Field(default=10, ge=1)
+    ecc_single_bit_rise: int = Field(default=10, ge=1, le=1_000_000)
     #: The window ECC errors are counted in (the oldest reading within it is the base).
     ecc_window: Duration = Field(default="1h", gt=0)
     #: A health code that appears this many times within `code_repeat_window` escalates to
     #: critical with "isolate now" (the device plugin's default: 5 in 24 h; 3 warns earlier).
-    code_repeat_count: int = Field(default=3, ge=2)
+    code_repeat_count: int = Field(default=3, ge=2, le=1000)
     #: The window a health code's appearances are counted in.
     code_repeat_window: Duration = Field(default="24h", gt=0)
     #: AI Core clock below this share of its rating while busy, for `throttle_for`, raises
