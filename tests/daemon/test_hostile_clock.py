@@ -92,6 +92,13 @@ def sent(rx: Receiver) -> List[Tuple[str, str, str]]:
             for r in rx.accepted() for a in r.json["alerts"]]
 
 
+def log_followed(d) -> None:
+    """The logs probe has had its first round: the log is followed from its end, so a line written
+    now is new to it (written before, it would be old content the daemon starts after)."""
+    wait_for(lambda: any(p["name"] == "logs" and p["runs_total"] >= 1 for p in d.status()["probes"]),
+             what="the logs probe's first round")
+
+
 def rounds(d, n: int) -> None:
     runs = {p["name"]: p["runs_total"] for p in d.status()["probes"]}
     wait_for(lambda: all(p["runs_total"] >= runs[p["name"]] + n for p in d.status()["probes"]),
@@ -114,6 +121,7 @@ def test_a_forward_step_of_two_hours_resolves_nothing_and_ages_no_heartbeat(make
             procs([sys.executable, "-c", WRITER, hb])
         wait_for(lambda: any(p["name"] == "heartbeat" and "1/1" in (p.get("last_result") or "")
                              for p in d.status()["probes"]), what="the heartbeat read")
+        log_followed(d)
         with open(tmp_path / "logs" / "train_rank0.log", "ab") as fh:
             fh.write(OOM)
         pager.wait_for(1)
@@ -136,6 +144,7 @@ def test_a_backward_step_of_one_hour_does_not_hold_a_retry(make_daemon, tmp_path
     with Receiver("webhook") as pager:
         pager.script(Answer(500, {"error": "try again"}))
         d = make_daemon(config(tmp_path, pager, train_stale="1h"), env=env)
+        log_followed(d)
         with open(tmp_path / "logs" / "train_rank0.log", "ab") as fh:
             fh.write(OOM)
         pager.wait_arrived(1)  # the first attempt fails; its retry is due within retry_max (2 s)
