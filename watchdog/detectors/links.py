@@ -27,7 +27,7 @@ from watchdog.detectors.jobs import chip_owners
 from watchdog.detectors.series import blind_reason, fmt_age
 from watchdog.observations import NpuObservation, ProcessObservation
 from watchdog.parse.hccn import mw_to_dbm
-from watchdog.probes.links import LinkObservation, LinksProbeConfig, PortReading, port_labels
+from watchdog.probes.links import LINKS, LinkObservation, LinksProbeConfig, PortReading, port_labels
 
 HINT_DOWN = (
     "The NPU's RoCE port has no link: HCCL traffic through it stops and the job's collectives will "
@@ -148,7 +148,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     cfg = config.probes.links
     if not cfg.enabled or blind_reason(view, "links"):
         return []
-    sample = view.latest("links")
+    sample = view.latest(LINKS)
     obs = sample.value if sample is not None else None
     if not isinstance(obs, LinkObservation) or obs.absent:
         return []

@@ -25,7 +25,7 @@ from watchdog.detectors.jobs import chip_owners
 from watchdog.detectors.series import blind_reason, fmt_age
 from watchdog.npusmi.subhealth import DRAIN, ISOLATE, WATCH, advise
 from watchdog.observations import NpuObservation, ProcessObservation
-from watchdog.probes.subhealth import ChipSubhealth, SubhealthObservation, SubhealthProbeConfig
+from watchdog.probes.subhealth import SUBHEALTH, ChipSubhealth, SubhealthObservation, SubhealthProbeConfig
 
 HINT_SBE = (
     "Corrected (single-bit) ECC errors keep appearing on this card's memory: the memory is wearing "
@@ -138,7 +138,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     cfg = config.probes.subhealth
     if not cfg.enabled or blind_reason(view, "subhealth"):
         return []
-    sample = view.latest("subhealth")
+    sample = view.latest(SUBHEALTH)
     obs = sample.value if sample is not None else None
     if not isinstance(obs, SubhealthObservation) or obs.absent:
         return []

@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from watchdog.host import clock
 from watchdog.metrics.catalog import MetricDef, MetricSample
 from watchdog.parse import hccn
-from watchdog.probes.links import DETAILS, LinkObservation, PortReading, port_labels
+from watchdog.probes.links import DETAILS, LINKS, LinkObservation, PortReading, port_labels
 
 #: Position of this module's rows in the metric table (and in /metrics).
 ORDER = 62
@@ -50,7 +50,7 @@ def _chip_map(rt: Any) -> Dict[int, Tuple[int, int]]:
 def samples(rt: Any) -> Iterator[MetricSample]:
     if not rt.config.probes.links.enabled:
         return
-    sample = rt.state.latest("links")
+    sample = rt.state.latest(LINKS)
     obs: Optional[LinkObservation] = sample.value if sample is not None else None
     if obs is None:
         return

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Iterator, List, Optional
 
 from watchdog.metrics.catalog import MetricDef, MetricSample
-from watchdog.probes.subhealth import SubhealthObservation
+from watchdog.probes.subhealth import SUBHEALTH, SubhealthObservation
 
 #: Position of this module's rows in the metric table (and in /metrics).
 ORDER = 64
@@ -32,7 +32,7 @@ METRICS: List[MetricDef] = [
 def samples(rt: Any) -> Iterator[MetricSample]:
     if not rt.config.probes.subhealth.enabled:
         return
-    sample = rt.state.latest("subhealth")
+    sample = rt.state.latest(SUBHEALTH)
     obs: Optional[SubhealthObservation] = sample.value if sample is not None else None
     if obs is None:
         return

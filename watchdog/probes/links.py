@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from pydantic import Field
 
+from watchdog.core.state import RecordKey
 from watchdog.host import clock
 from watchdog.config.sections.common import ProbeSchedule, ProbeSection
 from watchdog.config.types import Duration
@@ -125,6 +126,10 @@ class LinkObservation:
     #: The program run (absolute path), None when absent.
     tool: Optional[str] = None
     runs_total: int = 0
+
+
+#: The key detectors and metrics read this probe's records by (`view.latest(LINKS)`).
+LINKS: RecordKey[LinkObservation] = RecordKey("links")
 
 
 def port_labels(p: PortReading, chip_map: Dict[int, Tuple[int, int]]) -> Dict[str, str]:

@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Tuple
 
 from pydantic import Field
 
+from watchdog.core.state import RecordKey
 from watchdog.host import clock
 from watchdog.config.sections.common import ProbeSchedule, ProbeSection
 from watchdog.config.types import Duration
@@ -96,6 +97,10 @@ class SubhealthObservation:
     absent: bool = False
     #: Why nothing was read this round (npu-smi failing: the npu probe reports it).
     error: Optional[str] = None
+
+
+#: The key detectors and metrics read this probe's records by (`view.latest(SUBHEALTH)`).
+SUBHEALTH: RecordKey[SubhealthObservation] = RecordKey("subhealth")
 
 
 @dataclass
