@@ -81,10 +81,11 @@ def test_running_daemon_serves_no_job_or_instance_label(make_daemon, tmp_path):
     assert not bad, f"series with a Prometheus target label: {bad}"
     with_job = {s.name for s in samples if s.labels.get(JOB_LABEL) == "job-t"}
     # npu_watchdog_discovered_ranks is served only with discovery on (its label: test_discovery_daemon);
-    # a job's step time, its baseline and the slowdown are served once its progress lines give a
-    # step time (a made-up 0 would read as an infinitely fast job; their label: test_pace_shipped_config).
+    # a job's step time, its baseline, the slowdown and the goodput are served once its progress
+    # lines give a step time (a made-up 0 would read as an infinitely fast job; their label: test_pace_shipped_config).
     unserved = {"npu_watchdog_discovered_ranks", "npu_watchdog_job_step_seconds",
-                "npu_watchdog_job_step_baseline_seconds", "npu_watchdog_job_slowdown_ratio"}
+                "npu_watchdog_job_step_baseline_seconds", "npu_watchdog_job_slowdown_ratio",
+                "npu_watchdog_job_goodput_ratio"}
     declared = {d.name for d in all_metrics() if JOB_LABEL in d.labels} - unserved
     assert declared and declared <= with_job, sorted(declared - with_job)
 

@@ -35,6 +35,21 @@ def prom_query(base: str, expr: str) -> list:
     return doc["data"]["result"]
 
 
+#: Panels the demo gives no data: what needs hours (a trend), an NPU link tool or a trainer's
+#: progress lines, which the simulated node does not have, or a fault it does not play.
+DEMO_SHOWS_NOTHING = {
+    "HBM full in (leak prediction)",  # a trend that needs HBM to grow for minutes
+    "Throughput",  # the demo's ranks report tokens/s only, not samples/s
+    # the simulated node has no hccn_tool
+    "Link errors and retransmissions / s", "Link flaps (within flap_window) and link-up count",
+    "Link state (1 up, 0 down, -1 not read)", "Network reachability and hccn_tool",
+    "Optical receive power (dBm), lowest lane", "Optical transmit power (dBm), lowest lane",
+    "AI Core clock, current vs rated",  # the demo's npu-smi answers no `-t common`
+    # the demo's ranks print no progress line with a step time
+    "Slowdown and chip busy per node", "Step time vs baseline",
+}
+
+
 def panel_queries() -> List[Tuple[str, str]]:
     """(panel title, expr) of every query panel, as in the dashboard."""
     dash = json.loads(DASHBOARD.read_text())
@@ -98,20 +113,22 @@ def test_every_dashboard_panel_answers_for_the_demo_job_and_for_all(scraped):
                           + urllib.parse.urlencode({"match[]": 'npu_watchdog_node_info{job="npu-watchdog"}'}))
     assert code == 200 and json.loads(body)["data"] == [JOB], body
     present = {}
-    empty, checked = [], 0
+    empty, checked, skipped = [], 0, set()
     for title, expr in panel_queries():
         names = set(METRIC_NAME.findall(expr))
         for n in names - set(present):
             present[n] = bool(prom_query(base, f"count({n})"))
         if not all(present[n] for n in names):
-            continue  # the demo made no data for it (a trend that needs hours): nothing to show
+            skipped.add(title)  # the demo made no data for it (a trend that needs hours): nothing to show
+            continue
         for job in (JOB, ".*"):
             checked += 1
             if not prom_query(base, as_sent(expr, job)):
                 empty.append((title, "All" if job == ".*" else job, expr))
     assert not empty, "panels with nothing to show although their metrics have data:\n" + "\n".join(map(str, empty))
-    # Nearly every panel has data in the demo: the check above covered them, not an empty set.
-    assert checked >= 2 * (len(panel_queries()) - 2), (checked, len(panel_queries()), present)
+    # Every other panel has data in the demo: the check above covered them, not an empty set.
+    assert skipped <= DEMO_SHOWS_NOTHING, sorted(skipped - DEMO_SHOWS_NOTHING)
+    assert checked >= 2 * len([t for t, _ in panel_queries() if t not in DEMO_SHOWS_NOTHING]), (checked, sorted(skipped))
 
 
 @pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not installed (Debian package `prometheus`)")

@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slow
 
 #: The last release before this one: its version and commit (CHANGELOG.md).
 PREVIOUS = ("0.1.0", "8b72c6caa2204c9dd09379a97247f2dfb952b07a")
-FIRING = 'npu_watchdog_alerts_firing{rule="command_check",severity="warning"}'
+#: Since 0.2.0 the series carries the job it belongs to (empty: a node with no job).
+FIRING = 'npu_watchdog_alerts_firing{rule="command_check",severity="warning",training_job=""}'
 
 
 def _previous_tree(dest: Path) -> Path:
