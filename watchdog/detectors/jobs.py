@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from watchdog.config.schema import Config
 from watchdog.config.sections import discovery as discovery_section
 from watchdog.core.findings import Finding
-from watchdog.observations import JobScoped, JobState, NpuObservation, ProcessObservation
+from watchdog.observations import NPU, PROCESS, JobScoped, JobState, NpuObservation, ProcessObservation
 from watchdog.core.state import Sample, StateView
 from watchdog.summaries import Summaries
 
@@ -58,6 +58,17 @@ def chip_owners(obs: NpuObservation, procs: Optional[ProcessObservation]) -> Dic
         if key not in out and c.npu in by_npu:
             out[key] = by_npu[c.npu]
     return out
+
+
+def latest_chip_owners(view: StateView) -> Tuple[Dict[ChipKey, str], Dict[int, Tuple[int, int]]]:
+    """`chip_owners` of the latest npu and process rounds, and npu-smi's chip mapping (logic id
+    -> NPU, chip); both empty while the npu probe has no round. For the detectors that label a
+    chip's finding with the job holding it (links, sub-health)."""
+    npu = view.latest(NPU)
+    if npu is None or npu.value.absent:
+        return {}, {}
+    proc = view.latest(PROCESS)
+    return chip_owners(npu.value, proc.value if proc is not None else None), dict(npu.value.chip_map)
 
 
 def _npu_filter(value: NpuObservation, owners: Dict[ChipKey, str], job: str) -> NpuObservation:

@@ -23,9 +23,8 @@ from watchdog.config.schema import Config
 from watchdog.core.findings import JOB_LABEL, Finding
 from watchdog.core.rulecatalog import JOB_LABELS, Inhibits, Rule, probe_wait
 from watchdog.core.state import StateView
-from watchdog.detectors.jobs import chip_owners
+from watchdog.detectors.jobs import latest_chip_owners
 from watchdog.detectors.series import blind_reason, fmt_age
-from watchdog.observations import NpuObservation, ProcessObservation
 from watchdog.parse.hccn import mw_to_dbm
 from watchdog.probes.links import LINKS, LinkObservation, LinksProbeConfig, PortReading, port_labels
 
@@ -47,18 +46,6 @@ HINT_OPTICS = (
     "(drain after the job if it keeps falling). First check: `hccn_tool -i <npu> -optical -g` (Rx/Tx "
     "power per lane against the module's own thresholds, SNR), clean or reseat the fibre."
 )
-
-
-def _owners(view: StateView) -> Tuple[Dict[Tuple[int, int], str], Dict[int, Tuple[int, int]]]:
-    """The chips' jobs and npu-smi's chip mapping (logic id -> NPU, chip), from the latest npu
-    and process rounds (empty when the npu probe has none)."""
-    npu = view.latest("npu")
-    obs = npu.value if npu is not None and isinstance(npu.value, NpuObservation) else None
-    if obs is None or obs.absent:
-        return {}, {}
-    proc = view.latest("process")
-    procs = proc.value if proc is not None and isinstance(proc.value, ProcessObservation) else None
-    return chip_owners(obs, procs), dict(obs.chip_map)
 
 
 def _labels(config: Config, p: PortReading, owners: Dict[Tuple[int, int], str],
@@ -152,7 +139,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     obs = sample.value if sample is not None else None
     if not isinstance(obs, LinkObservation) or obs.absent:
         return []
-    owners, chip_map = _owners(view)
+    owners, chip_map = latest_chip_owners(view)
     out: List[Finding] = []
     for p in obs.ports:
         labels = _labels(config, p, owners, chip_map)

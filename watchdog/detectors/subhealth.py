@@ -21,10 +21,9 @@ from watchdog.config.schema import Config
 from watchdog.core.findings import JOB_LABEL, Finding
 from watchdog.core.rulecatalog import JOB_LABELS, Inhibits, Rule, probe_wait
 from watchdog.core.state import StateView
-from watchdog.detectors.jobs import chip_owners
+from watchdog.detectors.jobs import latest_chip_owners
 from watchdog.detectors.series import blind_reason, fmt_age
 from watchdog.npusmi.subhealth import DRAIN, ISOLATE, WATCH, advise
-from watchdog.observations import NpuObservation, ProcessObservation
 from watchdog.probes.subhealth import SUBHEALTH, ChipSubhealth, SubhealthObservation, SubhealthProbeConfig
 
 HINT_SBE = (
@@ -50,16 +49,6 @@ HINT_THROTTLE = (
     "temperature) and the power supply. First check: `npu-smi info -t common -i <npu>` (Aicore Freq "
     "and curFreq, temperature) and `npu-smi info -t power -i <npu>`."
 )
-
-
-def _owners(view: StateView) -> Dict[Tuple[int, int], str]:
-    npu = view.latest("npu")
-    obs = npu.value if npu is not None and isinstance(npu.value, NpuObservation) else None
-    if obs is None or obs.absent:
-        return {}
-    proc = view.latest("process")
-    procs = proc.value if proc is not None and isinstance(proc.value, ProcessObservation) else None
-    return chip_owners(obs, procs)
 
 
 def _labels(config: Config, c: ChipSubhealth, owners: Dict[Tuple[int, int], str]) -> Dict[str, str]:
@@ -142,7 +131,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     obs = sample.value if sample is not None else None
     if not isinstance(obs, SubhealthObservation) or obs.absent:
         return []
-    owners = _owners(view)
+    owners, _ = latest_chip_owners(view)
     out: List[Finding] = []
     for c in obs.chips:
         labels = _labels(config, c, owners)
