@@ -39,6 +39,11 @@ def check_exit_statuses(config: Any) -> CheckResult:
         return CheckResult("daemon", "exit statuses", SKIPPED, "discovery is off (no job ends are judged)")
     events = ProcExits.start()
     try:
+        if events.unavailable is None and events.unfiltered is not None:
+            return CheckResult("daemon", "exit statuses", WARN,
+                               "exit statuses come from the kernel's process events, but the kernel-side filter "
+                               f"could not be installed ({events.unfiltered}): every fork and exit on the host "
+                               "wakes the daemon", "check that socket filters (CONFIG_BPF) are allowed here")
         if events.unavailable is None:
             return CheckResult("daemon", "exit statuses", PASS,
                                "exit statuses of every rank and launcher come from the kernel's process events")

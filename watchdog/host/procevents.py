@@ -11,10 +11,16 @@ daemon falls back to what /proc and the launchers' lines show (`npu-watchdog doc
 Stdlib only (`socket.AF_NETLINK`); the record layout is the kernel's (linux/connector.h,
 linux/cn_proc.h): nlmsghdr (16 bytes), cn_msg (20), proc_event header (16), then for
 PROC_EVENT_EXIT: pid, tgid, exit_code (the wait status), exit_signal.
+
+Cost: the connector multicasts every fork, exec, exit and rename of every thread on the host.
+Waking the daemon for each cost most of its idle CPU on a busy node (a pip install beside it,
+dataloader workers, a compiler), so a classic BPF filter on the socket lets the kernel drop all
+but the exits of whole processes (pid == tgid) before they reach the daemon.
 """
 
 from __future__ import annotations
 
+import array
 import os
 import socket
 import struct
@@ -35,6 +41,44 @@ _NLMSG = struct.Struct("=IHHII")
 _CN_MSG = struct.Struct("=IIIIHH")
 _EVENT = struct.Struct("=IIQ")
 _EXIT = struct.Struct("=iiII")
+SO_ATTACH_FILTER = 26  # asm-generic/socket.h: the same on x86_64 and aarch64
+_HEAD = _NLMSG.size + _CN_MSG.size  # where proc_event starts
+
+
+def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def exit_filter() -> bytes:
+    """The classic BPF program (struct sock_filter[]) that accepts exit events of thread-group
+    leaders only. BPF word loads read network byte order, so the event constant is the host-order
+    value as the load sees it; pid == tgid compares two loads read the same way."""
+    ld_w_abs, st, ldx_mem, jeq_k, jeq_x, ret_k = 0x20, 0x02, 0x61, 0x15, 0x1D, 0x06
+    what = struct.unpack(">I", struct.pack("=I", PROC_EVENT_EXIT))[0]
+    pid_at = _HEAD + _EVENT.size
+    prog = [
+        _bpf(ld_w_abs, 0, 0, _HEAD),           # A = proc_event.what
+        _bpf(jeq_k, 0, 5, what),               # not an exit -> drop
+        _bpf(ld_w_abs, 0, 0, pid_at + 4),      # A = tgid
+        _bpf(st, 0, 0, 0),                     # M[0] = A
+        _bpf(ldx_mem, 0, 0, 0),                # X = M[0]
+        _bpf(ld_w_abs, 0, 0, pid_at),          # A = pid
+        _bpf(jeq_x, 1, 0, 0),                  # pid == tgid -> accept
+        _bpf(ret_k, 0, 0, 0),                  # drop
+        _bpf(ret_k, 0, 0, 0xFFFF),             # accept (up to 64 KiB)
+    ]
+    return b"".join(prog)
+
+
+def attach_exit_filter(sock: socket.socket) -> Optional[str]:
+    """Install `exit_filter` on the socket; None, or why not (the listener then filters in Python)."""
+    prog = array.array("B", exit_filter())  # the kernel copies it at attach: alive until then
+    fprog = struct.pack("HL", len(prog) // 8, prog.buffer_info()[0])  # struct sock_fprog
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 #: Exits remembered (the newest win); a node runs far fewer processes between two probe rounds.
 MAX_EXITS = 8192
 
@@ -51,7 +95,7 @@ class ProcExit:
 def parse_exit_event(data: bytes) -> Optional[ProcExit]:
     """A received netlink datagram -> the process exit it reports, or None (another event, a
     thread's exit, or a short or malformed record)."""
-    head = _NLMSG.size + _CN_MSG.size
+    head = _HEAD
     if len(data) < head + _EVENT.size + _EXIT.size:
         return None
     idx, val = _CN_MSG.unpack_from(data, _NLMSG.size)[:2]
@@ -81,7 +125,11 @@ class ProcExits:
         self._exits: "OrderedDict[int, ProcExit]" = OrderedDict()
         self._sock: Optional[socket.socket] = None
         self.unavailable: Optional[str] = "not started"
+        #: Process exits kept, and datagrams read at all (the kernel filter keeps them equal).
         self.received = 0
+        self.datagrams = 0
+        #: Why the kernel-side filter is not installed (None: installed).
+        self.unfiltered: Optional[str] = "not started"
 
     @classmethod
     def start(cls) -> "ProcExits":
@@ -89,6 +137,7 @@ class ProcExits:
         try:
             sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_CONNECTOR)
             sock.bind((0, CN_IDX_PROC))  # port id 0: the kernel assigns one (several daemons per host)
+            self.unfiltered = attach_exit_filter(sock)
             sock.send(_listen_message())
         except (OSError, AttributeError) as exc:
             self.unavailable = f"the kernel's process events are not readable here ({type(exc).__name__}: {exc}); " \
@@ -106,6 +155,7 @@ class ProcExits:
             except OSError as exc:
                 self.unavailable = f"the process-events socket failed ({type(exc).__name__}: {exc})"
                 return
+            self.datagrams += 1
             ev = parse_exit_event(data)
             if ev is None:
                 continue

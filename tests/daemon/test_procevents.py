@@ -1,0 +1,59 @@
+"""The process-events listener, against the real kernel connector (root only): exit statuses of
+processes the daemon did not start arrive, and the kernel-side filter keeps every other event
+(forks, execs, thread exits) from waking the daemon."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from tests.helpers import wait_for
+from watchdog.host.procevents import ProcExits, exit_filter
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the kernel's process events are readable by root only")
+
+
+@pytest.fixture
+def events():
+    ev = ProcExits.start()
+    if ev.unavailable is not None:
+        pytest.skip(f"process events unavailable here: {ev.unavailable}")
+    yield ev
+    ev.close()
+
+
+def test_the_filter_program_is_nine_instructions():
+    assert len(exit_filter()) == 9 * 8
+
+
+def test_exit_statuses_of_a_grandchild_arrive_with_their_status(events):
+    # The shell's children are not ours: exactly the case of a rank under a launcher.
+    out = subprocess.run(["sh", "-c", "sh -c 'exit 7' & echo $!; wait"], capture_output=True, text=True, check=False)
+    code_pid = int(out.stdout.split()[0])
+    killed = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert wait_for(lambda: events.get(code_pid) is not None and events.get(killed.pid) is not None, 10)
+    assert os.WEXITSTATUS(events.get(code_pid).status) == 7
+    assert os.WIFSIGNALED(events.get(killed.pid).status) and os.WTERMSIG(events.get(killed.pid).status) == 9
+
+
+def test_forks_execs_and_thread_exits_never_reach_the_daemon(events):
+    assert events.unfiltered is None, events.unfiltered
+    threads = [threading.Thread(target=lambda: None) for _ in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    procs = [subprocess.Popen(["true"]) for _ in range(10)]
+    for p in procs:
+        p.wait()
+    assert wait_for(lambda: all(events.get(p.pid) is not None for p in procs), 10)
+    # Every datagram that woke the listener was a process exit: 50 thread exits, 10 forks and
+    # 10 execs of ours (and whatever else the machine ran) were dropped in the kernel.
+    assert events.datagrams == events.received
