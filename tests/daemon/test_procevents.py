@@ -27,8 +27,9 @@ def events():
     ev.close()
 
 
-def test_the_filter_program_is_nine_instructions():
-    assert len(exit_filter()) == 9 * 8
+def test_the_filter_programs_sizes():
+    assert len(exit_filter()) == 10 * 8
+    assert len(exit_filter([5, 6, 6])) == (9 + 2 * 2 + 1) * 8
 
 
 def test_exit_statuses_of_a_grandchild_arrive_with_their_status(events):
@@ -57,3 +58,34 @@ def test_forks_execs_and_thread_exits_never_reach_the_daemon(events):
     # Every datagram that woke the listener was a process exit: 50 thread exits, 10 forks and
     # 10 execs of ours (and whatever else the machine ran) were dropped in the kernel.
     assert events.datagrams == events.received
+
+
+def test_a_watched_set_lets_only_its_exits_through(events):
+    watched = subprocess.Popen(["sleep", "60"])
+    events.watch([watched.pid])
+    assert events.unfiltered is None, events.unfiltered
+    others = [subprocess.Popen(["true"]) for _ in range(10)]
+    for p in others:
+        p.wait()
+    watched.kill()
+    watched.wait()
+    assert wait_for(lambda: events.get(watched.pid) is not None, 10)
+    assert os.WTERMSIG(events.get(watched.pid).status) == 9
+    # Our other ten exits (and the whole host's) were dropped in the kernel.
+    assert all(events.get(p.pid) is None for p in others)
+    assert events.datagrams == events.received
+
+
+def test_an_empty_watched_set_wakes_the_listener_for_nothing(events):
+    events.watch([])
+    before = events.datagrams
+    procs = [subprocess.Popen(["true"]) for _ in range(10)]
+    for p in procs:
+        p.wait()
+    probe = subprocess.Popen(["sleep", "60"])
+    events.watch([probe.pid])  # a later watched exit still arrives: the filter was replaced
+    probe.kill()
+    probe.wait()
+    assert wait_for(lambda: events.get(probe.pid) is not None, 10)
+    assert all(events.get(p.pid) is None for p in procs)
+    assert events.datagrams - before == 1

@@ -49,30 +49,46 @@ def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def exit_filter() -> bytes:
+#: Most pids one filter names (two instructions each, within the kernel's 4096); a larger
+#: watched set falls back to every process exit.
+MAX_FILTER_PIDS = 1500
+
+
+def _net_order(value: int) -> int:
+    """A host-order u32 as a BPF word load sees it (loads read network byte order)."""
+    return struct.unpack(">I", struct.pack("=I", value & 0xFFFFFFFF))[0]
+
+
+def exit_filter(pids: Optional[Iterable[int]] = None) -> bytes:
     """The classic BPF program (struct sock_filter[]) that accepts exit events of thread-group
-    leaders only. BPF word loads read network byte order, so the event constant is the host-order
-    value as the load sees it; pid == tgid compares two loads read the same way."""
+    leaders only, and with `pids` only those of these processes (the ranks and launchers the
+    daemon watches: the exits of the rest of the host never wake it). pid == tgid compares two
+    loads read the same way, so only constants need `_net_order`."""
     ld_w_abs, st, ldx_mem, jeq_k, jeq_x, ret_k = 0x20, 0x02, 0x61, 0x15, 0x1D, 0x06
-    what = struct.unpack(">I", struct.pack("=I", PROC_EVENT_EXIT))[0]
+    accept, drop = _bpf(ret_k, 0, 0, 0xFFFF), _bpf(ret_k, 0, 0, 0)
     pid_at = _HEAD + _EVENT.size
     prog = [
-        _bpf(ld_w_abs, 0, 0, _HEAD),           # A = proc_event.what
-        _bpf(jeq_k, 0, 5, what),               # not an exit -> drop
-        _bpf(ld_w_abs, 0, 0, pid_at + 4),      # A = tgid
-        _bpf(st, 0, 0, 0),                     # M[0] = A
-        _bpf(ldx_mem, 0, 0, 0),                # X = M[0]
-        _bpf(ld_w_abs, 0, 0, pid_at),          # A = pid
-        _bpf(jeq_x, 1, 0, 0),                  # pid == tgid -> accept
-        _bpf(ret_k, 0, 0, 0),                  # drop
-        _bpf(ret_k, 0, 0, 0xFFFF),             # accept (up to 64 KiB)
+        _bpf(ld_w_abs, 0, 0, _HEAD),                       # A = proc_event.what
+        _bpf(jeq_k, 1, 0, _net_order(PROC_EVENT_EXIT)),    # an exit -> on
+        drop,
+        _bpf(ld_w_abs, 0, 0, pid_at + 4),                  # A = tgid
+        _bpf(st, 0, 0, 0),                                 # M[0] = A
+        _bpf(ldx_mem, 0, 0, 0),                            # X = M[0]
+        _bpf(ld_w_abs, 0, 0, pid_at),                      # A = pid
+        _bpf(jeq_x, 1, 0, 0),                              # pid == tgid -> on
+        drop,
     ]
-    return b"".join(prog)
+    if pids is None:
+        return b"".join(prog + [accept])
+    for pid in sorted(set(pids)):
+        prog += [_bpf(jeq_k, 0, 1, _net_order(pid)), accept]  # this pid -> accept, else the next
+    return b"".join(prog + [drop])
 
 
-def attach_exit_filter(sock: socket.socket) -> Optional[str]:
-    """Install `exit_filter` on the socket; None, or why not (the listener then filters in Python)."""
-    prog = array.array("B", exit_filter())  # the kernel copies it at attach: alive until then
+def attach_exit_filter(sock: socket.socket, pids: Optional[Iterable[int]] = None) -> Optional[str]:
+    """Install `exit_filter` on the socket (replacing any); None, or why not (the listener then
+    filters in Python)."""
+    prog = array.array("B", exit_filter(pids))  # the kernel copies it at attach: alive until then
     fprog = struct.pack("HL", len(prog) // 8, prog.buffer_info()[0])  # struct sock_fprog
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
@@ -130,6 +146,7 @@ class ProcExits:
         self.datagrams = 0
         #: Why the kernel-side filter is not installed (None: installed).
         self.unfiltered: Optional[str] = "not started"
+        self._watched: Optional[frozenset] = None
 
     @classmethod
     def start(cls) -> "ProcExits":
@@ -165,6 +182,16 @@ class ProcExits:
                 self._exits[ev.pid] = ev
                 while len(self._exits) > MAX_EXITS:
                     self._exits.popitem(last=False)
+
+    def watch(self, pids: Iterable[int]) -> None:
+        """Only these processes' exits are wanted from now on: the kernel drops the others. The
+        table keeps what it has; a set larger than MAX_FILTER_PIDS takes every process exit."""
+        wanted = frozenset(pids)
+        sock = self._sock
+        if sock is None or wanted == self._watched:
+            return
+        self._watched = wanted
+        self.unfiltered = attach_exit_filter(sock, wanted if len(wanted) <= MAX_FILTER_PIDS else None)
 
     def close(self) -> None:
         """Stop listening (a reconfigured probe's spare listener)."""

@@ -199,6 +199,9 @@ class DiscoveredProcessProbe(Probe):
                 t.relook = t.end_stale and t.ended_at is not None
                 t.end, t.end_stale = self._evidence(t), False
         self._known = infos
+        # Only the exits of what is watched wake the listener (the host's other exits are
+        # dropped in the kernel): the ranks alive now and their launchers.
+        self._exits.watch([i.pid for i in infos.values()] + [t.launcher_pid for t in self._jobs.values() if t.launcher_pid])
         if infos and self._first_seen_at is None:
             self._first_seen_at = now
         return Collected(self._observation(infos), self._summary(infos, found))
