@@ -47,8 +47,11 @@ class SubhealthProbeConfig(ProbeSchedule):
 
     #: Ask npu-smi about each chip's health codes, ECC counters and AI Core clock.
     enabled: bool = False
-    #: Time between two rounds; each round runs one npu-smi detail query per chip.
-    interval: Duration = Field(default="20s")
+    #: Time between two rounds; each round runs one npu-smi detail query per chip (health, ECC
+    #: and clock in turn, so each is read every 3 intervals). Sub-health moves over hours (ECC
+    #: within `ecc_window`, codes within `code_repeat_window`); a card's outright alarm is the
+    #: npu probe's, every 10 s. 60 s keeps the npu-smi runs at 8 a minute on an 8-chip node.
+    interval: Duration = Field(default="60s")
     #: Single-bit (corrected) ECC errors that must appear within `ecc_window` to raise
     #: `npu_ecc_single_bit_rising`.
     ecc_single_bit_rise: int = Field(default=10, ge=1, le=1_000_000)
