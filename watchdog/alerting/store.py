@@ -18,7 +18,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from contextlib import contextmanager
-from typing import Any, ContextManager, Dict, Iterator, List, NamedTuple, Optional, Sequence
+from typing import Any, ContextManager, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from watchdog.host import clock
 from watchdog.alerting.lateopen import LateOpen
@@ -69,6 +69,12 @@ CREATE TABLE IF NOT EXISTS outbox (
     repeat INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox (channel, next_at);
+CREATE TABLE IF NOT EXISTS interruptions (
+    domain TEXT NOT NULL,
+    cause TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (domain, cause)
+);
 """
 
 
@@ -422,22 +428,29 @@ class AlertStore(OutboxQueue, LateOpen):
                 log.error("alert %s in %s is damaged (%s); it is dropped", r[0], self.path, exc)
         return out
 
+    def load_interruptions(self) -> Dict[Tuple[str, str], int]:
+        """The interruptions paged so far, by (domain, cause) (see watchdog.alerting.interruptions)."""
+        with self._lock:
+            rows = self._db.execute("SELECT domain, cause, count FROM interruptions").fetchall()
+        return {(str(d), str(c)): int(n) for d, c, n in rows if isinstance(n, int) and n >= 0}
+
     def save_alerts(self, changed: List[AlertRow], deleted: List[str]) -> None:
         self.commit_alerts(changed, deleted, [])
 
     def commit_alerts(self, changed: Sequence[AlertRow], deleted: Sequence[str], items: Sequence[OutboxItem],
-                      probe: bool = False) -> None:
+                      probe: bool = False, interruptions: Optional[Mapping[Tuple[str, str], int]] = None) -> None:
         """Alert state and the notifications it caused, in one transaction: a kill can never
         leave an alert marked as sent without its message queued (a lost page), nor the reverse.
         With `probe` the transaction writes even when nothing changed (the database header's
         user_version, set to itself): while the folder could not be written, only a real write
-        tells that it can be again."""
+        tells that it can be again. `interruptions`: what the pass counted ((domain, cause) -> how
+        many more), committed with the alerts that fired."""
         if self.unopened:
             # Never a commit to the stand-in in memory: the alerts would count as sent and their
             # pages be lost with it. The engine holds them and redoes the pass once `heal` opened
             # the file.
             raise sqlite3.OperationalError(f"the alert state cannot be opened: {self.unopened}")
-        if not changed and not deleted and not items and not probe:
+        if not changed and not deleted and not items and not probe and not interruptions:
             return
         with self._tx() as db:
             if probe:
@@ -454,6 +467,10 @@ class AlertStore(OutboxQueue, LateOpen):
                      a.snapshot, a.muted, a.incident))
             for fp in deleted:
                 db.execute("DELETE FROM alerts WHERE fp=?", (fp,))
+            # Added, not replaced: a database opened late (see LateOpen) keeps what it held.
+            for (domain, cause), n in (interruptions or {}).items():
+                db.execute("INSERT OR IGNORE INTO interruptions (domain, cause, count) VALUES (?,?,0)", (domain, cause))
+                db.execute("UPDATE interruptions SET count = count + ? WHERE domain=? AND cause=?", (n, domain, cause))
 
     # -- silences --------------------------------------------------------------------------
     def add_silence(self, matchers: List[str], starts_at: float, ends_at: float, created_by: str,
