@@ -371,9 +371,9 @@ class ShippedDaemon:
         self.env.pop("RANK", None)
         self.log_path = self.root / "daemon.log"
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", "watchdog", "run", "-c", str(config), "--state-dir",
-                                      str(self.root / "state")], env=self.env, stdout=self._log, stderr=self._log,
-                                     cwd=str(REPO))
+        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", "watchdog", "run", "-c", str(config),
+                                      "--state-dir", str(self.root / "state")], env=self.env, stdout=self._log,
+                                     stderr=self._log, cwd=str(REPO))
 
     def get(self, path: str) -> str:
         assert self.proc.poll() is None, self.log_path.read_text()

@@ -74,7 +74,8 @@ class SavePoint:
 
     @classmethod
     def take(cls, alerts: Mapping[str, AlertRow], deadlines: Mapping[str, float],
-             am_last: Mapping[str, float], interruptions: Optional[Mapping[Tuple[str, str], int]] = None) -> "SavePoint":
+             am_last: Mapping[str, float],
+             interruptions: Optional[Mapping[Tuple[str, str], int]] = None) -> "SavePoint":
         return cls({fp: copy.copy(a) for fp, a in alerts.items()}, dict(deadlines), dict(am_last),
                    dict(interruptions or {}))
 

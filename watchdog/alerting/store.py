@@ -250,7 +250,28 @@ class OutboxQueue:
             return db.execute("DELETE FROM outbox WHERE channel=?", (channel,)).rowcount
 
 
-class AlertStore(OutboxQueue, LateOpen):
+class InterruptionCounts:
+    """Mixed into AlertStore: the interruptions paged, by (domain, cause), kept with the alerts
+    (see watchdog.alerting.interruptions)."""
+
+    _lock: threading.RLock
+    _db: sqlite3.Connection
+
+    def load_interruptions(self) -> Dict[Tuple[str, str], int]:
+        with self._lock:
+            rows = self._db.execute("SELECT domain, cause, count FROM interruptions").fetchall()
+        return {(str(d), str(c)): int(n) for d, c, n in rows if isinstance(n, int) and n >= 0}
+
+    @staticmethod
+    def _add_interruptions(db: sqlite3.Connection, added: Mapping[Tuple[str, str], int]) -> None:
+        """Within the pass's transaction. Added, not replaced: a database opened late (see
+        LateOpen) keeps what it held."""
+        for (domain, cause), n in added.items():
+            db.execute("INSERT OR IGNORE INTO interruptions (domain, cause, count) VALUES (?,?,0)", (domain, cause))
+            db.execute("UPDATE interruptions SET count = count + ? WHERE domain=? AND cause=?", (n, domain, cause))
+
+
+class AlertStore(OutboxQueue, InterruptionCounts, LateOpen):
     """Thread-safe access to the alerting database (one connection, one lock)."""
 
     def __init__(self, state_dir: str, quarantine_damaged: bool = False, defer_faults: bool = False):
@@ -428,12 +449,6 @@ class AlertStore(OutboxQueue, LateOpen):
                 log.error("alert %s in %s is damaged (%s); it is dropped", r[0], self.path, exc)
         return out
 
-    def load_interruptions(self) -> Dict[Tuple[str, str], int]:
-        """The interruptions paged so far, by (domain, cause) (see watchdog.alerting.interruptions)."""
-        with self._lock:
-            rows = self._db.execute("SELECT domain, cause, count FROM interruptions").fetchall()
-        return {(str(d), str(c)): int(n) for d, c, n in rows if isinstance(n, int) and n >= 0}
-
     def save_alerts(self, changed: List[AlertRow], deleted: List[str]) -> None:
         self.commit_alerts(changed, deleted, [])
 
@@ -443,12 +458,10 @@ class AlertStore(OutboxQueue, LateOpen):
         leave an alert marked as sent without its message queued (a lost page), nor the reverse.
         With `probe` the transaction writes even when nothing changed (the database header's
         user_version, set to itself): while the folder could not be written, only a real write
-        tells that it can be again. `interruptions`: what the pass counted ((domain, cause) -> how
-        many more), committed with the alerts that fired."""
+        tells that it can be again. `interruptions`: what the pass counted (InterruptionCounts)."""
         if self.unopened:
             # Never a commit to the stand-in in memory: the alerts would count as sent and their
-            # pages be lost with it. The engine holds them and redoes the pass once `heal` opened
-            # the file.
+            # pages be lost with it. The engine holds them and redoes the pass once `heal` opened it.
             raise sqlite3.OperationalError(f"the alert state cannot be opened: {self.unopened}")
         if not changed and not deleted and not items and not probe and not interruptions:
             return
@@ -467,10 +480,7 @@ class AlertStore(OutboxQueue, LateOpen):
                      a.snapshot, a.muted, a.incident))
             for fp in deleted:
                 db.execute("DELETE FROM alerts WHERE fp=?", (fp,))
-            # Added, not replaced: a database opened late (see LateOpen) keeps what it held.
-            for (domain, cause), n in (interruptions or {}).items():
-                db.execute("INSERT OR IGNORE INTO interruptions (domain, cause, count) VALUES (?,?,0)", (domain, cause))
-                db.execute("UPDATE interruptions SET count = count + ? WHERE domain=? AND cause=?", (n, domain, cause))
+            self._add_interruptions(db, interruptions or {})
 
     # -- silences --------------------------------------------------------------------------
     def add_silence(self, matchers: List[str], starts_at: float, ends_at: float, created_by: str,
