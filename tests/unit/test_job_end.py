@@ -99,6 +99,9 @@ def test_end_lines_in_the_wordings_of_trainers_and_launchers():
         b"INFO:torch.distributed.elastic.agent.server.api:[default] worker group successfully finished. "
         b"Waiting 300 seconds for other agents to finish.",  # torchrun's agent
         b"[2026-11-30 10:15:00,123] [INFO] [launch.py:351:main] Process 4242 exits successfully.",  # DeepSpeed
+        # MindSpore msrun (mindspore/parallel/cluster/process_entity/_api.py, join_processes)
+        b"[INFO] ME(162078:281473590168608,MainProcess):2025-03-10-09:40:12.444.000 "
+        b"[mindspore/parallel/cluster/process_entity/_api.py:330] All workers successfully exit!",
     ]
     for line in ends:
         assert end_line([b"iteration 5 | loss 2.0\n" + line + b"\n"], pats) == line.decode().strip(), line
