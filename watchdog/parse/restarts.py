@@ -19,10 +19,13 @@ Known wordings, by launcher (each from the launcher's own source):
   to 100); logger `deepspeed.elasticity.elastic_agent`. Its plain launcher
   (`deepspeed.launcher.launch`) and `--autotuning` never restart: the launcher kills the other
   ranks and exits with the failing rank's code; autotuning launches one experiment after another.
-- MindSpore msrun (`mindspore/parallel/cluster`): no restart option and no restart line; a
-  failed worker ends the job (`Worker process N exit with exception.`, `There's worker exits with
-  exception, kill all other workers.`). MindCluster's process-level rescheduling restarts
-  processes from outside the job; no public wording of it in the job's own log was found.
+- MindSpore msrun (mindspore-ai/mindspore `mindspore/python/mindspore/parallel/cluster/run.py`
+  and `process_entity/_api.py`, both the 2023 version and the later one with `--rank_table_file`
+  and `--sim_level`): no restart option and no restart line; a failed worker ends the job
+  (`Worker process N exit with exception.`, `There's worker exits with exception, kill all other
+  workers.`); its `stop_and_restart` is called by nothing. MindCluster's process-level
+  rescheduling restarts processes from outside the job; no public wording of it in the job's own
+  log was found.
 
 Not restarts: `Detected N new nodes from group_rank=G; will restart worker group` (a scale-up;
 both agents say it does not count as a retry), `worker group successfully finished`, a
