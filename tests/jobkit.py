@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import psutil
 
@@ -352,7 +352,8 @@ class ShippedDaemon:
     scope that keeps other tests' training processes out of view."""
 
     def __init__(self, root: Path, env: Dict[str, str], only_env: str, feishu: str, webhook: str,
-                 overrides: Optional[Dict] = None):
+                 overrides: Optional[Dict] = None, prefix: Sequence[str] = ()):
+        """`prefix`: a command the daemon runs under (e.g. `setpriv` dropping a capability)."""
         import yaml
 
         self.root = Path(root)
@@ -370,9 +371,9 @@ class ShippedDaemon:
         self.env.pop("RANK", None)
         self.log_path = self.root / "daemon.log"
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "watchdog", "run", "-c", str(config), "--state-dir",
-                                      str(self.root / "state")], env=self.env, stdout=self._log, stderr=self._log,
-                                     cwd=str(REPO))
+        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", "watchdog", "run", "-c", str(config),
+                                      "--state-dir", str(self.root / "state")], env=self.env, stdout=self._log,
+                                     stderr=self._log, cwd=str(REPO))
 
     def get(self, path: str) -> str:
         assert self.proc.poll() is None, self.log_path.read_text()
@@ -422,8 +423,10 @@ class ShippedNode:
     each row starts its own job (`job`), waits until the daemon follows it (`follow`), marks where
     its messages start (`start_row`) and counts only those (`counts`, `messages`, `hook_alerts`)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, prefix: Sequence[str] = ()):
         self.root = Path(root)
+        #: The command the daemon runs under (see ShippedDaemon).
+        self.prefix = tuple(prefix)
         self.tag = f"t-{uuid.uuid4().hex[:12]}"
         bindir = self.root / "bin"
         bindir.mkdir(parents=True)
@@ -434,7 +437,7 @@ class ShippedNode:
         self.hook = Receiver("webhook").start()
         self.daemon = ShippedDaemon(self.root, {"PATH": f"{bindir}:{os.environ['PATH']}",
                                                 "FAKE_NPU_SMI_SCENARIO": str(self.scenario)},
-                                    f"{TAG}={self.tag}", self.feishu.url, self.hook.url)
+                                    f"{TAG}={self.tag}", self.feishu.url, self.hook.url, prefix=prefix)
         self.url = self.daemon.url
         self.mark = (0, 0)
         self.files = 0

@@ -4,6 +4,7 @@ evidence the discovered process probe gathers from real log bytes (end and failu
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -14,7 +15,11 @@ from watchdog.probes.discovered import end_line, failure_line, failure_matcher
 
 W = 30.0  # discovery.end_window
 T = 1000.0  # when the first rank left
-QUIET = EndEvidence(ranks=4, gone=4, first_left_at=T, last_left_at=T + 5)
+#: Every rank left together and the kernel's process events said each exited 0.
+QUIET = EndEvidence(ranks=4, gone=4, first_left_at=T, last_left_at=T + 5, exit_source="process events",
+                    exits=((7, "exit status 0"), (8, "exit status 0"), (9, "exit status 0"), (10, "exit status 0")))
+#: The same departure where no exit status can be read (no process events: not root).
+BLIND = replace(QUIET, exit_source="", exits=())
 
 
 def judged(ev: EndEvidence, running: int = 0, now: float = T + 10):
@@ -58,7 +63,13 @@ def judged(ev: EndEvidence, running: int = 0, now: float = T + 10):
                  first_stop="the launcher (pid 6) terminated (signal 15)"), 0, T + 10, (FINISHED, "end_line")),
     (EndEvidence(ranks=4, gone=4, done=4, heartbeats=4, first_stop="rank 0 (pid 7) interrupted (signal 2)"),
      0, T + 10, (FINISHED, "heartbeats_done")),
-    # 9. together, no sign either way (exit statuses 0, or none known): a quiet end
+    # 9. together, no exit status readable and nothing said done: not a clean end (a warning)
+    (BLIND, 0, T + 10, (FAILURE, "status_unknown")),
+    # ... while an end line, every heartbeat's done or a failure sign still decide without statuses
+    (replace(BLIND, end_line="Process 41237 exits successfully."), 0, T + 10, (FINISHED, "end_line")),
+    (replace(BLIND, done=4, heartbeats=4), 0, T + 10, (FINISHED, "heartbeats_done")),
+    (replace(BLIND, failure_line="launcher_exit_report: pretrain.py FAILED"), 0, T + 10, (FAILURE, "failure_line")),
+    # 10. together, every exit status 0 (the kernel's process events), no failure sign: a quiet end
     (QUIET, 0, T + 10, (FINISHED, "left_together")),
 ])
 def test_decision_table_rows(ev, running, now, want):
@@ -66,7 +77,7 @@ def test_decision_table_rows(ev, running, now, want):
 
 
 def test_the_window_edge_is_exclusive_and_failure_signs_need_no_window():
-    ev = EndEvidence(ranks=2, gone=2, first_left_at=T, last_left_at=T + W)
+    ev = EndEvidence(ranks=2, gone=2, first_left_at=T, last_left_at=T + W, exit_source="process events")
     assert judged(ev) == (FINISHED, "left_together")  # exactly the window apart: together
     assert judged(EndEvidence(ranks=2, gone=1, first_left_at=T), 1, T + W) == (LEAVING, "leaving")
 
@@ -88,6 +99,9 @@ def test_end_lines_in_the_wordings_of_trainers_and_launchers():
         b"INFO:torch.distributed.elastic.agent.server.api:[default] worker group successfully finished. "
         b"Waiting 300 seconds for other agents to finish.",  # torchrun's agent
         b"[2026-11-30 10:15:00,123] [INFO] [launch.py:351:main] Process 4242 exits successfully.",  # DeepSpeed
+        # MindSpore msrun (mindspore/parallel/cluster/process_entity/_api.py, join_processes)
+        b"[INFO] ME(162078:281473590168608,MainProcess):2025-03-10-09:40:12.444.000 "
+        b"[mindspore/parallel/cluster/process_entity/_api.py:330] All workers successfully exit!",
     ]
     for line in ends:
         assert end_line([b"iteration 5 | loss 2.0\n" + line + b"\n"], pats) == line.decode().strip(), line

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from watchdog.config.load import load_config_text
 from watchdog.detectors import restarts as restarts_det
+from watchdog.logrules.matcher import Matcher, re2_available
+from watchdog.logrules.model import build_ruleset
 from watchdog.parse.restarts import parse_restart
 from watchdog.probes.logs import JobRestarts, LogProbeObservation, LogsProbe
 from tests.synth import T0, Synth
 
+ENGINES = ("re", "re2") if re2_available() else ("re",)
 AGENT = ("INFO:torch.distributed.elastic.agent.server.api:[default] Worker group FAILED. {left}/3 attempts left; "
          "will restart worker group")
 HCCL = ("[ERROR] HCCL EI0002: The wait execution of the Notify register times out. Reason: the Notify register has "
@@ -24,6 +27,51 @@ def test_torch_elastic_restart_lines_are_numbered_from_the_attempts_left():
     for line in ("[default] worker group successfully finished.", "Worker group FAILED. 0/3 attempts left",
                  "will restart worker group", "x" * 100000):
         assert parse_restart(line) is None, line
+
+
+#: DeepSpeed's elastic agent (deepspeed/elasticity/elastic_agent.py) through torch's logger: its
+#: failed-group restart, and the restart after a peer node left while its own workers are fine.
+DS_FAILED = ("INFO:deepspeed.elasticity.elastic_agent:[default] Worker group FAILED. 100/100 attempts left; "
+             "will restart worker group")
+DS_PEER_LEFT = "[default] Worker group HEALTHY. 99/100 attempts left; will restart worker group"
+
+
+def test_deepspeed_elastic_agent_restarts_count_like_torch_elastic():
+    first = parse_restart(DS_FAILED)
+    assert first is not None and (first.launcher, first.number, first.limit, first.state) == ("deepspeed", 1, 100, "FAILED")
+    peer = parse_restart(DS_PEER_LEFT)
+    assert peer is not None and (peer.launcher, peer.number, peer.state) == ("deepspeed", 2, "HEALTHY")
+    torch = parse_restart(AGENT.format(left=2))
+    assert torch is not None and torch.launcher == "torchrun"
+
+
+def test_lines_that_name_a_restart_option_or_a_finish_are_not_restarts():
+    for line in (
+        # A scale-up: both agents restart, and both say it does not count as a retry.
+        "INFO:deepspeed.elasticity.elastic_agent:[default] Detected 1 new nodes from group_rank=0; will restart worker group",
+        "INFO:torch.distributed.elastic.agent.server.api:[default] worker group successfully finished. "
+        "Waiting 300.0 seconds for other agents to finish.",
+        "[2025-02-21 12:05:41,000] [INFO] [launch.py:351:main] Process 41237 exits successfully.",
+        "  max_restarts     : 3",
+        "TORCHELASTIC_MAX_RESTARTS=3 TORCHELASTIC_RESTART_COUNT=0",
+        "torchrun --nproc_per_node=8 --max-restarts=3 pretrain.py",
+        "msrun --worker_num=8 --local_worker_num=8 --master_port=8118 --join=True train.py",
+        "[WARNING] ME(1234:281473,MainProcess):2025-01-01-00:00:00.000.000 [mindspore/parallel/cluster/"
+        "process_entity/_api.py:1] Worker process 4321 exit with exception.",
+        "[default] Worker group FAILED. 0/3 attempts left; will restart worker group",
+    ):
+        assert parse_restart(line) is None, line
+
+
+def test_the_rule_reads_every_agent_restart_wording():
+    """The probe counts a restart only on a `launcher_exit_report` line: the rule must match every
+    wording the parser reads, and none of the near misses above."""
+    for engine in ENGINES:
+        m = Matcher(build_ruleset(), engine=engine)
+        for line in (DS_FAILED, DS_PEER_LEFT, AGENT.format(left=1),
+                     "[default] Worker group UNHEALTHY. 2/2 attempts left; will restart worker group"):
+            assert [r.id for r in m.match_text(line)] == ["launcher_exit_report"], (engine, line)
+        assert m.match_text("[default] Detected 1 new nodes from group_rank=0; will restart worker group") == []
 
 
 def _probe(tmp_path):
@@ -49,6 +97,21 @@ def test_the_probe_counts_restarts_per_cause_the_line_before_each_restart(tmp_pa
         f.write(AGENT.format(left=1) + "\n")
     obs = p.collect().value
     assert sorted((r.cause, r.count) for r in obs.restarts) == [("hccl_notify_wait_timeout", 2), ("unknown", 1)]
+    p.close()
+
+
+def test_the_probe_counts_deepspeed_agent_restarts_per_cause(tmp_path):
+    (tmp_path / "state").mkdir()
+    log = tmp_path / "train.log"
+    log.write_text("")
+    p = _probe(tmp_path)
+    p.collect()
+    for line in (DS_FAILED, DS_PEER_LEFT):
+        with open(log, "a") as f:
+            f.write(HCCL + "\n" + line + "\n")
+        obs = p.collect().value
+    (r,) = obs.restarts
+    assert (r.cause, r.count, r.limit) == ("hccl_notify_wait_timeout", 2, 100)
     p.close()
 
 

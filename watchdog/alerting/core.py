@@ -23,6 +23,7 @@ from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
 from watchdog.alerting import lifecycle
 from watchdog.alerting.grouping import Groups, group_key
+from watchdog.alerting.interruptions import Counts, count_fired
 from watchdog.alerting.muting import ActiveSilences, FiringIndex, mutual, mute_reason, source_alert
 from watchdog.alerting.notification import Notification, notification
 from watchdog.alerting.routing import RouteTarget, route
@@ -55,15 +56,20 @@ class PassResult:
     changed: Tuple[AlertRow, ...]
     deleted: Tuple[str, ...]
     due_at: float
+    #: The interruptions this pass counted ((domain, cause) -> how many), committed with it.
+    interruptions: Tuple[Tuple[Tuple[str, str], int], ...] = ()
 
 
 class EngineCore:
     """The alerts by fingerprint, the open group windows and the Alertmanager refresh times; the
     findings of the last detector pass (`present`)."""
 
-    def __init__(self, config: AlertingConfig, alerts: Dict[str, AlertRow]):
+    def __init__(self, config: AlertingConfig, alerts: Dict[str, AlertRow],
+                 interruptions: Optional[Counts] = None):
         self.config = config
         self.alerts = alerts
+        #: Interruptions paged, by (domain, cause): counted when an alert carrying a verdict fires.
+        self.interruptions: Counts = dict(interruptions or {})
         self.groups = Groups()
         self.present: Dict[str, Finding] = {}
         #: Alertmanager channel -> when its firing alerts were last sent again.
@@ -96,6 +102,7 @@ class EngineCore:
                channels: Sequence[RouteTarget], snapshots: Optional[SnapshotRequester] = None) -> PassResult:
         """The rest of the pass `advance` began: mute, group, flush, remind, resolve, refresh, route."""
         cfg = self.config
+        counted = count_fired(self.interruptions, tr.fired)
         mute = self._mute(tr, silences, snapshots)
         self._schedule(mute, now, tr.changed)
         notes = self._flush(mute, now, tr.changed, snapshots)
@@ -107,15 +114,18 @@ class EngineCore:
         items = [item for n in notes for item in route(n, channels, cfg.sends_direct)]
         changed = tuple(self.alerts[fp] for fp in tr.changed if fp in self.alerts)
         return PassResult(tuple(notes), tuple(items), changed, tuple(tr.deleted),
-                          self._next_due(mute, now, silences, channels))
+                          self._next_due(mute, now, silences, channels), tuple(sorted(counted.items())))
 
     # -- around a pass ------------------------------------------------------------------------
     def savepoint(self) -> SavePoint:
-        return SavePoint.take(self.alerts, self.groups.deadlines, self.am_last)
+        return SavePoint.take(self.alerts, self.groups.deadlines, self.am_last, self.interruptions)
 
     def rollback(self, saved: SavePoint) -> None:
-        """Back to `saved` (a commit failed); what the pass learnt of new alerts goes to the carry."""
+        """Back to `saved` (a commit failed); what the pass learnt of new alerts goes to the carry.
+        The interruptions it counted are taken back too: the pass that commits counts them."""
         self.carry.update(saved.restore(self.alerts, self.groups.deadlines, self.am_last))
+        self.interruptions.clear()
+        self.interruptions.update(saved.interruptions)
 
     def first_round(self, now: float) -> None:
         """Every probe finished a round: restored alerts start their warm-up now."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from watchdog.host.clock import CLOCK
 from watchdog.alerting import lifecycle
@@ -68,7 +68,7 @@ class AlertEngine:
         if alerts:
             log.info("restored %d alert(s) from %s (%d firing), held until their detectors warm up",
                      len(alerts), store.path, sum(1 for a in alerts.values() if a.state == "firing"))
-        self.core = EngineCore(config.alerting, alerts)
+        self.core = EngineCore(config.alerting, alerts, store.load_interruptions())
         self.muter = Muter(store)
         self.episode = UnwritableEpisode(outbox)
         #: The findings of the last detector pass, as the detectors listed them.
@@ -174,6 +174,11 @@ class AlertEngine:
         with self._lock:
             return list(self.core.alerts.values())
 
+    def interruptions(self) -> Dict[Tuple[str, str], int]:
+        """Interruptions paged, by (domain, cause), as the engine's passes counted them (a copy)."""
+        with self._lock:
+            return dict(self.core.interruptions)
+
     def silences_active(self) -> int:
         """Read afresh (cheap unless they changed): passes re-read the silences only while an
         alert fires, the only time they mute anything. A change read here is one the timer's
@@ -244,7 +249,8 @@ class AlertEngine:
                                   self.snapshots)
         # State and notifications in one transaction, before any send: a kill between the two
         # would leave an alert marked as sent whose message was never queued.
-        self.store.commit_alerts(result.changed, result.deleted, result.items, probe=not self.health.writable)
+        self.store.commit_alerts(result.changed, result.deleted, result.items, probe=not self.health.writable,
+                                 interruptions=dict(result.interruptions))
         self.outbox.wake([item.channel for item in result.items])
         s.due_at = result.due_at
 

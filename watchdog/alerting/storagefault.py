@@ -64,16 +64,20 @@ Carry = Dict[str, Tuple[float, Optional[str]]]
 @dataclass
 class SavePoint:
     """The engine's memory before a pass: its alerts (copied row by row: a pass changes rows in
-    place), the open group windows and the Alertmanager refresh times."""
+    place), the open group windows, the Alertmanager refresh times and the interruption counts."""
 
     alerts: Dict[str, AlertRow]
     deadlines: Dict[str, float]
     am_last: Dict[str, float] = field(default_factory=dict)
+    #: The interruptions counted so far (a pass that fires an alert counts it).
+    interruptions: Dict[Tuple[str, str], int] = field(default_factory=dict)
 
     @classmethod
     def take(cls, alerts: Mapping[str, AlertRow], deadlines: Mapping[str, float],
-             am_last: Mapping[str, float]) -> "SavePoint":
-        return cls({fp: copy.copy(a) for fp, a in alerts.items()}, dict(deadlines), dict(am_last))
+             am_last: Mapping[str, float],
+             interruptions: Optional[Mapping[Tuple[str, str], int]] = None) -> "SavePoint":
+        return cls({fp: copy.copy(a) for fp, a in alerts.items()}, dict(deadlines), dict(am_last),
+                   dict(interruptions or {}))
 
     def restore(self, alerts: Dict[str, AlertRow], deadlines: Dict[str, float],
                 am_last: Dict[str, float]) -> Carry:

@@ -18,7 +18,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from contextlib import contextmanager
-from typing import Any, ContextManager, Dict, Iterator, List, NamedTuple, Optional, Sequence
+from typing import Any, ContextManager, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from watchdog.host import clock
 from watchdog.alerting.lateopen import LateOpen
@@ -69,6 +69,12 @@ CREATE TABLE IF NOT EXISTS outbox (
     repeat INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox (channel, next_at);
+CREATE TABLE IF NOT EXISTS interruptions (
+    domain TEXT NOT NULL,
+    cause TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (domain, cause)
+);
 """
 
 
@@ -244,7 +250,28 @@ class OutboxQueue:
             return db.execute("DELETE FROM outbox WHERE channel=?", (channel,)).rowcount
 
 
-class AlertStore(OutboxQueue, LateOpen):
+class InterruptionCounts:
+    """Mixed into AlertStore: the interruptions paged, by (domain, cause), kept with the alerts
+    (see watchdog.alerting.interruptions)."""
+
+    _lock: threading.RLock
+    _db: sqlite3.Connection
+
+    def load_interruptions(self) -> Dict[Tuple[str, str], int]:
+        with self._lock:
+            rows = self._db.execute("SELECT domain, cause, count FROM interruptions").fetchall()
+        return {(str(d), str(c)): int(n) for d, c, n in rows if isinstance(n, int) and n >= 0}
+
+    @staticmethod
+    def _add_interruptions(db: sqlite3.Connection, added: Mapping[Tuple[str, str], int]) -> None:
+        """Within the pass's transaction. Added, not replaced: a database opened late (see
+        LateOpen) keeps what it held."""
+        for (domain, cause), n in added.items():
+            db.execute("INSERT OR IGNORE INTO interruptions (domain, cause, count) VALUES (?,?,0)", (domain, cause))
+            db.execute("UPDATE interruptions SET count = count + ? WHERE domain=? AND cause=?", (n, domain, cause))
+
+
+class AlertStore(OutboxQueue, InterruptionCounts, LateOpen):
     """Thread-safe access to the alerting database (one connection, one lock)."""
 
     def __init__(self, state_dir: str, quarantine_damaged: bool = False, defer_faults: bool = False):
@@ -426,18 +453,17 @@ class AlertStore(OutboxQueue, LateOpen):
         self.commit_alerts(changed, deleted, [])
 
     def commit_alerts(self, changed: Sequence[AlertRow], deleted: Sequence[str], items: Sequence[OutboxItem],
-                      probe: bool = False) -> None:
+                      probe: bool = False, interruptions: Optional[Mapping[Tuple[str, str], int]] = None) -> None:
         """Alert state and the notifications it caused, in one transaction: a kill can never
         leave an alert marked as sent without its message queued (a lost page), nor the reverse.
         With `probe` the transaction writes even when nothing changed (the database header's
         user_version, set to itself): while the folder could not be written, only a real write
-        tells that it can be again."""
+        tells that it can be again. `interruptions`: what the pass counted (InterruptionCounts)."""
         if self.unopened:
             # Never a commit to the stand-in in memory: the alerts would count as sent and their
-            # pages be lost with it. The engine holds them and redoes the pass once `heal` opened
-            # the file.
+            # pages be lost with it. The engine holds them and redoes the pass once `heal` opened it.
             raise sqlite3.OperationalError(f"the alert state cannot be opened: {self.unopened}")
-        if not changed and not deleted and not items and not probe:
+        if not changed and not deleted and not items and not probe and not interruptions:
             return
         with self._tx() as db:
             if probe:
@@ -454,6 +480,7 @@ class AlertStore(OutboxQueue, LateOpen):
                      a.snapshot, a.muted, a.incident))
             for fp in deleted:
                 db.execute("DELETE FROM alerts WHERE fp=?", (fp,))
+            self._add_interruptions(db, interruptions or {})
 
     # -- silences --------------------------------------------------------------------------
     def add_silence(self, matchers: List[str], starts_at: float, ends_at: float, created_by: str,

@@ -107,6 +107,9 @@ def job_leniency(readings: List[HeartbeatReading], cfg: HeartbeatProbeConfig,
 
 #: Outcomes of `judge_end`.
 FAILURE, LEAVING, FINISHED = "failure", "leaving", "finished"
+#: Failure rows that are warnings, not critical pages: no sign of a crash, no sign of a clean end.
+WARNING_ROWS = ("stopped", "status_unknown")
+STATUS_UNKNOWN = "ended, exit status unknown: no evidence of a clean finish"
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,14 @@ def judge_end(ev: EndEvidence, running: int, now: float, window: float) -> EndVe
         # Asked to stop, with nothing saying the job was done: a cancel or a preemption. Not a
         # crash (a warning, not a page to the critical channels), but not a clean end either.
         return EndVerdict(FAILURE, "stopped", f"the first to go: {ev.first_stop}: cancelled or preempted?")
+    if not ev.exit_source:
+        # No exit status can be known (the kernel's process events need root and CAP_NET_ADMIN),
+        # and nothing said the job was done: a rank's silent `exit 1` torn down by a quiet launcher
+        # looks exactly like a finish. A clean end needs positive evidence, so this is not one; a
+        # warning, since most such ends are finishes of jobs that print no end line.
+        return EndVerdict(FAILURE, "status_unknown", f"{STATUS_UNKNOWN}: all {ev.ranks} ranks left together, "
+                                                     "no end line, no heartbeat `done`, no launcher success line, "
+                                                     "and no exit status (the kernel's process events need root)")
     return EndVerdict(FINISHED, "left_together", f"all {ev.ranks} ranks left together with no failure line")
 
 
@@ -199,6 +210,13 @@ _STOPPED_HINT = ("The job's first process ended on a stop request (SIGTERM, SIGI
                  "was not meant to end.")
 
 
+_STATUS_UNKNOWN_HINT = ("Every rank left together and nothing said the job was done (no end line, no heartbeat "
+                        "`done`, no launcher success line), and this daemon cannot read exit statuses (the kernel's "
+                        "process events need root; `npu-watchdog doctor` says so): a silent crash and a finish look "
+                        "the same. Check the launcher's exit code in the scheduler's record and the ranks' last log "
+                        "lines; run the daemon as root, or have the job print an end line or write heartbeat `done`.")
+
+
 def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optional[float], now_sample: float,
               verdict: Optional[EndVerdict] = None, goodput: Tuple[str, Dict[str, object]] = ("", {})) -> Finding:
     since = gone_since if gone_since is not None else now_sample
@@ -217,6 +235,9 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
     if row == "stopped" and end is not None:
         summary += f": {end.first_stop} first: cancelled or preempted?"
         said_zh += f"：{end.first_stop_zh} {zh.t('first_to_go')}，{zh.t('stopped_question')}"
+    if row == "status_unknown":
+        summary += f": {STATUS_UNKNOWN}"
+        said_zh += f"：{zh.t('status_unknown')}"
     if report is not None:
         # The launcher's report names the first to go and how: "rank 6 killed (signal 9)".
         summary += f": {report.words()}"
@@ -225,10 +246,10 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
                                  "code": report.status.code, "signal": report.status.signal,
                                  "en": report.words(), "zh": report.words("zh")}
     return Finding(
-        rule="job_gone", severity="warning" if row == "stopped" else "critical",
+        rule="job_gone", severity="warning" if row in WARNING_ROWS else "critical",
         summary=summary + goodput[0],
         labels=dict(base), since=since, value=str(len(last)),
-        hint=_STOPPED_HINT if row == "stopped" else
+        hint=_STOPPED_HINT if row == "stopped" else _STATUS_UNKNOWN_HINT if row == "status_unknown" else
         "The job crashed or was killed. Read the last lines of the rank logs and `dmesg` (OOM killer, "
         "driver errors) before restarting from the last checkpoint.",
         details={"ranks": [{"rank": g.rank, "pid": g.pid, "state": g.state,

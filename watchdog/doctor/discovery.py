@@ -34,7 +34,8 @@ def check_discovery(config: Any, npu_obs: Optional[Any]) -> CheckResult:
 
 def check_exit_statuses(config: Any) -> CheckResult:
     """Where the daemon learns how a rank or launcher ended: the kernel's process events (root),
-    or only /proc and the launchers' lines (a quiet launcher's job then looks like a clean end)."""
+    or only /proc and the launchers' lines (a quiet launcher's job then ends as `status_unknown`:
+    a warning that no exit status says whether it finished or crashed)."""
     if not config.discovery.enabled:
         return CheckResult("daemon", "exit statuses", SKIPPED, "discovery is off (no job ends are judged)")
     events = ProcExits.start()
@@ -49,6 +50,8 @@ def check_exit_statuses(config: Any) -> CheckResult:
                                "exit statuses of every rank and launcher come from the kernel's process events")
         return CheckResult("daemon", "exit statuses", WARN, events.unavailable,
                            "run the daemon as root (CAP_NET_ADMIN) so that a rank exiting non-zero without a "
-                           "word, under a launcher that reports nothing, is still paged")
+                           "word, under a launcher that reports nothing, is paged as a failure, and a job whose "
+                           "ranks all exit 0 ends cleanly (without it, such an end is a warning: exit status "
+                           "unknown)")
     finally:
         events.close()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 from watchdog.core.findings import JOB_LABEL, SEVERITIES
@@ -44,41 +43,13 @@ METRICS: List[MetricDef] = [
               "1 while the alert engine's commits to the state folder succeed, 0 while they fail (read-only, "
               "full, deleted and not re-creatable): new alerts are held until it can be written (state_unwritable)."),
     MetricDef("npu_watchdog_interruptions_total", "counter", ("domain", "cause"),
-              "Interruptions paged since the daemon started (log, kernel and departure alerts that fired), by "
-              "the verdict's domain (hardware, network, memory, numerics, user_code, unknown) and the cause that "
-              "decided it (a log or kernel rule, a clean-end row): the share of `unknown` is what no rule explains."),
+              "Interruptions paged (log, kernel and departure alerts that fired, each firing episode once, counted "
+              "by the alert engine and kept with its state across daemon restarts), by the verdict's domain "
+              "(hardware, network, memory, numerics, user_code, unknown) and the cause that decided it (a log or "
+              "kernel rule, a clean-end row): the share of `unknown` is what no rule explains."),
     MetricDef("npu_watchdog_state_write_errors_total", "counter", (),
               "Commits of the alert state (with the notifications they queue) that failed; each is retried."),
 ]
-
-
-class _Interruptions:
-    """Counts each firing episode of an alert that carries a verdict once (by its fingerprint and
-    when it began to fire); the episodes remembered are bounded, the counts are not per alert."""
-
-    def __init__(self, remember: int = 4096):
-        self.remember = remember
-        self.seen: "OrderedDict[Tuple[str, float], None]" = OrderedDict()
-        self.counts: Dict[Tuple[str, str], int] = {}
-
-    def observe(self, states: Sequence[Any]) -> Dict[Tuple[str, str], int]:
-        for a in states:
-            domain = (a.labels or {}).get("domain")
-            if a.state != "firing" or not domain or a.firing_since is None:
-                continue
-            key = (a.fp, float(a.firing_since))
-            if key in self.seen:
-                continue
-            self.seen[key] = None
-            while len(self.seen) > self.remember:
-                self.seen.popitem(last=False)
-            verdict = ((a.finding or {}).get("details") or {}).get("interruption") or {}
-            cause = str(verdict.get("cause") or a.rule)
-            self.counts[(domain, cause)] = self.counts.get((domain, cause), 0) + 1
-        return self.counts
-
-
-_INTERRUPTIONS: Dict[int, _Interruptions] = {}
 
 
 def samples(rt: Any) -> Iterator[MetricSample]:
@@ -116,8 +87,8 @@ def samples(rt: Any) -> Iterator[MetricSample]:
                        engine.silences_active() if engine is not None else 0)
     yield from first_seen_samples(rt.config.alerting if engine is not None else None, states)
     health = engine.storage_health() if engine is not None else None
-    counter = _INTERRUPTIONS.setdefault(id(rt), _Interruptions())
-    counts = counter.observe(states)
+    # Counted by the engine when it decides that an alert fires (watchdog.alerting.interruptions).
+    counts = engine.interruptions() if engine is not None else {}
     for domain in DOMAINS:  # every domain's series starts at zero
         if not any(d == domain for d, _ in counts):
             yield MetricSample("npu_watchdog_interruptions_total", {"domain": domain, "cause": "none"}, 0)

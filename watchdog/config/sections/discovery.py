@@ -51,7 +51,7 @@ class DiscoveryConfig(StrictModel):
     plogs: bool = True
     #: Lines (regex, searched in the last lines of the ranks' and the launcher's logs) that mark
     #: the end of training: trainers' own (Hugging Face, Lightning, Megatron) and launchers'
-    #: success lines (torchrun, DeepSpeed). One of them is a sign of a clean end; the decision
+    #: success lines (torchrun, DeepSpeed, msrun). One of them is a sign of a clean end; the decision
     #: table is in docs/discovery.md.
     end_patterns: List[str] = Field(default_factory=lambda: [
         r"(?i)\btraining (?:is )?(?:complete|completed|finished|done|over)\b",
@@ -60,6 +60,7 @@ class DiscoveryConfig(StrictModel):
         r"`Trainer\.fit` stopped: `max_(?:epochs|steps)=",
         r"worker group successfully finished",
         r"\bProcess \d+ exits successfully\b",
+        r"All workers successfully exit!",
     ])
     #: Ranks leaving within this window of each other are leaving together (a job ending); a
     #: rank gone this long while its peers still run, with no failure sign of its own, is missing.
