@@ -22,7 +22,7 @@ import yaml
 from watchdog.compat import resource_text
 
 
-TABLES = ("acl", "hccl", "ecode", "xid")
+TABLES = ("acl", "hccl", "ecode", "xid", "torch_npu", "cuda")
 
 
 class CodeTableError(ValueError):
