@@ -125,3 +125,14 @@ def test_loss_wordings_and_the_dllogger_scale(engine: str) -> None:
             "DLL 2020-06-04 01:09:11.565880 - PARAMETER loss_scale : 1.4210854715202004e-14\n")
     assert _ids(text, engine) == [(1, "nan_loss_value"), (2, "nan_loss_value"), (3, "nan_loss_value"),
                                   (6, "fp16_loss_scale_collapse")]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_ray_prefixed_traceback_is_one_event_with_its_summary(engine: str) -> None:
+    text = ("(TaskRunner pid=30188) Traceback (most recent call last):\n"
+            "(TaskRunner pid=30188)   File \"main_ppo.py\", line 12, in run\n"
+            "(pid=904548) INFO: another actor's output in between\n"
+            "(TaskRunner pid=30188) RuntimeError: HCCL function error: hcclCommInitRootInfoConfig, error code is 4\n")
+    tbs = [e for e in _events(text, engine) if e.rule.id == "python_traceback"]
+    assert [(e.line_no, e.text) for e in tbs] == [
+        (1, "RuntimeError: HCCL function error: hcclCommInitRootInfoConfig, error code is 4")]
