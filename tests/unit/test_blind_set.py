@@ -11,6 +11,9 @@ from watchdog.logrules import corpus
 from watchdog.logrules.model import build_ruleset
 
 SCORED_ONCE = {"failure_lines": 217, "reported": 128, "near_lines": 118, "near_alarms": 7, "unexpected": 37}
+#: After the fourth round's rules, which were written while looking at this set's misses (fitted:
+#: not a fresh score). The floor and the ceiling the test holds from then on.
+AFTER_ROUND = {"failure_lines": 217, "reported": 212, "near_lines": 118, "near_alarms": 7, "unexpected": 31}
 
 
 def _report() -> corpus.Report:
@@ -27,6 +30,7 @@ def test_no_later_change_loses_ground_on_the_blind_set():
     rep = _report()
     reported = sum(s.tp for s in rep.scores.values())
     near_alarms = sum(s.near_alarms for s in rep.scores.values())
-    assert reported >= SCORED_ONCE["reported"], (reported, rep.failure_lines)
-    assert near_alarms <= SCORED_ONCE["near_alarms"], near_alarms
-    assert rep.false_alarms <= SCORED_ONCE["unexpected"], rep.false_alarms
+    assert AFTER_ROUND["reported"] >= SCORED_ONCE["reported"] and AFTER_ROUND["near_alarms"] <= SCORED_ONCE["near_alarms"]
+    assert reported >= AFTER_ROUND["reported"], (reported, rep.failure_lines)
+    assert near_alarms <= AFTER_ROUND["near_alarms"], near_alarms
+    assert rep.false_alarms <= AFTER_ROUND["unexpected"], rep.false_alarms

@@ -22,13 +22,26 @@ import yaml
 from watchdog.compat import resource_text
 
 
-TABLES = ("acl", "hccl", "ecode", "xid")
+TABLES = ("acl", "hccl", "ecode", "xid", "torch_npu", "cuda")
 
 
 class CodeTableError(ValueError):
     """A shipped code table is malformed (names the table and the entry)."""
 KINDS = ("hardware", "software")
 _CODE_GROUP = "(?P<code>CODES)"
+#: A context whose code is printed in hexadecimal, four digits (HCCL's `errNo[0x0000000005010001]`:
+#: the low 16 bits are the HcclResult): `HEXCODES` stands for the table's codes written that way.
+HEX = "HEXCODES"
+
+
+def _hex4(code: str) -> str:
+    """A decimal code as the four hex digits a line prints, either case (`11` -> `000[Bb]`)."""
+    return "".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in f"{int(code):04x}")
+
+
+def _fill(context: str, codes: str, hex_codes: str) -> str:
+    """A context pattern with its placeholder replaced (hex first: `HEXCODES` contains `CODES`)."""
+    return context.replace(HEX, hex_codes) if HEX in context else context.replace("CODES", codes)
 
 
 @dataclass(frozen=True)
@@ -114,6 +127,12 @@ def _digits_except(excluded: Sequence[str], width: int) -> str:
     return "(?:" + "|".join(parts) + ")"
 
 
+def _hex_alternation(table: CodeTable, category: Optional[str]) -> str:
+    """The numeric codes of `table` (of `category`, or all) as hex alternatives, for `HEXCODES`."""
+    return "|".join(_hex4(e.code) for e in table.entries
+                    if e.code.isdigit() and int(e.code) < 0x10000 and category in (None, e.category))
+
+
 def _alternation(table: CodeTable, category: str) -> str:
     """The codes of `table` filed under `category`, as one alternation for the context patterns."""
     singles = [re.escape(e.code) for e in table.entries if e.category == category and e not in table.families()]
@@ -137,10 +156,10 @@ def code_rule_data(packs: Sequence[str]) -> Tuple[Dict[str, object], ...]:
         for category in sorted({e.category for e in table.entries}):
             if category not in packs:
                 continue
-            codes = _alternation(table, category)
+            codes, hex_codes = _alternation(table, category), _hex_alternation(table, category)
             out.append({
                 "id": f"code_{name}_{category}", "category": category, "severity": "critical",
-                "patterns": [c.replace("CODES", codes) for c in table.contexts],
+                "patterns": [_fill(c, codes, hex_codes) for c in table.contexts if HEX not in c or hex_codes],
                 "literals": list(table.literals), "title": f"{table.title} ({category})",
                 "hint": f"The line carries a documented {table.title}; its meaning is in the message "
                         f"(table: {table.source}, {table.version}).",
@@ -148,26 +167,27 @@ def code_rule_data(packs: Sequence[str]) -> Tuple[Dict[str, object], ...]:
     return tuple(out)
 
 
-_DESCRIBE: Dict[str, Tuple["re.Pattern[str]", ...]] = {}
+_DESCRIBE: Dict[str, Tuple[Tuple["re.Pattern[str]", bool], ...]] = {}
 
 
-def _describers(name: str) -> Tuple["re.Pattern[str]", ...]:
-    """A table's context patterns with any of its codes, compiled once."""
+def _describers(name: str) -> Tuple[Tuple["re.Pattern[str]", bool], ...]:
+    """A table's context patterns with any of its codes, compiled once; True for a hex context."""
     if name not in _DESCRIBE:
         table = load_table(name)
-        codes = _any_code(table)
-        _DESCRIBE[name] = tuple(re.compile(ctx.replace("CODES", codes)) for ctx in table.contexts)
+        codes, hex_codes = _any_code(table), _hex_alternation(table, None)
+        _DESCRIBE[name] = tuple((re.compile(_fill(ctx, codes, hex_codes)), HEX in ctx) for ctx in table.contexts
+                                if HEX not in ctx or hex_codes)
     return _DESCRIBE[name]
 
 
 def describe(text: str) -> Optional[CodeEntry]:
     """The documented code a line carries (the first table whose context matches), else None."""
     for name in TABLES:
-        for rx in _describers(name):
+        for rx, is_hex in _describers(name):
             m = rx.search(text)
             if m is None:
                 continue
-            found = lookup(name, m.group("code"))
+            found = lookup(name, str(int(m.group("code"), 16)) if is_hex else m.group("code"))
             if found is not None:
                 return found
     return None

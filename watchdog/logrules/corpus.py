@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Set
 
 from watchdog.core.verdict import DOMAINS, verdict_of_rule
-from watchdog.logrules.extract import Extractor, StreamState
+from watchdog.logrules.extract import Extractor, RawEvent, StreamState
 from watchdog.logrules.matcher import Matcher
 from watchdog.logrules.model import Rule
 
@@ -88,6 +88,11 @@ def run(sample: Sample, rules: Sequence[Rule], engine: str = "re", chunk_lines: 
     for block in blocks:
         for ev in ex.feed(st, block, None):
             got.setdefault(ev.line_no or 0, set()).add(ev.rule.id)
+    closing: List[RawEvent] = []
+    if st.tb is not None:  # a traceback cut off by the end of the sample, as `scan` closes it
+        ex._close_tb(st, closing, None)
+    for ev in closing:
+        got.setdefault(ev.line_no or 0, set()).add(ev.rule.id)
     return got
 
 

@@ -221,6 +221,11 @@ class Extractor:
             nl = block.find(b"\n", pos, n)
             end = n if nl < 0 else nl
             text = decode_line(block[pos:end], self.max_line_bytes)
+            if TRACEBACK_MARK in text:
+                # Another traceback starts (another rank's, or this one was cut short): close this
+                # one with what it has and leave the line to start its own event, prefixed or not.
+                self._close_tb(st, out, None)
+                return pos
             pos = end + 1
             if tb.prefix and tb.prefix_mode is None:
                 tb.prefix_mode = text.startswith(tb.prefix)
