@@ -256,7 +256,10 @@ PROBE_SECTIONS: Tuple[ProbeSection, ...] = ()
 ASSEMBLED: Slot[Tuple[ProbeSection, ...]] = Slot("the config's probe sections")
 
 if TYPE_CHECKING:
-    ProbesConfig = Any  # built from the probe modules' declarations by the composition root
+    # Built from the probe modules' declarations by the composition root; to the type checker
+    # only the shared keys exist, so a probe's own section is read typed through its module's
+    # `SECTION.of(config)` (watchdog.config.sections.common.ProbeSection), never by attribute.
+    ProbesConfig = ProbeDefaults
 
 
 def install_probe_sections(sections: Sequence[ProbeSection]) -> None:

@@ -15,6 +15,7 @@ from watchdog.core.findings import Finding
 from watchdog.core.rulecatalog import Rule, probe_wait
 from watchdog.observations import CommandResult
 from watchdog.core.state import StateView
+from watchdog.probes.command import SECTION as COMMANDS_CONFIG
 
 PROBE_DOWN_HINT = (
     "The watchdog cannot observe this part of the node, so failures there go unnoticed. "
@@ -41,7 +42,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
             since=since,
             details={"errors_total": status.errors_total, "timeouts_total": status.timeouts_total},
         ))
-    for check in config.probes.commands:
+    for check in COMMANDS_CONFIG.of(config):
         sample = view.latest(f"command:{check.name}")
         if sample is None:
             continue
@@ -73,5 +74,5 @@ RULES = (
          title="Watchdog probe failing"),
     Rule("command_check", "critical", severities=("critical", "warning", "info"),
          severity_key="probes.commands[].severity",
-         warmup=lambda c, f: 2 * max([float(x.interval) + float(x.timeout) for x in c.probes.commands] or [0.0]), title="Command check failed"),
+         warmup=lambda c, f: 2 * max([float(x.interval) + float(x.timeout) for x in COMMANDS_CONFIG.of(c)] or [0.0]), title="Command check failed"),
 )

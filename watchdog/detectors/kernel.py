@@ -21,6 +21,7 @@ from watchdog.core.findings import JOB_LABEL, SEVERITY_RANK, Finding
 from watchdog.observations import PROCESS, KernelEvent, KernelObservation
 from watchdog.core.rulecatalog import Rule, probe_wait
 from watchdog.core.state import StateView
+from watchdog.probes.kernel import SECTION as KERNEL_CONFIG
 
 #: Severity of a record about a process that is no rank, at most: another process's OOM kill or
 #: segfault is recorded (status, metrics, the snapshot's findings) but pages nobody (channels take
@@ -93,7 +94,7 @@ def _labels(ev: KernelEvent, config: Config, ranks: Dict[int, RankOf]) -> Dict[s
 
 
 def detect(view: StateView, config: Config) -> List[Finding]:
-    cfg = config.probes.kernel
+    cfg = KERNEL_CONFIG.of(config)
     obs = _obs(view)
     if not cfg.enabled or obs is None:
         return []

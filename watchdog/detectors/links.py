@@ -27,6 +27,7 @@ from watchdog.detectors.jobs import latest_chip_owners
 from watchdog.detectors.series import blind_reason, fmt_age
 from watchdog.parse.hccn import mw_to_dbm
 from watchdog.probes.links import LINKS, LinkObservation, LinksProbeConfig, PortReading, port_labels
+from watchdog.probes.links import SECTION as LINKS_CONFIG
 
 HINT_DOWN = (
     "The NPU's RoCE port has no link: HCCL traffic through it stops and the job's collectives will "
@@ -132,7 +133,7 @@ def _optics(view: StateView, cfg: LinksProbeConfig, p: PortReading, labels: Dict
 
 
 def detect(view: StateView, config: Config) -> List[Finding]:
-    cfg = config.probes.links
+    cfg = LINKS_CONFIG.of(config)
     if not cfg.enabled or blind_reason(view, "links"):
         return []
     sample = view.latest(LINKS)
@@ -164,5 +165,5 @@ RULES = (
     Rule("link_down", "critical", inhibits=_LINK_SYMPTOMS, warmup=_LINKS, title="NPU network link down"),
     Rule("link_flapping", "warning", warmup=_LINKS, title="NPU network link flapping"),
     Rule("optics_degraded", "warning", default_for=30.0,
-         warmup=lambda c, f: float(c.probes.links.detail_interval) * 2 + _LINKS(c, f), title="NPU optical module degrading"),
+         warmup=lambda c, f: float(LINKS_CONFIG.of(c).detail_interval) * 2 + _LINKS(c, f), title="NPU optical module degrading"),
 )

@@ -39,6 +39,9 @@ from watchdog.parse.exits import parse_exit
 from watchdog.summaries import summary_of
 from watchdog.parse.steps import find_step
 from watchdog.words import words
+from watchdog.probes.heartbeat import SECTION as HEARTBEAT_CONFIG
+from watchdog.probes.discovered_logs import SECTION as LOGS_CONFIG
+from watchdog.probes.process import SECTION as PROCESS_CONFIG
 
 STALE_HINT = ("The rank has not written its heartbeat within the threshold for its phase. Check the rank's "
               "log tail and `py-spy dump --pid <pid>`; if every rank is quiet, suspect a hung collective "
@@ -285,7 +288,7 @@ def _missing_ranks(view: StateView, config: Config, obs: ProcessObservation, ali
                  "`dmesg`; restart the job from the last checkpoint.",
             details={"cmdline": " ".join(g.cmdline)[:500], "alive": len(alive), "expected": obs.expected},
         ))
-    if obs.expected and len(alive) < obs.expected and view.now - view.started_at >= config.probes.process.start_grace:
+    if obs.expected and len(alive) < obs.expected and view.now - view.started_at >= PROCESS_CONFIG.of(config).start_grace:
         seen = alive_ranks | {g.rank for g in obs.gone}
         unexplained = obs.expected - len(alive) - len([g for g in obs.gone if g.rank not in alive_ranks])
         if unexplained > 0:
@@ -307,7 +310,7 @@ def _missing_ranks(view: StateView, config: Config, obs: ProcessObservation, ali
 
 
 def _process_findings(view: StateView, config: Config, done: Set[str], all_done: bool) -> List[Finding]:
-    pcfg = config.probes.process
+    pcfg = PROCESS_CONFIG.of(config)
     sample = view.latest("process")
     if not pcfg.enabled or sample is None:
         return []
@@ -391,7 +394,7 @@ def _pid_of(view: StateView, r: HeartbeatReading) -> Optional[int]:
 
 
 def _loss_scale_collapse(view: StateView, config: Config, r: HeartbeatReading) -> Optional[Dict[str, Any]]:
-    cfg = config.probes.heartbeat
+    cfg = HEARTBEAT_CONFIG.of(config)
     track = summary_of(view, "heartbeat", config).rank(r)
     if r.loss_scale is None or track is None:
         return None
@@ -404,7 +407,7 @@ def _loss_scale_collapse(view: StateView, config: Config, r: HeartbeatReading) -
 
 
 def _throughput_drop(view: StateView, config: Config, r: HeartbeatReading) -> Optional[Dict[str, object]]:
-    tc = config.probes.heartbeat.throughput
+    tc = HEARTBEAT_CONFIG.of(config).throughput
     track = summary_of(view, "heartbeat", config).rank(r)
     if r.throughput is None or r.phase not in (None, "train") or track is None:
         return None
@@ -424,7 +427,7 @@ def _nan_log_match(view: StateView, config: Config, r: HeartbeatReading, streak_
     lines still came after the run began), else None. A heartbeat is written at most every so
     often and read every probe round, so it may skip the first NaN step; the log line names it."""
     sample = view.latest(LOGS)
-    slack = 3 * max(float(config.probes.heartbeat.interval), float(config.probes.logs.interval)) + 5.0
+    slack = 3 * max(float(HEARTBEAT_CONFIG.of(config).interval), float(LOGS_CONFIG.of(config).interval)) + 5.0
     best = None
     for a in sample.value.active if sample is not None else ():
         if a.category != "nan" or a.rank is None or r.rank is None or str(a.rank) != str(r.rank):
@@ -463,7 +466,7 @@ def _nan_finding(view: StateView, config: Config, r: HeartbeatReading, label: st
     )
 
 def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List[Finding]:
-    cfg = config.probes.heartbeat
+    cfg = HEARTBEAT_CONFIG.of(config)
     sample = view.latest("heartbeat")
     if not cfg.enabled or sample is None:
         return []
@@ -475,7 +478,7 @@ def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List
     started = [r for r in obs.readings if r.beat_time is not None]
     if not started:
         waited = now - view.started_at
-        if not config.probes.process.enabled and waited >= cfg.start_grace:
+        if not PROCESS_CONFIG.of(config).enabled and waited >= cfg.start_grace:
             out.append(Finding(
                 rule="process_not_started", severity="warning",
                 summary=f"no heartbeat file appeared {_fmt(waited)} after the watchdog started",
@@ -588,7 +591,7 @@ def _median_without(ordered: List[float], x: float) -> float:
 
 
 def _stragglers(view: StateView, config: Config, fresh: List[Tuple[str, HeartbeatReading, float]]) -> List[Finding]:
-    cfg = config.probes.heartbeat.straggler
+    cfg = HEARTBEAT_CONFIG.of(config).straggler
     train = [(lb, r, age) for lb, r, age in fresh if r.phase in (None, "train")]
     if len(train) < 2:
         return []
@@ -630,7 +633,7 @@ TRIGGERS = ("process", "heartbeat", "kernel")
 def _process_warmup(c: Config, f: dict) -> float:
     """A rank that died before a restart is only seen again as "fewer ranks than expected", which
     the rule calls after `start_grace`: that long, a restored alert is held."""
-    return float(c.probes.process.start_grace) + probe_wait(c, "process")
+    return float(PROCESS_CONFIG.of(c).start_grace) + probe_wait(c, "process")
 
 
 _HB = lambda c, f: probe_wait(c, "heartbeat")  # noqa: E731
@@ -648,7 +651,7 @@ _KERNEL_DEATH = ("kernel_oom", "kernel_crash")
 RULES = (
     Rule("process_not_started", "warning",
          inhibits=(_JOB_SYMPTOMS,),
-         warmup=lambda c, f: max(float(c.probes.process.start_grace), float(c.probes.heartbeat.start_grace)),
+         warmup=lambda c, f: max(float(PROCESS_CONFIG.of(c).start_grace), float(HEARTBEAT_CONFIG.of(c).start_grace)),
          title="Training process not started"),
     Rule("job_gone", "critical", severities=("critical", "warning"),
          inhibits=(_JOB_SYMPTOMS, Inhibits(("rank_missing", "rank_zombie"))), warmup=_process_warmup,
@@ -659,29 +662,29 @@ RULES = (
          inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS), warmup=_process_warmup, same_event=_KERNEL_DEATH, title="Rank process gone"),
     Rule("rank_zombie", "critical",
          inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS),
-         warmup=lambda c, f: float(c.probes.process.zombie_after) + probe_wait(c, "process"), title="Rank process is a zombie"),
+         warmup=lambda c, f: float(PROCESS_CONFIG.of(c).zombie_after) + probe_wait(c, "process"), title="Rank process is a zombie"),
     Rule("rank_stopped", "critical",
          inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS),
-         warmup=lambda c, f: float(c.probes.process.stopped_after) + probe_wait(c, "process"), title="Rank process stopped"),
+         warmup=lambda c, f: float(PROCESS_CONFIG.of(c).stopped_after) + probe_wait(c, "process"), title="Rank process stopped"),
     Rule("rank_disk_sleep", "warning",
          inhibits=(_RANK_SYMPTOMS,),
-         warmup=lambda c, f: float(c.probes.process.disk_sleep_after) + probe_wait(c, "process"), title="Rank stuck in disk wait"),
+         warmup=lambda c, f: float(PROCESS_CONFIG.of(c).disk_sleep_after) + probe_wait(c, "process"), title="Rank stuck in disk wait"),
     Rule("heartbeat_stale", "critical",
-         warmup=lambda c, f: detail(f, "threshold_seconds", float(c.probes.heartbeat.stale_after.train)) + _HB(c, f), title="Heartbeat stale"),
+         warmup=lambda c, f: detail(f, "threshold_seconds", float(HEARTBEAT_CONFIG.of(c).stale_after.train)) + _HB(c, f), title="Heartbeat stale"),
     Rule("heartbeat_no_progress", "critical",
-         warmup=lambda c, f: detail(f, "limit_seconds", float(c.probes.heartbeat.stale_after.train)) + _HB(c, f), title="No training progress"),
+         warmup=lambda c, f: detail(f, "limit_seconds", float(HEARTBEAT_CONFIG.of(c).stale_after.train)) + _HB(c, f), title="No training progress"),
     Rule("heartbeat_unreadable", "warning",
-         warmup=lambda c, f: float(c.probes.heartbeat.unreadable_after) + _HB(c, f), title="Heartbeat file unreadable"),
+         warmup=lambda c, f: float(HEARTBEAT_CONFIG.of(c).unreadable_after) + _HB(c, f), title="Heartbeat file unreadable"),
     Rule("heartbeat_clock_skew", "warning",
          default_for=300.0, warmup=_HB, title="Heartbeat clock skew"),
     Rule("loss_nan", "critical",
          same_event=("log_nan",), inhibits=(Inhibits(("loss_scale_collapse", "throughput_drop")),), warmup=_HB, title="NaN loss"),
     Rule("loss_scale_collapse", "warning",
-         warmup=lambda c, f: float(c.probes.heartbeat.loss_scale.window), title="Loss scale collapsed"),
+         warmup=lambda c, f: float(HEARTBEAT_CONFIG.of(c).loss_scale.window), title="Loss scale collapsed"),
     Rule("throughput_drop", "warning",
-         default_for=300.0, warmup=lambda c, f: float(c.probes.heartbeat.throughput.min_baseline) + _HB(c, f), title="Throughput dropped"),
+         default_for=300.0, warmup=lambda c, f: float(HEARTBEAT_CONFIG.of(c).throughput.min_baseline) + _HB(c, f), title="Throughput dropped"),
     Rule("rank_straggler", "warning",
-         default_for=300.0, warmup=lambda c, f: float(c.probes.heartbeat.straggler.age) + _HB(c, f), title="Straggling rank"),
+         default_for=300.0, warmup=lambda c, f: float(HEARTBEAT_CONFIG.of(c).straggler.age) + _HB(c, f), title="Straggling rank"),
 )
 
 

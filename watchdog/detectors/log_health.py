@@ -15,6 +15,7 @@ from watchdog.core.findings import Finding
 from watchdog.core.rulecatalog import Rule, probe_wait
 from watchdog.core.state import StateView
 from watchdog.probes.logs import LOGS
+from watchdog.probes.discovered_logs import SECTION as LOGS_CONFIG
 
 UNREADABLE_HINT = (
     "The watchdog cannot read these log paths, so failure lines written there raise no alert. Check the "
@@ -29,7 +30,7 @@ UNSAVED_HINT = (
 
 
 def detect(view: StateView, config: Config) -> List[Finding]:
-    if not config.probes.logs.enabled:
+    if not LOGS_CONFIG.of(config).enabled:
         return []
     sample = view.latest(LOGS)
     if sample is None:

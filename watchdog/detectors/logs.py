@@ -25,6 +25,7 @@ from watchdog.observations import NPU, PROCESS
 from watchdog.probes.logs import LOGS, ActiveMatch
 from watchdog.logrules.codes import describe
 from watchdog.parse.steps import find_step
+from watchdog.probes.discovered_logs import SECTION as LOGS_CONFIG
 
 
 def first_line(a: ActiveMatch) -> str:
@@ -73,7 +74,7 @@ def cascade_window(view: StateView, config: Config) -> float:
     job (they report only when it expires) plus the configured `cascade_window` as margin."""
     sample = view.latest(PROCESS)
     envs = [p.hccl_env for p in sample.value.processes] if sample is not None else []
-    return job_timeouts(envs, config).exec_timeout + config.probes.logs.cascade_window
+    return job_timeouts(envs, config).exec_timeout + LOGS_CONFIG.of(config).cascade_window
 
 
 def _still_broken(view: StateView, root_last_at: float) -> bool:
@@ -117,7 +118,7 @@ def _fold(live: list, roots: list, window: float) -> Tuple[list, Dict[int, list]
 
 
 def _detect_job(view: StateView, config: Config) -> List[Finding]:
-    cfg = config.probes.logs
+    cfg = LOGS_CONFIG.of(config)
     if not cfg.enabled:
         return []
     sample = view.latest(LOGS)
@@ -147,7 +148,7 @@ def _detect_job(view: StateView, config: Config) -> List[Finding]:
 
 def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Optional[float]) -> Finding:
     """One log finding: the match's labels (rank, device), its folded symptoms and evidence."""
-    cfg = config.probes.logs
+    cfg = LOGS_CONFIG.of(config)
     labels = {**config.base_labels, "log_rule": a.rule, **_device_labels(a.device, view)}
     if JOB_LABEL not in labels and a.job:
         # A discovered job's log line read before the process probe's round listed the job (its

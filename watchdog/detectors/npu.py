@@ -38,6 +38,7 @@ from watchdog.core.state import StateView
 from watchdog.summaries.npu import Summary as NpuSummary
 from watchdog.summaries import summary_of
 from watchdog.summaries.npu import ChipTrack
+from watchdog.probes.npu import SECTION as NPU_CONFIG
 
 HINT_IDLE = (
     "A training process holds this NPU but gives it no work. Likely a hang in collective "
@@ -454,7 +455,7 @@ RULES = (
     Rule("hbm_growth", "critical", severities=("critical", "warning"),
          default_for=300.0, warmup=lambda c, f: float(c.trends.hbm_window), title="NPU memory growing"),
     Rule("npu_unhealthy", "critical", severities=("critical", "warning"),
-         inhibits=_CARD_SYMPTOMS, warmup=lambda c, f: float(c.probes.npu.health_interval) + _NPU(c, f), title="NPU unhealthy"),
+         inhibits=_CARD_SYMPTOMS, warmup=lambda c, f: float(NPU_CONFIG.of(c).health_interval) + _NPU(c, f), title="NPU unhealthy"),
     Rule("npu_missing", "critical",
          inhibits=_CARD_SYMPTOMS, warmup=_NPU, title="NPU card lost"),
     Rule("npu_temperature", "critical", severities=("critical", "warning"),

@@ -15,6 +15,7 @@ from watchdog.config.schema import Config
 from watchdog.core.findings import Finding
 from watchdog.core.rulecatalog import JOB_LABELS, Inhibits, Rule, probe_wait
 from watchdog.core.state import ProbeStatus, StateView
+from watchdog.probes.npu import SECTION as NPU_CONFIG
 
 HUNG_HINT = (
     "npu-smi did not answer within probes.npu.command_timeout and was killed. A hanging npu-smi "
@@ -49,7 +50,7 @@ def explains(status: ProbeStatus) -> bool:
 
 
 def detect(view: StateView, config: Config) -> List[Finding]:
-    cfg = config.probes.npu
+    cfg = NPU_CONFIG.of(config)
     st = view.status("npu")
     if not cfg.enabled or st is None or st.up or st.runs_total == 0:
         return []
@@ -87,11 +88,11 @@ _NPU_SMI_SYMPTOMS = (
 RULES = (
     Rule("npu_smi_hung", "critical",
          inhibits=_NPU_SMI_SYMPTOMS,
-         subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu") + float(c.probes.npu.command_timeout),
+         subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu") + float(NPU_CONFIG.of(c).command_timeout),
          title="npu-smi hangs"),
     Rule("npu_smi_failing", "critical",
          inhibits=_NPU_SMI_SYMPTOMS,
-         subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu") + float(c.probes.npu.failing_after), title="npu-smi failing"),
+         subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu") + float(NPU_CONFIG.of(c).failing_after), title="npu-smi failing"),
     Rule("npu_smi_missing", "critical",
          inhibits=_NPU_SMI_SYMPTOMS, subject="watchdog", warmup=lambda c, f: probe_wait(c, "npu"), title="npu-smi not found"),
 )

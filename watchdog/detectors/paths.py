@@ -10,6 +10,9 @@ from watchdog.core.findings import Finding
 from watchdog.core.rulecatalog import Rule, probe_wait
 from watchdog.core.state import StateView
 from watchdog.probes.logs import LOGS
+from watchdog.probes.heartbeat import SECTION as HEARTBEAT_CONFIG
+from watchdog.probes.discovered_logs import SECTION as LOGS_CONFIG
+from watchdog.probes.process import SECTION as PROCESS_CONFIG
 
 HINT = ("The watchdog follows nothing here, so failures in these files go unnoticed. Compare the "
         "configured paths with where the job really writes (`ls`), fix the glob, and reload "
@@ -18,10 +21,10 @@ HINT = ("The watchdog follows nothing here, so failures in these files go unnoti
 
 def _log_sources(view: StateView, config: Config, waited: float) -> List[Finding]:
     sample = view.latest(LOGS)
-    if sample is None or not config.probes.logs.enabled or config.fed_by_discovery("logs"):
+    if sample is None or not LOGS_CONFIG.of(config).enabled or config.fed_by_discovery("logs"):
         return []  # discovered files are the ranks' own: nothing configured to mistype
     out = []
-    for source in config.probes.logs.sources:
+    for source in LOGS_CONFIG.of(config).sources:
         stats = sample.value.sources.get(source.name)
         if stats is None or stats.files_followed:
             continue
@@ -37,9 +40,9 @@ def _log_sources(view: StateView, config: Config, waited: float) -> List[Finding
 
 
 def _heartbeats(view: StateView, config: Config) -> List[Finding]:
-    cfg = config.probes.heartbeat
+    cfg = HEARTBEAT_CONFIG.of(config)
     sample, procs = view.latest("heartbeat"), view.latest("process")
-    if not cfg.enabled or sample is None or procs is None or not config.probes.process.enabled:
+    if not cfg.enabled or sample is None or procs is None or not PROCESS_CONFIG.of(config).enabled:
         return []
     if config.fed_by_discovery("heartbeat"):
         return []  # a job that names no heartbeat file (NPU_WATCHDOG_HEARTBEAT) simply has none
@@ -56,7 +59,7 @@ def _heartbeats(view: StateView, config: Config) -> List[Finding]:
 
 def detect(view: StateView, config: Config) -> List[Finding]:
     waited = view.now - view.started_at
-    if waited < config.probes.process.start_grace:
+    if waited < PROCESS_CONFIG.of(config).start_grace:
         return []
     return _log_sources(view, config, waited) + _heartbeats(view, config)
 
@@ -65,5 +68,5 @@ TRIGGERS: tuple = ()
 
 RULES = (
     Rule("path_unmatched", "warning",
-         subject="watchdog", warmup=lambda c, f: float(c.probes.process.start_grace) + probe_wait(c, "logs", "heartbeat"), title="Watched path matches nothing"),
+         subject="watchdog", warmup=lambda c, f: float(PROCESS_CONFIG.of(c).start_grace) + probe_wait(c, "logs", "heartbeat"), title="Watched path matches nothing"),
 )

@@ -21,6 +21,7 @@ from watchdog.core.rulecatalog import Rule, probe_wait
 from watchdog.core.state import StateView
 from watchdog.detectors.jobs import per_job
 from watchdog.probes.logs import LOGS
+from watchdog.probes.discovered_logs import SECTION as LOGS_CONFIG
 
 #: The restart count that pages (warning), and the one that pages again (critical).
 THRESHOLDS = (3, 10)
@@ -31,7 +32,7 @@ HINT = ("The launcher keeps restarting the job's workers and each restart fails 
 
 
 def _detect_job(view: StateView, config: Config) -> List[Finding]:
-    cfg = config.probes.logs
+    cfg = LOGS_CONFIG.of(config)
     sample = view.latest(LOGS)
     if not cfg.enabled or sample is None:
         return []

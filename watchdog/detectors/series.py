@@ -16,6 +16,10 @@ from watchdog.observations import NPU, LogObservation
 from watchdog.core.state import FailureReason, StateView
 from watchdog.summaries import summary_of
 from watchdog.summaries.npu import chip_memory_mb, job_chips, live_ranks
+from watchdog.probes.discovered_logs import SECTION as LOGS_CONFIG
+from watchdog.probes.heartbeat import SECTION as HEARTBEAT_CONFIG
+from watchdog.probes.npu import SECTION as NPU_CONFIG
+from watchdog.probes.process import SECTION as PROCESS_CONFIG
 
 __all__ = ["chip_memory_mb", "job_chips", "live_ranks"]  # shared with the detectors
 
@@ -35,17 +39,18 @@ def probe_configured(config: Config, probe: str, view: Optional[StateView] = Non
     the view: where discovery feeds the npu probe and the node has no npu-smi (yet), the NPUs are
     no evidence source (`npu_smi_missing` says so), rather than a blind one that silences the
     other sources."""
-    p = config.probes
     if probe == "npu":
         if view is not None and config.fed_by_discovery("npu") and npu_smi_absent(view):
             return False
-        return bool(p.npu.enabled)
+        return bool(NPU_CONFIG.of(config).enabled)
     if probe == "process":
-        return bool(p.process.enabled)
+        return bool(PROCESS_CONFIG.of(config).enabled)
     if probe == "heartbeat":
-        return bool(p.heartbeat.enabled and (p.heartbeat.paths or config.fed_by_discovery("heartbeat")))
+        hb = HEARTBEAT_CONFIG.of(config)
+        return bool(hb.enabled and (hb.paths or config.fed_by_discovery("heartbeat")))
     if probe == "logs":
-        return bool(p.logs.enabled and (p.logs.sources or config.fed_by_discovery("logs")))
+        logs = LOGS_CONFIG.of(config)
+        return bool(logs.enabled and (logs.sources or config.fed_by_discovery("logs")))
     return False
 
 

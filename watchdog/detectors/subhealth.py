@@ -25,6 +25,7 @@ from watchdog.detectors.jobs import latest_chip_owners
 from watchdog.detectors.series import blind_reason, fmt_age
 from watchdog.npusmi.subhealth import DRAIN, ISOLATE, WATCH, advise
 from watchdog.probes.subhealth import SUBHEALTH, ChipSubhealth, SubhealthObservation, SubhealthProbeConfig
+from watchdog.probes.subhealth import SECTION as SUBHEALTH_CONFIG
 
 HINT_SBE = (
     "Corrected (single-bit) ECC errors keep appearing on this card's memory: the memory is wearing "
@@ -124,7 +125,7 @@ def _throttled(view: StateView, cfg: SubhealthProbeConfig, c: ChipSubhealth, lab
 
 
 def detect(view: StateView, config: Config) -> List[Finding]:
-    cfg = config.probes.subhealth
+    cfg = SUBHEALTH_CONFIG.of(config)
     if not cfg.enabled or blind_reason(view, "subhealth"):
         return []
     sample = view.latest(SUBHEALTH)
@@ -155,10 +156,10 @@ _CARD = (
 
 RULES = (
     Rule("npu_ecc_single_bit_rising", "warning",
-         warmup=lambda c, f: float(c.probes.subhealth.interval) * 3 + _SUB(c, f), title="NPU memory errors rising"),
+         warmup=lambda c, f: float(SUBHEALTH_CONFIG.of(c).interval) * 3 + _SUB(c, f), title="NPU memory errors rising"),
     Rule("npu_ecc_double_bit", "critical", inhibits=_CARD,
-         warmup=lambda c, f: float(c.probes.subhealth.interval) * 3 + _SUB(c, f), title="NPU uncorrectable memory error"),
+         warmup=lambda c, f: float(SUBHEALTH_CONFIG.of(c).interval) * 3 + _SUB(c, f), title="NPU uncorrectable memory error"),
     Rule("npu_fault_recurring", "critical", inhibits=_CARD, warmup=_SUB, title="NPU fault keeps recurring"),
     Rule("npu_aicore_throttled", "warning",
-         warmup=lambda c, f: float(c.probes.subhealth.throttle_for) + _SUB(c, f), title="NPU AI Core throttled"),
+         warmup=lambda c, f: float(SUBHEALTH_CONFIG.of(c).throttle_for) + _SUB(c, f), title="NPU AI Core throttled"),
 )

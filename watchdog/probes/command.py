@@ -49,7 +49,7 @@ def _unique_names(checks: List[CommandCheck]) -> None:
 
 
 #: Its config: `probes.commands`, a list of checks with unique names.
-SECTION = ProbeSection("commands", List[CommandCheck], default=list, check=_unique_names)
+SECTION: ProbeSection[List[CommandCheck]] = ProbeSection("commands", List[CommandCheck], default=list, check=_unique_names)
 
 
 def build(ctx: ProbeContext) -> List[Probe]:

@@ -122,7 +122,7 @@ class DiscoveredLogsProbe(LogsProbe):
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 40
 #: Its config: `probes.logs`; discovery feeds it.
-SECTION = ProbeSection("logs", LogsProbeConfig, feed=2)
+SECTION: ProbeSection[LogsProbeConfig] = ProbeSection("logs", LogsProbeConfig, feed=2)
 
 
 def build(ctx: ProbeContext) -> List[Probe]:

@@ -348,7 +348,7 @@ class HeartbeatProbe(Probe):
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 20
 #: Its config: `probes.heartbeat`; discovery feeds it.
-SECTION = ProbeSection("heartbeat", HeartbeatProbeConfig, feed=3)
+SECTION: ProbeSection[HeartbeatProbeConfig] = ProbeSection("heartbeat", HeartbeatProbeConfig, feed=3)
 
 
 def build(ctx: ProbeContext) -> List[Probe]:

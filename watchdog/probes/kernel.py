@@ -278,7 +278,7 @@ def _live_comm(pid: Optional[int], started_at: Optional[float]) -> Tuple[str, ..
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 45
 #: Its config: `probes.kernel` (discovery does not feed it: the kernel log is the node's).
-SECTION = ProbeSection("kernel", KernelProbeConfig,
+SECTION: ProbeSection[KernelProbeConfig] = ProbeSection("kernel", KernelProbeConfig,
                        doc="The kernel log (/dev/kmsg): OOM kills, segfaults, hung tasks, ECC, PCIe AER, NPU driver errors.")
 
 

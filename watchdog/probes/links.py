@@ -357,7 +357,7 @@ class LinksProbe(Probe):
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 50
 #: Its config: `probes.links` (the node's ports: discovery does not feed it).
-SECTION = ProbeSection("links", LinksProbeConfig)
+SECTION: ProbeSection[LinksProbeConfig] = ProbeSection("links", LinksProbeConfig)
 
 
 def build(ctx: ProbeContext) -> List[Probe]:

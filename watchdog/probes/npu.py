@@ -161,7 +161,7 @@ class NpuProbe(Probe):
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 30
 #: Its config: `probes.npu`; discovery feeds it.
-SECTION = ProbeSection("npu", NpuProbeConfig, feed=4)
+SECTION: ProbeSection[NpuProbeConfig] = ProbeSection("npu", NpuProbeConfig, feed=4)
 
 
 def build(ctx: ProbeContext) -> List[Probe]:

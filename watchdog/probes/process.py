@@ -300,7 +300,7 @@ class ProcessProbe(Probe):
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 10
 #: Its config: `probes.process`; discovery feeds it (first in `discovery.feed`).
-SECTION = ProbeSection("process", ProcessProbeConfig, feed=1)
+SECTION: ProbeSection[ProcessProbeConfig] = ProbeSection("process", ProcessProbeConfig, feed=1)
 
 
 def build(ctx: ProbeContext) -> List[Probe]:

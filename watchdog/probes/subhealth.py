@@ -227,7 +227,7 @@ class SubhealthProbe(Probe):
 #: Position in the schedule (the registry orders probe modules by it).
 ORDER = 55
 #: Its config: `probes.subhealth` (the node's cards: discovery does not feed it).
-SECTION = ProbeSection("subhealth", SubhealthProbeConfig)
+SECTION: ProbeSection[SubhealthProbeConfig] = ProbeSection("subhealth", SubhealthProbeConfig)
 
 
 def build(ctx: ProbeContext) -> List[Probe]:

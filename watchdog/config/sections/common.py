@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Generic, Optional, Tuple, TypeVar
 
 from pydantic import Field
 
@@ -20,8 +20,12 @@ class ProbeSchedule(StrictModel):
     timeout: Optional[Duration] = None
 
 
+#: A probe section's model (the type `ProbeSection.of` returns).
+M = TypeVar("M")
+
+
 @dataclass(frozen=True)
-class ProbeSection:
+class ProbeSection(Generic[M]):
     """What a probe module declares about its config (`SECTION = ProbeSection(...)` beside its
     `ORDER` and `build`): the key under `probes:`, the model of that key, and whether discovery
     feeds the probe. The composition root (`watchdog.plugins_list`) hands these to
@@ -41,6 +45,12 @@ class ProbeSection:
     default: Optional[Callable[[], Any]] = None
     #: Checks the validated section as a whole: raises ValueError, reported at `probes`.
     check: Optional[Callable[[Any], None]] = None
+
+    def of(self, config: Any) -> M:
+        """This section of a loaded config, typed: `links.SECTION.of(config).flap_count` is
+        checked by mypy where `config.probes.links.flap_count` (a model the composition root
+        builds at run time) is not. The one read of `probes` by key, in the layer that owns it."""
+        return getattr(config.probes, self.key)  # type: ignore[no-any-return]
 
     def field(self) -> Tuple[Any, Any]:
         """(annotation, FieldInfo) for `pydantic.create_model`."""
