@@ -44,6 +44,19 @@ def test_each_table_is_documented_with_source_version_and_count(name: str) -> No
     ("OSError: (External) ACL error, the error code is : 245002", "code_acl_oom", "245002"),
     ("worker: HcclBroadcast, error code is 21", "code_hccl_hccl", "21"),
     ("[PID: 77] Invalid_Argument(EE1001): The argument is invalid.", "code_ecode_device", "EE1001"),
+    # Ascend chip fault event ids, in the line shapes the device and its tools print them
+    # (tables/chipfault.yaml cites each): the device-os klogd line, tsdaemon's event line, the
+    # diagnosis tool's bracketed form, npu-smi's health `Error Code` (the first documented code of
+    # several), a network port going down, the device OS out of memory.
+    ("[ERROR] KERNEL(3551,sklogd):2021-10-05-23:07:08.350.235 [klogd.c:242][583733.716915] event_id=0x80c78008",
+     "code_chipfault_device", "80C78008"),
+    ("[EVENT] TDT(4717,tsdaemon):2023-10-31-16:41:39.406.087 [tsdaemon.cpp:1811][RunSpecialProcess][tid:4717] "
+     "[TsdEVENT] Event id=0x8c17a005.", "code_chipfault_device", "8C17A005"),
+    ("2024-12-04 08:21:54 event_id:  [0x80E18402]", "code_chipfault_device", "80E18402"),
+    ("\tError Code                     : A4025021 8C03A000 8C084E00", "code_chipfault_device", "8C03A000"),
+    ("[ERROR] KERNEL(3551,sklogd):2025-03-01-10:00:01.000.001 [klogd.c:242][1.2] event_id=0x81078603",
+     "code_chipfault_hccl", "81078603"),
+    ("[EVENT] PROCMGR(812,procmgr):2025-03-01-10:00:01.000.001 event_id=0x8C2FA001", "code_chipfault_oom", "8C2FA001"),
 ])
 def test_a_line_carrying_a_known_code_is_that_codes_finding(engine: str, line: str, rule: str, code: str) -> None:
     ex = Extractor(Matcher(build_ruleset(), engine=engine))
@@ -61,6 +74,55 @@ def test_unknown_codes_and_ordinary_numbers_stay_silent() -> None:
             "reset device 0 done, retcode 0\n").encode()
     assert list(ex.feed(StreamState(), text, None)) == []
     assert codes.describe("error code is 999999") is None
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_hex_numbers_that_are_no_chip_fault_in_their_context_stay_silent(engine: str) -> None:
+    ex = Extractor(Matcher(build_ruleset(), engine=engine))
+    lines = [
+        # the device plugin's bookkeeping of its fault table (no fault happened)
+        "[INFO]     2024/01/10 03:29:09.354927 17      common/fault_code.go:857    insert FaultDuration "
+        "for event id 80E01801 success, FaultTimeout: 30, RecoverTimeout: 60",
+        "[INFO]     2024/01/10 03:29:09.354927 17      common/fault_code.go:871    delete FaultFrequency for event id 80C98009",
+        # a black-box TS exception code in the exception dump: not a chip fault event id
+        "<exception_print>TIME:2023-06-10-13:16:11.401.636, device_id=0, stream_id=16, task_id=43, "
+        "exception_code=0xb4060007, magic_type=0xab6528",
+        # a documented code's digits after another key, or inside a longer number
+        "[ERROR] RUNTIME(123,python):2025-03-01-10:00:01.000.001 task_id=0x80e01801, stream_id=3",
+        "[INFO] DRV(77,python): alloc addr=0x80C98009 size=4096",
+        "[ERROR] KERNEL(3551,sklogd):2025-03-01-10:00:01.000.001 [klogd.c:242][1.2] event_id=0x80e018011",
+        # the vendor's 'chip start-up finished' event is not a fault; an undocumented event id
+        "[EVENT] KERNEL(3551,sklogd):2025-03-01-10:00:01.000.001 [klogd.c:242][1.2] event_id=0x8C2FA009",
+        "[ERROR] KERNEL(3551,sklogd):2025-03-01-10:00:01.000.001 [klogd.c:242][1.2] event_id=0x80000001",
+        # npu-smi health of a chip that is fine, and an error code in the middle of a sentence
+        "\tError Code                     : NA",
+        "the manual says error code: 80E01801 means HBM trouble",
+    ]
+    text = "".join(line + "\n" for line in lines).encode()
+    assert [(e.rule.id, e.summary) for e in ex.feed(StreamState(), text, None)] == []
+
+
+def test_a_chip_fault_code_is_named_on_a_line_a_pack_rule_matched_first() -> None:
+    """The runtime's HBM UCE line (its message as MindSpore's UCE handling quotes it, in a plog
+    line's frame) is a device finding by the pack's wording; the code still names itself (with the
+    vendor's level) for the message and the verdict."""
+    line = ("[ERROR] RUNTIME(2713,python):2025-01-08-11:48:07.312.416 [stars_engine.cc:1543]2722 ProcHBMRas:"
+            "HBM MULTI BIT ECC, Uncorrectable ECC, device_id=3, event_id=0x80e01801, time us=67672363666.")
+    ex = Extractor(Matcher(build_ruleset(), engine="re"))
+    events = list(ex.feed(StreamState(), (line + "\n").encode(), None))
+    assert len(events) == 1 and events[0].rule.category == "device"
+    entry = codes.describe(line)
+    assert entry is not None and (entry.code, entry.level, entry.kind) == ("80E01801", "RestartBusiness", "hardware")
+    assert "vendor level RestartBusiness" in entry.render("en") and "厂商处理级别：RestartBusiness" in entry.render("zh")
+
+
+def test_chip_fault_levels_are_the_vendors_and_a_wrong_level_is_a_specific_error() -> None:
+    table = codes.load_table("chipfault")
+    assert {e.level for e in table.entries} <= set(codes.LEVELS) | {""}
+    assert codes.lookup("chipfault", "80e18402").level == "SeparateNPU"    # lower case as logs print it
+    assert codes.lookup("chipfault", "8C2FA009") is None                   # start-up finished: no fault
+    with pytest.raises(codes.CodeTableError, match="chipfault: 80E01801: unknown handling level 'Reboot'"):
+        codes._entry("chipfault", ["80E01801", "X", "device", "hardware", "en", "中", "Reboot"])
 
 
 def test_a_family_lookup_keeps_the_code_and_a_specific_code_wins() -> None:
