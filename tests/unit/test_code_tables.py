@@ -8,6 +8,10 @@ import re
 import pytest
 
 from tests.helpers import TESTS
+from tests.synth import T0, Synth, chip, npu_obs, rules
+from watchdog.config.schema import Config
+from watchdog.detectors import npu as npu_det
+from watchdog.detectors.healthcodes import advise_code
 from watchdog.logrules import codes
 from watchdog.logrules.extract import Extractor, StreamState
 from watchdog.logrules.matcher import Matcher, re2_available
@@ -137,3 +141,25 @@ def test_a_malformed_entry_is_a_specific_error() -> None:
         codes._entry("acl", [1, "X", "device", "firmware", "en", "中"])
     with pytest.raises(codes.CodeTableError, match="English and Chinese"):
         codes._entry("acl", [1, "X", "device", "software", "en", " "])
+
+
+def test_an_npu_smi_health_code_is_worded_as_the_chip_fault_table_words_it() -> None:
+    """npu-smi's `Error Code : 80E18402` and a device log's `event_id=0x80e18402` mean the same:
+    the npu_unhealthy finding takes the table's meaning, the level and action stay the npu-smi
+    layer's, and a code the table does not document keeps the level's wording."""
+    adv = advise_code("80e18402", "Critical")
+    assert (adv.code, adv.level, adv.action) == ("80E18402", "SeparateNPU", "isolate_now")
+    assert adv.meaning == codes.lookup("chipfault", "80E18402").en
+    assert advise_code("A4025021").meaning == "a device process exited abnormally"   # not in the table
+    assert advise_code("8C084E00").level == "FreeRestartNPU"
+
+    s = Synth(probes=("npu",))
+    s.config = Config.model_validate({"node": {"name": "n1"}})
+    chips = [chip(n, util=0) for n in range(8)]
+    chips[2] = chip(2, util=0, health="Critical")
+    s.put("npu", npu_obs(chips, held=[], codes={(2, 0): ["80E18402", "A4025021"]}), T0)
+    (f,) = rules(npu_det.detect(s.view(T0), s.config), "npu_unhealthy")
+    assert "80E18402: HBM rows isolated for multi-bit ECC reached 64 in total" in f.summary
+    assert "A4025021: a device process exited abnormally" in f.summary
+    assert f.details["code_levels"] == {"80E18402": "SeparateNPU", "A4025021": "NotHandleFault"}
+    assert f.details["action"] == "isolate_now"
