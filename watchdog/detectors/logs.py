@@ -188,6 +188,8 @@ def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Opti
             "code": None if code is None else {"table": code.table, "code": code.code, "name": code.name,
                                                "kind": code.kind, "en": code.en, "zh": code.zh,
                                                "level": code.level},
+            # the code's meaning in Chinese follows the Chinese summary template (digest.summary_in)
+            "said": {} if code is None else {"zh": f"：{code.render('zh')}"},
             "symptoms": [{"rule": s.rule, "category": s.category, "rank": s.rank, "count": s.count,
                           "first_at": s.first_at, "text": s.summary} for s in symptoms],
         },
