@@ -145,13 +145,15 @@ def test_a_malformed_entry_is_a_specific_error() -> None:
 
 def test_an_npu_smi_health_code_is_worded_as_the_chip_fault_table_words_it() -> None:
     """npu-smi's `Error Code : 80E18402` and a device log's `event_id=0x80e18402` mean the same:
-    the npu_unhealthy finding takes the table's meaning, the level and action stay the npu-smi
-    layer's, and a code the table does not document keeps the level's wording."""
+    the npu_unhealthy finding takes the table's meaning and level (the action follows the level),
+    and a code the table does not document keeps the npu-smi layer's level and wording."""
     adv = advise_code("80e18402", "Critical")
     assert (adv.code, adv.level, adv.action) == ("80E18402", "SeparateNPU", "isolate_now")
     assert adv.meaning == codes.lookup("chipfault", "80E18402").en
     assert advise_code("A4025021").meaning == "a device process exited abnormally"   # not in the table
     assert advise_code("8C084E00").level == "FreeRestartNPU"
+    # where the npu-smi layer's older level list differs, the table's (versioned) level and its action win
+    assert (advise_code("816F8002").level, advise_code("816F8002").action) == ("RestartNPU", "drain_after_job")
 
     s = Synth(probes=("npu",))
     s.config = Config.model_validate({"node": {"name": "n1"}})
