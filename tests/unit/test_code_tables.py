@@ -122,7 +122,7 @@ def test_a_chip_fault_code_is_named_on_a_line_a_pack_rule_matched_first() -> Non
 
 def test_chip_fault_levels_are_the_vendors_and_a_wrong_level_is_a_specific_error() -> None:
     table = codes.load_table("chipfault")
-    assert {e.level for e in table.entries} <= set(codes.LEVELS) | {""}
+    assert {e.level for e in table.entries} <= set(codes.HANDLING_LEVELS) | {""}
     assert codes.lookup("chipfault", "80e18402").level == "SeparateNPU"    # lower case as logs print it
     assert codes.lookup("chipfault", "8C2FA009") is None                   # start-up finished: no fault
     with pytest.raises(codes.CodeTableError, match="chipfault: 80E01801: unknown handling level 'Reboot'"):

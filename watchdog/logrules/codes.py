@@ -31,7 +31,7 @@ class CodeTableError(ValueError):
 KINDS = ("hardware", "software")
 #: The handling levels of MindCluster's device plugin (its `faultCode.json`), mildest first: what the
 #: vendor's own scheduler does when a chip raises the code. An entry may carry one (`chipfault`).
-LEVELS = ("NotHandleFault", "SubHealthFault", "RestartRequest", "RestartBusiness", "FreeRestartNPU",
+HANDLING_LEVELS = ("NotHandleFault", "SubHealthFault", "RestartRequest", "RestartBusiness", "FreeRestartNPU",
           "RestartNPU", "PreSeparateNPU", "SeparateNPU")
 _CODE_GROUP = "(?P<code>CODES)"
 
@@ -45,7 +45,7 @@ class CodeEntry:
     kind: str
     en: str
     zh: str
-    #: The vendor's handling level (one of LEVELS), "" when the table has none for the code.
+    #: The vendor's handling level (one of HANDLING_LEVELS), "" when the table has none for the code.
     level: str = ""
 
     def render(self, lang: str = "en") -> str:
@@ -84,9 +84,9 @@ def _entry(table: str, row: object) -> CodeEntry:
         raise CodeTableError(f"code table {table}: {code}: kind must be hardware or software, got {kind!r}")
     if not en.strip() or not zh.strip():
         raise CodeTableError(f"code table {table}: {code}: the meaning is needed in English and Chinese")
-    if level and level not in LEVELS:
+    if level and level not in HANDLING_LEVELS:
         raise CodeTableError(f"code table {table}: {code}: unknown handling level {level!r} "
-                             f"(known: {', '.join(LEVELS)})")
+                             f"(known: {', '.join(HANDLING_LEVELS)})")
     return CodeEntry(table, code, name, category, kind, en, zh, level)
 
 
