@@ -57,6 +57,8 @@ def test_each_table_is_documented_with_source_version_and_count(name: str) -> No
     ("[EVENT] TDT(4717,tsdaemon):2023-10-31-16:41:39.406.087 [tsdaemon.cpp:1811][RunSpecialProcess][tid:4717] "
      "[TsdEVENT] Event id=0x8c17a005.", "code_chipfault_device", "8C17A005"),
     ("2024-12-04 08:21:54 event_id:  [0x80E18402]", "code_chipfault_device", "80E18402"),
+    # the keyword as CANN's troubleshooting guide quotes it from a device-os log
+    ("[fault_manager] event_id: [0x80C98000]", "code_chipfault_device", "80C98000"),
     ("\tError Code                     : A4025021 8C03A000 8C084E00", "code_chipfault_device", "8C03A000"),
     ("[ERROR] KERNEL(3551,sklogd):2025-03-01-10:00:01.000.001 [klogd.c:242][1.2] event_id=0x81078603",
      "code_chipfault_hccl", "81078603"),
