@@ -8,6 +8,10 @@ import re
 import pytest
 
 from tests.helpers import TESTS
+from tests.synth import T0, Synth, chip, npu_obs, rules
+from watchdog.config.schema import Config
+from watchdog.detectors import npu as npu_det
+from watchdog.detectors.healthcodes import advise_code
 from watchdog.logrules import codes
 from watchdog.logrules.extract import Extractor, StreamState
 from watchdog.logrules.matcher import Matcher, re2_available
@@ -44,6 +48,21 @@ def test_each_table_is_documented_with_source_version_and_count(name: str) -> No
     ("OSError: (External) ACL error, the error code is : 245002", "code_acl_oom", "245002"),
     ("worker: HcclBroadcast, error code is 21", "code_hccl_hccl", "21"),
     ("[PID: 77] Invalid_Argument(EE1001): The argument is invalid.", "code_ecode_device", "EE1001"),
+    # Ascend chip fault event ids, in the line shapes the device and its tools print them
+    # (tables/chipfault.yaml cites each): the device-os klogd line, tsdaemon's event line, the
+    # diagnosis tool's bracketed form, npu-smi's health `Error Code` (the first documented code of
+    # several), a network port going down, the device OS out of memory.
+    ("[ERROR] KERNEL(3551,sklogd):2021-10-05-23:07:08.350.235 [klogd.c:242][583733.716915] event_id=0x80c78008",
+     "code_chipfault_device", "80C78008"),
+    ("[EVENT] TDT(4717,tsdaemon):2023-10-31-16:41:39.406.087 [tsdaemon.cpp:1811][RunSpecialProcess][tid:4717] "
+     "[TsdEVENT] Event id=0x8c17a005.", "code_chipfault_device", "8C17A005"),
+    ("2024-12-04 08:21:54 event_id:  [0x80E18402]", "code_chipfault_device", "80E18402"),
+    # the keyword as CANN's troubleshooting guide quotes it from a device-os log
+    ("[fault_manager] event_id: [0x80C98000]", "code_chipfault_device", "80C98000"),
+    ("\tError Code                     : A4025021 8C03A000 8C084E00", "code_chipfault_device", "8C03A000"),
+    ("[ERROR] KERNEL(3551,sklogd):2025-03-01-10:00:01.000.001 [klogd.c:242][1.2] event_id=0x81078603",
+     "code_chipfault_hccl", "81078603"),
+    ("[EVENT] PROCMGR(812,procmgr):2025-03-01-10:00:01.000.001 event_id=0x8C2FA001", "code_chipfault_oom", "8C2FA001"),
 ])
 def test_a_line_carrying_a_known_code_is_that_codes_finding(engine: str, line: str, rule: str, code: str) -> None:
     ex = Extractor(Matcher(build_ruleset(), engine=engine))
@@ -63,6 +82,55 @@ def test_unknown_codes_and_ordinary_numbers_stay_silent() -> None:
     assert codes.describe("error code is 999999") is None
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_hex_numbers_that_are_no_chip_fault_in_their_context_stay_silent(engine: str) -> None:
+    ex = Extractor(Matcher(build_ruleset(), engine=engine))
+    lines = [
+        # the device plugin's bookkeeping of its fault table (no fault happened)
+        "[INFO]     2024/01/10 03:29:09.354927 17      common/fault_code.go:857    insert FaultDuration "
+        "for event id 80E01801 success, FaultTimeout: 30, RecoverTimeout: 60",
+        "[INFO]     2024/01/10 03:29:09.354927 17      common/fault_code.go:871    delete FaultFrequency for event id 80C98009",
+        # a black-box TS exception code in the exception dump: not a chip fault event id
+        "<exception_print>TIME:2023-06-10-13:16:11.401.636, device_id=0, stream_id=16, task_id=43, "
+        "exception_code=0xb4060007, magic_type=0xab6528",
+        # a documented code's digits after another key, or inside a longer number
+        "[ERROR] RUNTIME(123,python):2025-03-01-10:00:01.000.001 task_id=0x80e01801, stream_id=3",
+        "[INFO] DRV(77,python): alloc addr=0x80C98009 size=4096",
+        "[ERROR] KERNEL(3551,sklogd):2025-03-01-10:00:01.000.001 [klogd.c:242][1.2] event_id=0x80e018011",
+        # the vendor's 'chip start-up finished' event is not a fault; an undocumented event id
+        "[EVENT] KERNEL(3551,sklogd):2025-03-01-10:00:01.000.001 [klogd.c:242][1.2] event_id=0x8C2FA009",
+        "[ERROR] KERNEL(3551,sklogd):2025-03-01-10:00:01.000.001 [klogd.c:242][1.2] event_id=0x80000001",
+        # npu-smi health of a chip that is fine, and an error code in the middle of a sentence
+        "\tError Code                     : NA",
+        "the manual says error code: 80E01801 means HBM trouble",
+    ]
+    text = "".join(line + "\n" for line in lines).encode()
+    assert [(e.rule.id, e.summary) for e in ex.feed(StreamState(), text, None)] == []
+
+
+def test_a_chip_fault_code_is_named_on_a_line_a_pack_rule_matched_first() -> None:
+    """The runtime's HBM UCE line (its message as MindSpore's UCE handling quotes it, in a plog
+    line's frame) is a device finding by the pack's wording; the code still names itself (with the
+    vendor's level) for the message and the verdict."""
+    line = ("[ERROR] RUNTIME(2713,python):2025-01-08-11:48:07.312.416 [stars_engine.cc:1543]2722 ProcHBMRas:"
+            "HBM MULTI BIT ECC, Uncorrectable ECC, device_id=3, event_id=0x80e01801, time us=67672363666.")
+    ex = Extractor(Matcher(build_ruleset(), engine="re"))
+    events = list(ex.feed(StreamState(), (line + "\n").encode(), None))
+    assert len(events) == 1 and events[0].rule.category == "device"
+    entry = codes.describe(line)
+    assert entry is not None and (entry.code, entry.level, entry.kind) == ("80E01801", "RestartBusiness", "hardware")
+    assert "vendor level RestartBusiness" in entry.render("en") and "厂商处理级别：RestartBusiness" in entry.render("zh")
+
+
+def test_chip_fault_levels_are_the_vendors_and_a_wrong_level_is_a_specific_error() -> None:
+    table = codes.load_table("chipfault")
+    assert {e.level for e in table.entries} <= set(codes.HANDLING_LEVELS) | {""}
+    assert codes.lookup("chipfault", "80e18402").level == "SeparateNPU"    # lower case as logs print it
+    assert codes.lookup("chipfault", "8C2FA009") is None                   # start-up finished: no fault
+    with pytest.raises(codes.CodeTableError, match="chipfault: 80E01801: unknown handling level 'Reboot'"):
+        codes._entry("chipfault", ["80E01801", "X", "device", "hardware", "en", "中", "Reboot"])
+
+
 def test_a_family_lookup_keeps_the_code_and_a_specific_code_wins() -> None:
     fam = codes.lookup("ecode", "EI0099")
     assert fam is not None and fam.code == "EI0099" and fam.name == "HCCL"
@@ -75,3 +143,27 @@ def test_a_malformed_entry_is_a_specific_error() -> None:
         codes._entry("acl", [1, "X", "device", "firmware", "en", "中"])
     with pytest.raises(codes.CodeTableError, match="English and Chinese"):
         codes._entry("acl", [1, "X", "device", "software", "en", " "])
+
+
+def test_an_npu_smi_health_code_is_worded_as_the_chip_fault_table_words_it() -> None:
+    """npu-smi's `Error Code : 80E18402` and a device log's `event_id=0x80e18402` mean the same:
+    the npu_unhealthy finding takes the table's meaning and level (the action follows the level),
+    and a code the table does not document keeps the npu-smi layer's level and wording."""
+    adv = advise_code("80e18402", "Critical")
+    assert (adv.code, adv.level, adv.action) == ("80E18402", "SeparateNPU", "isolate_now")
+    assert adv.meaning == codes.lookup("chipfault", "80E18402").en
+    assert advise_code("A4025021").meaning == "a device process exited abnormally"   # not in the table
+    assert advise_code("8C084E00").level == "FreeRestartNPU"
+    # where the npu-smi layer's older level list differs, the table's (versioned) level and its action win
+    assert (advise_code("816F8002").level, advise_code("816F8002").action) == ("RestartNPU", "drain_after_job")
+
+    s = Synth(probes=("npu",))
+    s.config = Config.model_validate({"node": {"name": "n1"}})
+    chips = [chip(n, util=0) for n in range(8)]
+    chips[2] = chip(2, util=0, health="Critical")
+    s.put("npu", npu_obs(chips, held=[], codes={(2, 0): ["80E18402", "A4025021"]}), T0)
+    (f,) = rules(npu_det.detect(s.view(T0), s.config), "npu_unhealthy")
+    assert "80E18402: HBM rows isolated for multi-bit ECC reached 64 in total" in f.summary
+    assert "A4025021: a device process exited abnormally" in f.summary
+    assert f.details["code_levels"] == {"80E18402": "SeparateNPU", "A4025021": "NotHandleFault"}
+    assert f.details["action"] == "isolate_now"

@@ -18,6 +18,12 @@ from watchdog.words import words as load_words
     ("log_hccl", {"log_rule": "hccl_notify_wait_timeout"}, {}, "network", "helps"),
     ("log_device", {"log_rule": "code_acl_device"}, {}, "hardware", "may_help"),
     ("log_device", {"log_rule": "device_aicore_exception"}, {}, "user_code", "no"),
+    # an Ascend chip fault code on the line: the vendor's handling level decides the restart
+    ("log_device", {"log_rule": "code_chipfault_device"}, {"code": {"level": "SeparateNPU"}}, "hardware", "no"),
+    ("log_device", {"log_rule": "device_hbm_ecc"}, {"code": {"level": "RestartBusiness"}}, "hardware", "helps"),
+    ("log_hccl", {"log_rule": "code_chipfault_hccl"}, {"code": {"level": "RestartRequest"}}, "network", "may_help"),
+    ("log_hccl", {"log_rule": "code_chipfault_hccl"}, {"code": {"level": "NotHandleFault"}}, "network", "helps"),
+    ("log_device", {"log_rule": "code_acl_device"}, {"code": {"level": ""}}, "hardware", "may_help"),
     ("log_nan", {"log_rule": "fp16_loss_scale_collapse"}, {}, "numerics", "no"),
     ("log_traceback", {"log_rule": "launcher_killed"}, {}, "unknown", "may_help"),
     ("kernel_oom", {}, {}, "memory", "no"),

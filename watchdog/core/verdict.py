@@ -10,7 +10,7 @@ Pure: a finding's rule, labels and details in, a record out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, Mapping, Optional
 
 #: hardware/driver, network/collective, memory, numerics, user code, unknown.
@@ -35,6 +35,14 @@ _RULE = {
     "kernel_device": ("hardware", "may_help"),
     "loss_nan": ("numerics", "no"), "loss_scale_collapse": ("numerics", "no"),
 }
+#: The vendor's handling level of an Ascend chip fault code on the line (the `chipfault` table's
+#: levels, from MindCluster's device plugin) -> whether a restart helps. RestartBusiness: the
+#: vendor's own scheduler restarts the job, so a restart gets past it. RestartRequest, RestartNPU,
+#: FreeRestartNPU, PreSeparateNPU: a re-run after the request is retried or the chip is reset, which
+#: the level does not promise. SeparateNPU: the chip leaves service; a restart on it does not help.
+#: NotHandleFault and SubHealthFault say nothing about the job: the rule's own verdict stands.
+_LEVEL_RESTART = {"RestartBusiness": "helps", "RestartRequest": "may_help", "RestartNPU": "may_help",
+                  "FreeRestartNPU": "may_help", "PreSeparateNPU": "may_help", "SeparateNPU": "no"}
 #: Finding rules (not log rules) whose domain is fixed.
 _FINDING = {"kernel_oom": "kernel_oom", "kernel_crash": "kernel_crash", "kernel_device": "kernel_device",
             "loss_nan": "loss_nan", "loss_scale_collapse": "loss_scale_collapse"}
@@ -93,12 +101,20 @@ def _of_end(details: Mapping[str, Any]) -> Verdict:
     return Verdict("unknown", "may_help", row or "gone")
 
 
+def _with_level(v: Verdict, code: Any) -> Verdict:
+    """A documented vendor code on the line whose table gives a handling level decides the restart."""
+    level = code.get("level") if isinstance(code, Mapping) else None
+    if level in _LEVEL_RESTART:
+        return replace(v, restart=_LEVEL_RESTART[level])
+    return v
+
+
 def verdict_of(rule: str, labels: Mapping[str, str], details: Mapping[str, Any]) -> Verdict:
     """The verdict on a finding (every finding has one; `unknown` when nothing says)."""
     if rule.startswith("log_") and labels.get("log_rule"):
         got = _of_rule(labels["log_rule"], rule[4:])
         if got is not None:
-            return got
+            return _with_level(got, details.get("code"))
     if rule in _FINDING:
         return _of_rule(_FINDING[rule], None) or Verdict("unknown", "may_help", rule)
     if rule in ("job_gone", "rank_missing"):

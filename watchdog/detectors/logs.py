@@ -187,7 +187,10 @@ def _finding(a, symptoms: list, view: StateView, config: Config, job_start: Opti
             "first_line": first_line(a)[:600], "last_line": a.summary[:600],
             "role": a.role, "resolves_at": a.last_at + cfg.hold,
             "code": None if code is None else {"table": code.table, "code": code.code, "name": code.name,
-                                               "kind": code.kind, "en": code.en, "zh": code.zh},
+                                               "kind": code.kind, "en": code.en, "zh": code.zh,
+                                               "level": code.level},
+            # the code's meaning in Chinese follows the Chinese summary template (digest.summary_in)
+            "said": {} if code is None else {"zh": f"：{code.render('zh')}"},
             "symptoms": [{"rule": s.rule, "category": s.category, "rank": s.rank, "count": s.count,
                           "first_at": s.first_at, "text": s.summary} for s in symptoms],
         },

@@ -32,7 +32,8 @@ from watchdog.detectors.series import (
 from watchdog.detectors.jobs import per_job
 from watchdog.core.findings import Finding
 from watchdog.core.rulecatalog import Inhibits, Rule, probe_wait
-from watchdog.npusmi.subhealth import ACTIONS, advise
+from watchdog.detectors.healthcodes import advise_code
+from watchdog.npusmi.subhealth import ACTIONS
 from watchdog.observations import NpuObservation
 from watchdog.core.state import StateView
 from watchdog.summaries.npu import Summary as NpuSummary
@@ -322,7 +323,7 @@ def _health(view: StateView, config: Config, summary: NpuSummary) -> List[Findin
             continue
         codes = list(latest.health_codes.get(key, []))
         since = summary.chips[key].unhealthy.since
-        advice = [advise(code, health) for code in codes]
+        advice = [advise_code(code, health) for code in codes]
         code_text = f" (codes {', '.join(f'{c}: {a.meaning}' for c, a in zip(codes, advice))})" if codes else ""
         action = max((a.action for a in advice), key=ACTIONS.index, default=None)
         out.append(Finding(

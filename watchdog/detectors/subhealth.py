@@ -23,7 +23,8 @@ from watchdog.core.rulecatalog import JOB_LABELS, Inhibits, Rule, probe_wait
 from watchdog.core.state import StateView
 from watchdog.detectors.jobs import latest_chip_owners
 from watchdog.detectors.series import blind_reason, fmt_age
-from watchdog.npusmi.subhealth import DRAIN, ISOLATE, WATCH, advise
+from watchdog.detectors.healthcodes import advise_code
+from watchdog.npusmi.subhealth import DRAIN, ISOLATE, WATCH
 from watchdog.probes.subhealth import SUBHEALTH, ChipSubhealth, SubhealthObservation, SubhealthProbeConfig
 from watchdog.probes.subhealth import SECTION as SUBHEALTH_CONFIG
 
@@ -99,7 +100,7 @@ def _recurring(view: StateView, cfg: SubhealthProbeConfig, c: ChipSubhealth, lab
         recent = [t for t in times if t >= view.now - window]
         if len(recent) < cfg.code_repeat_count:
             continue
-        adv = advise(code, c.health or "")
+        adv = advise_code(code, c.health or "")
         out.append(Finding(
             rule="npu_fault_recurring", severity="critical",
             summary=f"{_name(c)}: health code {code} ({adv.meaning}) appeared {len(recent)} times in "

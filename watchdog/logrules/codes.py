@@ -1,8 +1,9 @@
 """Vendor code tables as data: a line that carries a known code is that code's finding.
 
 Why: the rule packs name the wordings seen in samples, but a runtime return code (`error code is
-507057`), an HCCL result (`HcclAllreduce, error code is 6`), a CANN error code (`EL0003`) or an
-NVIDIA Xid that no sample showed still has a documented meaning. Each table
+507057`), an HCCL result (`HcclAllreduce, error code is 6`), a CANN error code (`EL0003`), an
+Ascend chip fault event (`event_id=0x80e01801`) or an NVIDIA Xid that no sample showed still has a
+documented meaning. Each table
 (`watchdog/logrules/tables/<table>.yaml`) is generated from the vendor's public table and records
 its source, version and entries: code, name, the log category a line carrying it is filed under,
 whether the vendor's table says it is about hardware or software, and the meaning in English and
@@ -22,12 +23,16 @@ import yaml
 from watchdog.compat import resource_text
 
 
-TABLES = ("acl", "hccl", "ecode", "xid", "torch_npu", "cuda")
+TABLES = ("acl", "hccl", "ecode", "xid", "torch_npu", "cuda", "chipfault")
 
 
 class CodeTableError(ValueError):
     """A shipped code table is malformed (names the table and the entry)."""
 KINDS = ("hardware", "software")
+#: The handling levels of MindCluster's device plugin (its `faultCode.json`), mildest first: what the
+#: vendor's own scheduler does when a chip raises the code. An entry may carry one (`chipfault`).
+HANDLING_LEVELS = ("NotHandleFault", "SubHealthFault", "RestartRequest", "RestartBusiness", "FreeRestartNPU",
+          "RestartNPU", "PreSeparateNPU", "SeparateNPU")
 _CODE_GROUP = "(?P<code>CODES)"
 #: A context whose code is printed in hexadecimal, four digits (HCCL's `errNo[0x0000000005010001]`:
 #: the low 16 bits are the HcclResult): `HEXCODES` stands for the table's codes written that way.
@@ -53,13 +58,18 @@ class CodeEntry:
     kind: str
     en: str
     zh: str
+    #: The vendor's handling level (one of HANDLING_LEVELS), "" when the table has none for the code.
+    level: str = ""
 
     def render(self, lang: str = "en") -> str:
-        """`507057 ACL_ERROR_RT_SUSPECT_REMOTE_ERROR: ... (hardware)` in English or Chinese."""
+        """`507057 ACL_ERROR_RT_SUSPECT_REMOTE_ERROR: ... (hardware)` in English or Chinese; a
+        chip fault code also names the vendor's handling level (`(hardware; vendor level RestartNPU)`)."""
         if lang == "zh":
             kind = "硬件" if self.kind == "hardware" else "软件"
-            return f"{self.code} {self.name}：{self.zh}（{kind}）"
-        return f"{self.code} {self.name}: {self.en} ({self.kind})"
+            level = f"；厂商处理级别：{self.level}" if self.level else ""
+            return f"{self.code} {self.name}：{self.zh}（{kind}{level}）"
+        level = f"; vendor level {self.level}" if self.level else ""
+        return f"{self.code} {self.name}: {self.en} ({self.kind}{level})"
 
 
 @dataclass(frozen=True)
@@ -78,14 +88,19 @@ class CodeTable:
 
 
 def _entry(table: str, row: object) -> CodeEntry:
-    if not (isinstance(row, list) and len(row) == 6 and all(isinstance(v, (str, int)) for v in row)):
-        raise CodeTableError(f"code table {table}: every entry is [code, name, category, kind, en, zh], got {row!r}")
-    code, name, category, kind, en, zh = (str(v) for v in row)
+    if not (isinstance(row, list) and len(row) in (6, 7) and all(isinstance(v, (str, int)) for v in row)):
+        raise CodeTableError(f"code table {table}: every entry is [code, name, category, kind, en, zh] "
+                             f"and optionally the vendor's handling level, got {row!r}")
+    code, name, category, kind, en, zh = (str(v) for v in row[:6])
+    level = str(row[6]) if len(row) == 7 else ""
     if kind not in KINDS:
         raise CodeTableError(f"code table {table}: {code}: kind must be hardware or software, got {kind!r}")
     if not en.strip() or not zh.strip():
         raise CodeTableError(f"code table {table}: {code}: the meaning is needed in English and Chinese")
-    return CodeEntry(table, code, name, category, kind, en, zh)
+    if level and level not in HANDLING_LEVELS:
+        raise CodeTableError(f"code table {table}: {code}: unknown handling level {level!r} "
+                             f"(known: {', '.join(HANDLING_LEVELS)})")
+    return CodeEntry(table, code, name, category, kind, en, zh, level)
 
 
 _CACHE: Dict[str, CodeTable] = {}
@@ -199,8 +214,10 @@ def _any_code(table: CodeTable) -> str:
 
 
 def lookup(table: str, code: str) -> Optional[CodeEntry]:
-    """The entry for `code` in `table`: the exact code, else its family (CANN E-codes)."""
+    """The entry for `code` in `table`: the exact code, else its family (CANN E-codes). Letters
+    compare in upper case: logs print hex fault codes either way (`event_id=0x80e01801`)."""
     t = load_table(table)
+    code = code.upper()
     for e in t.entries:
         if e.code == code:
             return e
