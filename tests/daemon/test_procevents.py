@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -89,3 +90,30 @@ def test_an_empty_watched_set_wakes_the_listener_for_nothing(events):
     assert wait_for(lambda: events.get(probe.pid) is not None, 10)
     assert all(events.get(p.pid) is None for p in procs)
     assert events.datagrams - before == 1
+
+
+def test_a_burst_that_overruns_the_buffer_loses_events_not_the_listener(monkeypatch):
+    """ENOBUFS (the kernel dropped events while the buffer was full) once ended the listener for
+    good on a busy node. A tiny buffer, a listener held off the GIL and 300 exits force it."""
+    monkeypatch.setattr("watchdog.host.procevents.RCVBUF", 0)  # the kernel's minimum: ~30 events
+    ev = ProcExits.start()
+    if ev.unavailable is not None:
+        pytest.skip(f"process events unavailable here: {ev.unavailable}")
+    try:
+        burst = subprocess.Popen(["sh", "-c", "i=0; while [ $i -lt 300 ]; do /bin/true; i=$((i+1)); done"])
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(5.0)  # this thread keeps the GIL: the listener cannot read
+        try:
+            end = time.monotonic() + 3.0
+            while burst.poll() is None and time.monotonic() < end:
+                pass
+        finally:
+            sys.setswitchinterval(old)
+        burst.wait()
+        assert wait_for(lambda: ev.overruns >= 1, 10)
+        later = subprocess.Popen(["sh", "-c", "exit 3"])
+        later.wait()
+        assert wait_for(lambda: ev.get(later.pid) is not None, 10)
+        assert ev.unavailable is None
+    finally:
+        ev.close()

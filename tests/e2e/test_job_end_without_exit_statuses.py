@@ -55,7 +55,9 @@ def test_doctor_says_no_exit_status_can_be_read(node):
     out = subprocess.run([*node.prefix, sys.executable, "-m", "watchdog", "doctor", "-c", str(SHIPPED)],
                          env=node.daemon.env, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          timeout=300).stdout.decode(errors="replace")
-    (line,) = [x for x in out.splitlines() if "exit statuses" in x]
+    lines = [x for x in out.splitlines() if "exit statuses" in x]
+    assert len(lines) == 1, out
+    line = lines[0]
     assert "WARN" in line and "process events are not readable" in line, out
 
 

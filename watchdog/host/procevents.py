@@ -21,6 +21,8 @@ but the exits of whole processes (pid == tgid) before they reach the daemon.
 from __future__ import annotations
 
 import array
+import errno
+import logging
 import os
 import socket
 import struct
@@ -30,6 +32,8 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, Optional
 
 from watchdog.host import clock
+
+log = logging.getLogger(__name__)
 
 NETLINK_CONNECTOR = 11
 CN_IDX_PROC = 1
@@ -95,6 +99,8 @@ def attach_exit_filter(sock: socket.socket, pids: Optional[Iterable[int]] = None
     except OSError as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
+#: Receive buffer asked for: room for a burst of exits while the listener waits for the GIL.
+RCVBUF = 1 << 20
 #: Exits remembered (the newest win); a node runs far fewer processes between two probe rounds.
 MAX_EXITS = 8192
 
@@ -144,6 +150,8 @@ class ProcExits:
         #: Process exits kept, and datagrams read at all (the kernel filter keeps them equal).
         self.received = 0
         self.datagrams = 0
+        #: Times the kernel reported dropped events (ENOBUFS): a burst overran the buffer.
+        self.overruns = 0
         #: Why the kernel-side filter is not installed (None: installed).
         self.unfiltered: Optional[str] = "not started"
         self._watched: Optional[frozenset] = None
@@ -155,6 +163,10 @@ class ProcExits:
             sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_CONNECTOR)
             sock.bind((0, CN_IDX_PROC))  # port id 0: the kernel assigns one (several daemons per host)
             self.unfiltered = attach_exit_filter(sock)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+            except OSError:
+                pass  # the default buffer: a burst may overrun it (counted in `overruns`)
             sock.send(_listen_message())
         except (OSError, AttributeError) as exc:
             self.unavailable = f"the kernel's process events are not readable here ({type(exc).__name__}: {exc}); " \
@@ -170,7 +182,17 @@ class ProcExits:
             try:
                 data = sock.recv(65536)
             except OSError as exc:
-                self.unavailable = f"the process-events socket failed ({type(exc).__name__}: {exc})"
+                if exc.errno == errno.ENOBUFS and self._sock is sock:
+                    # The kernel dropped events while the buffer was full (a burst of exits the
+                    # listener could not keep up with): those statuses are lost, the socket is fine.
+                    self.overruns += 1
+                    if self.overruns == 1 or self.overruns % 100 == 0:
+                        log.warning("process events: the kernel dropped exit events (a burst overran the "
+                                    "buffer, %d times so far): a rank that ended in it is judged without its "
+                                    "exit status", self.overruns)
+                    continue
+                if self._sock is sock:
+                    self.unavailable = f"the process-events socket failed ({type(exc).__name__}: {exc})"
                 return
             self.datagrams += 1
             ev = parse_exit_event(data)
