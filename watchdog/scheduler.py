@@ -18,6 +18,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
+from apscheduler.executors.debug import DebugExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
@@ -26,7 +27,6 @@ from watchdog.probes.base import Probe
 from watchdog.scheduling.replan import ClockFollower, replan_jobs
 from watchdog.scheduling.rounds import Round, RoundWorker, pass_wanted, record_round, record_stuck
 from watchdog.scheduling.tracker import RoundTracker
-from watchdog.scheduling.trigger import PhasedTrigger
 from watchdog.scheduling.watch import RoundWatch
 from watchdog.core.state import StateStore
 
@@ -86,9 +86,10 @@ class ProbeScheduler:
         self.last_tick = time.monotonic()
         self._sched = BackgroundScheduler(
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 30},
-            # A job hands a round to its probe's worker and returns (the tick runs the periodic
-            # pass): one pool thread runs them all.
-            executors={"default": {"type": "threadpool", "max_workers": 1}},
+            # A job only hands a round to its probe's worker and returns, and the tick runs the
+            # periodic detector pass (milliseconds): APScheduler's in-thread executor runs them in
+            # its own thread, so no pool thread waits beside it for work that short.
+            executors={"default": DebugExecutor()},
             timezone="UTC",
         )
 
@@ -122,16 +123,21 @@ class ProbeScheduler:
         self.probes[probe.name] = probe
         self.rounds.register(probe.name)
         self.store.register(probe.name, probe.interval)
+        # APScheduler's own interval trigger on the daemon's grid (see `_trigger`): it counts each
+        # next run from the last one, so the first round runs here, at once, outside the schedule
+        # (a run at once inside it would move the grid to the start's instant).
         self._sched.add_job(
             self._run_probe, self._trigger(probe.interval),
             args=[probe.name], id=probe.name, name=probe.name, replace_existing=True,
-            next_run_time=datetime.now().astimezone(),
         )
+        self._run_probe(probe.name)
         if probe.follows_changes:
             threading.Thread(target=follow_changes, args=(self, probe), name=f"follow-{probe.name}", daemon=True).start()
 
     def _trigger(self, interval: float) -> IntervalTrigger:
-        return PhasedTrigger(seconds=interval, start_date=self._anchor, timezone=timezone.utc)
+        """The grid anchor + k * interval, from k = 1: the round at k = 0 is the one run at once."""
+        return IntervalTrigger(seconds=interval, start_date=self._anchor + timedelta(seconds=interval),
+                               timezone=timezone.utc)
 
     def replace_probes(self, probes: List[Probe], default_timeout: float, jitter: float) -> None:
         """Apply a reloaded config: keep probes that adopt the new settings, swap the rest."""

@@ -132,8 +132,9 @@ def test_completing_rounds_false_when_scheduler_is_wedged():
 def test_probes_of_one_interval_share_one_grid():
     """One random offset per daemon (jitter), not per run: every probe of an interval runs on the
     daemon's shifted grid (anchor + k * interval), so probes of one interval start their rounds
-    together; a round off the grid (the first, run at once) is followed by one on the grid 0.5 to
-    1.5 intervals later. Checked on the triggers themselves, so no thread timing enters."""
+    together. The first round runs at once outside the schedule; APScheduler's own trigger plans
+    the rest from k = 1 on, each from the last. Checked on the triggers themselves (no thread
+    timing enters)."""
     sched = ProbeScheduler(StateStore(), 5.0, 0.3, on_round=lambda b: None, tick=lambda: None)
     anchor = sched._anchor.timestamp()
     now = datetime.now(timezone.utc)
@@ -142,14 +143,15 @@ def test_probes_of_one_interval_share_one_grid():
         k = t.timestamp() - anchor
         return abs(k - round(k)) < 1e-3
 
-    grid_point = datetime.fromtimestamp(anchor + 7.0, tz=timezone.utc)
     fast, slow = sched._trigger(1.0), sched._trigger(1.0)
-    assert fast.get_next_fire_time(grid_point, now) == slow.get_next_fire_time(grid_point, now)
-    for off_grid in (0.01, 0.37, 0.62, 0.99):
-        prev = grid_point + timedelta(seconds=off_grid)
+    first = fast.get_next_fire_time(None, now)
+    assert first == slow.get_next_fire_time(None, now) and on_grid(first)
+    assert 0.99 <= first.timestamp() - anchor <= 1.01  # k = 1: the round at k = 0 ran at once
+    prev = first
+    for _ in range(5):
         nxt = fast.get_next_fire_time(prev, now)
-        assert on_grid(nxt), (anchor, prev, nxt)
-        assert 0.5 <= (nxt - prev).total_seconds() <= 1.5, (prev, nxt)
+        assert on_grid(nxt) and abs((nxt - prev).total_seconds() - 1.0) < 1e-3, (prev, nxt)
+        prev = nxt
 
 
 def test_rounds_of_one_batch_get_one_detector_pass(monkeypatch):
