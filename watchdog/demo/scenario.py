@@ -80,6 +80,9 @@ def demo_config(node: SimulatedNode, out: Path, receiver_url: str, port: int, sp
                           "no_progress_after": _d(20 * s), "start_grace": _d(60 * s)},
             "npu": {"interval": _d(1 * s), "command_timeout": "3s", "failing_after": _d(5 * s)},
             "logs": {"interval": _d(0.5 * s), "hold": _d(15 * s), "cascade_window": _d(60 * s)},
+            # Each chip's health, ECC and clock in turn: all three read within the demo's first
+            # half minute (the shipped minute would leave the clock unread when /metrics is shown).
+            "subhealth": {"interval": _d(10 * s)},
             # The kernel log is this machine's, not the simulated node's: its records (other
             # programs' segfaults, OOM kills) are no part of the scripted faults.
             "kernel": {"enabled": False},
