@@ -116,18 +116,29 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     return []
 '''
 
-#: A throw-away channel: a vendor with its own type and limits.
+#: A throw-away channel: a vendor with its own type, config model (one key of its own) and limits.
 PIGEON = '''
 """Pigeon: a throw-away channel that a test plants in a copy of the package."""
 
 from __future__ import annotations
 
+from watchdog.compat import Literal
+from watchdog.alerting.channels.base import AuthedChannelConfig
 from watchdog.alerting.channels.webhook import WebhookChannel
+
+
+class PigeonConfig(AuthedChannelConfig):
+    """A pigeon loft."""
+
+    type: Literal["pigeon"] = "pigeon"
+    vendor_limits = ((1, 1.0),)
+    #: The loft the pigeon flies to.
+    loft: str = "home"
 
 
 class PigeonChannel(WebhookChannel):
     type = "pigeon"
-    rate_limits = ((1, 1.0),)
+    config_model = PigeonConfig
 '''
 
 
@@ -261,8 +272,9 @@ def test_one_module_is_a_whole_channel(planted: Path):
     from watchdog.alerting.channels import CHANNEL_CLASSES
     from watchdog.config.load import load_config_text
 
-    cfg = load_config_text("alerting:\n  channels:\n    - {type: pigeon, name: p1, url: 'http://127.0.0.1:1/x'}\n")
-    assert cfg.alerting.channels[0].limits() == [(1, 1.0)]
+    cfg = load_config_text("alerting:\n  channels:\n    - {type: pigeon, name: p1, url: 'http://127.0.0.1:1/x', "
+                           "loft: roof}\n")
+    assert cfg.alerting.channels[0].limits() == [(1, 1.0)] and cfg.alerting.channels[0].loft == "roof"
     assert CHANNEL_CLASSES["pigeon"].__name__ == "PigeonChannel"
 
 

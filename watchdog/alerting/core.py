@@ -58,7 +58,7 @@ class PassResult:
 
 
 class EngineCore:
-    """The alerts by fingerprint, the open group windows and the Alertmanager refresh times; the
+    """The alerts by fingerprint, the open group windows and the channels' re-push times; the
     findings of the last detector pass (`present`)."""
 
     def __init__(self, config: AlertingConfig, alerts: Dict[str, AlertRow]):
@@ -66,8 +66,8 @@ class EngineCore:
         self.alerts = alerts
         self.groups = Groups()
         self.present: Dict[str, Finding] = {}
-        #: Alertmanager channel -> when its firing alerts were last sent again.
-        self.am_last: Dict[str, float] = {}
+        #: Channel that wants firing alerts pushed again (`repush_every`) -> when they last were.
+        self.repushed: Dict[str, float] = {}
         #: What rolled-back passes learnt about the alerts they created (see storagefault); one
         #: dict for the core's life (the shell's log filter holds it).
         self.carry: Carry = {}
@@ -103,7 +103,7 @@ class EngineCore:
         for batch in lifecycle.incident_resolutions(self.alerts, tr):
             # Alerts folded into the page without being shown (same event) are not listed either.
             notes.append(notification("resolved", [a for a in batch if a.last_notified] or batch, now, cfg))
-        notes += self._am_refresh(mute, now, channels)
+        notes += self._repush(mute, now, channels)
         items = [item for n in notes for item in route(n, channels, cfg.sends_direct)]
         changed = tuple(self.alerts[fp] for fp in tr.changed if fp in self.alerts)
         return PassResult(tuple(notes), tuple(items), changed, tuple(tr.deleted),
@@ -111,11 +111,11 @@ class EngineCore:
 
     # -- around a pass ------------------------------------------------------------------------
     def savepoint(self) -> SavePoint:
-        return SavePoint.take(self.alerts, self.groups.deadlines, self.am_last)
+        return SavePoint.take(self.alerts, self.groups.deadlines, self.repushed)
 
     def rollback(self, saved: SavePoint) -> None:
         """Back to `saved` (a commit failed); what the pass learnt of new alerts goes to the carry."""
-        self.carry.update(saved.restore(self.alerts, self.groups.deadlines, self.am_last))
+        self.carry.update(saved.restore(self.alerts, self.groups.deadlines, self.repushed))
 
     def first_round(self, now: float) -> None:
         """Every probe finished a round: restored alerts start their warm-up now."""
@@ -129,7 +129,7 @@ class EngineCore:
     # -- the steps of `settle` ----------------------------------------------------------------
     def _next_due(self, mute: Mute, now: float, silences: ActiveSilences, channels: Sequence[RouteTarget]) -> float:
         """The earliest time a pass without new findings could change something: the state
-        machine's next transition, an open group's window, a reminder, an Alertmanager refresh,
+        machine's next transition, an open group's window, a reminder, a channel's re-push,
         a silence starting or ending. Each term mirrors a time test of this pass."""
         cfg = self.config
         times = [lifecycle.next_transition(self.alerts, self.present, cfg.for_rule, cfg.resolve_delay),
@@ -138,8 +138,8 @@ class EngineCore:
         if cfg.reminder > 0:
             times += [a.last_notified + cfg.reminder for a in self.alerts.values()
                       if a.state == "firing" and a.notified and not mute.get(a.fp) and a.last_notified is not None]
-        times += [self.am_last[ch.name] + ch.cfg.resend_interval for ch in channels
-                  if ch.type == "alertmanager" and ch.name in self.am_last]
+        times += [self.repushed[ch.name] + every for ch in channels
+                  for every in (ch.repush_every,) if every is not None and ch.name in self.repushed]
         return min(times)
 
     def _mute(self, tr: lifecycle.Transitions, silences: ActiveSilences,
@@ -233,15 +233,17 @@ class EngineCore:
                 changed.add(a.fp)
         return [notification("reminder", batch, now, self.config) for batch in due.values()]
 
-    def _am_refresh(self, mute: Mute, now: float, channels: Sequence[RouteTarget]) -> List[Notification]:
-        """Alertmanager wants firing alerts re-sent before their endsAt."""
+    def _repush(self, mute: Mute, now: float, channels: Sequence[RouteTarget]) -> List[Notification]:
+        """A channel whose receiver forgets a firing alert unless it hears it again (it declares
+        `repush_every`) gets every firing alert again that often."""
         notes = []
         for ch in channels:
-            if ch.type != "alertmanager":
+            every = ch.repush_every
+            if every is None:
                 continue
-            last = self.am_last.setdefault(ch.name, now)
-            if now - last >= ch.cfg.resend_interval:
-                self.am_last[ch.name] = now
+            last = self.repushed.setdefault(ch.name, now)
+            if now - last >= every:
+                self.repushed[ch.name] = now
                 live = [a for a in self.alerts.values() if a.state == "firing" and a.last_notified is not None
                         and not mute.get(a.fp)]
                 if live:

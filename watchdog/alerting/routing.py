@@ -21,6 +21,10 @@ class RouteTarget(Protocol):
     @property
     def send_resolved(self) -> bool: ...
 
+    @property
+    def repush_every(self) -> Optional[float]:
+        """How often the channel's receiver wants every firing alert again (None: never)."""
+
 
 def match_labels(labels: Dict[str, str], rule: str, severity: str) -> Dict[str, str]:
     """What silences and channel matchers see: the labels plus `rule` and `severity`."""

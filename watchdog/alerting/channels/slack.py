@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from watchdog.alerting.channels.base import Channel, Verdict, http_verdict
+from watchdog.compat import Literal  # 3.7: from typing_extensions
+
+from watchdog.alerting.channels.base import Channel, ChatChannelConfig, Verdict, http_verdict
 from watchdog.alerting.digest import fit_groups
 from watchdog.alerting.render import SLACK, Message, compose, escape_plain, escape_slack, mentions_for, repeat_prefix
 from watchdog.alerting.text import cut_chars
@@ -46,9 +48,17 @@ def pack(texts: List[str], limit: int) -> List[str]:
     return out
 
 
+class SlackConfig(ChatChannelConfig):
+    """A Slack incoming webhook."""
+
+    type: Literal["slack"] = "slack"
+    vendor_limits = ((1, 1.0),)
+
+
 class SlackChannel(Channel):
     type = "slack"
-    rate_limits = ((1, 1.0),)
+    config_model = SlackConfig
+    cfg: SlackConfig
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = " ".join(filter(None, (slack_mention(m) for m in mentions_for(msg, self.cfg.mentions))))

@@ -7,13 +7,17 @@ because receivers commonly forward annotations into chat.
 import time
 from typing import Any, Dict, List, Optional
 
+from pydantic import Field, model_validator
+
+from watchdog.compat import Literal  # 3.7: from typing_extensions
+
 from watchdog.host.clock import CLOCK
-from watchdog.alerting.channels.base import Channel
+from watchdog.alerting.channels.base import AuthedChannelConfig, Channel
 from watchdog.alerting.digest import MAX_LINE, RuleGroup, runbook_link
 from watchdog.alerting.render import Message, escape_plain, runbook_of, safe_url
 from watchdog.alerting.text import one_line
 from watchdog.alerting.wording import headline
-from watchdog.config.types import secret_value
+from watchdog.config.types import Duration, secret_value
 from watchdog.core.findings import JOB_LABEL, upgrade_labels
 from watchdog.parse.steps import find_step
 from watchdog.words import EN, Words
@@ -90,8 +94,36 @@ def annotations(a: Dict[str, Any], max_lines: int, runbook: Optional[str] = None
     return out
 
 
+class WebhookConfig(AuthedChannelConfig):
+    """A generic webhook receiver (Alertmanager's webhook v4 shape)."""
+
+    type: Literal["webhook"] = "webhook"
+
+
+class AlertmanagerConfig(AuthedChannelConfig):
+    """An Alertmanager (`/api/v2/alerts`): it forgets a firing alert at its `endsAt`, so every
+    firing alert is pushed again before then; in fleet mode it collects the node's every alert."""
+
+    type: Literal["alertmanager"] = "alertmanager"
+    fleet_sink = True
+    #: How often firing alerts are pushed again (must stay below `alert_ttl`: Alertmanager forgets
+    #: an alert at its `endsAt`).
+    resend_interval: Duration = Field(default="1m")  # type: ignore[assignment]  # parsed by Duration
+    #: `endsAt` of a firing alert is the push time plus this.
+    alert_ttl: Duration = Field(default="5m")  # type: ignore[assignment]  # parsed by Duration
+
+    @model_validator(mode="after")
+    def _ttl(self) -> "AlertmanagerConfig":
+        if self.resend_interval >= self.alert_ttl:
+            raise ValueError(f"channel {self.name}: resend_interval must be shorter than alert_ttl")
+        return self
+
+
 class _Authed(Channel):
-    authed = True
+    cfg: AuthedChannelConfig
+
+    def credentials(self) -> List[str]:
+        return [secret_value(self.cfg.bearer_token)] + [secret_value(v) for v in self.cfg.headers.values()]
 
     def base_headers(self, msg: Message) -> Dict[str, str]:
         h = super().base_headers(msg)
@@ -104,6 +136,7 @@ class _Authed(Channel):
 
 class WebhookChannel(_Authed):
     type = "webhook"
+    config_model = WebhookConfig
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         max_lines = self.alerting.max_log_lines
@@ -156,12 +189,19 @@ class WebhookChannel(_Authed):
 
 class AlertmanagerChannel(_Authed):
     type = "alertmanager"
+    config_model = AlertmanagerConfig
+    cfg: AlertmanagerConfig
 
     def __init__(self, cfg, alerting):
         super().__init__(cfg, alerting)
         self.url = self.url.rstrip("/")
         if not self.url.endswith("/api/v2/alerts"):
             self.url += "/api/v2/alerts"
+
+    @property
+    def repush_every(self) -> Optional[float]:
+        """Alertmanager forgets a firing alert at its `endsAt` (push time + `alert_ttl`)."""
+        return self.cfg.resend_interval
 
     def payload(self, msg: Message) -> List[Dict[str, Any]]:
         now = CLOCK.now()
