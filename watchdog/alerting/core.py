@@ -25,9 +25,9 @@ from watchdog.alerting import lifecycle
 from watchdog.alerting.grouping import Groups, group_key
 from watchdog.alerting.muting import ActiveSilences, FiringIndex, mutual, mute_reason, source_alert
 from watchdog.alerting.notification import Notification, notification
+from watchdog.alerting.records import AlertRow, OutboxItem
 from watchdog.alerting.routing import RouteTarget, route
 from watchdog.alerting.storagefault import Carry, SavePoint, apply_carry
-from watchdog.alerting.store import AlertRow, OutboxItem
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.core.findings import Finding
 

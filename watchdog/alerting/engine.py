@@ -33,7 +33,7 @@ from typing import Callable, List, Optional
 from watchdog.host.clock import CLOCK
 from watchdog.alerting import lifecycle
 from watchdog.alerting.core import EngineCore, SnapshotRequester
-from watchdog.alerting.muting import Muter
+from watchdog.alerting.silences import Muter
 from watchdog.alerting.outbox import DeadMan, Outbox
 from watchdog.alerting.storagefault import STORAGE_ERRORS, STORAGE_RETRY, RedoQuiet, StorageHealth, describe
 from watchdog.alerting.store import AlertRow, AlertStore

@@ -14,8 +14,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from watchdog.alerting.render import dashboard_link
-from watchdog.alerting.store import AlertRow
+from watchdog.alerting.links import dashboard_link
+from watchdog.alerting.records import AlertRow
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.core.findings import SEVERITY_RANK
 from watchdog.core.rulecatalog import JOB_LABELS
@@ -25,7 +25,7 @@ log = logging.getLogger("watchdog.alerts")
 #: The labels a notification's group names (host and training job).
 GROUP_LABELS = JOB_LABELS
 #: The kinds of notification: a first page, a reminder while firing, the incident's resolve, and
-#: an Alertmanager re-send before the alerts' endsAt.
+#: a re-push of the firing alerts to a channel that asks for it (`Channel.repush_every`).
 KINDS = ("firing", "reminder", "resolved", "refresh")
 
 
@@ -77,7 +77,7 @@ class Notification:
     created: float
     group: Mapping[str, str]
     alerts: Tuple[AlertNote, ...]
-    #: A refresh meant for this one Alertmanager channel; None: every channel that takes it.
+    #: A refresh meant for this one re-pushed channel; None: every channel that takes it.
     only: Optional[str] = None
 
     def body(self, alerts: Optional[Sequence[AlertNote]] = None) -> Dict[str, Any]:

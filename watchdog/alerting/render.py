@@ -10,10 +10,10 @@ size limits are met by showing less detail per rule first, then fewer rules (wit
 from __future__ import annotations
 
 import re
-import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+from watchdog.alerting.links import safe_url
 from watchdog.alerting.timetext import TimeText
 from watchdog.alerting.text import clean
 from watchdog.alerting.digest import (Detail, RuleGroup, Style, group_alerts, group_text, more_rules_line,
@@ -88,13 +88,6 @@ def _md_inline(text: str) -> str:
 #: A dialect: how escaped text is marked up (bold, links, code blocks, inline code).
 MARKDOWN = Style(escape_md, lambda s: f"**{s}**", lambda t, u: f"[{t}]({u})", _md_code, _md_inline)
 SLACK = Style(escape_slack, lambda s: f"*{s}*", lambda t, u: f"<{u}|{t}>", _slack_code, _md_inline)
-
-def safe_url(url: Optional[str]) -> Optional[str]:
-    """Only http(s) links without characters that could break out of a link syntax."""
-    if not url or not re.match(r"^https?://[^\s<>|\[\]()`\"']+$", url):
-        return None
-    return url
-
 
 #: The line a chat message carries when it is sent again after a kill interrupted its first
 #: attempt: the vendor may already show it, and chat vendors have no key to deduplicate by.
@@ -180,25 +173,6 @@ def where_labels(labels: Dict[str, str]) -> str:
     """The identity beyond host/training job: rank, device, chip, probe, check, log rule..."""
     return " ".join(f"{k}={v}" for k, v in sorted(labels.items())
                     if k not in ("host", JOB_LABEL, LEGACY_JOB_LABEL, "domain", "restart"))
-
-
-def dashboard_link(template: Optional[str], labels: Dict[str, str], rule: str) -> Optional[str]:
-    """Fill `{label}` placeholders (URL-encoded; unknown names empty) and vet the result."""
-    if not template:
-        return None
-
-    class _Vals(dict):
-        def __missing__(self, key: str) -> str:
-            return ""
-
-    vals = _Vals({k: urllib.parse.quote(str(v), safe="") for k, v in labels.items()})
-    vals["rule"] = urllib.parse.quote(rule, safe="")
-    # Templates written before the label rename say `{job}`: keep filling it.
-    vals.setdefault(LEGACY_JOB_LABEL, vals.get(JOB_LABEL, ""))
-    try:
-        return safe_url(template.format_map(vals))
-    except (ValueError, IndexError, AttributeError):
-        return None
 
 
 def mentions_for(msg: Message, mentions: Mapping[Any, Sequence[str]]) -> List[str]:

@@ -7,7 +7,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
 from watchdog.alerting.notification import Notification
-from watchdog.alerting.store import OutboxItem
+from watchdog.alerting.records import OutboxItem
 from watchdog.config.sections.alerting import ChannelConfig, LabelMatcher
 from watchdog.core.findings import SEVERITY_RANK
 

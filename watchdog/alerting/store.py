@@ -16,14 +16,16 @@ import os
 import sqlite3
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from contextlib import contextmanager
-from typing import Any, ContextManager, Dict, Iterator, List, NamedTuple, Optional, Sequence
+from typing import Any, ContextManager, Dict, Iterator, List, Optional, Sequence
 
 from watchdog.host import clock
 from watchdog.alerting.lateopen import LateOpen
 from watchdog.service import statefiles
 from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL, fingerprint, upgrade_labels
+# The decide stage's records, which this module saves and loads (importable from here too).
+from watchdog.alerting.records import AlertRow, OutboxItem, Silence
 
 log = logging.getLogger("watchdog.alerts")
 
@@ -97,48 +99,6 @@ def _identity(path: str) -> Optional[tuple]:
 
 
 @dataclass
-class AlertRow:
-    """The engine's memory of one fingerprint (see engine.py for the state machine)."""
-
-    fp: str
-    rule: str
-    severity: str
-    labels: Dict[str, str]
-    finding: Dict[str, Any]
-    state: str  # "pending" | "firing" | "resolved" (sent, waiting for the rest of its incident)
-    pending_since: float
-    firing_since: Optional[float] = None
-    last_seen: float = 0.0
-    notified: bool = False
-    last_notified: Optional[float] = None
-    snapshot: Optional[str] = None
-    #: Why the last flush did not send it ("silenced:<id>", "inhibited:<rule>") or None.
-    muted: Optional[str] = None
-    #: The firing message (its idempotency key) this alert was first sent in: the alerts of one
-    #: incident resolve together, in one message, when the last of them has resolved.
-    incident: Optional[str] = None
-    #: Restored after a restart: held (neither resolved nor re-paged) until this time, while its
-    #: detector warms up again. In memory only: every start computes it afresh.
-    held_until: Optional[float] = None
-    #: Seconds of fresh evidence its detector needs after a restart (in memory only).
-    warmup: float = 0.0
-
-
-@dataclass
-class Silence:
-    id: str
-    matchers: List[str]
-    starts_at: float
-    ends_at: float
-    created_by: str
-    comment: str
-    created_at: float = field(default_factory=clock.now)
-
-    def active(self, now: float) -> bool:
-        return self.starts_at <= now < self.ends_at
-
-
-@dataclass
 class OutboxRow:
     id: int
     channel: str
@@ -152,16 +112,6 @@ class OutboxRow:
     #: An attempt of an earlier daemon began and its outcome was never recorded: the vendor may
     #: already show it, so this send is marked as a possible repeat.
     repeat: bool = False
-
-
-class OutboxItem(NamedTuple):
-    """A notification committed for one channel: the channel's name, the notification's key and
-    kind, and the JSON body the channel renders at send time (see watchdog.alerting.routing)."""
-
-    channel: str
-    ikey: str
-    kind: str
-    body: Dict[str, Any]
 
 
 class OutboxQueue:

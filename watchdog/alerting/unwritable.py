@@ -17,7 +17,7 @@ from watchdog.alerting.notification import notification
 from watchdog.alerting.outbox import Outbox
 from watchdog.alerting.routing import route
 from watchdog.alerting.storagefault import STORAGE_RETRY, StorageHealth, describe
-from watchdog.alerting.store import AlertRow
+from watchdog.alerting.records import AlertRow
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.core.findings import Finding
 
