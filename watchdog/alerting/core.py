@@ -24,8 +24,8 @@ from watchdog.compat import Protocol  # 3.7: from typing_extensions
 from watchdog.alerting import lifecycle
 from watchdog.alerting.grouping import Groups, group_key
 from watchdog.alerting.muting import ActiveSilences, FiringIndex, mutual, mute_reason, source_alert
-from watchdog.alerting.notification import Notification, notification
-from watchdog.alerting.records import AlertRow, OutboxItem
+from watchdog.alerting.notification import Notification, OutboxItem, notification
+from watchdog.alerting.records import AlertRow
 from watchdog.alerting.routing import RouteTarget, route
 from watchdog.alerting.storagefault import Carry, SavePoint, apply_carry
 from watchdog.config.sections.alerting import AlertingConfig

@@ -1,5 +1,5 @@
-"""The records the engine's decisions are made of: an alert's memory (`AlertRow`), a silence
-(`Silence`), and a notification committed for one channel (`OutboxItem`).
+"""The records the engine's decisions are made of: an alert's memory (`AlertRow`) and a silence
+(`Silence`); a notification and its share for one channel are in `notification`.
 
 Why a module of their own: the decide stage (the pure core, `lifecycle`, `muting`, `grouping`,
 `routing`, `notification`) works on these and must not depend on how they are kept. The store
@@ -10,7 +10,7 @@ here does I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, Optional
 
 from watchdog.host import clock
 
@@ -55,13 +55,3 @@ class Silence:
 
     def active(self, now: float) -> bool:
         return self.starts_at <= now < self.ends_at
-
-
-class OutboxItem(NamedTuple):
-    """A notification committed for one channel: the channel's name, the notification's key and
-    kind, and the JSON body the channel renders at send time (see watchdog.alerting.routing)."""
-
-    channel: str
-    ikey: str
-    kind: str
-    body: Dict[str, Any]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from watchdog.alerting.links import safe_url
+from watchdog.alerting.notification import AlertNote, FleetCounts, Notification, from_json
 from watchdog.alerting.timetext import TimeText
 from watchdog.alerting.text import clean
 from watchdog.alerting.digest import (Detail, RuleGroup, Style, group_alerts, group_text, more_rules_line,
@@ -101,25 +102,27 @@ def repeat_prefix(msg: "Message", w: Words = EN) -> str:
 
 # -- the message -----------------------------------------------------------------------------
 class Message:
-    """Read-only view of a notification body (see engine.Notification for the writer)."""
+    """A notification as the renderers read it: the typed record (`Notification`, what the
+    outbox hands the channel) and what every rendering of it needs, computed once. A plain JSON
+    body (a test's, the docs' example) is read into the record first (`from_json`)."""
 
-    def __init__(self, body: Dict[str, Any]):
-        self.body = body
-        self.kind: str = body.get("kind", "firing")
-        self.status: str = body.get("status", "firing")
-        self.alerts: List[Dict[str, Any]] = list(body.get("alerts", []))
-        self.group: Dict[str, str] = dict(body.get("group", {}))
-        self.ikey: str = body.get("ikey", "")
-        self.test: bool = self.kind == "test"
+    def __init__(self, note: Union[Notification, Mapping[str, Any]]):
+        self.note = from_json(note)
+        self.kind: str = self.note.kind
+        self.status: str = self.note.status
+        self.alerts: Tuple[AlertNote, ...] = self.note.alerts
+        self.group: Mapping[str, str] = self.note.group
+        self.ikey: str = self.note.ikey
+        self.test: bool = self.note.test
         #: Sent again after an interrupted attempt (see `REPEAT_NOTICE`).
-        self.repeat: bool = bool(body.get("repeat"))
+        self.repeat: bool = self.note.repeat
         #: A fleet incident (from `npu-watchdog relay`): counts over every node of the job.
-        self.incident: Dict[str, Any] = dict(body.get("incident") or {})
+        self.incident: Optional[FleetCounts] = self.note.incident
         self._groups: Optional[List[RuleGroup]] = None
 
     @property
     def severity(self) -> str:
-        sevs = [a.get("severity", "info") for a in self.alerts] or ["info"]
+        sevs = [a.severity for a in self.alerts] or ["info"]
         return max(sevs, key=lambda s: SEVERITY_RANK.get(s, 0))
 
     @property
@@ -155,18 +158,19 @@ class Message:
 
     def dashboard(self) -> Optional[str]:
         """The first alert's dashboard link (one per message: it is filled per host and job)."""
-        return next((u for u in (safe_url(a.get("dashboard")) for a in self.alerts) if u), None)
+        return next((u for u in (safe_url(a.dashboard) for a in self.alerts) if u), None)
 
     def _incident_line(self, esc: Callable[[Any], str], w: Words = EN) -> str:
         """The culprit first (the earliest root alert: node, rank, NPU, rule), then the counts."""
         inc = self.incident
+        assert inc is not None
         first = self.alerts[0]
-        what = w.t("incident_first") if inc.get("culprit_root") else w.t("incident_earliest")
-        labels = dict(first.get("labels", {}))
+        what = w.t("incident_first") if inc.culprit_root else w.t("incident_earliest")
+        labels = dict(first.labels)
         where = " ".join(x for x in (labels.pop("node", self.host), where_labels(labels)) if x)
-        line = w.t("incident_line", job=esc(self.job), what=what, rule=esc(first.get("rule", "?")), where=esc(where))
-        return w.t("incident_counts", line=line, nodes=w.n("nodes", int(inc.get("nodes", 0))),
-                   ranks=w.n("ranks", int(inc.get("ranks", 0))), symptoms=w.n("symptoms", int(inc.get("symptoms", 0))))
+        line = w.t("incident_line", job=esc(self.job), what=what, rule=esc(first.rule or "?"), where=esc(where))
+        return w.t("incident_counts", line=line, nodes=w.n("nodes", inc.nodes),
+                   ranks=w.n("ranks", inc.ranks), symptoms=w.n("symptoms", inc.symptoms))
 
 
 def where_labels(labels: Dict[str, str]) -> str:

@@ -6,8 +6,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
-from watchdog.alerting.notification import Notification
-from watchdog.alerting.records import OutboxItem
+from watchdog.alerting.notification import Notification, OutboxItem
 from watchdog.config.sections.alerting import ChannelConfig, LabelMatcher
 from watchdog.core.findings import SEVERITY_RANK
 
@@ -51,5 +50,5 @@ def route(note: Notification, channels: Iterable[RouteTarget],
                 and (direct is None or direct(ch.type, a.rule))
                 and matches_all(ch.cfg.matchers, match_labels(dict(a.labels), a.rule, a.severity))]
         if keep:
-            items.append(OutboxItem(ch.name, note.ikey, note.kind, note.body(keep)))
+            items.append(OutboxItem(ch.name, note.ikey, note.kind, note.share(keep)))
     return items

@@ -18,14 +18,15 @@ import threading
 import uuid
 from dataclasses import dataclass
 from contextlib import contextmanager
-from typing import Any, ContextManager, Dict, Iterator, List, Optional, Sequence
+from typing import ContextManager, Dict, Iterator, List, Optional, Sequence
 
 from watchdog.host import clock
 from watchdog.alerting.lateopen import LateOpen
 from watchdog.service import statefiles
 from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL, fingerprint, upgrade_labels
 # The decide stage's records, which this module saves and loads (importable from here too).
-from watchdog.alerting.records import AlertRow, OutboxItem, Silence
+from watchdog.alerting.notification import Notification, OutboxItem, from_json, to_json
+from watchdog.alerting.records import AlertRow, Silence
 
 log = logging.getLogger("watchdog.alerts")
 
@@ -105,7 +106,8 @@ class OutboxRow:
     created: float
     ikey: str
     kind: str
-    body: Dict[str, Any]
+    #: The notification as the channel gets it (read back from its JSON form by `from_json`).
+    note: Notification
     attempts: int
     next_at: float
     last_error: Optional[str]
@@ -125,20 +127,20 @@ class OutboxQueue:
         raise NotImplementedError
 
     def enqueue(self, items: Sequence[OutboxItem]) -> None:
-        """Commit notifications (channel, ikey, kind, body) in one transaction, before any send."""
+        """Commit notifications (channel, ikey, kind, note) in one transaction, before any send."""
         with self._tx() as db:
             self._enqueue(db, items)
 
     @staticmethod
     def _enqueue(db: sqlite3.Connection, items: Sequence[OutboxItem]) -> None:
         now = clock.now()
-        for channel, ikey, kind, body in items:
+        for channel, ikey, kind, note in items:
             if kind == "refresh":
                 # An unsent periodic refresh is superseded by the newer one.
                 db.execute("DELETE FROM outbox WHERE channel=? AND kind='refresh' AND attempts=0 AND in_flight=0",
                            (channel,))
             db.execute("INSERT INTO outbox (channel, created, ikey, kind, body, attempts, next_at)"
-                       " VALUES (?,?,?,?,?,0,?)", (channel, now, ikey, kind, json.dumps(body, default=str), now))
+                       " VALUES (?,?,?,?,?,0,?)", (channel, now, ikey, kind, json.dumps(to_json(note), default=str), now))
 
     def next_due(self, channel: str, now: float, horizon: float = float("inf")) -> Optional[OutboxRow]:
         """The channel's oldest row if it is due at `now`. A row planned more than `horizon`
@@ -152,7 +154,7 @@ class OutboxQueue:
                 " WHERE channel=? ORDER BY id LIMIT 1", (channel,)).fetchone()
         if r is None or now < r[7] <= now + horizon:
             return None
-        return OutboxRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], bool(r[9]))
+        return OutboxRow(r[0], r[1], r[2], r[3], r[4], from_json(json.loads(r[5])), r[6], r[7], r[8], bool(r[9]))
 
     def next_time(self, channel: str) -> Optional[float]:
         with self._lock:

@@ -17,13 +17,14 @@ import re
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Optional, Tuple, Type
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Type, Union
 
 from pydantic import Field
 
 from watchdog import __version__
 from watchdog.compat import Literal  # 3.7: from typing_extensions
 from watchdog.alerting.channels.http import MAX_ANSWER_BYTES, Deadline, make_session, read_answer
+from watchdog.alerting.notification import Notification
 from watchdog.alerting.render import Message
 from watchdog.config.sections.alerting import AlertingConfig, ChannelConfig
 from watchdog.config.types import Secret, secret_value
@@ -229,10 +230,13 @@ class Channel:
         return len(json.dumps(payload, ensure_ascii=False).encode("utf-8"))
 
     # -- delivery --------------------------------------------------------------------------
-    def deliver(self, body: Dict[str, Any], session: Optional["requests.Session"] = None) -> Verdict:
-        """One attempt; never raises, and nothing it returns contains a secret."""
+    def deliver(self, note: Union[Notification, Mapping[str, Any]],
+                session: Optional["requests.Session"] = None) -> Verdict:
+        """One attempt at sending `note` (the record the outbox keeps; a plain JSON body, as
+        `test-alert` builds, is read into one); never raises, and nothing it returns contains a
+        secret."""
         try:
-            url, headers, data = self.request(Message(body))
+            url, headers, data = self.request(Message(note))
         except Exception as exc:  # a rendering bug must not take the sender down
             return Verdict(False, None, self.scrub(f"cannot render the message: {type(exc).__name__}: {exc}"), False)
         sess = session or make_session()
