@@ -13,7 +13,7 @@ declare down to the layers that use it:
 - the rule catalog (`watchdog.core.rulecatalog.install`), the detectors and their triggers
   (`watchdog.detectors.install`), the summaries (`watchdog.summaries.install`);
 - the probe modules in schedule order (`watchdog.probes.install`), the metric table
-  (`watchdog.metrics.catalog.install`) and the channel set (`watchdog.alerting.channels.install`).
+  (`watchdog.metrics.catalog.install`) and the channel set (`watchdog.alerting.deliver.channels.install`).
 
 Nothing below this module looks a plugin up (no registry, no `importlib`, no `pkgutil`:
 tests/unit/test_architecture.py fails on any), so every entry point calls `assemble()` first:
@@ -27,7 +27,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Tuple, Type
 
-import watchdog.alerting.channels as channels
+import watchdog.alerting.deliver.channels as channels
 import watchdog.config.schema as schema
 import watchdog.config.sections.alerting as alerting_section
 import watchdog.core.rulecatalog as rulecatalog
@@ -35,8 +35,8 @@ import watchdog.detectors as detectors
 import watchdog.metrics.catalog as metric_catalog
 import watchdog.probes as probes
 import watchdog.summaries as summaries
-from watchdog.alerting.channels import dingtalk, feishu, slack, webhook, wecom
-from watchdog.alerting.channels.base import Channel
+from watchdog.alerting.deliver.channels import dingtalk, feishu, slack, webhook, wecom
+from watchdog.alerting.deliver.channels.base import Channel
 from watchdog.detectors import core as core_detector
 from watchdog.detectors import links as links_detector, pace as pace_detector, subhealth as subhealth_detector
 from watchdog.detectors import restarts as restarts_detector

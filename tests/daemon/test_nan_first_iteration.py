@@ -10,8 +10,8 @@ import pytest
 
 from tests.fakes.receivers import Receiver
 from tests.helpers import wait_for
-from watchdog.alerting.digest import RuleGroup
-from watchdog.alerting.render import Message
+from watchdog.alerting.words.digest import RuleGroup
+from watchdog.alerting.words.render import Message
 
 NAN_LINE = "iteration {n} | lm loss: nan | grad norm: nan | loss scale: 1.0"
 

@@ -14,11 +14,11 @@ from typing import Dict, List, Optional, Sequence
 import pytest
 
 from tests.alertkit import BASE, f, make_config
-from watchdog.alerting.channels import build_channels
-from watchdog.alerting.core import EngineCore, PassResult
-from watchdog.alerting.muting import ActiveSilences
-from watchdog.alerting.notification import AlertNote, Notification
-from watchdog.alerting.store import Silence
+from watchdog.alerting.deliver.channels import build_channels
+from watchdog.alerting.decide.core import EngineCore, PassResult
+from watchdog.alerting.decide.muting import ActiveSilences
+from watchdog.alerting.decide.notification import AlertNote, Notification
+from watchdog.alerting.deliver.store import Silence
 from watchdog.alerting.timer import MAX_SLEEP, MIN_SLEEP, RETRY_SLEEP, SILENCE_POLL, Schedule
 from watchdog.config.sections.alerting import parse_matcher
 from watchdog.core.findings import Finding

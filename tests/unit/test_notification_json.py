@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from watchdog.alerting.notification import AlertNote, FleetCounts, Notification, from_json, to_json
-from watchdog.alerting.render import Message
+from watchdog.alerting.decide.notification import AlertNote, FleetCounts, Notification, from_json, to_json
+from watchdog.alerting.words.render import Message
 
 ALERT = {"fp": "f1", "rule": "stall", "severity": "critical", "status": "firing", "summary": "no progress",
          "labels": {"host": "n1", "training_job": "llama", "rank": "3"}, "hint": "py-spy dump", "value": "5m",

@@ -8,7 +8,7 @@ import pytest
 
 import watchdog.detectors as detectors_pkg
 import watchdog.probes as probes_pkg
-from watchdog.alerting.channels import CHANNEL_CLASSES
+from watchdog.alerting.deliver.channels import CHANNEL_CLASSES
 from watchdog.config.load import ConfigError, load_config_text
 
 

@@ -11,8 +11,8 @@ import sqlite3
 from typing import Dict, List, Optional, Tuple
 
 from watchdog.host.clock import CLOCK
-from watchdog.alerting.muting import ActiveSilences
-from watchdog.alerting.store import AlertStore, Silence
+from watchdog.alerting.decide.muting import ActiveSilences
+from watchdog.alerting.deliver.store import AlertStore, Silence
 from watchdog.config.sections.alerting import LabelMatcher, parse_matcher
 
 log = logging.getLogger("watchdog.alerts")

@@ -5,7 +5,7 @@ The first failed commit of an episode logs once and sends `state_unwritable` fro
 outbox's `send_from_memory`, same senders and retries); a channel that wants firing alerts
 pushed again (`Channel.repush_every`) hears it again every
 `resend_interval` as it would a stored firing alert; the first commit that succeeds resolves it.
-See watchdog.alerting.storagefault for how a failed pass is rolled back and redone.
+See watchdog.alerting.decide.storagefault for how a failed pass is rolled back and redone.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 from typing import Callable, Optional
 
-from watchdog.alerting.notification import notification
-from watchdog.alerting.outbox import Outbox
-from watchdog.alerting.routing import route
-from watchdog.alerting.storagefault import STORAGE_RETRY, StorageHealth, describe
-from watchdog.alerting.records import AlertRow
+from watchdog.alerting.decide.notification import notification
+from watchdog.alerting.deliver.outbox import Outbox
+from watchdog.alerting.decide.routing import route
+from watchdog.alerting.decide.storagefault import STORAGE_RETRY, StorageHealth, describe
+from watchdog.alerting.decide.records import AlertRow
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.core.findings import Finding
 

@@ -126,7 +126,7 @@ class ChannelConfig(StrictModel):
     """One destination. Routing: the alerts of a message that reach at least `min_severity` and
     match every matcher are sent here; a message with none left is not sent to this channel.
 
-    The keys every vendor shares. Each vendor's module (`watchdog/alerting/channels/`) declares its
+    The keys every vendor shares. Each vendor's module (`watchdog/alerting/deliver/channels/`) declares its
     own model on this base, with the keys only it has (a signing `secret`, `bearer_token` and
     `headers`, Alertmanager's `resend_interval`): a key another vendor's model has is an error
     naming the channel, the key and the vendor, never a setting silently ignored."""

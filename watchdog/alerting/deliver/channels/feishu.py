@@ -11,9 +11,9 @@ from typing import Any, Dict, List
 
 from watchdog.compat import Literal  # 3.7: from typing_extensions
 
-from watchdog.alerting.channels.base import Channel, SignedChannelConfig, Verdict, json_body, not_vendor_json
-from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import MARKDOWN, Message, buttons, compose, escape_plain, mentions_for, repeat_prefix
+from watchdog.alerting.deliver.channels.base import Channel, SignedChannelConfig, Verdict, json_body, not_vendor_json
+from watchdog.alerting.words.digest import fit_groups
+from watchdog.alerting.words.render import MARKDOWN, Message, buttons, compose, escape_plain, mentions_for, repeat_prefix
 
 COLOURS = {"critical": "red", "warning": "orange", "info": "blue"}
 #: Configuration or payload errors: retrying the same request cannot help.

@@ -18,8 +18,8 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
-from watchdog.alerting.links import dashboard_link
-from watchdog.alerting.records import AlertRow
+from watchdog.alerting.decide.links import dashboard_link
+from watchdog.alerting.decide.records import AlertRow
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.core.findings import SEVERITY_RANK
 from watchdog.core.rulecatalog import JOB_LABELS
@@ -155,7 +155,7 @@ class Notification:
 
 class OutboxItem(NamedTuple):
     """A notification committed for one channel: the channel's name, the notification's key and
-    kind, and the channel's share of it (see watchdog.alerting.routing); the store writes it as
+    kind, and the channel's share of it (see watchdog.alerting.decide.routing); the store writes it as
     JSON (`to_json`) and gives it back as a record (`from_json`)."""
 
     channel: str

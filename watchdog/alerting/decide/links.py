@@ -1,7 +1,7 @@
 """The links a notification carries, vetted where the notification is made.
 
 Why here and not with the rendering: the decide stage fills each alert's dashboard link from the
-config's template when it makes the notification (`watchdog.alerting.notification`), and the
+config's template when it makes the notification (`watchdog.alerting.decide.notification`), and the
 renderers vet every link they print again; both need the same two functions, and the decide
 stage imports no renderer.
 """

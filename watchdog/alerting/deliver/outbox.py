@@ -36,11 +36,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.host import clock
-from watchdog.alerting.channels import Channel, build_channels
-from watchdog.alerting.channels.base import Verdict, scrub, secret_fragments
-from watchdog.alerting.channels.http import Deadline, make_session, read_answer
-from watchdog.alerting.notification import Notification, OutboxItem, from_json
-from watchdog.alerting.store import AlertStore
+from watchdog.alerting.deliver.channels import Channel, build_channels
+from watchdog.alerting.deliver.channels.base import Verdict, scrub, secret_fragments
+from watchdog.alerting.deliver.channels.http import Deadline, make_session, read_answer
+from watchdog.alerting.decide.notification import Notification, OutboxItem, from_json
+from watchdog.alerting.deliver.store import AlertStore
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.config.types import secret_value
 

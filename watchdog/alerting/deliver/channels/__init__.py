@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, Type
 
-from watchdog.alerting.channels.base import Channel, Verdict, scrub
+from watchdog.alerting.deliver.channels.base import Channel, Verdict, scrub
 
 
 #: type -> Channel class, filled by `install`.

@@ -13,10 +13,10 @@ from typing import Any, Dict, Optional
 
 from watchdog.compat import Literal  # 3.7: from typing_extensions
 
-from watchdog.alerting.channels.base import Channel, SignedChannelConfig, Verdict, as_int, json_body, not_vendor_json
-from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import MARKDOWN, Message, buttons, compose, escape_md, mentions_for, repeat_prefix
-from watchdog.alerting.text import cut_bytes, cut_chars
+from watchdog.alerting.deliver.channels.base import Channel, SignedChannelConfig, Verdict, as_int, json_body, not_vendor_json
+from watchdog.alerting.words.digest import fit_groups
+from watchdog.alerting.words.render import MARKDOWN, Message, buttons, compose, escape_md, mentions_for, repeat_prefix
+from watchdog.alerting.words.text import cut_bytes, cut_chars
 from watchdog.words import EN, Words
 
 MAX_TEXT_BYTES = 4000

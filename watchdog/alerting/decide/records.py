@@ -3,7 +3,7 @@
 
 Why a module of their own: the decide stage (the pure core, `lifecycle`, `muting`, `grouping`,
 `routing`, `notification`) works on these and must not depend on how they are kept. The store
-(`watchdog.alerting.store`) saves and loads them in SQLite and imports them from here; nothing
+(`watchdog.alerting.deliver.store`) saves and loads them in SQLite and imports them from here; nothing
 here does I/O.
 """
 

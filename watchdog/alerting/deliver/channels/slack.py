@@ -7,10 +7,10 @@ from typing import Any, Dict, List
 
 from watchdog.compat import Literal  # 3.7: from typing_extensions
 
-from watchdog.alerting.channels.base import Channel, ChatChannelConfig, Verdict, http_verdict
-from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import SLACK, Message, compose, escape_plain, escape_slack, mentions_for, repeat_prefix
-from watchdog.alerting.text import cut_chars
+from watchdog.alerting.deliver.channels.base import Channel, ChatChannelConfig, Verdict, http_verdict
+from watchdog.alerting.words.digest import fit_groups
+from watchdog.alerting.words.render import SLACK, Message, compose, escape_plain, escape_slack, mentions_for, repeat_prefix
+from watchdog.alerting.words.text import cut_chars
 
 SECTION_MAX = 3000
 HEADER_MAX = 150

@@ -21,12 +21,12 @@ from contextlib import contextmanager
 from typing import ContextManager, Dict, Iterator, List, Optional, Sequence
 
 from watchdog.host import clock
-from watchdog.alerting.lateopen import LateOpen
+from watchdog.alerting.deliver.lateopen import LateOpen
 from watchdog.service import statefiles
 from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL, fingerprint, upgrade_labels
 # The decide stage's records, which this module saves and loads (importable from here too).
-from watchdog.alerting.notification import Notification, OutboxItem, from_json, to_json
-from watchdog.alerting.records import AlertRow, Silence
+from watchdog.alerting.decide.notification import Notification, OutboxItem, from_json, to_json
+from watchdog.alerting.decide.records import AlertRow, Silence
 
 log = logging.getLogger("watchdog.alerts")
 

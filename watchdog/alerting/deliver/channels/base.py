@@ -23,9 +23,9 @@ from pydantic import Field
 
 from watchdog import __version__
 from watchdog.compat import Literal  # 3.7: from typing_extensions
-from watchdog.alerting.channels.http import MAX_ANSWER_BYTES, Deadline, make_session, read_answer
-from watchdog.alerting.notification import Notification
-from watchdog.alerting.render import Message
+from watchdog.alerting.deliver.channels.http import MAX_ANSWER_BYTES, Deadline, make_session, read_answer
+from watchdog.alerting.decide.notification import Notification
+from watchdog.alerting.words.render import Message
 from watchdog.config.sections.alerting import AlertingConfig, ChannelConfig
 from watchdog.config.types import Secret, secret_value
 from watchdog.words import Words, words

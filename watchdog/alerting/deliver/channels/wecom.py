@@ -6,9 +6,9 @@ from typing import Any, Dict
 
 from watchdog.compat import Literal  # 3.7: from typing_extensions
 
-from watchdog.alerting.channels.base import Channel, ChatChannelConfig, Verdict
-from watchdog.alerting.channels.dingtalk import errcode_verdict, markdown_body
-from watchdog.alerting.render import Message, escape_md, mentions_for
+from watchdog.alerting.deliver.channels.base import Channel, ChatChannelConfig, Verdict
+from watchdog.alerting.deliver.channels.dingtalk import errcode_verdict, markdown_body
+from watchdog.alerting.words.render import Message, escape_md, mentions_for
 
 MAX_CONTENT_BYTES = 4096
 THROTTLED = {45009}

@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from watchdog.alerting.notification import AlertNote
-from watchdog.alerting.timetext import TimeText
-from watchdog.alerting.text import code_line, one_line
-from watchdog.alerting.wording import compact, headline, phrase, scope
+from watchdog.alerting.decide.notification import AlertNote
+from watchdog.alerting.words.timetext import TimeText
+from watchdog.alerting.words.text import code_line, one_line
+from watchdog.alerting.words.wording import compact, headline, phrase, scope
 from watchdog.runbook import runbook_link  # the one link builder (channels import it from here too)
 from watchdog.parse.steps import find_step
 from watchdog.core.findings import SEVERITY_RANK

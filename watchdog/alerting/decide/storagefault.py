@@ -20,7 +20,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
-from watchdog.alerting.records import AlertRow
+from watchdog.alerting.decide.records import AlertRow
 
 #: Errors of the state folder's storage: SQLite's and the file system's. A pass that meets one is
 #: rolled back and retried; it never reaches the daemon's main loop.

@@ -2,7 +2,7 @@
 
 Why pure: the same functions serve the daemon, `test-alert` and the tests, and every untrusted
 string (log lines, summaries with file or process names) passes through exactly one `escape` per
-dialect before it reaches a payload. A message's alerts are grouped by rule (watchdog.alerting.digest);
+dialect before it reaches a payload. A message's alerts are grouped by rule (watchdog.alerting.words.digest);
 size limits are met by showing less detail per rule first, then fewer rules (with an explicit
 "and N more" line), never by dropping the title.
 """
@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from watchdog.alerting.links import safe_url
-from watchdog.alerting.notification import AlertNote, FleetCounts, Notification, from_json
-from watchdog.alerting.timetext import TimeText
-from watchdog.alerting.text import clean
-from watchdog.alerting.digest import (Detail, RuleGroup, Style, group_alerts, group_text, more_rules_line,
+from watchdog.alerting.decide.links import safe_url
+from watchdog.alerting.decide.notification import AlertNote, FleetCounts, Notification, from_json
+from watchdog.alerting.words.timetext import TimeText
+from watchdog.alerting.words.text import clean
+from watchdog.alerting.words.digest import (Detail, RuleGroup, Style, group_alerts, group_text, more_rules_line,
                                       runbook_link, scope_counts, snapshot_line)
 from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL, SEVERITY_RANK
 from watchdog.words import EN, Words

@@ -6,12 +6,12 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
-from watchdog.alerting.notification import Notification, OutboxItem
+from watchdog.alerting.decide.notification import Notification, OutboxItem
 from watchdog.config.sections.alerting import ChannelConfig, LabelMatcher
 from watchdog.core.findings import SEVERITY_RANK
 
 class RouteTarget(Protocol):
-    """What routing reads of a channel (watchdog.alerting.channels.Channel has it)."""
+    """What routing reads of a channel (watchdog.alerting.deliver.channels.Channel has it)."""
 
     name: str
     type: str

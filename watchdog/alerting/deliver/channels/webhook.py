@@ -12,12 +12,12 @@ from pydantic import Field, model_validator
 from watchdog.compat import Literal  # 3.7: from typing_extensions
 
 from watchdog.host.clock import CLOCK
-from watchdog.alerting.channels.base import AuthedChannelConfig, Channel
-from watchdog.alerting.digest import MAX_LINE, RuleGroup, runbook_link
-from watchdog.alerting.notification import AlertNote
-from watchdog.alerting.render import Message, escape_plain, runbook_of, safe_url
-from watchdog.alerting.text import one_line
-from watchdog.alerting.wording import headline
+from watchdog.alerting.deliver.channels.base import AuthedChannelConfig, Channel
+from watchdog.alerting.words.digest import MAX_LINE, RuleGroup, runbook_link
+from watchdog.alerting.decide.notification import AlertNote
+from watchdog.alerting.words.render import Message, escape_plain, runbook_of, safe_url
+from watchdog.alerting.words.text import one_line
+from watchdog.alerting.words.wording import headline
 from watchdog.config.types import Duration, secret_value
 from watchdog.core.findings import JOB_LABEL, upgrade_labels
 from watchdog.parse.steps import find_step

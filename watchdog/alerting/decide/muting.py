@@ -14,8 +14,8 @@ import logging
 from dataclasses import dataclass
 from typing import Dict, Iterable, Optional, Sequence, Tuple
 
-from watchdog.alerting.records import AlertRow, Silence
-from watchdog.alerting.routing import match_labels, matches_all
+from watchdog.alerting.decide.records import AlertRow, Silence
+from watchdog.alerting.decide.routing import match_labels, matches_all
 from watchdog.config.sections.alerting import InhibitRule, LabelMatcher
 
 log = logging.getLogger("watchdog.alerts")

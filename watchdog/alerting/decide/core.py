@@ -21,13 +21,13 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
-from watchdog.alerting import lifecycle
-from watchdog.alerting.grouping import Groups, group_key
-from watchdog.alerting.muting import ActiveSilences, FiringIndex, mutual, mute_reason, source_alert
-from watchdog.alerting.notification import Notification, OutboxItem, notification
-from watchdog.alerting.records import AlertRow
-from watchdog.alerting.routing import RouteTarget, route
-from watchdog.alerting.storagefault import Carry, SavePoint, apply_carry
+from watchdog.alerting.decide import lifecycle
+from watchdog.alerting.decide.grouping import Groups, group_key
+from watchdog.alerting.decide.muting import ActiveSilences, FiringIndex, mutual, mute_reason, source_alert
+from watchdog.alerting.decide.notification import Notification, OutboxItem, notification
+from watchdog.alerting.decide.records import AlertRow
+from watchdog.alerting.decide.routing import RouteTarget, route
+from watchdog.alerting.decide.storagefault import Carry, SavePoint, apply_carry
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.core.findings import Finding
 
