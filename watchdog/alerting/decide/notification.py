@@ -72,7 +72,10 @@ class AlertNote:
     @classmethod
     def from_json(cls, d: Any) -> "AlertNote":
         """An alert of a stored body (this version's, an older daemon's, the relay's): each field
-        of the type the record says, a missing or mistyped one its default."""
+        of the type the record says, a missing or mistyped one its default (a record passes as
+        it is)."""
+        if isinstance(d, AlertNote):
+            return d
         d = d if isinstance(d, dict) else {}
         ev = d.get("evidence")
         return cls(
