@@ -173,7 +173,7 @@ def detail_levels(max_lines: int) -> List[Detail]:
 
 @dataclass(frozen=True)
 class Style:
-    """A dialect: its escaping and the few marks a group needs (render.MARKDOWN, SLACK)."""
+    """A dialect: its escaping and the few marks a group needs (render.MARKDOWN; a channel may declare its own)."""
 
     escape: Callable[[Any], str]
     bold: Callable[[str], str]

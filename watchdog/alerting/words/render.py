@@ -23,7 +23,8 @@ from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL, SEVERITY_RANK
 from watchdog.words import EN, Words
 
 ZWSP = "\u200b"
-_MENTION_WORDS = re.compile(r"@(?=(all|here|channel|everyone|所有人)\b)", re.IGNORECASE)
+#: Plain-text words chat apps turn into a mention of everyone (a zero-width space defuses them).
+MENTION_WORDS = re.compile(r"@(?=(all|here|channel|everyone|所有人)\b)", re.IGNORECASE)
 _AT_WORD = re.compile(r"@(?=[\w\u4e00-\u9fff])")
 
 
@@ -31,16 +32,17 @@ _AT_WORD = re.compile(r"@(?=[\w\u4e00-\u9fff])")
 
 # -- escaping per dialect --------------------------------------------------------------------
 def escape_plain(text: Any) -> str:
-    """JSON consumers (webhook, Alertmanager): defuse mentions, links and tags, keep the text."""
+    """JSON consumers (the receivers of structured data): defuse mentions, links and tags, keep
+    the text."""
     s = clean(text)
     s = s.replace("<", "＜").replace(">", "＞")
     s = s.replace("](", "］(")
-    return _MENTION_WORDS.sub("@" + ZWSP, s)
+    return MENTION_WORDS.sub("@" + ZWSP, s)
 
 
 def escape_md(text: Any) -> str:
-    """Feishu lark_md, DingTalk and WeCom markdown: no tags (`<at ...>`, `<@id>`, `<font>`, HTML),
-    no links, no @-mentions, no headings or quotes at line start."""
+    """The chat vendors' markdown (the `MARKDOWN` dialect): no tags (`<at ...>`, `<@id>`,
+    `<font>`, HTML), no links, no @-mentions, no headings or quotes at line start."""
     s = clean(text)
     s = s.replace("<", "＜").replace(">", "＞").replace("[", "［").replace("]", "］")
     s = _AT_WORD.sub("@" + ZWSP, s)
@@ -48,16 +50,8 @@ def escape_md(text: Any) -> str:
     return re.sub(r"(?m)^([#>\-+=|])", "\\\\\\1", s)
 
 
-def escape_slack(text: Any) -> str:
-    """Slack mrkdwn: the three control characters are entities (this defuses `<!here>`, `<@U1>`,
-    `<url|label>`), markdown-style links are broken (rendered by newer clients and by anything
-    the message is forwarded to), and plain-text `@channel`-style words get a zero-width space."""
-    s = clean(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("](", "］(")
-    return _MENTION_WORDS.sub("@" + ZWSP, s)
-
-
-#: The one markup that still acts inside a code block on Feishu (`<at id=all>`) and WeCom
-#: (`<@userid>`): a mention. A zero-width space after its `<` is the only change to a log line.
+#: The one markup that still acts inside a markdown code block in chat (`<at id=all>`,
+#: `<@userid>`): a mention. A zero-width space after its `<` is the only change to a log line.
 _CODE_MENTION = re.compile(r"<(?=at\b|@)", re.IGNORECASE)
 
 
@@ -70,25 +64,12 @@ def _md_code(lines: List[str]) -> str:
     return "\n".join([fence] + [_CODE_MENTION.sub("<" + ZWSP, ln) for ln in lines] + [fence])
 
 
-def _slack_code(lines: List[str]) -> str:
-    """Slack shows `&amp;` `&lt;` `&gt;` as the characters themselves (a copy gives the line back);
-    its code blocks know no longer fence, so a triple backtick inside is broken."""
-    entities = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))  # `<!here>` and `<@U1>` are text then
-    out = []
-    for ln in lines:
-        for ch, ent in entities:
-            ln = ln.replace(ch, ent)
-        out.append(ln.replace("```", "'''"))
-    return "```\n" + "\n".join(out) + "\n```"
-
-
-def _md_inline(text: str) -> str:
+def md_inline(text: str) -> str:
     return "`" + text.replace("`", "'") + "`"
 
 
 #: A dialect: how escaped text is marked up (bold, links, code blocks, inline code).
-MARKDOWN = Style(escape_md, lambda s: f"**{s}**", lambda t, u: f"[{t}]({u})", _md_code, _md_inline)
-SLACK = Style(escape_slack, lambda s: f"*{s}*", lambda t, u: f"<{u}|{t}>", _slack_code, _md_inline)
+MARKDOWN = Style(escape_md, lambda s: f"**{s}**", lambda t, u: f"[{t}]({u})", _md_code, md_inline)
 
 #: The line a chat message carries when it is sent again after a kill interrupted its first
 #: attempt: the vendor may already show it, and chat vendors have no key to deduplicate by.
@@ -96,7 +77,7 @@ REPEAT_NOTICE = EN.t("repeat_notice")
 
 
 def repeat_prefix(msg: "Message", w: Words = EN) -> str:
-    """Before the text of a notification preview (Slack fallback, Feishu header, DingTalk title)."""
+    """Before the text of a notification preview (a fallback text, a card header, a title)."""
     return w.t("repeat_prefix") if msg.repeat else ""
 
 
