@@ -9,10 +9,10 @@ from typing import Callable, List, Optional
 
 import yaml
 
-from watchdog.alerting.core import SnapshotRequester
+from watchdog.alerting.decide.core import SnapshotRequester
 from watchdog.alerting.engine import AlertEngine
-from watchdog.alerting.outbox import DeadMan, Outbox
-from watchdog.alerting.store import AlertStore
+from watchdog.alerting.deliver.outbox import DeadMan, Outbox
+from watchdog.alerting.deliver.store import AlertStore
 from watchdog.config.load import load_config_text
 from watchdog.core.findings import Finding
 

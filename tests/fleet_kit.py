@@ -231,7 +231,7 @@ def node_alerts(job: str, node: int, ranks: int, first_seen: float, ttl: float, 
                 culprit: int = -1) -> List[Dict[str, Any]]:
     """The alerts one node of a collective-hang incident pushes in fleet mode: an HCCL timeout per
     rank (symptoms; on `culprit`, rank 0 is an OOM, the root), as AlertmanagerChannel shapes them."""
-    from watchdog.alerting.channels.webhook import rfc3339
+    from watchdog.alerting.deliver.channels.webhook import rfc3339
 
     now = time.time()
     host = f"node-{node:04d}"

@@ -15,7 +15,7 @@ import time
 import yaml
 
 from tests.fakes.receivers import Receiver
-from watchdog.alerting.channels import build_channel
+from watchdog.alerting.deliver.channels import build_channel
 from watchdog.config.load import load_config_text
 from watchdog.core.rulecatalog import names as rule_names
 

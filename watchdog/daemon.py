@@ -20,10 +20,10 @@ from watchdog.host import clock
 from watchdog import __version__
 from watchdog.plugins_list import assemble
 from watchdog.service import statelock
-from watchdog.alerting.core import SnapshotRequester
+from watchdog.alerting.decide.core import SnapshotRequester
 from watchdog.alerting.engine import AlertEngine
-from watchdog.alerting.outbox import DeadMan, Outbox
-from watchdog.alerting.store import AlertStore
+from watchdog.alerting.deliver.outbox import DeadMan, Outbox
+from watchdog.alerting.deliver.store import AlertStore
 from watchdog.config import Config
 from watchdog.detectors import IncrementalDetectors, load_detectors
 from watchdog.discovery.feed import feed_for, scan_options

@@ -8,12 +8,12 @@ contract and a reader all see every edge), and, once, when it is first imported,
 declare down to the layers that use it:
 
 - the typed config model: each probe's section under `probes:` and the probes discovery feeds
-  (`watchdog.config.schema.install_probe_sections`), and the channel types the config checks
-  (`watchdog.config.sections.alerting.CHANNEL_KINDS`);
+  (`watchdog.config.schema.install_probe_sections`), and the union on `type` of the channel
+  vendors' config models (`watchdog.config.sections.alerting.install_channel_models`);
 - the rule catalog (`watchdog.core.rulecatalog.install`), the detectors and their triggers
   (`watchdog.detectors.install`), the summaries (`watchdog.summaries.install`);
 - the probe modules in schedule order (`watchdog.probes.install`), the metric table
-  (`watchdog.metrics.catalog.install`) and the channel set (`watchdog.alerting.channels.install`).
+  (`watchdog.metrics.catalog.install`) and the channel set (`watchdog.alerting.deliver.channels.install`).
 
 Nothing below this module looks a plugin up (no registry, no `importlib`, no `pkgutil`:
 tests/unit/test_architecture.py fails on any), so every entry point calls `assemble()` first:
@@ -27,7 +27,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Tuple, Type
 
-import watchdog.alerting.channels as channels
+import watchdog.alerting.deliver.channels as channels
 import watchdog.config.schema as schema
 import watchdog.config.sections.alerting as alerting_section
 import watchdog.core.rulecatalog as rulecatalog
@@ -35,8 +35,8 @@ import watchdog.detectors as detectors
 import watchdog.metrics.catalog as metric_catalog
 import watchdog.probes as probes
 import watchdog.summaries as summaries
-from watchdog.alerting.channels import dingtalk, feishu, slack, webhook, wecom
-from watchdog.alerting.channels.base import Channel
+from watchdog.alerting.deliver.channels import dingtalk, feishu, slack, webhook, wecom
+from watchdog.alerting.deliver.channels.base import Channel
 from watchdog.detectors import core as core_detector
 from watchdog.detectors import links as links_detector, pace as pace_detector, subhealth as subhealth_detector
 from watchdog.detectors import restarts as restarts_detector
@@ -113,8 +113,10 @@ def assemble() -> None:
         return
     _assembled = True
     ordered_probes = _by_order(PROBE_MODULES)
+    # The channels' config models first: installing the probe sections rebuilds the config root,
+    # which then takes in the union of the vendors' models.
+    alerting_section.install_channel_models([c.config_model for c in channels.install(CHANNELS).values()])
     schema.install_probe_sections([m.SECTION for m in ordered_probes])
-    alerting_section.CHANNEL_KINDS.fill(channels.install(CHANNELS))
     ordered_detectors = _by_name(DETECTOR_MODULES)
     rulecatalog.install([(m.__name__, m.RULES) for m in ordered_detectors])
     detectors.install([detectors.DetectorPlugin(m.__name__, m.detect, tuple(m.TRIGGERS))

@@ -15,7 +15,7 @@ import pytest
 from tests.fakes.receivers import Receiver
 from tests.alertkit import BASE, Clock, Driver, f, make_config, open_engine, settle
 from tests.helpers import wait_for
-from watchdog.alerting.store import AlertStore
+from watchdog.alerting.deliver.store import AlertStore
 
 @pytest.fixture
 def rx():

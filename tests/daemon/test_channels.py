@@ -13,9 +13,9 @@ import yaml
 
 from tests.fakes.receivers import Answer, Receiver, closed_port
 from tests.message_kit import chat_text
-from watchdog.alerting.channels import build_channel
-from watchdog.alerting.channels.dingtalk import dingtalk_sign
-from watchdog.alerting.channels.feishu import feishu_sign
+from watchdog.alerting.deliver.channels import build_channel
+from watchdog.alerting.deliver.channels.dingtalk import dingtalk_sign
+from watchdog.alerting.deliver.channels.feishu import feishu_sign
 from watchdog.config.load import load_config_text
 
 HOSTILE = ('<!channel> <!here> <@U123> <at user_id="all">x</at> <at id=all></at> @all @here '
@@ -225,7 +225,7 @@ def test_a_receiver_dripping_bytes_is_cut_at_the_attempt_deadline():
         v = ch.deliver(body())  # without the deadline: delivered, after ~30 s
         assert not v.ok and v.retryable and "attempt deadline (2s)" in v.detail, v.line()
         # a kept-alive session (as the senders use) is bounded the same way
-        from watchdog.alerting.channels.http import make_session
+        from watchdog.alerting.deliver.channels.http import make_session
         with make_session() as s:
             assert ch.deliver(body(), s).ok
             v = ch.deliver(body(), s)
@@ -262,7 +262,7 @@ def test_terminal_control_strings_are_dropped_with_their_payload(kind):
 
 
 def test_an_unended_control_string_hides_nothing_and_stays_linear():
-    from watchdog.alerting.text import clean
+    from watchdog.alerting.words.text import clean
     assert clean("\x1b]8;;rank 3 died of OOM") == "8;;rank 3 died of OOM"
     hostile = ("\x1b]" + "a" * 5000) * 200 + "\x9b" * 100_000   # about 1 MB, every start fails late
     assert clean(hostile).count("a") == 5000 * 200

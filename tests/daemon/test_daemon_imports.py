@@ -29,7 +29,7 @@ runpy.run_module("watchdog", run_name="__main__", alter_sys=True)
 """
 
 #: Loaded only by what uses them.
-LAZY = ("requests", "urllib3", "watchdog.alerting.httpclient")
+LAZY = ("requests", "urllib3", "watchdog.alerting.deliver.httpclient")
 
 
 def loaded_after_rounds(tmp_path, rounds: int = 1):
@@ -86,4 +86,4 @@ def test_the_config_schema_loads_no_plugin_module():
 def test_the_count_sees_plugin_modules_when_the_root_loads():
     """The counter itself: importing the composition root loads every plugin module it lists."""
     loaded = _loaded_by("import watchdog.plugins_list")
-    assert {"watchdog.probes.npu", "watchdog.detectors.stall", "watchdog.alerting.channels.feishu"} <= set(loaded)
+    assert {"watchdog.probes.npu", "watchdog.detectors.stall", "watchdog.alerting.deliver.channels.feishu"} <= set(loaded)

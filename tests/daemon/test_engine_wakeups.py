@@ -18,8 +18,8 @@ import pytest
 from tests.fakes.receivers import Receiver
 from tests.alertkit import Clock, f, make_config, open_engine
 from watchdog.alerting.engine import MAX_SLEEP, AlertEngine
-from watchdog.alerting.notification import Notification
-from watchdog.alerting.store import AlertStore
+from watchdog.alerting.decide.notification import Notification
+from watchdog.alerting.deliver.store import AlertStore
 
 Event = Tuple[float, Callable[[], None]]
 

@@ -18,8 +18,8 @@ from tests.helpers import TESTS, wait_for
 from tests.alertkit import open_engine
 from tests.liveness_kit import Children
 from watchdog.alerting.engine import AlertEngine
-from watchdog.alerting.render import dashboard_link
-from watchdog.alerting.store import AlertStore
+from watchdog.alerting.decide.links import dashboard_link
+from watchdog.alerting.deliver.store import AlertStore
 from watchdog.config.load import load_config_text
 from watchdog.config.sections.alerting import parse_matcher
 from watchdog.core.findings import JOB_LABEL, Finding

@@ -20,10 +20,10 @@ from tests.message_kit import (ALL_KINDS, CJK, alert, chat_text, check_limits, d
                                nan_on_8_ranks, note)
 from watchdog.core import rulecatalog
 from watchdog.docsgen import runbooks
-from watchdog.alerting.channels import build_channel
-from watchdog.alerting.digest import runbook_link
-from watchdog.alerting.render import Message, escape_plain
-from watchdog.alerting.text import cut_bytes, cut_chars
+from watchdog.alerting.deliver.channels import build_channel
+from watchdog.alerting.words.digest import runbook_link
+from watchdog.alerting.words.render import Message, escape_plain
+from watchdog.alerting.words.text import cut_bytes, cut_chars
 from watchdog.config.load import load_config_text
 from watchdog.words import LANGUAGES, RULE_FIELDS, SUMMARY_FIELDS, template_fields, words
 

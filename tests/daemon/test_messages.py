@@ -16,10 +16,10 @@ import yaml
 
 from tests.message_kit import (ALL_KINDS, CHAT_KINDS, MEGATRON_NAN, chat_text, check_limits, deliver, incident_64,
                                nan_on_8_ranks)
-from watchdog.alerting.timetext import TimeText, ago
+from watchdog.alerting.words.timetext import TimeText, ago
 from watchdog.core.rulecatalog import catalog as rule_catalog
 from watchdog.core.rulecatalog import names as rule_names
-from watchdog.alerting.wording import compact, phrase, scope
+from watchdog.alerting.words.wording import compact, phrase, scope
 from watchdog.parse.steps import find_step
 from watchdog.config.load import load_config_text
 

@@ -10,8 +10,9 @@ import pytest
 
 from tests.fakes.receivers import Receiver
 from tests.helpers import wait_for
-from watchdog.alerting.digest import RuleGroup
-from watchdog.alerting.render import Message
+from watchdog.alerting.decide.notification import AlertNote
+from watchdog.alerting.words.digest import RuleGroup
+from watchdog.alerting.words.render import Message
 
 NAN_LINE = "iteration {n} | lm loss: nan | grad norm: nan | loss scale: 1.0"
 
@@ -95,6 +96,10 @@ def _epoch(rfc3339: str) -> float:
 
 
 def _alert(rule, rank, summary, count=None, since=1000.0):
+    return AlertNote.from_json(_alert_body(rule, rank, summary, count, since))
+
+
+def _alert_body(rule, rank, summary, count=None, since=1000.0):
     return {"fp": f"{rule}{rank}", "rule": rule, "severity": "critical", "status": "firing", "summary": summary,
             "labels": {"host": "n", "training_job": "j", "rank": str(rank)}, "hint": "", "value": None,
             "since": since, "starts_at": since, "ends_at": None, "evidence": [], "snapshot": None,
@@ -154,6 +159,6 @@ def test_heartbeat_nan_takes_the_earlier_iteration_of_the_ranks_first_nan_log_li
     f = _nan_finding(view, cfg, r, "0", {"rank": "0"}, {})
     assert "from iteration 30" in f.summary, f.summary
     assert f.since == 100.5 and f.details["count"] == 5
-    g = RuleGroup("loss_nan", "critical", [{**_alert("loss_nan", 0, f.summary, f.details["count"]),
-                                            "since": f.since}])
+    g = RuleGroup("loss_nan", "critical", [AlertNote.from_json({**_alert_body("loss_nan", 0, f.summary, f.details["count"]),
+                                                                "since": f.since})])
     assert g.headline == "NaN loss from iteration 30 on rank 0, 5 lines"

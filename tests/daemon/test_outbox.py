@@ -9,8 +9,8 @@ import yaml
 
 from tests.fakes.receivers import Answer, Receiver, closed_port
 from tests.helpers import wait_for
-from watchdog.alerting.outbox import Outbox, RateLimiter
-from watchdog.alerting.store import AlertStore
+from watchdog.alerting.deliver.outbox import Outbox, RateLimiter
+from watchdog.alerting.deliver.store import AlertStore
 from watchdog.config.load import load_config_text
 
 
@@ -136,7 +136,7 @@ def test_a_dripping_receiver_holds_its_channel_no_longer_than_the_attempt_deadli
 def test_only_an_attempt_a_kill_interrupted_is_sent_again_marked(tmp_path):
     """Row k1: an earlier daemon began its attempt and died before recording the outcome. Row k2:
     its attempt failed and that was recorded (a retry, not a possible repeat). Only k1 is marked."""
-    from watchdog.alerting.render import REPEAT_NOTICE
+    from watchdog.alerting.words.render import REPEAT_NOTICE
 
     with Receiver("slack") as rx:
         store, _ = outbox(tmp_path, [{"type": "slack", "name": "s", "url": rx.url}])
@@ -180,7 +180,7 @@ def test_an_outbox_row_queued_by_an_older_version_is_sent_unmarked(tmp_path):
 def test_an_idle_sender_sleeps_until_a_row_is_committed(tmp_path):
     """Counted: with nothing queued a sender waits for a wake (up to IDLE_WAIT), not a short
     poll; a committed row wakes it at once."""
-    from watchdog.alerting import outbox as outbox_mod
+    from watchdog.alerting.deliver import outbox as outbox_mod
 
     with Receiver("slack") as rx:
         store, ob = outbox(tmp_path, [{"type": "slack", "name": "s", "url": rx.url}])

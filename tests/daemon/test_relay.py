@@ -18,7 +18,7 @@ import yaml
 
 from tests.fakes.receivers import Answer, Receiver
 from tests.helpers import REPO, free_port, http_get, wait_for
-from watchdog.alerting.render import Message, escape_plain
+from watchdog.alerting.words.render import Message, escape_plain
 from watchdog.relay.incident import PayloadError, message_body, parse_payload, parse_time
 from watchdog.relay.server import decide
 

@@ -11,7 +11,7 @@ from typing import Any, Dict, List
 import yaml
 
 from tests.helpers import REPO
-from watchdog.alerting.render import Message
+from watchdog.alerting.words.render import Message
 from watchdog.relay.incident import message_body, parse_payload
 
 JOB = "llm"

@@ -115,7 +115,7 @@ def test_a_configured_external_base_wins_and_its_links_work():
     try:
         base = f"http://127.0.0.1:{srv.server_address[1]}/rb/{{lang}}.html"
         with Receiver("feishu") as rx:
-            from watchdog.alerting.channels import build_channel
+            from watchdog.alerting.deliver.channels import build_channel
 
             cfg = load_config_text(yaml.safe_dump({"alerting": {"runbook_url": base, "channels": [
                 {"type": "feishu", "name": "f", "url": rx.url, "min_severity": "info"}]}}))

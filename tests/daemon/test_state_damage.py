@@ -76,7 +76,7 @@ def test_a_database_that_cannot_be_written_at_start_is_not_set_aside(tmp_path):
     import subprocess
 
     from watchdog.service import statefiles
-    from watchdog.alerting.store import DB_NAME, AlertStore
+    from watchdog.alerting.deliver.store import DB_NAME, AlertStore
 
     state = tmp_path / "state"
     state.mkdir()

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from watchdog.alerting.digest import since_text
-from watchdog.alerting.timetext import TimeText
+from watchdog.alerting.words.digest import since_text
+from watchdog.alerting.words.timetext import TimeText
 from watchdog.docsgen.runbooks import render_runbook_in
 from watchdog.runbook import HERE
 from watchdog.words import words
@@ -73,7 +73,7 @@ def test_the_served_chinese_page_has_a_chinese_title():
 
 
 def test_a_duration_value_is_shown_in_the_message_language():
-    from watchdog.alerting.digest import duration_seconds
+    from watchdog.alerting.words.digest import duration_seconds
 
     assert [duration_seconds(v) for v in ("8s", "1h5m", "250ms", "2d", "3 lines", "", None, "5")] == [
         8.0, 3900.0, 0.25, 172800.0, None, None, None, None]

@@ -14,11 +14,11 @@ from typing import Dict, List, Optional, Sequence
 import pytest
 
 from tests.alertkit import BASE, f, make_config
-from watchdog.alerting.channels import build_channels
-from watchdog.alerting.core import EngineCore, PassResult
-from watchdog.alerting.muting import ActiveSilences
-from watchdog.alerting.notification import AlertNote, Notification
-from watchdog.alerting.store import Silence
+from watchdog.alerting.deliver.channels import build_channels
+from watchdog.alerting.decide.core import EngineCore, PassResult
+from watchdog.alerting.decide.muting import ActiveSilences
+from watchdog.alerting.decide.notification import AlertNote, Notification
+from watchdog.alerting.deliver.store import Silence
 from watchdog.alerting.timer import MAX_SLEEP, MIN_SLEEP, RETRY_SLEEP, SILENCE_POLL, Schedule
 from watchdog.config.sections.alerting import parse_matcher
 from watchdog.core.findings import Finding
@@ -151,7 +151,7 @@ def test_routing_gives_each_channel_its_share_and_no_resolved_to_a_channel_that_
     c = Core(tmp_path, group_window="0s", resolve_delay="1s", channels=channels)
     found = [f("npu_idle", "warning", npu="3"), f("command_check", "critical", check="fs")]
     fired = c.run(found, T0)
-    by_channel: Dict[str, List[str]] = {i.channel: sorted(a["rule"] for a in i.body["alerts"]) for i in fired.items}
+    by_channel: Dict[str, List[str]] = {i.channel: sorted(a.rule for a in i.note.alerts) for i in fired.items}
     assert by_channel == {"all": ["command_check", "npu_idle"], "crit": ["command_check"], "npu3": ["npu_idle"]}
     assert {i.ikey for i in fired.items} == {fired.notifications[0].ikey}
     resolved = c.hold([], T0 + 0.25, 1.5)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from tests.alertkit import BASE, make_config
-from watchdog.alerting.channels import build_channels
-from watchdog.alerting.core import EngineCore, PassResult
-from watchdog.alerting.muting import ActiveSilences
-from watchdog.alerting.store import AlertStore
+from watchdog.alerting.deliver.channels import build_channels
+from watchdog.alerting.decide.core import EngineCore, PassResult
+from watchdog.alerting.decide.muting import ActiveSilences
+from watchdog.alerting.deliver.store import AlertStore
 from watchdog.core.findings import Finding
 from watchdog.detectors import with_verdict
 

@@ -38,14 +38,14 @@ def _declaring(folder: str, *needs: str) -> Set[str]:
 
 def _channel_classes() -> Set[str]:
     out = set()
-    for path in sorted((PKG / "alerting" / "channels").glob("*.py")):
+    for path in sorted((PKG / "alerting" / "deliver" / "channels").glob("*.py")):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if not isinstance(node, ast.ClassDef):
                 continue
             for stmt in node.body:
                 if (isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "type" for t in stmt.targets)
                         and isinstance(stmt.value, ast.Constant) and stmt.value.value):
-                    out.add(f"watchdog.alerting.channels.{path.stem}.{node.name}")
+                    out.add(f"watchdog.alerting.deliver.channels.{path.stem}.{node.name}")
     return out
 
 
@@ -73,7 +73,7 @@ def test_every_plugin_in_the_folders_is_listed_in_the_root():
 
 
 def test_the_root_hands_down_what_it_lists():
-    from watchdog.alerting.channels import CHANNEL_CLASSES
+    from watchdog.alerting.deliver.channels import CHANNEL_CLASSES
     from watchdog.config.schema import PROBE_SECTIONS
     from watchdog.detectors import detector_modules
     from watchdog.probes import probe_modules

@@ -116,18 +116,29 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     return []
 '''
 
-#: A throw-away channel: a vendor with its own type and limits.
+#: A throw-away channel: a vendor with its own type, config model (one key of its own) and limits.
 PIGEON = '''
 """Pigeon: a throw-away channel that a test plants in a copy of the package."""
 
 from __future__ import annotations
 
-from watchdog.alerting.channels.webhook import WebhookChannel
+from watchdog.compat import Literal
+from watchdog.alerting.deliver.channels.base import AuthedChannelConfig
+from watchdog.alerting.deliver.channels.webhook import WebhookChannel
+
+
+class PigeonConfig(AuthedChannelConfig):
+    """A pigeon loft."""
+
+    type: Literal["pigeon"] = "pigeon"
+    vendor_limits = ((1, 1.0),)
+    #: The loft the pigeon flies to.
+    loft: str = "home"
 
 
 class PigeonChannel(WebhookChannel):
     type = "pigeon"
-    rate_limits = ((1, 1.0),)
+    config_model = PigeonConfig
 '''
 
 
@@ -156,8 +167,8 @@ def _plant(tmp_path: Path, kind: str) -> Path:
         (pkg / "detectors" / "lookout.py").write_text(LOOKOUT, encoding="utf-8")
         add_to_root(pkg / "plugins_list.py", "from watchdog.detectors import lookout", "DETECTOR_MODULES", "lookout")
     else:
-        (pkg / "alerting" / "channels" / "pigeon.py").write_text(PIGEON, encoding="utf-8")
-        add_to_root(pkg / "plugins_list.py", "from watchdog.alerting.channels import pigeon", "CHANNELS",
+        (pkg / "alerting" / "deliver" / "channels" / "pigeon.py").write_text(PIGEON, encoding="utf-8")
+        add_to_root(pkg / "plugins_list.py", "from watchdog.alerting.deliver.channels import pigeon", "CHANNELS",
                     "pigeon.PigeonChannel")
     return pkg
 
@@ -257,12 +268,13 @@ def test_one_module_is_a_whole_detector_rule(planted: Path):
 
 @pytest.mark.parametrize("planted", ["channel"], indirect=True)
 def test_one_module_is_a_whole_channel(planted: Path):
-    assert _changed(PACKAGE, planted) == ["alerting/channels/pigeon.py", "plugins_list.py"]
-    from watchdog.alerting.channels import CHANNEL_CLASSES
+    assert _changed(PACKAGE, planted) == ["alerting/deliver/channels/pigeon.py", "plugins_list.py"]
+    from watchdog.alerting.deliver.channels import CHANNEL_CLASSES
     from watchdog.config.load import load_config_text
 
-    cfg = load_config_text("alerting:\n  channels:\n    - {type: pigeon, name: p1, url: 'http://127.0.0.1:1/x'}\n")
-    assert cfg.alerting.channels[0].limits() == [(1, 1.0)]
+    cfg = load_config_text("alerting:\n  channels:\n    - {type: pigeon, name: p1, url: 'http://127.0.0.1:1/x', "
+                           "loft: roof}\n")
+    assert cfg.alerting.channels[0].limits() == [(1, 1.0)] and cfg.alerting.channels[0].loft == "roof"
     assert CHANNEL_CLASSES["pigeon"].__name__ == "PigeonChannel"
 
 

@@ -8,7 +8,7 @@ import pytest
 
 import watchdog.detectors as detectors_pkg
 import watchdog.probes as probes_pkg
-from watchdog.alerting.channels import CHANNEL_CLASSES
+from watchdog.alerting.deliver.channels import CHANNEL_CLASSES
 from watchdog.config.load import ConfigError, load_config_text
 
 
@@ -32,15 +32,17 @@ def test_channel_registry_comes_from_the_channel_modules():
     assert set(CHANNEL_CLASSES) == {"feishu", "slack", "dingtalk", "wecom", "webhook", "alertmanager"}
     for kind, cls in CHANNEL_CLASSES.items():
         assert cls.type == kind
-        assert all(count >= 1 and per > 0 for count, per in cls.rate_limits)
-    assert CHANNEL_CLASSES["feishu"].rate_limits == ((5, 1.0), (100, 60.0))
-    assert {k for k, c in CHANNEL_CLASSES.items() if c.signed} == {"feishu", "dingtalk"}
+        assert cls.config_model.model_fields["type"].default == kind
+        assert all(count >= 1 and per > 0 for count, per in cls.config_model.vendor_limits)
+    assert CHANNEL_CLASSES["feishu"].config_model.vendor_limits == ((5, 1.0), (100, 60.0))
+    assert {k for k, c in CHANNEL_CLASSES.items() if "secret" in c.config_model.model_fields} == {"feishu", "dingtalk"}
 
 
 def test_config_accepts_exactly_the_registered_channel_types():
     for kind in CHANNEL_CLASSES:
         cfg = load_config_text(f"alerting:\n  channels:\n    - {{type: {kind}, name: c1, url: 'http://127.0.0.1:1/x'}}\n")
-        assert cfg.alerting.channels[0].limits() == list(CHANNEL_CLASSES[kind].rate_limits)
+        assert cfg.alerting.channels[0].limits() == list(CHANNEL_CLASSES[kind].config_model.vendor_limits)
+        assert type(cfg.alerting.channels[0]) is CHANNEL_CLASSES[kind].config_model
     with pytest.raises(ConfigError) as e:
         load_config_text("alerting:\n  channels:\n    - {type: teams, name: c1, url: 'http://127.0.0.1:1/x'}\n")
     assert "alerting.channels[0].type" in str(e.value) and "feishu" in str(e.value)

@@ -1,7 +1,7 @@
 """The alert engine's shell: findings in, notifications (committed to the outbox) out.
 
 The engine is the only component with memory of what already fired; detectors stay pure. The
-decisions are made by its pure core (watchdog.alerting.core), which wires four parts kept apart
+decisions are made by its pure core (watchdog.alerting.decide.core), which wires four parts kept apart
 as in Alertmanager:
 
 - `lifecycle`: the pure state machine (pending -> firing -> resolved, `for`, resolve delay, and
@@ -31,12 +31,12 @@ import threading
 from typing import Callable, Dict, List, Optional, Tuple
 
 from watchdog.host.clock import CLOCK
-from watchdog.alerting import lifecycle
-from watchdog.alerting.core import EngineCore, SnapshotRequester
-from watchdog.alerting.muting import Muter
-from watchdog.alerting.outbox import DeadMan, Outbox
-from watchdog.alerting.storagefault import STORAGE_ERRORS, STORAGE_RETRY, RedoQuiet, StorageHealth, describe
-from watchdog.alerting.store import AlertRow, AlertStore
+from watchdog.alerting.decide import lifecycle
+from watchdog.alerting.decide.core import EngineCore, SnapshotRequester
+from watchdog.alerting.silences import Muter
+from watchdog.alerting.deliver.outbox import DeadMan, Outbox
+from watchdog.alerting.decide.storagefault import STORAGE_ERRORS, STORAGE_RETRY, RedoQuiet, StorageHealth, describe
+from watchdog.alerting.deliver.store import AlertRow, AlertStore
 from watchdog.alerting.timer import MAX_SLEEP, EngineTimer, Schedule
 from watchdog.alerting.unwritable import UnwritableEpisode
 from watchdog.config.schema import Config

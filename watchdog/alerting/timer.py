@@ -1,7 +1,7 @@
 """The alert engine's timer: one thread that runs a pass when something can be due by time alone.
 
 Between detector passes, alerts still change with time (a group window closes, a `for` or a
-resolve delay ends, a reminder or an Alertmanager refresh is due, a silence starts or ends). Each
+resolve delay ends, a reminder or a channel's re-push is due, a silence starts or ends). Each
 pass computes the earliest such time; the thread sleeps until then, and at least every MAX_SLEEP
 seconds. It used to poll every second, which cost CPU at idle for nothing. The arithmetic is
 here, as functions of the times involved (no clock of their own); `EngineTimer` is only the thread.

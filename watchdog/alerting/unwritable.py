@@ -2,9 +2,10 @@
 
 Why apart from the engine's passes: the store is what fails, so this alert cannot go through it.
 The first failed commit of an episode logs once and sends `state_unwritable` from memory (the
-outbox's `send_from_memory`, same senders and retries); Alertmanager hears it again every
+outbox's `send_from_memory`, same senders and retries); a channel that wants firing alerts
+pushed again (`Channel.repush_every`) hears it again every
 `resend_interval` as it would a stored firing alert; the first commit that succeeds resolves it.
-See watchdog.alerting.storagefault for how a failed pass is rolled back and redone.
+See watchdog.alerting.decide.storagefault for how a failed pass is rolled back and redone.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 import logging
 from typing import Callable, Optional
 
-from watchdog.alerting.notification import notification
-from watchdog.alerting.outbox import Outbox
-from watchdog.alerting.routing import route
-from watchdog.alerting.storagefault import STORAGE_RETRY, StorageHealth, describe
-from watchdog.alerting.store import AlertRow
+from watchdog.alerting.decide.notification import notification
+from watchdog.alerting.deliver.outbox import Outbox
+from watchdog.alerting.decide.routing import route
+from watchdog.alerting.decide.storagefault import STORAGE_RETRY, StorageHealth, describe
+from watchdog.alerting.decide.records import AlertRow
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.core.findings import Finding
 
@@ -47,7 +48,7 @@ class UnwritableEpisode:
         f = finding()
         h.row = AlertRow(f.key, f.rule, f.severity, dict(f.labels), f.to_dict(), "firing", now, now, now)
         self._send("firing", h.row, now)
-        h.refreshed = {ch.name: now for ch in self.outbox.channels.values() if ch.type == "alertmanager"}
+        h.refreshed = {ch.name: now for ch in self.outbox.channels.values() if ch.repush_every is not None}
 
     def ok(self, now: float, state_dir: str) -> None:
         """A commit succeeded: an episode under way ends, and its alert resolves."""
@@ -62,13 +63,14 @@ class UnwritableEpisode:
         h.since, h.error, h.row, h.refreshed = None, "", None, {}
 
     def _refresh(self, now: float) -> None:
-        """Alertmanager forgets a firing alert after its `alert_ttl` unless it is sent again: the
-        episode's alert is, every `resend_interval`, as the core's refresh does for stored ones."""
+        """A receiver that forgets a firing alert unless it is sent again hears the episode's
+        alert every `repush_every`, as the core's re-push does for stored ones."""
         h = self.health
         for ch in self.outbox.channels.values():
-            if h.row is None or ch.type != "alertmanager" or ch.name not in h.refreshed:
+            every = ch.repush_every
+            if h.row is None or every is None or ch.name not in h.refreshed:
                 continue
-            if now - h.refreshed[ch.name] >= ch.cfg.resend_interval:
+            if now - h.refreshed[ch.name] >= every:
                 h.refreshed[ch.name] = now
                 self._send("refresh", h.row, now, only=ch.name)
 

@@ -59,7 +59,7 @@ def _state_dir(args: argparse.Namespace) -> Optional[str]:
 def _store(args: argparse.Namespace):
     import sqlite3
 
-    from watchdog.alerting.store import AlertStore
+    from watchdog.alerting.deliver.store import AlertStore
 
     state_dir = _state_dir(args)
     if state_dir is None:
@@ -184,7 +184,7 @@ def test_body(config, severity: str) -> dict:
 
 
 def test_alert(args: argparse.Namespace) -> int:
-    from watchdog.alerting.channels import build_channels
+    from watchdog.alerting.deliver.channels import build_channels
     from watchdog.core.findings import SEVERITY_RANK
 
     config = load_config_or_report(args.config)

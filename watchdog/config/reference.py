@@ -114,12 +114,53 @@ def _walk(model: Type[BaseModel], prefix: str) -> Iterator[Tuple[str, str, str, 
         path = f"{prefix}{name}"
         children = _models_in(info.annotation)
         doc = comments.get(name) or info.description or ""
-        if children and not doc and children[0].__doc__:  # its own docstring, not the base class's
-            doc = inspect.cleandoc(children[0].__doc__).split("\n\n")[0].replace("\n", " ")
+        if len(children) > 1:  # a union on `type`: its members that stand for a type
+            children = [m for m in children if _vendor(m) is not None]
+        shown = children[0] if len(children) == 1 else _common_base(children) if children else None
+        if shown is not None and not doc and shown.__doc__:  # its own docstring, not the base class's
+            doc = inspect.cleandoc(shown.__doc__).split("\n\n")[0].replace("\n", " ")
         is_list = get_origin(info.annotation) in (list, List)
-        yield path, _type_text(info.annotation, info.metadata), _default_text(info), doc
+        kind = "list of section" if is_list and len(children) > 1 else _type_text(info.annotation, info.metadata)
+        yield path, kind, _default_text(info), doc
+        below = f"{path}[]." if is_list else f"{path}."
+        if len(children) > 1:
+            yield from _walk_union(children, below)
         for child in children[:1]:
-            yield from _walk(child, f"{path}[]." if is_list else f"{path}.")
+            yield from _walk(child, below) if len(children) == 1 else ()
+
+
+def _common_base(models: List[Type[BaseModel]]) -> Optional[Type[BaseModel]]:
+    """The nearest model every member of a union extends (the channels' `ChannelConfig`)."""
+    for cls in models[0].__mro__:
+        if inspect.isclass(cls) and issubclass(cls, BaseModel) and all(issubclass(m, cls) for m in models[1:]):
+            return cls
+    return None
+
+
+def _vendor(model: Type[BaseModel]) -> Any:
+    """The `type` a member of a union on `type` stands for (a channel vendor), or None."""
+    info = model.model_fields.get("type")
+    return info.default if info is not None and isinstance(info.default, str) else None
+
+
+def _walk_union(models: List[Type[BaseModel]], prefix: str) -> Iterator[Tuple[str, str, str, str]]:
+    """A list whose entries are one of several models chosen by `type` (the channels: one model
+    per vendor): every key once, in the members' order; a key some vendors lack says which
+    `type`s take it."""
+    members = models
+    seen: Dict[str, Tuple[str, str, str, str]] = {}
+    takers: Dict[str, List[str]] = {}
+    for model in members:
+        for row in _walk(model, prefix):
+            seen.setdefault(row[0], row)
+            takers.setdefault(row[0], []).append(_vendor(model))
+    for path, (_, kind, default, doc) in seen.items():
+        if path == f"{prefix}type":
+            kind = " \\| ".join(f"`{_vendor(m)}`" for m in members)
+            default = "(required)"
+        elif len(takers[path]) < len(members):
+            doc = f"(`type` {', '.join(takers[path])}) {doc}"
+        yield path, kind, default, doc
 
 
 def render_reference(root: Optional[Type[BaseModel]] = None) -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
-from watchdog.alerting.channels import build_channel
-from watchdog.alerting.render import Message
+from watchdog.alerting.deliver.channels import build_channel
+from watchdog.alerting.words.render import Message
 from watchdog.config.load import load_config_text
 from watchdog.config.reference import render_reference
 from watchdog.docsgen.rules_table import render_rule_table

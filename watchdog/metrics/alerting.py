@@ -87,7 +87,7 @@ def samples(rt: Any) -> Iterator[MetricSample]:
                        engine.silences_active() if engine is not None else 0)
     yield from first_seen_samples(rt.config.alerting if engine is not None else None, states)
     health = engine.storage_health() if engine is not None else None
-    # Counted by the engine when it decides that an alert fires (watchdog.alerting.interruptions).
+    # Counted by the engine when it decides that an alert fires (watchdog.alerting.decide.interruptions).
     counts = engine.interruptions() if engine is not None else {}
     for domain in DOMAINS:  # every domain's series starts at zero
         if not any(d == domain for d, _ in counts):

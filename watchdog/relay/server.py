@@ -16,8 +16,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 
-from watchdog.alerting.outbox import Outbox
-from watchdog.alerting.render import Message
+from watchdog.alerting.deliver.outbox import Outbox
+from watchdog.alerting.words.render import Message
 from watchdog.config.types import secret_value
 from watchdog.core.findings import SEVERITY_RANK
 from watchdog.relay.config import RelayConfig

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional
 
-from watchdog.alerting.store import AlertStore
+from watchdog.alerting.deliver.store import AlertStore
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS relay_incidents (
     incident TEXT PRIMARY KEY, started REAL NOT NULL, state TEXT NOT NULL)"""

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
 
-from watchdog.compat import Literal  # 3.7: from typing_extensions
+from watchdog.compat import Annotated, Literal  # 3.7: from typing_extensions
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
 
 from watchdog.config.types import Duration, Secret, StrictModel, load_zone
 from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL
@@ -32,13 +32,14 @@ _MATCHER = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(.*)$")
 
 
 
-#: type -> the channel class's declarations (`signed`, `authed`, `rate_limits`), handed down by the
-#: composition root (the channels sit above the config and import it; watchdog.core.plugins).
-CHANNEL_KINDS: Slot[Mapping[str, Any]] = Slot("the channel types")
+#: type -> the vendor's config model (a `ChannelConfig` subclass declared in its channel module),
+#: handed down by the composition root (the channels sit above the config and import it;
+#: watchdog.core.plugins). `install_channel_models` fills it.
+CHANNEL_KINDS: Slot[Mapping[str, Type["ChannelConfig"]]] = Slot("the channel types")
 
 
-def channel_classes() -> Mapping[str, Any]:
-    """The channel types and what each declares, as the composition root installed them."""
+def channel_classes() -> Mapping[str, Type["ChannelConfig"]]:
+    """The channel types and the config model of each, as the composition root installed them."""
     return CHANNEL_KINDS.get()
 
 
@@ -123,29 +124,24 @@ class RateLimit(StrictModel):
 
 class ChannelConfig(StrictModel):
     """One destination. Routing: the alerts of a message that reach at least `min_severity` and
-    match every matcher are sent here; a message with none left is not sent to this channel."""
+    match every matcher are sent here; a message with none left is not sent to this channel.
+
+    The keys every vendor shares. Each vendor's module (`watchdog/alerting/deliver/channels/`) declares its
+    own model on this base, with the keys only it has (a signing `secret`, `bearer_token` and
+    `headers`, Alertmanager's `resend_interval`): a key another vendor's model has is an error
+    naming the channel, the key and the vendor, never a setting silently ignored."""
 
     #: The vendor: one of the channel modules' declared types (feishu, slack, dingtalk, wecom,
-    #: webhook, alertmanager).
+    #: webhook, alertmanager); it decides which other keys the channel takes.
     type: str
     #: Short name used in logs, metrics and `test-alert --channel` (never the URL).
     name: str
     #: Webhook URL (for `alertmanager`: the Alertmanager base URL). The URL is the credential.
     url: Secret
-    #: Signing secret: Feishu (`timestamp` + `sign` in the body) and DingTalk (`SEC...`, signed URL).
-    secret: Optional[Secret] = None
-    #: `webhook`/`alertmanager`: sent as `Authorization: Bearer <token>`.
-    bearer_token: Optional[Secret] = None
-    #: `webhook`/`alertmanager`: extra request headers (values are secrets).
-    headers: Dict[str, Secret] = Field(default_factory=dict)
     #: Only alerts at or above this severity go to this channel.
     min_severity: Literal["info", "warning", "critical"] = "warning"
     #: Label matchers (`rule=stall`, `rank=~0|1`, `severity!=info`); all must match.
     matchers: List[LabelMatcher] = Field(default_factory=list)
-    #: Who to mention, per severity of the most severe firing alert in the message. Feishu: open ids
-    #: (`ou_...`) or `all`; Slack: `here`, `channel`, user ids `U...`, user groups `S...`;
-    #: DingTalk: mobiles, user ids or `all`; WeCom: user ids.
-    mentions: Dict[Literal["info", "warning", "critical"], List[str]] = Field(default_factory=dict)
     #: Override the vendor's documented limits (defaults: Feishu 5/s and 100/min, Slack 1/s,
     #: DingTalk and WeCom 20/min, none for webhook and alertmanager).
     rate_limits: Optional[List[RateLimit]] = None
@@ -158,21 +154,22 @@ class ChannelConfig(StrictModel):
     attempt_timeout: Duration = Field(default="15s")
     #: Send a message when alerts resolve (default: the engine's `send_resolved`).
     send_resolved: Optional[bool] = None
-    #: `alertmanager`: how often firing alerts are pushed again (must stay below its resolve timeout).
-    resend_interval: Duration = Field(default="1m")
-    #: `alertmanager`: `endsAt` of a firing alert is the push time plus this.
-    alert_ttl: Duration = Field(default="5m")
     #: Language of this channel's messages (`en`, `zh`); default: `alerting.language`. One node can
     #: page a Chinese Feishu group and an English Slack channel about the same incident.
     language: Optional[Literal["en", "zh"]] = None
 
-    @field_validator("type")
+    #: The vendor's documented send limits per webhook: (count, per seconds), a sliding window each.
+    vendor_limits: ClassVar[Tuple[Tuple[int, float], ...]] = ()
+    #: Whether, in fleet mode, this kind of channel collects every alert of the node (the fleet's
+    #: Alertmanager), where the others take only `fleet_local_rules`.
+    fleet_sink: ClassVar[bool] = False
+
+    @model_validator(mode="before")
     @classmethod
-    def _type(cls, v: str) -> str:
-        kinds = channel_classes()
-        if v not in kinds:
-            raise ValueError(f"expected one of {', '.join(sorted(kinds))}")
-        return v
+    def _vendor_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            check_vendor_keys(cls, data)
+        return data
 
     @field_validator("matchers", mode="before")
     @classmethod
@@ -191,21 +188,95 @@ class ChannelConfig(StrictModel):
         url = self.url.get_secret_value()
         if not re.match(r"^https?://[^/\s]+", url):
             raise ValueError(f"channel {self.name}: url must be an http(s) URL")
-        kind = channel_classes()[self.type]
-        if self.secret is not None and not kind.signed:
-            signed = ", ".join(sorted(t for t, c in channel_classes().items() if c.signed))
-            raise ValueError(f"channel {self.name}: secret (signing) applies to {signed} only")
-        if (self.bearer_token is not None or self.headers) and not kind.authed:
-            authed = ", ".join(sorted(t for t, c in channel_classes().items() if c.authed))
-            raise ValueError(f"channel {self.name}: bearer_token and headers apply to {authed} only")
-        if self.type == "alertmanager" and self.resend_interval >= self.alert_ttl:
-            raise ValueError(f"channel {self.name}: resend_interval must be shorter than alert_ttl")
         return self
 
     def limits(self) -> List[tuple]:
         if self.rate_limits is not None:
             return [(r.count, r.per) for r in self.rate_limits]
-        return list(channel_classes()[self.type].rate_limits)
+        return list(self.vendor_limits)
+
+
+def _keys_of(model: Type[ChannelConfig]) -> Set[str]:
+    """The keys a channel of `model` may be written with (a secret also as `<key>_file`)."""
+    keys: Set[str] = set()
+    for name, info in model.model_fields.items():
+        keys.add(info.alias or name)
+        if "SecretStr" in str(info.annotation):
+            keys.add(f"{name}_file")
+    return keys
+
+
+def check_vendor_keys(model: Type[ChannelConfig], item: Mapping[str, Any]) -> None:
+    """Every key of a channel of `model`'s vendor is one of that vendor's: the error names the
+    channel, the key and the vendor (and which vendors do take the key), where pydantic's own
+    would only say "unknown key"."""
+    if not CHANNEL_KINDS.filled or model is ChannelConfig:
+        return
+    kinds = channel_classes()
+    kind = model.model_fields["type"].default
+    name = item.get("name")
+    who = f"channel {name}" if isinstance(name, str) and name else "channel"
+    allowed = _keys_of(model)
+    for key in item:
+        if key in allowed:
+            continue
+        others = sorted(t for t, m in kinds.items() if key in _keys_of(m))
+        if others:
+            raise ValueError(f"{who}: `{key}` does not apply to a {kind} channel "
+                             f"(it is a key of {', '.join(others)} channels)")
+        raise ValueError(f"{who}: unknown key `{key}` for a {kind} channel "
+                         f"(its keys: {', '.join(sorted(allowed))})")
+
+
+class UnknownChannel(StrictModel):
+    """What an entry of no known `type` is validated as: only so that the error is the usual
+    `alerting.channels[N].type: expected one of ..., got '...'`, naming the key."""
+
+    model_config = dict(StrictModel.model_config, extra="allow")
+    type: Any = None
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _known(cls, v: Any) -> Any:
+        kinds = sorted(channel_classes())
+        raise ValueError(f"expected one of {', '.join(kinds)}" if v is not None
+                         else f"required: one of {', '.join(kinds)}")
+
+
+#: The union member of an entry whose `type` no vendor declared.
+_UNKNOWN = "channel[?]"
+
+
+def _channel_tag(v: Any) -> str:
+    """The union member a channel is validated against. Tags hold `[`, so config errors leave
+    them out of the key path (watchdog.config.load._clean_loc)."""
+    kind = v.get("type") if isinstance(v, dict) else getattr(v, "type", None)
+    return f"channel[{kind}]" if isinstance(kind, str) and kind in channel_classes() else _UNKNOWN
+
+
+def channel_union(models: Sequence[Type[ChannelConfig]]) -> Any:
+    """The discriminated union (on `type`) of the vendors' config models."""
+    members = tuple(Annotated[m, Tag(f"channel[{m.model_fields['type'].default}]")] for m in models)
+    return Annotated[Union[members + (Annotated[UnknownChannel, Tag(_UNKNOWN)],)],  # type: ignore[valid-type]
+                     Discriminator(_channel_tag)]
+
+
+def install_channel_models(models: Sequence[Type[ChannelConfig]]) -> None:
+    """Make `alerting.channels` validate against the union of `models` (one per vendor type,
+    declared by the channel modules). Called by the composition root before the config root
+    (`watchdog.config.schema.Config`) is rebuilt, so the whole config sees the union."""
+    kinds: Dict[str, Type[ChannelConfig]] = {}
+    for m in models:
+        kind = m.model_fields["type"].default
+        if not isinstance(kind, str) or not kind:
+            raise ValueError(f"channel config {m.__name__} declares no type")
+        if kind in kinds:
+            raise ValueError(f"channel type {kind!r} declared twice ({kinds[kind].__name__}, {m.__name__})")
+        kinds[kind] = m
+    global ChannelUnion
+    CHANNEL_KINDS.fill(kinds)
+    ChannelUnion = channel_union(list(kinds.values()))
+    AlertingConfig.model_rebuild(force=True, _types_namespace={"ChannelUnion": ChannelUnion})
 
 
 class InhibitRule(StrictModel):
@@ -230,11 +301,17 @@ def _default_inhibitions() -> List[InhibitRule]:
     return [InhibitRule(**r) for r in default_inhibitions()]
 
 
+if TYPE_CHECKING:
+    #: What `alerting.channels` holds: the union on `type` of the vendors' config models, built by
+    #: the composition root (`install_channel_models`); until then `AlertingConfig` is incomplete.
+    ChannelUnion = ChannelConfig
+
+
 class AlertingConfig(StrictModel):
     """The engine turns findings into alerts; channels deliver them. Without channels, alerts are
     only logged (and still tracked, silenced and counted)."""
 
-    channels: List[ChannelConfig] = Field(default_factory=list)
+    channels: List[ChannelUnion] = Field(default_factory=list)
     #: The first alert of a host and training job waits this long for the rest of its event (the lines of one
     #: NaN or OOM arrive within a round or two), then pages; alerts firing within the window share
     #: its message. Cascades that follow minutes later are folded by inhibition, not by waiting.
@@ -318,8 +395,9 @@ class AlertingConfig(StrictModel):
             raise ValueError("retry_max must be at least retry_initial")
         if self.deadman_url is not None and not re.match(r"^https?://", self.deadman_url.get_secret_value()):
             raise ValueError("deadman_url must be an http(s) URL")
-        if self.mode == "fleet" and not any(c.type == "alertmanager" for c in self.channels):
-            raise ValueError("mode fleet needs a channel of type alertmanager (the fleet's alerts go there)")
+        if self.mode == "fleet" and not any(c.fleet_sink for c in self.channels):
+            sinks = ", ".join(sorted(t for t, m in channel_classes().items() if m.fleet_sink))
+            raise ValueError(f"mode fleet needs a channel of type {sinks} (the fleet's alerts go there)")
         return self
 
     def runbook_base(self) -> Optional[str]:
@@ -328,8 +406,12 @@ class AlertingConfig(StrictModel):
 
     def sends_direct(self, channel_type: str, rule: str) -> bool:
         """Whether a channel of `channel_type` takes alerts of `rule` from this node: always in
-        node mode; in fleet mode Alertmanager takes all, the others only the node-local rules."""
-        return self.mode == "node" or channel_type == "alertmanager" or rule in self.fleet_local_rules
+        node mode; in fleet mode the fleet's sink (Alertmanager: its model declares `fleet_sink`)
+        takes all, the others only the node-local rules."""
+        if self.mode == "node" or rule in self.fleet_local_rules:
+            return True
+        model = channel_classes().get(channel_type)
+        return model is not None and model.fleet_sink
 
     def role(self, rule: str) -> str:
         """`symptom` for a rule some inhibition treats as a consequence (stall, HCCL timeouts, a

@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Set
 
-from watchdog.alerting.store import AlertRow
+from watchdog.alerting.decide.records import AlertRow
 from watchdog.core.findings import SEVERITY_RANK, Finding
 
 log = logging.getLogger("watchdog.alerts")

@@ -9,9 +9,11 @@ import hmac
 import time
 from typing import Any, Dict, List
 
-from watchdog.alerting.channels.base import Channel, Verdict, json_body, not_vendor_json
-from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import MARKDOWN, Message, buttons, compose, escape_plain, mentions_for, repeat_prefix
+from watchdog.compat import Literal  # 3.7: from typing_extensions
+
+from watchdog.alerting.deliver.channels.base import Channel, SignedChannelConfig, Verdict, json_body, not_vendor_json
+from watchdog.alerting.words.digest import fit_groups
+from watchdog.alerting.words.render import MARKDOWN, Message, buttons, compose, escape_plain, mentions_for, repeat_prefix
 
 COLOURS = {"critical": "red", "warning": "orange", "info": "blue"}
 #: Configuration or payload errors: retrying the same request cannot help.
@@ -36,10 +38,17 @@ def button(label: str, url: str) -> Dict[str, Any]:
             "behaviors": [{"type": "open_url", "default_url": url}]}
 
 
+class FeishuConfig(SignedChannelConfig):
+    """A Feishu / Lark custom bot."""
+
+    type: Literal["feishu"] = "feishu"
+    vendor_limits = ((5, 1.0), (100, 60.0))
+
+
 class FeishuChannel(Channel):
     type = "feishu"
-    rate_limits = ((5, 1.0), (100, 60.0))
-    signed = True
+    config_model = FeishuConfig
+    cfg: FeishuConfig
     max_body = 20 * 1024 - 600  # room for timestamp and sign
 
     def payload(self, msg: Message) -> Dict[str, Any]:

@@ -5,15 +5,42 @@ from __future__ import annotations
 
 from typing import Any, Dict, List
 
-from watchdog.alerting.channels.base import Channel, Verdict, http_verdict
-from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import SLACK, Message, compose, escape_plain, escape_slack, mentions_for, repeat_prefix
-from watchdog.alerting.text import cut_chars
+from watchdog.compat import Literal  # 3.7: from typing_extensions
+
+from watchdog.alerting.deliver.channels.base import Channel, ChatChannelConfig, Verdict, http_verdict
+from watchdog.alerting.words.digest import Style, fit_groups
+from watchdog.alerting.words.render import (MENTION_WORDS, ZWSP, Message, compose, escape_plain, md_inline,
+                                            mentions_for, repeat_prefix)
+from watchdog.alerting.words.text import clean, cut_chars
 
 SECTION_MAX = 3000
 HEADER_MAX = 150
 MAX_BLOCKS = 50
 TEXT_MAX = 40000
+
+
+def escape_slack(text: Any) -> str:
+    """Slack mrkdwn: the three control characters are entities (this defuses `<!here>`, `<@U1>`,
+    `<url|label>`), markdown-style links are broken (rendered by newer clients and by anything
+    the message is forwarded to), and plain-text `@channel`-style words get a zero-width space."""
+    s = clean(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("](", "］(")
+    return MENTION_WORDS.sub("@" + ZWSP, s)
+
+
+def _slack_code(lines: List[str]) -> str:
+    """Slack shows `&amp;` `&lt;` `&gt;` as the characters themselves (a copy gives the line back);
+    its code blocks know no longer fence, so a triple backtick inside is broken."""
+    entities = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))  # `<!here>` and `<@U1>` are text then
+    out = []
+    for ln in lines:
+        for ch, ent in entities:
+            ln = ln.replace(ch, ent)
+        out.append(ln.replace("```", "'''"))
+    return "```\n" + "\n".join(out) + "\n```"
+
+
+#: Slack's dialect (mrkdwn): how escaped text is marked up.
+SLACK = Style(escape_slack, lambda s: f"*{s}*", lambda t, u: f"<{u}|{t}>", _slack_code, md_inline)
 
 
 def slack_mention(m: str) -> str:
@@ -46,9 +73,17 @@ def pack(texts: List[str], limit: int) -> List[str]:
     return out
 
 
+class SlackConfig(ChatChannelConfig):
+    """A Slack incoming webhook."""
+
+    type: Literal["slack"] = "slack"
+    vendor_limits = ((1, 1.0),)
+
+
 class SlackChannel(Channel):
     type = "slack"
-    rate_limits = ((1, 1.0),)
+    config_model = SlackConfig
+    cfg: SlackConfig
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = " ".join(filter(None, (slack_mention(m) for m in mentions_for(msg, self.cfg.mentions))))

@@ -32,14 +32,15 @@ import sqlite3
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.host import clock
-from watchdog.alerting.channels import Channel, build_channels
-from watchdog.alerting.channels.base import Verdict, scrub, secret_fragments
-from watchdog.alerting.channels.http import Deadline, make_session, read_answer
-from watchdog.alerting.store import AlertStore, OutboxItem
+from watchdog.alerting.deliver.channels import Channel, build_channels
+from watchdog.alerting.deliver.channels.base import Verdict, scrub, secret_fragments
+from watchdog.alerting.deliver.channels.http import Deadline, make_session, read_answer
+from watchdog.alerting.decide.notification import Notification, OutboxItem, from_json
+from watchdog.alerting.deliver.store import AlertStore
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.config.types import secret_value
 
@@ -86,7 +87,7 @@ class MemoryRow:
 
     ikey: str
     kind: str
-    body: Dict[str, Any]
+    note: Notification
     created: float
     attempts: int = 0
     next_at: float = 0.0
@@ -198,13 +199,13 @@ class _ChannelSender:
         store.begin_attempt(row.id)
         # Counted from when the request leaves (after the attempt's commit), as the vendor counts.
         self.limiter.record(clock.now())
-        verdict = ch.deliver(dict(row.body, repeat=True) if row.repeat else row.body, self.session)
+        verdict = ch.deliver(replace(row.note, repeat=True) if row.repeat else row.note, self.session)
         self.outbox.last_verdict[ch.name] = verdict
         if verdict.ok:
             store.done(row.id)
             self.outbox.count(ch.name, "sent")
             log.info("channel %s: delivered %s notification %s (%d alerts): %s", ch.name, row.kind, row.ikey,
-                     len(row.body.get("alerts", [])), verdict.line(), extra={"channel": ch.name})
+                     len(row.note.alerts), verdict.line(), extra={"channel": ch.name})
             return 0.0
         if not verdict.retryable:
             store.done(row.id)
@@ -244,7 +245,7 @@ class _ChannelSender:
         if wait > 0:
             return wait
         self.limiter.record(clock.now())
-        verdict = ch.deliver(mem.body, self.session)
+        verdict = ch.deliver(mem.note, self.session)
         self.outbox.last_verdict[ch.name] = verdict
         if verdict.ok or not verdict.retryable:
             self.outbox.memory_done(ch.name, mem)
@@ -329,12 +330,13 @@ class Outbox:
                 log.warning("outbox: dropped %d notification(s) for channel %s, which is no longer configured", n, name)
 
     def send_from_memory(self, items: Sequence[OutboxItem]) -> None:
-        """Queue (channel, ikey, kind, body) rows in memory only and wake their senders: for what
+        """Queue (channel, ikey, kind, note) rows in memory only and wake their senders: for what
         must not wait for the state folder (the engine's `state_unwritable`)."""
         now = clock.now()
         with self._lock:
-            for channel, ikey, kind, body in items:
-                self._memory.setdefault(channel, collections.deque()).append(MemoryRow(ikey, kind, body, now, 0, now))
+            for channel, ikey, kind, note in items:
+                self._memory.setdefault(channel, collections.deque()).append(
+                    MemoryRow(ikey, kind, from_json(note), now, 0, now))
         self.wake([channel for channel, *_ in items])
 
     def memory_head(self, channel: str) -> Tuple[Optional[MemoryRow], float]:
@@ -352,7 +354,7 @@ class Outbox:
                 q.popleft()
 
     def enqueue(self, items: Sequence[OutboxItem]) -> None:
-        """Commit (channel, ikey, kind, body) rows, then wake their senders."""
+        """Commit (channel, ikey, kind, note) rows, then wake their senders."""
         if not items:
             return
         self.store.enqueue(items)

@@ -21,14 +21,14 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
-from watchdog.alerting import lifecycle
-from watchdog.alerting.grouping import Groups, group_key
-from watchdog.alerting.interruptions import Counts, count_fired
-from watchdog.alerting.muting import ActiveSilences, FiringIndex, mutual, mute_reason, source_alert
-from watchdog.alerting.notification import Notification, notification
-from watchdog.alerting.routing import RouteTarget, route
-from watchdog.alerting.storagefault import Carry, SavePoint, apply_carry
-from watchdog.alerting.store import AlertRow, OutboxItem
+from watchdog.alerting.decide import lifecycle
+from watchdog.alerting.decide.grouping import Groups, group_key
+from watchdog.alerting.decide.interruptions import Counts, count_fired
+from watchdog.alerting.decide.muting import ActiveSilences, FiringIndex, mutual, mute_reason, source_alert
+from watchdog.alerting.decide.notification import Notification, OutboxItem, notification
+from watchdog.alerting.decide.records import AlertRow
+from watchdog.alerting.decide.routing import RouteTarget, route
+from watchdog.alerting.decide.storagefault import Carry, SavePoint, apply_carry
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.core.findings import Finding
 
@@ -61,7 +61,7 @@ class PassResult:
 
 
 class EngineCore:
-    """The alerts by fingerprint, the open group windows and the Alertmanager refresh times; the
+    """The alerts by fingerprint, the open group windows and the channels' re-push times; the
     findings of the last detector pass (`present`)."""
 
     def __init__(self, config: AlertingConfig, alerts: Dict[str, AlertRow],
@@ -72,8 +72,8 @@ class EngineCore:
         self.interruptions: Counts = dict(interruptions or {})
         self.groups = Groups()
         self.present: Dict[str, Finding] = {}
-        #: Alertmanager channel -> when its firing alerts were last sent again.
-        self.am_last: Dict[str, float] = {}
+        #: Channel that wants firing alerts pushed again (`repush_every`) -> when they last were.
+        self.repushed: Dict[str, float] = {}
         #: What rolled-back passes learnt about the alerts they created (see storagefault); one
         #: dict for the core's life (the shell's log filter holds it).
         self.carry: Carry = {}
@@ -110,7 +110,7 @@ class EngineCore:
         for batch in lifecycle.incident_resolutions(self.alerts, tr):
             # Alerts folded into the page without being shown (same event) are not listed either.
             notes.append(notification("resolved", [a for a in batch if a.last_notified] or batch, now, cfg))
-        notes += self._am_refresh(mute, now, channels)
+        notes += self._repush(mute, now, channels)
         items = [item for n in notes for item in route(n, channels, cfg.sends_direct)]
         changed = tuple(self.alerts[fp] for fp in tr.changed if fp in self.alerts)
         return PassResult(tuple(notes), tuple(items), changed, tuple(tr.deleted),
@@ -118,12 +118,12 @@ class EngineCore:
 
     # -- around a pass ------------------------------------------------------------------------
     def savepoint(self) -> SavePoint:
-        return SavePoint.take(self.alerts, self.groups.deadlines, self.am_last, self.interruptions)
+        return SavePoint.take(self.alerts, self.groups.deadlines, self.repushed, self.interruptions)
 
     def rollback(self, saved: SavePoint) -> None:
         """Back to `saved` (a commit failed); what the pass learnt of new alerts goes to the carry.
         The interruptions it counted are taken back too: the pass that commits counts them."""
-        self.carry.update(saved.restore(self.alerts, self.groups.deadlines, self.am_last))
+        self.carry.update(saved.restore(self.alerts, self.groups.deadlines, self.repushed))
         self.interruptions.clear()
         self.interruptions.update(saved.interruptions)
 
@@ -139,7 +139,7 @@ class EngineCore:
     # -- the steps of `settle` ----------------------------------------------------------------
     def _next_due(self, mute: Mute, now: float, silences: ActiveSilences, channels: Sequence[RouteTarget]) -> float:
         """The earliest time a pass without new findings could change something: the state
-        machine's next transition, an open group's window, a reminder, an Alertmanager refresh,
+        machine's next transition, an open group's window, a reminder, a channel's re-push,
         a silence starting or ending. Each term mirrors a time test of this pass."""
         cfg = self.config
         times = [lifecycle.next_transition(self.alerts, self.present, cfg.for_rule, cfg.resolve_delay),
@@ -148,8 +148,8 @@ class EngineCore:
         if cfg.reminder > 0:
             times += [a.last_notified + cfg.reminder for a in self.alerts.values()
                       if a.state == "firing" and a.notified and not mute.get(a.fp) and a.last_notified is not None]
-        times += [self.am_last[ch.name] + ch.cfg.resend_interval for ch in channels
-                  if ch.type == "alertmanager" and ch.name in self.am_last]
+        times += [self.repushed[ch.name] + every for ch in channels
+                  for every in (ch.repush_every,) if every is not None and ch.name in self.repushed]
         return min(times)
 
     def _mute(self, tr: lifecycle.Transitions, silences: ActiveSilences,
@@ -243,15 +243,17 @@ class EngineCore:
                 changed.add(a.fp)
         return [notification("reminder", batch, now, self.config) for batch in due.values()]
 
-    def _am_refresh(self, mute: Mute, now: float, channels: Sequence[RouteTarget]) -> List[Notification]:
-        """Alertmanager wants firing alerts re-sent before their endsAt."""
+    def _repush(self, mute: Mute, now: float, channels: Sequence[RouteTarget]) -> List[Notification]:
+        """A channel whose receiver forgets a firing alert unless it hears it again (it declares
+        `repush_every`) gets every firing alert again that often."""
         notes = []
         for ch in channels:
-            if ch.type != "alertmanager":
+            every = ch.repush_every
+            if every is None:
                 continue
-            last = self.am_last.setdefault(ch.name, now)
-            if now - last >= ch.cfg.resend_interval:
-                self.am_last[ch.name] = now
+            last = self.repushed.setdefault(ch.name, now)
+            if now - last >= every:
+                self.repushed[ch.name] = now
                 live = [a for a in self.alerts.values() if a.state == "firing" and a.last_notified is not None
                         and not mute.get(a.fp)]
                 if live:

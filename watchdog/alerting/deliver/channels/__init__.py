@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, Type
 
-from watchdog.alerting.channels.base import Channel, Verdict, scrub
+from watchdog.alerting.deliver.channels.base import Channel, Verdict, scrub
 
 
 #: type -> Channel class, filled by `install`.
@@ -23,6 +23,10 @@ def install(classes: Iterable[Type[Channel]]) -> Dict[str, Type[Channel]]:
     for cls in classes:
         if not cls.type:
             raise ValueError(f"channel class {cls.__name__} declares no type")
+        declared = cls.config_model.model_fields["type"].default
+        if declared != cls.type:
+            raise ValueError(f"channel class {cls.__name__} (type {cls.type!r}) needs its own config model: "
+                             f"{cls.config_model.__name__} is the model of type {declared!r}")
         if cls.type in found and found[cls.type] is not cls:
             raise ValueError(f"channel type {cls.type!r} declared twice ({found[cls.type].__name__}, {cls.__name__})")
         found[cls.type] = cls

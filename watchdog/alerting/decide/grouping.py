@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from watchdog.alerting.store import AlertRow
+from watchdog.alerting.decide.records import AlertRow
 from watchdog.core.rulecatalog import JOB_LABELS, subject
 
 

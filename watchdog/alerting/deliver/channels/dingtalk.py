@@ -11,10 +11,12 @@ import time
 import urllib.parse
 from typing import Any, Dict, Optional
 
-from watchdog.alerting.channels.base import Channel, Verdict, as_int, json_body, not_vendor_json
-from watchdog.alerting.digest import fit_groups
-from watchdog.alerting.render import MARKDOWN, Message, buttons, compose, escape_md, mentions_for, repeat_prefix
-from watchdog.alerting.text import cut_bytes, cut_chars
+from watchdog.compat import Literal  # 3.7: from typing_extensions
+
+from watchdog.alerting.deliver.channels.base import Channel, SignedChannelConfig, Verdict, as_int, json_body, not_vendor_json
+from watchdog.alerting.words.digest import fit_groups
+from watchdog.alerting.words.render import MARKDOWN, Message, buttons, compose, escape_md, mentions_for, repeat_prefix
+from watchdog.alerting.words.text import cut_bytes, cut_chars
 from watchdog.words import EN, Words
 
 MAX_TEXT_BYTES = 4000
@@ -46,10 +48,17 @@ def markdown_body(msg: Message, alerting: Any, max_bytes: int, head: str, tail: 
     return text
 
 
+class DingTalkConfig(SignedChannelConfig):
+    """A DingTalk custom robot."""
+
+    type: Literal["dingtalk"] = "dingtalk"
+    vendor_limits = ((20, 60.0),)
+
+
 class DingTalkChannel(Channel):
     type = "dingtalk"
-    rate_limits = ((20, 60.0),)
-    signed = True
+    config_model = DingTalkConfig
+    cfg: DingTalkConfig
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = mentions_for(msg, self.cfg.mentions)

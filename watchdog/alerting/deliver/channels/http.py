@@ -13,7 +13,7 @@ notifications waited behind it), and an endless answer body would be read into m
   bytes) and never asks for compressed answers, so a bomb cannot expand in memory.
 
 The hooks are urllib3's connection classes selected through requests' adapter (in
-watchdog.alerting.httpclient, imported on the first send).
+watchdog.alerting.deliver.httpclient, imported on the first send).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def make_session() -> "requests.Session":
     """A requests session whose connections obey `Deadline`. requests and urllib3 are imported
     here, on the first send: a daemon whose channels have sent nothing does not carry them
     (about 5 MB of its memory)."""
-    from watchdog.alerting.httpclient import deadline_session  # lazy: requests loads on the first send
+    from watchdog.alerting.deliver.httpclient import deadline_session  # lazy: requests loads on the first send
 
     return deadline_session(watch_socket)
 

@@ -14,9 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from watchdog.alerting.timetext import TimeText
-from watchdog.alerting.text import code_line, one_line
-from watchdog.alerting.wording import compact, headline, phrase, scope
+from watchdog.alerting.decide.notification import AlertNote
+from watchdog.alerting.words.timetext import TimeText
+from watchdog.alerting.words.text import code_line, one_line
+from watchdog.alerting.words.wording import compact, headline, phrase, scope
 from watchdog.runbook import runbook_link  # the one link builder (channels import it from here too)
 from watchdog.parse.steps import find_step
 from watchdog.core.findings import SEVERITY_RANK
@@ -34,24 +35,24 @@ STATUS_COMMAND = "npu-watchdog status"
 class RuleGroup:
     """The alerts of one rule in one message; what every rendering needs is computed once."""
 
-    def __init__(self, rule: str, severity: str, alerts: Sequence[Dict[str, Any]]):
+    def __init__(self, rule: str, severity: str, alerts: Sequence[AlertNote]):
         self.rule = rule
         self.severity = severity
-        self.alerts: Tuple[Dict[str, Any], ...] = tuple(alerts)
-        self.labels: List[Dict[str, str]] = [dict(a.get("labels") or {}) for a in self.alerts]
+        self.alerts: Tuple[AlertNote, ...] = tuple(alerts)
+        self.labels: List[Dict[str, str]] = [dict(a.labels) for a in self.alerts]
         self.first = self.alerts[0]
         self.step = self._step()
-        self.since = _earliest(a.get("since") or a.get("starts_at") for a in self.alerts)
-        ends = [e for e in (a.get("ends_at") for a in self.alerts) if isinstance(e, (int, float))]
+        self.since = _earliest(a.since or a.starts_at for a in self.alerts)
+        ends = [a.ends_at for a in self.alerts if a.ends_at is not None]
         self.ended: Optional[float] = max(ends) if ends else None
-        counts = [a["count"] for a in self.alerts if isinstance(a.get("count"), int)]
+        counts = [a.count for a in self.alerts if a.count is not None]
         #: Matching lines behind the group (log rules; None when no alert counts lines).
         self.lines: Optional[int] = sum(counts) if counts else None
         self.headline = headline(rule, self.labels, self.step, self.lines)
         self._headlines: Dict[str, str] = {EN.language: self.headline}
-        self.hint = next((str(a["hint"]) for a in self.alerts if a.get("hint")), "")
+        self.hint = next((a.hint for a in self.alerts if a.hint), "")
         self.evidence = self._evidence()
-        self.snapshots = [str(a["snapshot"]) for a in self.alerts if a.get("snapshot")]
+        self.snapshots = [a.snapshot for a in self.alerts if a.snapshot]
 
     def headline_in(self, w: Words) -> str:
         """The headline in `w`'s language (computed once per language)."""
@@ -63,21 +64,20 @@ class RuleGroup:
         """The first alert's summary: the finding's own (English), or the rule's summary template
         in `w`'s language filled with the alert's labels and place, then the facts the finding
         said in that language (`said`: a job's first exit, its goodput)."""
-        own = str(self.first.get("summary", "") or "")
+        own = self.first.summary
         rw = w.rule(self.rule) if w.language != EN.language else None
         if rw is None or not rw.summary:
             return own
-        labels = dict(self.first.get("labels") or {})
+        labels = dict(self.first.labels)
         where = scope([{k: v for k, v in labels.items() if k != "log_rule"}], w) or w.t("where_node")
-        said = self.first.get("said") or {}
-        extra = str(said.get(w.language, "")) if isinstance(said, dict) else ""
-        return fill(rw.summary, {**labels, "where": where, "value": str(self.first.get("value") or "")}) + extra
+        extra = self.first.said.get(w.language, "")
+        return fill(rw.summary, {**labels, "where": where, "value": str(self.first.value or "")}) + extra
 
     def value_in(self, w: Words) -> Any:
         """The first alert's value, unless `w` says the rule's value is not worth showing; a
         duration (`8s`, `1h5m`) in `w`'s own units."""
         rw = w.rule(self.rule) if w.language != EN.language else None
-        value = None if rw is not None and not rw.show_value else self.first.get("value")
+        value = None if rw is not None and not rw.show_value else self.first.value
         seconds = duration_seconds(value) if w.language != EN.language else None
         return w.duration(seconds) if seconds is not None else value
 
@@ -94,7 +94,7 @@ class RuleGroup:
     def verdict_in(self, w: Words) -> str:
         """The verdict (watchdog.core.verdict) in `w`'s language: the interruption's domain and
         whether a restart helps, from the first alert's `domain` and `restart` labels."""
-        labels = self.first.get("labels") or {}
+        labels = self.first.labels
         domain, restart = labels.get("domain"), labels.get("restart")
         if not domain or not restart:
             return ""
@@ -104,7 +104,7 @@ class RuleGroup:
         """The earliest step/iteration any alert names (in its summary, value or log lines)."""
         found = []
         for a in self.alerts:
-            s = find_step([a.get("summary", ""), a.get("value") or ""] + list(a.get("evidence") or [])[-3:])
+            s = find_step([a.summary, a.value or ""] + list(a.evidence[-3:]))
             if s:
                 found.append(s)
         return min(found, key=lambda s: s[1]) if found else None
@@ -113,10 +113,10 @@ class RuleGroup:
         """(whose, lines): the log lines of the first alert that has any, said once; `whose` are
         the rank and NPU labels of that alert."""
         for a in self.alerts:
-            ev = [str(x) for x in (a.get("evidence") or [])]
+            ev = list(a.evidence)
             if ev:
-                lb = a.get("labels") or {}
-                return {k: str(lb[k]) for k in ("rank", "npu") if lb.get(k) not in (None, "")}, ev
+                lb = a.labels
+                return {k: lb[k] for k in ("rank", "npu") if lb.get(k)}, ev
         return {}, []
 
 
@@ -125,12 +125,12 @@ def _earliest(times: Iterable[Any]) -> Optional[float]:
     return min(ok) if ok else None
 
 
-def group_alerts(alerts: Sequence[Dict[str, Any]]) -> List[RuleGroup]:
+def group_alerts(alerts: Sequence[AlertNote]) -> List[RuleGroup]:
     """Alerts -> one group per rule, most severe rule first, then as the engine ordered them."""
     order: List[str] = []
-    by_rule: Dict[str, List[Dict[str, Any]]] = {}
+    by_rule: Dict[str, List[AlertNote]] = {}
     for a in alerts:
-        rule = str(a.get("rule") or "?")
+        rule = a.rule or "?"
         if rule not in by_rule:
             order.append(rule)
             by_rule[rule] = []
@@ -138,7 +138,7 @@ def group_alerts(alerts: Sequence[Dict[str, Any]]) -> List[RuleGroup]:
     groups = []
     for rule in order:
         items = by_rule[rule]
-        sev = max((str(a.get("severity", "info")) for a in items), key=lambda s: SEVERITY_RANK.get(s, 0))
+        sev = max((a.severity for a in items), key=lambda s: SEVERITY_RANK.get(s, 0))
         groups.append(RuleGroup(rule, sev, tuple(items)))
     groups.sort(key=lambda g: -SEVERITY_RANK.get(g.severity, 0))
     return groups
@@ -173,7 +173,7 @@ def detail_levels(max_lines: int) -> List[Detail]:
 
 @dataclass(frozen=True)
 class Style:
-    """A dialect: its escaping and the few marks a group needs (render.MARKDOWN, SLACK)."""
+    """A dialect: its escaping and the few marks a group needs (render.MARKDOWN; a channel may declare its own)."""
 
     escape: Callable[[Any], str]
     bold: Callable[[str], str]

@@ -17,13 +17,17 @@ import re
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Type, Union
+
+from pydantic import Field
 
 from watchdog import __version__
-from watchdog.alerting.channels.http import MAX_ANSWER_BYTES, Deadline, make_session, read_answer
-from watchdog.alerting.render import Message
+from watchdog.compat import Literal  # 3.7: from typing_extensions
+from watchdog.alerting.deliver.channels.http import MAX_ANSWER_BYTES, Deadline, make_session, read_answer
+from watchdog.alerting.decide.notification import Notification
+from watchdog.alerting.words.render import Message
 from watchdog.config.sections.alerting import AlertingConfig, ChannelConfig
-from watchdog.config.types import secret_value
+from watchdog.config.types import Secret, secret_value
 from watchdog.words import Words, words
 
 if TYPE_CHECKING:  # imported on the first send (see channels.http.make_session)
@@ -126,18 +130,45 @@ def http_verdict(status: int, headers: Dict[str, str], text: str) -> Verdict:
     return Verdict(False, status, detail, False)
 
 
+Severity = Literal["info", "warning", "critical"]
+
+
+class ChatChannelConfig(ChannelConfig):
+    """A chat vendor's channel: it can mention people (webhook and Alertmanager carry data, not
+    chat text, so they take no `mentions`)."""
+
+    #: Who to mention, per severity of the most severe firing alert in the message. Feishu: open ids
+    #: (`ou_...`) or `all`; Slack: `here`, `channel`, user ids `U...`, user groups `S...`;
+    #: DingTalk: mobiles, user ids or `all`; WeCom: user ids.
+    mentions: Dict[Severity, List[str]] = Field(default_factory=dict)
+
+
+class SignedChannelConfig(ChatChannelConfig):
+    """A chat vendor that signs its requests with a shared secret (Feishu, DingTalk)."""
+
+    #: Signing secret: Feishu (`timestamp` + `sign` in the body) and DingTalk (`SEC...`, signed URL).
+    secret: Optional[Secret] = None
+
+
+class AuthedChannelConfig(ChannelConfig):
+    """A receiver of structured data that may ask for credentials (webhook, Alertmanager)."""
+
+    #: Sent as `Authorization: Bearer <token>`.
+    bearer_token: Optional[Secret] = None
+    #: Extra request headers (values are secrets).
+    headers: Dict[str, Secret] = Field(default_factory=dict)
+
+
 class Channel:
     """Base of every channel type; subclasses build the request and read the answer."""
 
-    #: The config's `type:` for this vendor; a class with a type is a channel (found by the registry).
+    #: The config's `type:` for this vendor (the `type` of its config model).
     type = ""
+    #: The vendor's config model (its keys; the composition root puts it in the config's union).
+    config_model: ClassVar[Type[ChannelConfig]] = ChannelConfig
+    cfg: ChannelConfig
     #: Largest body (bytes of serialised JSON) the vendor accepts, with margin.
     max_body = 256 * 1024
-    #: The vendor's documented send limits per webhook: (count, per seconds), a sliding window each.
-    rate_limits: Tuple[Tuple[int, float], ...] = ()
-    #: Whether `secret` (a signing secret) applies, and whether `bearer_token`/`headers` apply.
-    signed = False
-    authed = False
 
     def __init__(self, cfg: ChannelConfig, alerting: AlertingConfig):
         self.cfg = cfg
@@ -147,9 +178,8 @@ class Channel:
         #: rendered examples so they do not change with every run).
         self.now: Optional[float] = None
         self.url = secret_value(cfg.url)
-        self.secret = secret_value(cfg.secret) if cfg.secret is not None else ""
-        self._secrets = secret_fragments(
-            [self.url, self.secret, secret_value(cfg.bearer_token)] + [secret_value(v) for v in cfg.headers.values()])
+        self.secret = secret_value(cfg.secret) if isinstance(cfg, SignedChannelConfig) and cfg.secret is not None else ""
+        self._secrets = secret_fragments([self.url, self.secret] + self.credentials())
 
     @property
     def words(self) -> Words:
@@ -161,6 +191,16 @@ class Channel:
     @property
     def send_resolved(self) -> bool:
         return self.alerting.send_resolved if self.cfg.send_resolved is None else self.cfg.send_resolved
+
+    @property
+    def repush_every(self) -> Optional[float]:
+        """How often this channel's receiver wants every firing alert pushed again, because it
+        forgets one it does not hear again (None: it keeps what it was told, as chat does)."""
+        return None
+
+    def credentials(self) -> List[str]:
+        """The config's secrets besides the URL and signing secret (a token, header values)."""
+        return []
 
     def secrets(self) -> List[str]:
         return list(self._secrets)
@@ -190,10 +230,13 @@ class Channel:
         return len(json.dumps(payload, ensure_ascii=False).encode("utf-8"))
 
     # -- delivery --------------------------------------------------------------------------
-    def deliver(self, body: Dict[str, Any], session: Optional["requests.Session"] = None) -> Verdict:
-        """One attempt; never raises, and nothing it returns contains a secret."""
+    def deliver(self, note: Union[Notification, Mapping[str, Any]],
+                session: Optional["requests.Session"] = None) -> Verdict:
+        """One attempt at sending `note` (the record the outbox keeps; a plain JSON body, as
+        `test-alert` builds, is read into one); never raises, and nothing it returns contains a
+        secret."""
         try:
-            url, headers, data = self.request(Message(body))
+            url, headers, data = self.request(Message(note))
         except Exception as exc:  # a rendering bug must not take the sender down
             return Verdict(False, None, self.scrub(f"cannot render the message: {type(exc).__name__}: {exc}"), False)
         sess = session or make_session()

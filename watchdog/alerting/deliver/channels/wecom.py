@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from watchdog.alerting.channels.base import Channel, Verdict
-from watchdog.alerting.channels.dingtalk import errcode_verdict, markdown_body
-from watchdog.alerting.render import Message, escape_md, mentions_for
+from watchdog.compat import Literal  # 3.7: from typing_extensions
+
+from watchdog.alerting.deliver.channels.base import Channel, ChatChannelConfig, Verdict
+from watchdog.alerting.deliver.channels.dingtalk import errcode_verdict, markdown_body
+from watchdog.alerting.words.render import Message, escape_md, mentions_for
 
 MAX_CONTENT_BYTES = 4096
 THROTTLED = {45009}
@@ -14,9 +16,17 @@ PERMANENT = {93000: "invalid webhook URL (key removed?)", 40058: "invalid parame
              93004: "bot disabled"}
 
 
+class WeComConfig(ChatChannelConfig):
+    """A WeCom group bot."""
+
+    type: Literal["wecom"] = "wecom"
+    vendor_limits = ((20, 60.0),)
+
+
 class WeComChannel(Channel):
     type = "wecom"
-    rate_limits = ((20, 60.0),)
+    config_model = WeComConfig
+    cfg: WeComConfig
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         ments = " ".join(f"<@{m}>" for m in mentions_for(msg, self.cfg.mentions) if m.replace("_", "").replace("-", "").replace(".", "").isalnum())

@@ -20,7 +20,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
-from watchdog.alerting.store import AlertRow
+from watchdog.alerting.decide.records import AlertRow
 
 #: Errors of the state folder's storage: SQLite's and the file system's. A pass that meets one is
 #: rolled back and retried; it never reaches the daemon's main loop.
@@ -48,8 +48,8 @@ class StorageHealth:
     errors_total: int = 0
     #: The `state_unwritable` alert sent for the current episode (its resolve reuses it).
     row: Optional[AlertRow] = None
-    #: Alertmanager channel -> when the episode's alert was last sent there (it expires unless
-    #: re-sent, like every firing alert: see AlertEngine._am_refresh).
+    #: Re-pushed channel -> when the episode's alert was last sent there (a receiver that forgets
+    #: a firing alert unless it is sent again, like every firing alert: see EngineCore._repush).
     refreshed: Dict[str, float] = field(default_factory=dict)
 
     @property
@@ -64,23 +64,23 @@ Carry = Dict[str, Tuple[float, Optional[str]]]
 @dataclass
 class SavePoint:
     """The engine's memory before a pass: its alerts (copied row by row: a pass changes rows in
-    place), the open group windows, the Alertmanager refresh times and the interruption counts."""
+    place), the open group windows, the channels' re-push times and the interruption counts."""
 
     alerts: Dict[str, AlertRow]
     deadlines: Dict[str, float]
-    am_last: Dict[str, float] = field(default_factory=dict)
+    repushed: Dict[str, float] = field(default_factory=dict)
     #: The interruptions counted so far (a pass that fires an alert counts it).
     interruptions: Dict[Tuple[str, str], int] = field(default_factory=dict)
 
     @classmethod
     def take(cls, alerts: Mapping[str, AlertRow], deadlines: Mapping[str, float],
-             am_last: Mapping[str, float],
+             repushed: Mapping[str, float],
              interruptions: Optional[Mapping[Tuple[str, str], int]] = None) -> "SavePoint":
-        return cls({fp: copy.copy(a) for fp, a in alerts.items()}, dict(deadlines), dict(am_last),
+        return cls({fp: copy.copy(a) for fp, a in alerts.items()}, dict(deadlines), dict(repushed),
                    dict(interruptions or {}))
 
     def restore(self, alerts: Dict[str, AlertRow], deadlines: Dict[str, float],
-                am_last: Dict[str, float]) -> Carry:
+                repushed: Dict[str, float]) -> Carry:
         """Put the memory back as it was (in place: callers hold these dicts); returns what the
         failed pass learnt about alerts it created. A snapshot the failed pass took for an alert
         that existed before is kept on that alert."""
@@ -95,8 +95,8 @@ class SavePoint:
         alerts.update(self.alerts)
         deadlines.clear()
         deadlines.update(self.deadlines)
-        am_last.clear()
-        am_last.update(self.am_last)
+        repushed.clear()
+        repushed.update(self.repushed)
         return carry
 
 

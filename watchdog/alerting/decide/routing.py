@@ -6,13 +6,12 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
-from watchdog.alerting.notification import Notification
-from watchdog.alerting.store import OutboxItem
+from watchdog.alerting.decide.notification import Notification, OutboxItem
 from watchdog.config.sections.alerting import ChannelConfig, LabelMatcher
 from watchdog.core.findings import SEVERITY_RANK
 
 class RouteTarget(Protocol):
-    """What routing reads of a channel (watchdog.alerting.channels.Channel has it)."""
+    """What routing reads of a channel (watchdog.alerting.deliver.channels.Channel has it)."""
 
     name: str
     type: str
@@ -20,6 +19,10 @@ class RouteTarget(Protocol):
 
     @property
     def send_resolved(self) -> bool: ...
+
+    @property
+    def repush_every(self) -> Optional[float]:
+        """How often the channel's receiver wants every firing alert again (None: never)."""
 
 
 def match_labels(labels: Dict[str, str], rule: str, severity: str) -> Dict[str, str]:
@@ -47,5 +50,5 @@ def route(note: Notification, channels: Iterable[RouteTarget],
                 and (direct is None or direct(ch.type, a.rule))
                 and matches_all(ch.cfg.matchers, match_labels(dict(a.labels), a.rule, a.severity))]
         if keep:
-            items.append(OutboxItem(ch.name, note.ikey, note.kind, note.body(keep)))
+            items.append(OutboxItem(ch.name, note.ikey, note.kind, note.share(keep)))
     return items

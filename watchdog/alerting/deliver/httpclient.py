@@ -1,5 +1,5 @@
 """The requests session of a delivery attempt: urllib3 connections that register their sockets
-with the sending thread's `Deadline` (watchdog.alerting.channels.http, which passes its `watch`
+with the sending thread's `Deadline` (watchdog.alerting.deliver.channels.http, which passes its `watch`
 hook in: this module sits below the channels and imports none of them).
 
 The hooks are urllib3's connection classes selected through requests' adapter (public

@@ -2,7 +2,7 @@
 
 Why pure: the same functions serve the daemon, `test-alert` and the tests, and every untrusted
 string (log lines, summaries with file or process names) passes through exactly one `escape` per
-dialect before it reaches a payload. A message's alerts are grouped by rule (watchdog.alerting.digest);
+dialect before it reaches a payload. A message's alerts are grouped by rule (watchdog.alerting.words.digest);
 size limits are met by showing less detail per rule first, then fewer rules (with an explicit
 "and N more" line), never by dropping the title.
 """
@@ -10,19 +10,21 @@ size limits are met by showing less detail per rule first, then fewer rules (wit
 from __future__ import annotations
 
 import re
-import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from watchdog.alerting.timetext import TimeText
-from watchdog.alerting.text import clean
-from watchdog.alerting.digest import (Detail, RuleGroup, Style, group_alerts, group_text, more_rules_line,
+from watchdog.alerting.decide.links import safe_url
+from watchdog.alerting.decide.notification import AlertNote, FleetCounts, Notification, from_json
+from watchdog.alerting.words.timetext import TimeText
+from watchdog.alerting.words.text import clean
+from watchdog.alerting.words.digest import (Detail, RuleGroup, Style, group_alerts, group_text, more_rules_line,
                                       runbook_link, scope_counts, snapshot_line)
 from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL, SEVERITY_RANK
 from watchdog.words import EN, Words
 
 ZWSP = "\u200b"
-_MENTION_WORDS = re.compile(r"@(?=(all|here|channel|everyone|所有人)\b)", re.IGNORECASE)
+#: Plain-text words chat apps turn into a mention of everyone (a zero-width space defuses them).
+MENTION_WORDS = re.compile(r"@(?=(all|here|channel|everyone|所有人)\b)", re.IGNORECASE)
 _AT_WORD = re.compile(r"@(?=[\w\u4e00-\u9fff])")
 
 
@@ -30,16 +32,17 @@ _AT_WORD = re.compile(r"@(?=[\w\u4e00-\u9fff])")
 
 # -- escaping per dialect --------------------------------------------------------------------
 def escape_plain(text: Any) -> str:
-    """JSON consumers (webhook, Alertmanager): defuse mentions, links and tags, keep the text."""
+    """JSON consumers (the receivers of structured data): defuse mentions, links and tags, keep
+    the text."""
     s = clean(text)
     s = s.replace("<", "＜").replace(">", "＞")
     s = s.replace("](", "］(")
-    return _MENTION_WORDS.sub("@" + ZWSP, s)
+    return MENTION_WORDS.sub("@" + ZWSP, s)
 
 
 def escape_md(text: Any) -> str:
-    """Feishu lark_md, DingTalk and WeCom markdown: no tags (`<at ...>`, `<@id>`, `<font>`, HTML),
-    no links, no @-mentions, no headings or quotes at line start."""
+    """The chat vendors' markdown (the `MARKDOWN` dialect): no tags (`<at ...>`, `<@id>`,
+    `<font>`, HTML), no links, no @-mentions, no headings or quotes at line start."""
     s = clean(text)
     s = s.replace("<", "＜").replace(">", "＞").replace("[", "［").replace("]", "］")
     s = _AT_WORD.sub("@" + ZWSP, s)
@@ -47,16 +50,8 @@ def escape_md(text: Any) -> str:
     return re.sub(r"(?m)^([#>\-+=|])", "\\\\\\1", s)
 
 
-def escape_slack(text: Any) -> str:
-    """Slack mrkdwn: the three control characters are entities (this defuses `<!here>`, `<@U1>`,
-    `<url|label>`), markdown-style links are broken (rendered by newer clients and by anything
-    the message is forwarded to), and plain-text `@channel`-style words get a zero-width space."""
-    s = clean(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("](", "］(")
-    return _MENTION_WORDS.sub("@" + ZWSP, s)
-
-
-#: The one markup that still acts inside a code block on Feishu (`<at id=all>`) and WeCom
-#: (`<@userid>`): a mention. A zero-width space after its `<` is the only change to a log line.
+#: The one markup that still acts inside a markdown code block in chat (`<at id=all>`,
+#: `<@userid>`): a mention. A zero-width space after its `<` is the only change to a log line.
 _CODE_MENTION = re.compile(r"<(?=at\b|@)", re.IGNORECASE)
 
 
@@ -69,32 +64,12 @@ def _md_code(lines: List[str]) -> str:
     return "\n".join([fence] + [_CODE_MENTION.sub("<" + ZWSP, ln) for ln in lines] + [fence])
 
 
-def _slack_code(lines: List[str]) -> str:
-    """Slack shows `&amp;` `&lt;` `&gt;` as the characters themselves (a copy gives the line back);
-    its code blocks know no longer fence, so a triple backtick inside is broken."""
-    entities = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))  # `<!here>` and `<@U1>` are text then
-    out = []
-    for ln in lines:
-        for ch, ent in entities:
-            ln = ln.replace(ch, ent)
-        out.append(ln.replace("```", "'''"))
-    return "```\n" + "\n".join(out) + "\n```"
-
-
-def _md_inline(text: str) -> str:
+def md_inline(text: str) -> str:
     return "`" + text.replace("`", "'") + "`"
 
 
 #: A dialect: how escaped text is marked up (bold, links, code blocks, inline code).
-MARKDOWN = Style(escape_md, lambda s: f"**{s}**", lambda t, u: f"[{t}]({u})", _md_code, _md_inline)
-SLACK = Style(escape_slack, lambda s: f"*{s}*", lambda t, u: f"<{u}|{t}>", _slack_code, _md_inline)
-
-def safe_url(url: Optional[str]) -> Optional[str]:
-    """Only http(s) links without characters that could break out of a link syntax."""
-    if not url or not re.match(r"^https?://[^\s<>|\[\]()`\"']+$", url):
-        return None
-    return url
-
+MARKDOWN = Style(escape_md, lambda s: f"**{s}**", lambda t, u: f"[{t}]({u})", _md_code, md_inline)
 
 #: The line a chat message carries when it is sent again after a kill interrupted its first
 #: attempt: the vendor may already show it, and chat vendors have no key to deduplicate by.
@@ -102,31 +77,33 @@ REPEAT_NOTICE = EN.t("repeat_notice")
 
 
 def repeat_prefix(msg: "Message", w: Words = EN) -> str:
-    """Before the text of a notification preview (Slack fallback, Feishu header, DingTalk title)."""
+    """Before the text of a notification preview (a fallback text, a card header, a title)."""
     return w.t("repeat_prefix") if msg.repeat else ""
 
 
 # -- the message -----------------------------------------------------------------------------
 class Message:
-    """Read-only view of a notification body (see engine.Notification for the writer)."""
+    """A notification as the renderers read it: the typed record (`Notification`, what the
+    outbox hands the channel) and what every rendering of it needs, computed once. A plain JSON
+    body (a test's, the docs' example) is read into the record first (`from_json`)."""
 
-    def __init__(self, body: Dict[str, Any]):
-        self.body = body
-        self.kind: str = body.get("kind", "firing")
-        self.status: str = body.get("status", "firing")
-        self.alerts: List[Dict[str, Any]] = list(body.get("alerts", []))
-        self.group: Dict[str, str] = dict(body.get("group", {}))
-        self.ikey: str = body.get("ikey", "")
-        self.test: bool = self.kind == "test"
+    def __init__(self, note: Union[Notification, Mapping[str, Any]]):
+        self.note = from_json(note)
+        self.kind: str = self.note.kind
+        self.status: str = self.note.status
+        self.alerts: Tuple[AlertNote, ...] = self.note.alerts
+        self.group: Mapping[str, str] = self.note.group
+        self.ikey: str = self.note.ikey
+        self.test: bool = self.note.test
         #: Sent again after an interrupted attempt (see `REPEAT_NOTICE`).
-        self.repeat: bool = bool(body.get("repeat"))
+        self.repeat: bool = self.note.repeat
         #: A fleet incident (from `npu-watchdog relay`): counts over every node of the job.
-        self.incident: Dict[str, Any] = dict(body.get("incident") or {})
+        self.incident: Optional[FleetCounts] = self.note.incident
         self._groups: Optional[List[RuleGroup]] = None
 
     @property
     def severity(self) -> str:
-        sevs = [a.get("severity", "info") for a in self.alerts] or ["info"]
+        sevs = [a.severity for a in self.alerts] or ["info"]
         return max(sevs, key=lambda s: SEVERITY_RANK.get(s, 0))
 
     @property
@@ -162,43 +139,25 @@ class Message:
 
     def dashboard(self) -> Optional[str]:
         """The first alert's dashboard link (one per message: it is filled per host and job)."""
-        return next((u for u in (safe_url(a.get("dashboard")) for a in self.alerts) if u), None)
+        return next((u for u in (safe_url(a.dashboard) for a in self.alerts) if u), None)
 
     def _incident_line(self, esc: Callable[[Any], str], w: Words = EN) -> str:
         """The culprit first (the earliest root alert: node, rank, NPU, rule), then the counts."""
         inc = self.incident
+        assert inc is not None
         first = self.alerts[0]
-        what = w.t("incident_first") if inc.get("culprit_root") else w.t("incident_earliest")
-        labels = dict(first.get("labels", {}))
+        what = w.t("incident_first") if inc.culprit_root else w.t("incident_earliest")
+        labels = dict(first.labels)
         where = " ".join(x for x in (labels.pop("node", self.host), where_labels(labels)) if x)
-        line = w.t("incident_line", job=esc(self.job), what=what, rule=esc(first.get("rule", "?")), where=esc(where))
-        return w.t("incident_counts", line=line, nodes=w.n("nodes", int(inc.get("nodes", 0))),
-                   ranks=w.n("ranks", int(inc.get("ranks", 0))), symptoms=w.n("symptoms", int(inc.get("symptoms", 0))))
+        line = w.t("incident_line", job=esc(self.job), what=what, rule=esc(first.rule or "?"), where=esc(where))
+        return w.t("incident_counts", line=line, nodes=w.n("nodes", inc.nodes),
+                   ranks=w.n("ranks", inc.ranks), symptoms=w.n("symptoms", inc.symptoms))
 
 
 def where_labels(labels: Dict[str, str]) -> str:
     """The identity beyond host/training job: rank, device, chip, probe, check, log rule..."""
     return " ".join(f"{k}={v}" for k, v in sorted(labels.items())
                     if k not in ("host", JOB_LABEL, LEGACY_JOB_LABEL, "domain", "restart"))
-
-
-def dashboard_link(template: Optional[str], labels: Dict[str, str], rule: str) -> Optional[str]:
-    """Fill `{label}` placeholders (URL-encoded; unknown names empty) and vet the result."""
-    if not template:
-        return None
-
-    class _Vals(dict):
-        def __missing__(self, key: str) -> str:
-            return ""
-
-    vals = _Vals({k: urllib.parse.quote(str(v), safe="") for k, v in labels.items()})
-    vals["rule"] = urllib.parse.quote(rule, safe="")
-    # Templates written before the label rename say `{job}`: keep filling it.
-    vals.setdefault(LEGACY_JOB_LABEL, vals.get(JOB_LABEL, ""))
-    try:
-        return safe_url(template.format_map(vals))
-    except (ValueError, IndexError, AttributeError):
-        return None
 
 
 def mentions_for(msg: Message, mentions: Mapping[Any, Sequence[str]]) -> List[str]:

@@ -7,13 +7,18 @@ because receivers commonly forward annotations into chat.
 import time
 from typing import Any, Dict, List, Optional
 
+from pydantic import Field, model_validator
+
+from watchdog.compat import Literal  # 3.7: from typing_extensions
+
 from watchdog.host.clock import CLOCK
-from watchdog.alerting.channels.base import Channel
-from watchdog.alerting.digest import MAX_LINE, RuleGroup, runbook_link
-from watchdog.alerting.render import Message, escape_plain, runbook_of, safe_url
-from watchdog.alerting.text import one_line
-from watchdog.alerting.wording import headline
-from watchdog.config.types import secret_value
+from watchdog.alerting.deliver.channels.base import AuthedChannelConfig, Channel
+from watchdog.alerting.words.digest import MAX_LINE, RuleGroup, runbook_link
+from watchdog.alerting.decide.notification import AlertNote
+from watchdog.alerting.words.render import Message, escape_plain, runbook_of, safe_url
+from watchdog.alerting.words.text import one_line
+from watchdog.alerting.words.wording import headline
+from watchdog.config.types import Duration, secret_value
 from watchdog.core.findings import JOB_LABEL, upgrade_labels
 from watchdog.parse.steps import find_step
 from watchdog.words import EN, Words
@@ -31,37 +36,35 @@ def rfc3339(ts: Optional[float]) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int((ts % 1) * 1000):03d}Z"
 
 
-def am_labels(a: Dict[str, Any], alerting: Any = None) -> Dict[str, str]:
+def am_labels(a: AlertNote, alerting: Any = None) -> Dict[str, str]:
     """Alertmanager labels of one alert. In fleet mode also `role` (root/symptom), which the
     shipped templates and the relay use to name the culprit, and `delivery="node"` for the rules
     the node still sends itself (the shipped route drops those)."""
-    out = {"alertname": a.get("rule", ""), "severity": a.get("severity", "")}
-    for k, v in upgrade_labels(a.get("labels") or {}).items():
+    out = {"alertname": a.rule, "severity": a.severity}
+    for k, v in upgrade_labels(dict(a.labels)).items():
         out[k] = escape_plain(v)
     if alerting is not None and alerting.mode == "fleet":
-        out["role"] = alerting.role(a.get("rule", ""))
-        if a.get("rule", "") in alerting.fleet_local_rules:
+        out["role"] = alerting.role(a.rule)
+        if a.rule in alerting.fleet_local_rules:
             out["delivery"] = "node"
     return out
 
 
-def first_seen(a: Dict[str, Any]) -> Optional[float]:
+def first_seen(a: AlertNote) -> Optional[float]:
     """When this node first saw the condition: its observed start, else when the alert fired."""
-    return a.get("since") or a.get("starts_at")
+    return a.since or a.starts_at
 
 
-def annotations(a: Dict[str, Any], max_lines: int, runbook: Optional[str] = None, w: Words = EN) -> Dict[str, str]:
+def annotations(a: AlertNote, max_lines: int, runbook: Optional[str] = None, w: Words = EN) -> Dict[str, str]:
     """Alertmanager's conventions (summary, description, runbook_url) plus our own fields; the
     words (summary, description, hint) in `w`'s language."""
-    rule = str(a.get("rule", ""))
-    summary, hint, value = a.get("summary", ""), a.get("hint"), a.get("value")
+    rule = a.rule
+    summary, hint, value = a.summary, a.hint, a.value
     if w is not EN:
-        one = RuleGroup(rule, str(a.get("severity", "info")), [a])
+        one = RuleGroup(rule, a.severity, [a])
         summary, hint, value = one.summary_in(w), one.hint_in(w), one.value_in(w)
     out = {"summary": escape_plain(one_line(summary, 500))}
-    desc = headline(rule, [a.get("labels") or {}],
-                    find_step([a.get("summary", ""), a.get("value") or ""] + list(a.get("evidence") or [])),
-                    a.get("count") if isinstance(a.get("count"), int) else None, w=w)
+    desc = headline(rule, [dict(a.labels)], find_step([a.summary, a.value or ""] + list(a.evidence)), a.count, w=w)
     out["description"] = escape_plain(one_line(desc, 300))
     link = runbook_link(runbook, rule, w.language)
     if link:
@@ -70,17 +73,18 @@ def annotations(a: Dict[str, Any], max_lines: int, runbook: Optional[str] = None
         out["hint"] = escape_plain(one_line(hint, 1000))
     if value not in (None, ""):
         out["value"] = escape_plain(one_line(value, 200))
-    ev = [escape_plain(one_line(x, MAX_LINE)) for x in (a.get("evidence") or [])][-max_lines:] if max_lines else []
+    ev = [escape_plain(one_line(x, MAX_LINE)) for x in a.evidence][-max_lines:] if max_lines else []
     if ev:
         out["log_lines"] = "\n".join(ev)
-    if a.get("snapshot"):
-        out["snapshot"] = escape_plain(a["snapshot"])
-    if safe_url(a.get("dashboard")):
-        out["dashboard"] = a["dashboard"]
-    if a.get("since"):
-        out["since"] = rfc3339(a["since"])
-    ranks = a.get("ranks")
-    if ranks and "rank" not in (a.get("labels") or {}) and isinstance(ranks, (list, tuple)):
+    if a.snapshot:
+        out["snapshot"] = escape_plain(a.snapshot)
+    dashboard = safe_url(a.dashboard)
+    if dashboard:
+        out["dashboard"] = dashboard
+    if a.since:
+        out["since"] = rfc3339(a.since)
+    ranks = a.ranks
+    if ranks and "rank" not in a.labels:
         # A job-level alert (a stall, a job gone): the job's ranks on this node, so the fleet relay
         # counts the ranks it affects (an annotation: the set may change without forking the alert).
         out["ranks"] = ",".join(str(r) for r in ranks[:MAX_RANKS])
@@ -90,8 +94,36 @@ def annotations(a: Dict[str, Any], max_lines: int, runbook: Optional[str] = None
     return out
 
 
+class WebhookConfig(AuthedChannelConfig):
+    """A generic webhook receiver (Alertmanager's webhook v4 shape)."""
+
+    type: Literal["webhook"] = "webhook"
+
+
+class AlertmanagerConfig(AuthedChannelConfig):
+    """An Alertmanager (`/api/v2/alerts`): it forgets a firing alert at its `endsAt`, so every
+    firing alert is pushed again before then; in fleet mode it collects the node's every alert."""
+
+    type: Literal["alertmanager"] = "alertmanager"
+    fleet_sink = True
+    #: How often firing alerts are pushed again (must stay below `alert_ttl`: Alertmanager forgets
+    #: an alert at its `endsAt`).
+    resend_interval: Duration = Field(default="1m")  # type: ignore[assignment]  # parsed by Duration
+    #: `endsAt` of a firing alert is the push time plus this.
+    alert_ttl: Duration = Field(default="5m")  # type: ignore[assignment]  # parsed by Duration
+
+    @model_validator(mode="after")
+    def _ttl(self) -> "AlertmanagerConfig":
+        if self.resend_interval >= self.alert_ttl:
+            raise ValueError(f"channel {self.name}: resend_interval must be shorter than alert_ttl")
+        return self
+
+
 class _Authed(Channel):
-    authed = True
+    cfg: AuthedChannelConfig
+
+    def credentials(self) -> List[str]:
+        return [secret_value(self.cfg.bearer_token)] + [secret_value(v) for v in self.cfg.headers.values()]
 
     def base_headers(self, msg: Message) -> Dict[str, str]:
         h = super().base_headers(msg)
@@ -104,26 +136,27 @@ class _Authed(Channel):
 
 class WebhookChannel(_Authed):
     type = "webhook"
+    config_model = WebhookConfig
 
     def payload(self, msg: Message) -> Dict[str, Any]:
         max_lines = self.alerting.max_log_lines
         keep = len(msg.alerts)
         while True:
-            alerts = []
+            alerts: List[Dict[str, Any]] = []
             for a in msg.alerts[:keep]:
                 status = "resolved" if msg.status == "resolved" else "firing"
                 alerts.append({
                     "status": status, "labels": am_labels(a),
                     "annotations": annotations(a, max_lines, runbook_of(self.alerting), self.words),
-                    "startsAt": rfc3339(a.get("starts_at") or a.get("since")),
-                    "endsAt": rfc3339(a.get("ends_at")) if status == "resolved" else ZERO_TIME,
-                    "generatorURL": safe_url(a.get("dashboard")) or "",
-                    "fingerprint": a.get("fp", ""),
+                    "startsAt": rfc3339(a.starts_at or a.since),
+                    "endsAt": rfc3339(a.ends_at) if status == "resolved" else ZERO_TIME,
+                    "generatorURL": safe_url(a.dashboard) or "",
+                    "fingerprint": a.fp,
                 })
-            common = dict(alerts[0]["labels"]) if alerts else {}
+            common: Dict[str, str] = dict(alerts[0]["labels"]) if alerts else {}
             for al in alerts[1:]:
                 common = {k: v for k, v in common.items() if al["labels"].get(k) == v}
-            common_ann = dict(alerts[0]["annotations"]) if alerts else {}
+            common_ann: Dict[str, str] = dict(alerts[0]["annotations"]) if alerts else {}
             for al in alerts[1:]:
                 common_ann = {k: v for k, v in common_ann.items() if al["annotations"].get(k) == v}
             group = {"host": msg.host, JOB_LABEL: msg.job}
@@ -156,12 +189,19 @@ class WebhookChannel(_Authed):
 
 class AlertmanagerChannel(_Authed):
     type = "alertmanager"
+    config_model = AlertmanagerConfig
+    cfg: AlertmanagerConfig
 
     def __init__(self, cfg, alerting):
         super().__init__(cfg, alerting)
         self.url = self.url.rstrip("/")
         if not self.url.endswith("/api/v2/alerts"):
             self.url += "/api/v2/alerts"
+
+    @property
+    def repush_every(self) -> Optional[float]:
+        """Alertmanager forgets a firing alert at its `endsAt` (push time + `alert_ttl`)."""
+        return self.cfg.resend_interval
 
     def payload(self, msg: Message) -> List[Dict[str, Any]]:
         now = CLOCK.now()
@@ -175,15 +215,15 @@ class AlertmanagerChannel(_Authed):
                 # Fleet mode: a firing alert starts when pushed (Alertmanager keeps the earliest of its
                 # pushes). A startsAt older than `group_wait` makes Alertmanager flush a new group at
                 # once, and the first node would page alone before the others' alerts join it.
-                "startsAt": rfc3339(now if fleet and not resolved else (a.get("starts_at") or a.get("since") or now)),
+                "startsAt": rfc3339(now if fleet and not resolved else (a.starts_at or a.since or now)),
                 # Firing: valid until the next push is overdue; resolved: ended now.
-                "endsAt": rfc3339(a.get("ends_at") or now) if resolved else rfc3339(now + self.cfg.alert_ttl),
+                "endsAt": rfc3339(a.ends_at or now) if resolved else rfc3339(now + self.cfg.alert_ttl),
             }
-            if fleet and a.get("starts_at"):
+            if fleet and a.starts_at:
                 # When this alert (this instance: a recurrence is a new one) fired on the node: the
                 # relay tells a new incident from a lagging peer's view of the old one by it.
-                item["annotations"]["fired_at"] = rfc3339(a["starts_at"])
-            link = safe_url(a.get("dashboard"))
+                item["annotations"]["fired_at"] = rfc3339(a.starts_at)
+            link = safe_url(a.dashboard)
             if link:
                 item["generatorURL"] = link
             out.append(item)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, Tuple
 
-from watchdog.alerting.store import AlertRow
+from watchdog.alerting.decide.records import AlertRow
 
 #: (domain, cause) -> interruptions paged.
 Counts = Dict[Tuple[str, str], int]

@@ -16,14 +16,17 @@ import os
 import sqlite3
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from contextlib import contextmanager
-from typing import Any, ContextManager, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import ContextManager, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from watchdog.host import clock
-from watchdog.alerting.lateopen import LateOpen
+from watchdog.alerting.deliver.lateopen import LateOpen
 from watchdog.service import statefiles
 from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL, fingerprint, upgrade_labels
+# The decide stage's records, which this module saves and loads (importable from here too).
+from watchdog.alerting.decide.notification import Notification, OutboxItem, from_json, to_json
+from watchdog.alerting.decide.records import AlertRow, Silence
 
 log = logging.getLogger("watchdog.alerts")
 
@@ -103,71 +106,20 @@ def _identity(path: str) -> Optional[tuple]:
 
 
 @dataclass
-class AlertRow:
-    """The engine's memory of one fingerprint (see engine.py for the state machine)."""
-
-    fp: str
-    rule: str
-    severity: str
-    labels: Dict[str, str]
-    finding: Dict[str, Any]
-    state: str  # "pending" | "firing" | "resolved" (sent, waiting for the rest of its incident)
-    pending_since: float
-    firing_since: Optional[float] = None
-    last_seen: float = 0.0
-    notified: bool = False
-    last_notified: Optional[float] = None
-    snapshot: Optional[str] = None
-    #: Why the last flush did not send it ("silenced:<id>", "inhibited:<rule>") or None.
-    muted: Optional[str] = None
-    #: The firing message (its idempotency key) this alert was first sent in: the alerts of one
-    #: incident resolve together, in one message, when the last of them has resolved.
-    incident: Optional[str] = None
-    #: Restored after a restart: held (neither resolved nor re-paged) until this time, while its
-    #: detector warms up again. In memory only: every start computes it afresh.
-    held_until: Optional[float] = None
-    #: Seconds of fresh evidence its detector needs after a restart (in memory only).
-    warmup: float = 0.0
-
-
-@dataclass
-class Silence:
-    id: str
-    matchers: List[str]
-    starts_at: float
-    ends_at: float
-    created_by: str
-    comment: str
-    created_at: float = field(default_factory=clock.now)
-
-    def active(self, now: float) -> bool:
-        return self.starts_at <= now < self.ends_at
-
-
-@dataclass
 class OutboxRow:
     id: int
     channel: str
     created: float
     ikey: str
     kind: str
-    body: Dict[str, Any]
+    #: The notification as the channel gets it (read back from its JSON form by `from_json`).
+    note: Notification
     attempts: int
     next_at: float
     last_error: Optional[str]
     #: An attempt of an earlier daemon began and its outcome was never recorded: the vendor may
     #: already show it, so this send is marked as a possible repeat.
     repeat: bool = False
-
-
-class OutboxItem(NamedTuple):
-    """A notification committed for one channel: the channel's name, the notification's key and
-    kind, and the JSON body the channel renders at send time (see watchdog.alerting.routing)."""
-
-    channel: str
-    ikey: str
-    kind: str
-    body: Dict[str, Any]
 
 
 class OutboxQueue:
@@ -181,20 +133,20 @@ class OutboxQueue:
         raise NotImplementedError
 
     def enqueue(self, items: Sequence[OutboxItem]) -> None:
-        """Commit notifications (channel, ikey, kind, body) in one transaction, before any send."""
+        """Commit notifications (channel, ikey, kind, note) in one transaction, before any send."""
         with self._tx() as db:
             self._enqueue(db, items)
 
     @staticmethod
     def _enqueue(db: sqlite3.Connection, items: Sequence[OutboxItem]) -> None:
         now = clock.now()
-        for channel, ikey, kind, body in items:
+        for channel, ikey, kind, note in items:
             if kind == "refresh":
                 # An unsent periodic refresh is superseded by the newer one.
                 db.execute("DELETE FROM outbox WHERE channel=? AND kind='refresh' AND attempts=0 AND in_flight=0",
                            (channel,))
             db.execute("INSERT INTO outbox (channel, created, ikey, kind, body, attempts, next_at)"
-                       " VALUES (?,?,?,?,?,0,?)", (channel, now, ikey, kind, json.dumps(body, default=str), now))
+                       " VALUES (?,?,?,?,?,0,?)", (channel, now, ikey, kind, json.dumps(to_json(note), default=str), now))
 
     def next_due(self, channel: str, now: float, horizon: float = float("inf")) -> Optional[OutboxRow]:
         """The channel's oldest row if it is due at `now`. A row planned more than `horizon`
@@ -208,7 +160,7 @@ class OutboxQueue:
                 " WHERE channel=? ORDER BY id LIMIT 1", (channel,)).fetchone()
         if r is None or now < r[7] <= now + horizon:
             return None
-        return OutboxRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], bool(r[9]))
+        return OutboxRow(r[0], r[1], r[2], r[3], r[4], from_json(json.loads(r[5])), r[6], r[7], r[8], bool(r[9]))
 
     def next_time(self, channel: str) -> Optional[float]:
         with self._lock:
@@ -252,7 +204,7 @@ class OutboxQueue:
 
 class InterruptionCounts:
     """Mixed into AlertStore: the interruptions paged, by (domain, cause), kept with the alerts
-    (see watchdog.alerting.interruptions)."""
+    (see watchdog.alerting.decide.interruptions)."""
 
     _lock: threading.RLock
     _db: sqlite3.Connection

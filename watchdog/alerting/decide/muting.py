@@ -1,7 +1,7 @@
 """Muting: silences and inhibitions, as data. Which firing alerts must not be sent, and why.
 
-Silences come from the store (added by `npu-watchdog silence add`, possibly from another
-process); inhibitions from the config (defaults: the rule catalog's declarations). A source rule
+Silences arrive as data (`ActiveSilences`: `watchdog.alerting.silences.Muter` reads them from the
+store, where `npu-watchdog silence add` writes them, possibly from another process); inhibitions from the config (defaults: the rule catalog's declarations). A source rule
 inhibits a target while an alert of the source fires with the same values for the rule's `equal`
 labels. When two rules inhibit each other (the same event seen by two probes, e.g. `loss_nan` and
 `log_nan`), only the one that was sent first (or, failing that, fired first) mutes the other, so
@@ -11,14 +11,12 @@ the event pages exactly once and never zero times.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Optional, Sequence, Tuple
 
-from watchdog.host.clock import CLOCK
-from watchdog.alerting.routing import match_labels, matches_all
-from watchdog.alerting.store import AlertRow, AlertStore, Silence
-from watchdog.config.sections.alerting import InhibitRule, LabelMatcher, parse_matcher
+from watchdog.alerting.decide.records import AlertRow, Silence
+from watchdog.alerting.decide.routing import match_labels, matches_all
+from watchdog.config.sections.alerting import InhibitRule, LabelMatcher
 
 log = logging.getLogger("watchdog.alerts")
 
@@ -72,68 +70,6 @@ def mute_reason(a: AlertRow, silences: ActiveSilences, index: FiringIndex,
         if matches_all(ms, labels):
             return f"silenced:{s.id}"
     return inhibitor(a, index, rules)
-
-
-class Muter:
-    """Silences from the store (kept in memory, re-read only when they may have changed); the
-    engine's shell owns it and hands each pass of the core an `ActiveSilences`."""
-
-    def __init__(self, store: AlertStore):
-        self.store = store
-        self.active: List[Tuple[Silence, List[LabelMatcher]]] = []
-        self._cache: Dict[str, List[LabelMatcher]] = {}
-        self._last_prune = 0.0
-        self._silences: List[Silence] = []
-        self._version: Optional[tuple] = None
-
-    def load_silences(self, now: float) -> None:
-        """The silences active at `now`. The table is read again only when another process (the
-        `silence` CLI) or this one wrote since the last read; a silence's start or end passing
-        needs no read (see `next_change`)."""
-        version = self.store.silences_version()
-        if version != self._version:
-            self._silences = self.store.silences()
-            self._version = version
-            ids = {s.id for s in self._silences}
-            self._cache = {k: v for k, v in self._cache.items() if k in ids}
-        active = []
-        # Silences are written on the wall clock (the `silence` CLI); the engine's `now` is the
-        # daemon's step-free clock (watchdog.host.clock).
-        wall = CLOCK.to_wall(now)
-        for s in self._silences:
-            if not s.active(wall):
-                continue
-            ms = self._cache.get(s.id)
-            if ms is None:
-                try:
-                    ms = [parse_matcher(m) for m in s.matchers]
-                except ValueError:
-                    ms = []
-                self._cache[s.id] = ms
-            if ms:
-                active.append((s, ms))
-        self.active = active
-        if now - self._last_prune > 3600:
-            self._last_prune = now
-            try:
-                self.store.prune_silences(wall - 7 * 86400)
-            except (sqlite3.Error, OSError) as exc:  # housekeeping: the state folder's fault is reported elsewhere
-                log.debug("pruning old silences failed: %s", exc)
-
-    def changed(self) -> bool:
-        """Whether the silences may have changed since the last read (one cheap query)."""
-        return self.store.silences_version() != self._version
-
-    def next_change(self, now: float) -> float:
-        """When the set of active silences changes next by time alone (a start or an end after
-        `now`; infinity when none): the engine's timer wakes then."""
-        off = CLOCK.offset()
-        times = [t - off for s in self._silences for t in (s.starts_at, s.ends_at) if t - off > now]
-        return min(times, default=float("inf"))
-
-    def view(self, now: float) -> ActiveSilences:
-        """The silences last loaded (`load_silences`) as the core sees them."""
-        return ActiveSilences(tuple((s, tuple(ms)) for s, ms in self.active), self.next_change(now))
 
 
 def mutual(rules: Sequence[InhibitRule], src: str, dst: str) -> bool:
