@@ -43,7 +43,8 @@ def names(msg):
 
 def test_every_fault_pages_exactly_once(played):
     run, results = played
-    assert all(r.ok for r in results.values()), [(r.name, r.messages, r.delivered_at) for r in results.values()]
+    assert all(r.ok for r in results.values()), [
+        (r.name, r.expect, r.messages, r.resolved, r.channels, r.delivered_at) for r in results.values() if not r.ok]
     metrics = run.metrics_text()
     assert not duplicate_series(metrics)  # a launcher, wrapper or worker never doubles a rank
     # The zero-config path: the shipped example (its discovery feeds every probe), no job name,
