@@ -136,9 +136,19 @@ def test_a_code_that_keeps_coming_back_escalates():
 def test_a_busy_chip_held_below_its_clock_is_throttled_an_idle_one_is_not():
     s = node()
     busy = CommonReading(1800, 1000, 80.0, 92.0, 310.0)
-    (f,) = sub(s, ChipSubhealth(npu=0, chip=0, common=busy, throttled_since=T0 - 120))
+    (f,) = sub(s, ChipSubhealth(npu=0, chip=0, common=busy, throttled_since=T0 - 120, throttled_last=T0))
     assert f.rule == "npu_aicore_throttled" and f.details["action"] == "watch"
-    assert sub(s, ChipSubhealth(npu=0, chip=0, common=busy, throttled_since=T0 - 10), at=T0 + 11) == []
+    assert sub(s, ChipSubhealth(npu=0, chip=0, common=busy, throttled_since=T0 - 10, throttled_last=T0), at=T0 + 11) == []
+
+
+def test_one_slow_clock_read_followed_by_a_gap_is_not_a_hold():
+    """Each chip's clock is read every third sub-health round (3 min as shipped): a single slow
+    read, however long ago, is not `throttle_for` of being held down; the next read decides."""
+    s = node()
+    busy = CommonReading(1800, 1000, 80.0, 92.0, 310.0)
+    assert sub(s, ChipSubhealth(npu=0, chip=0, common=busy, throttled_since=T0 - 170, throttled_last=T0 - 170)) == []
+    (f,) = sub(s, ChipSubhealth(npu=0, chip=0, common=busy, throttled_since=T0 - 170, throttled_last=T0 - 5))
+    assert f.rule == "npu_aicore_throttled" and "busy for 2m" in f.summary, f.summary
 
 
 def test_npu_unhealthy_names_each_code_meaning_and_the_action():

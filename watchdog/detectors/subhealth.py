@@ -113,13 +113,16 @@ def _recurring(view: StateView, cfg: SubhealthProbeConfig, c: ChipSubhealth, lab
 
 
 def _throttled(view: StateView, cfg: SubhealthProbeConfig, c: ChipSubhealth, labels: Dict[str, str]) -> Optional[Finding]:
-    if c.throttled_since is None or c.common is None or view.now - c.throttled_since < float(cfg.throttle_for):
+    # Held for `throttle_for` between two reads of the clock: one slow read followed by a long
+    # gap (each chip's clock is read every third sub-health round) is not a hold.
+    if (c.throttled_since is None or c.throttled_last is None or c.common is None
+            or c.throttled_last - c.throttled_since < float(cfg.throttle_for)):
         return None
     r = c.common
     return Finding(
         rule="npu_aicore_throttled", severity="warning",
         summary=f"{_name(c)}: AI Core at {r.aicore_cur_freq_mhz} of {r.aicore_freq_mhz} MHz while "
-                f"{r.aicore_util_pct:.0f}% busy for {fmt_age(view.now - c.throttled_since)}",
+                f"{r.aicore_util_pct:.0f}% busy for {fmt_age(c.throttled_last - c.throttled_since)}",
         labels=labels, hint=HINT_THROTTLE, value=f"{r.aicore_cur_freq_mhz}MHz", since=c.throttled_since,
         details={"cur_freq_mhz": r.aicore_cur_freq_mhz, "rated_freq_mhz": r.aicore_freq_mhz,
                  "temp_c": r.temp_c, "power_w": r.power_w, "action": WATCH})

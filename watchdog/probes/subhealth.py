@@ -88,8 +88,10 @@ class ChipSubhealth:
     ecc: Optional[EccCounts] = None
     ecc_base: Optional[Tuple[float, EccCounts]] = None
     common: Optional[CommonReading] = None
-    #: Since when the AI Core clock has been below `throttle_ratio` of its rating while busy.
+    #: Since when the AI Core clock has been below `throttle_ratio` of its rating while busy, and
+    #: the latest read that still showed it (a hold is judged between two reads, never from one).
     throttled_since: Optional[float] = None
+    throttled_last: Optional[float] = None
     errors: Tuple[Tuple[str, str], ...] = ()
 
 
@@ -116,6 +118,7 @@ class _Chip:
     ecc: List[Tuple[float, EccCounts]] = field(default_factory=list)
     common: Optional[CommonReading] = None
     throttled_since: Optional[float] = None
+    throttled_last: Optional[float] = None
     errors: Dict[str, str] = field(default_factory=dict)
 
 
@@ -211,8 +214,9 @@ class SubhealthProbe(Probe):
                 and r.aicore_cur_freq_mhz < self.cfg.throttle_ratio * r.aicore_freq_mhz)
         if busy and slow:
             c.throttled_since = c.throttled_since or now
+            c.throttled_last = now
         else:
-            c.throttled_since = None
+            c.throttled_since = c.throttled_last = None
 
     @staticmethod
     def _record(c: _Chip) -> ChipSubhealth:
@@ -221,7 +225,7 @@ class SubhealthProbe(Probe):
             codes=c.health.codes if c.health else (), information=c.health.information if c.health else (),
             appearances=tuple(sorted((k, tuple(v)) for k, v in c.appearances.items())),
             ecc=c.ecc[-1][1] if c.ecc else None, ecc_base=c.ecc[0] if c.ecc else None, common=c.common,
-            throttled_since=c.throttled_since, errors=tuple(sorted(c.errors.items())))
+            throttled_since=c.throttled_since, throttled_last=c.throttled_last, errors=tuple(sorted(c.errors.items())))
 
 
 #: Position in the schedule (the registry orders probe modules by it).
