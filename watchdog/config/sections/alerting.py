@@ -276,7 +276,9 @@ def install_channel_models(models: Sequence[Type[ChannelConfig]]) -> None:
     global ChannelUnion
     CHANNEL_KINDS.fill(kinds)
     ChannelUnion = channel_union(list(kinds.values()))
-    AlertingConfig.model_rebuild(force=True, _types_namespace={"ChannelUnion": ChannelUnion})
+    # The module's own names too: pydantic 2.5 (the last for Python 3.7) resolves the other
+    # fields' annotations in this namespace alone.
+    AlertingConfig.model_rebuild(force=True, _types_namespace={**globals(), "ChannelUnion": ChannelUnion})
 
 
 class InhibitRule(StrictModel):
