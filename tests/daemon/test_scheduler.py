@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 from tests.helpers import wait_for
 from watchdog.probes.base import Collected, Probe, ProbeError
