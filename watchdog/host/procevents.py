@@ -157,12 +157,16 @@ class ProcExits:
         self._watched: Optional[frozenset] = None
 
     @classmethod
-    def start(cls) -> "ProcExits":
+    def start(cls, pids: Optional[Iterable[int]] = None, listen: bool = True) -> "ProcExits":
+        """Subscribe; with `pids`, the filter names them from the first event on (see `watch`);
+        `listen=False` leaves the reading to a later `listen()`."""
         self = cls()
         try:
             sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_CONNECTOR)
             sock.bind((0, CN_IDX_PROC))  # port id 0: the kernel assigns one (several daemons per host)
-            self.unfiltered = attach_exit_filter(sock)
+            if pids is not None:
+                self._watched = frozenset(pids)
+            self.unfiltered = attach_exit_filter(sock, self._watched)
             try:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
             except OSError:
@@ -173,8 +177,13 @@ class ProcExits:
                                "exit statuses come from /proc and the launchers' lines only"
             return self
         self._sock, self.unavailable = sock, None
-        threading.Thread(target=self._run, name="proc-events", daemon=True).start()
+        if listen:
+            self.listen()
         return self
+
+    def listen(self) -> None:
+        """Start the reading thread."""
+        threading.Thread(target=self._run, name="proc-events", daemon=True).start()
 
     def _run(self) -> None:
         sock = self._sock
