@@ -91,14 +91,19 @@ def exit_filter(pids: Optional[Iterable[int]] = None) -> bytes:
 
 def attach_exit_filter(sock: socket.socket, pids: Optional[Iterable[int]] = None) -> Optional[str]:
     """Install `exit_filter` on the socket (replacing any); None, or why not (the listener then
-    filters in Python)."""
-    prog = array.array("B", exit_filter(pids))  # the kernel copies it at attach: alive until then
+    filters in Python). A set larger than MAX_FILTER_PIDS takes every process exit."""
+    wanted = None if pids is None else frozenset(pids)
+    if wanted is not None and len(wanted) > MAX_FILTER_PIDS:
+        wanted = None
+    prog = array.array("B", exit_filter(wanted))  # the kernel copies it at attach: alive until then
     fprog = struct.pack("HL", len(prog) // 8, prog.buffer_info()[0])  # struct sock_fprog
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
     except OSError as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
 #: Receive buffer asked for: room for a burst of exits while the listener waits for the GIL.
 RCVBUF = 1 << 20
 #: Exits remembered (the newest win); a node runs far fewer processes between two probe rounds.
@@ -222,7 +227,7 @@ class ProcExits:
         if sock is None or wanted == self._watched:
             return
         self._watched = wanted
-        self.unfiltered = attach_exit_filter(sock, wanted if len(wanted) <= MAX_FILTER_PIDS else None)
+        self.unfiltered = attach_exit_filter(sock, wanted)
 
     def close(self) -> None:
         """Stop listening (a reconfigured probe's spare listener)."""
