@@ -171,7 +171,7 @@ class Daemon:
 
     def status(self) -> Dict[str, Any]:
         code, body = http_get(self.url + "/api/status")
-        assert code == 200, body
+        assert code == 200, f"{code} {body}; the daemon's log ends:\n{self.log()[-3000:]}"
         return json.loads(body)
 
     def log(self) -> str:

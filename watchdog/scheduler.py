@@ -291,8 +291,10 @@ class ProbeScheduler:
         return True
 
     def next_runs(self) -> Dict[str, Optional[float]]:
-        return {job.id: job.next_run_time.timestamp() if job.next_run_time else None
-                for job in self._sched.get_jobs() if job.id != TICK_JOB}
+        # A job added before the scheduler started is pending: it has no next_run_time yet (the
+        # HTTP server answers /api/status from the first moment, before the scheduler starts).
+        runs = {job.id: getattr(job, "next_run_time", None) for job in self._sched.get_jobs()}
+        return {name: at.timestamp() if at else None for name, at in runs.items() if name != TICK_JOB}
 
 
 def follow_changes(sched: ProbeScheduler, probe: Probe) -> None:

@@ -277,3 +277,43 @@ def test_rounds_after_the_first_follow_the_daemons_random_offset(monkeypatch):
         sched.shutdown()
     phase = (nxt - (t0 + 1000.0)) % 3600.0  # on the daemon's grid (t0 + 1000 s + k * 3600 s),
     assert min(phase, 3600.0 - phase) < 60, nxt - t0  # not the first round + 3600 s
+
+
+class SlowToStart(Counting):
+    """Its first round is handed over only when `proceed` is set: the scheduler stays in its
+    start (its jobs pending, not yet scheduled) for as long as the test wants."""
+
+    def __init__(self, name, entered, proceed):
+        super().__init__(name)
+        self.entered, self.proceed = entered, proceed
+
+    @property
+    def timeout(self):
+        self.entered.set()
+        self.proceed.wait(10)
+        return 1.0
+
+    @timeout.setter
+    def timeout(self, value):
+        pass
+
+
+def test_the_schedule_is_readable_while_the_scheduler_starts():
+    """/api/status answers from the daemon's first moment, while the scheduler is still adding its
+    jobs: a job not yet scheduled has no next run (it once failed the whole status document)."""
+    store = StateStore()
+    entered, proceed = threading.Event(), threading.Event()
+    sched = ProbeScheduler(store, 5.0, 0.0, on_round=lambda n: None, tick=lambda: None)
+    starting = threading.Thread(target=sched.start, args=([Counting("counting"), SlowToStart("slow", entered, proceed)],))
+    starting.start()
+    try:
+        assert entered.wait(10)
+        assert sched.next_runs() == {"counting": None, "slow": None}
+    finally:
+        proceed.set()
+        starting.join()
+    try:
+        runs = wait_for(lambda: all(sched.next_runs().values()) and sched.next_runs(), what="scheduled runs")
+        assert set(runs) == {"counting", "slow"} and all(at > time.time() - 5 for at in runs.values())
+    finally:
+        sched.shutdown()

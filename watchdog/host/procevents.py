@@ -24,12 +24,13 @@ import array
 import errno
 import logging
 import os
+import select
 import socket
 import struct
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Dict, Iterable, Optional
+from typing import Dict, Iterable, Optional, Tuple
 
 from watchdog.host import clock
 
@@ -137,6 +138,20 @@ def parse_exit_event(data: bytes) -> Optional[ProcExit]:
     return ProcExit(pid=pid, status=code, time=clock.now())
 
 
+def _unreadable(exc: BaseException) -> str:
+    return (f"the kernel's process events are not readable here ({type(exc).__name__}: {exc}); "
+            "exit statuses come from /proc and the launchers' lines only")
+
+
+def _close_all(sock: socket.socket, wake: Tuple[int, int]) -> None:
+    sock.close()
+    for fd in wake:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def _listen_message() -> bytes:
     body = struct.pack("=I", PROC_CN_MCAST_LISTEN)
     cn = _CN_MSG.pack(CN_IDX_PROC, CN_VAL_PROC, 0, 0, len(body), 0) + body
@@ -145,12 +160,19 @@ def _listen_message() -> bytes:
 
 class ProcExits:
     """The listener: `start()` subscribes and reads in a daemon thread; `get(pid)` is the newest
-    exit of that pid (None: not seen, or the listener is not running)."""
+    exit of that pid (None: not seen, or the listener is not running).
+
+    Only the reading thread closes the socket (`close()` wakes it through a pipe): closed from
+    another thread, the socket's descriptor number could be handed to a new listener's socket
+    while the old thread was about to read it again, and the old thread then took the new
+    listener's events (a reloaded probe's first exits were lost that way)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._exits: "OrderedDict[int, ProcExit]" = OrderedDict()
         self._sock: Optional[socket.socket] = None
+        self._wake: Optional[Tuple[int, int]] = None  # (read end, write end): close() -> reader
+        self._reading = False
         self.unavailable: Optional[str] = "not started"
         #: Process exits kept, and datagrams read at all (the kernel filter keeps them equal).
         self.received = 0
@@ -168,18 +190,25 @@ class ProcExits:
         self = cls()
         try:
             sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_CONNECTOR)
-            sock.bind((0, CN_IDX_PROC))  # port id 0: the kernel assigns one (several daemons per host)
+        except (OSError, AttributeError) as exc:
+            self.unavailable = _unreadable(exc)
+            return self
+        try:
             if pids is not None:
                 self._watched = frozenset(pids)
+            # The filter before the group: bound first, the socket took every event (threads'
+            # exits, forks) sent in between while another listener on the host had events on.
             self.unfiltered = attach_exit_filter(sock, self._watched)
+            sock.bind((0, CN_IDX_PROC))  # port id 0: the kernel assigns one (several daemons per host)
             try:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
             except OSError:
                 pass  # the default buffer: a burst may overrun it (counted in `overruns`)
             sock.send(_listen_message())
-        except (OSError, AttributeError) as exc:
-            self.unavailable = f"the kernel's process events are not readable here ({type(exc).__name__}: {exc}); " \
-                               "exit statuses come from /proc and the launchers' lines only"
+            self._wake = os.pipe()
+        except OSError as exc:
+            sock.close()
+            self.unavailable = _unreadable(exc)
             return self
         self._sock, self.unavailable = sock, None
         if listen:
@@ -188,57 +217,85 @@ class ProcExits:
 
     def listen(self) -> None:
         """Start the reading thread."""
+        with self._lock:
+            if self._sock is None or self._reading:
+                return
+            self._reading = True
         threading.Thread(target=self._run, name="proc-events", daemon=True).start()
 
     def _run(self) -> None:
-        sock = self._sock
-        while sock is not None:
-            try:
-                data = sock.recv(65536)
-            except OSError as exc:
-                if exc.errno == errno.ENOBUFS and self._sock is sock:
-                    # The kernel dropped events while the buffer was full (a burst of exits the
-                    # listener could not keep up with): those statuses are lost, the socket is fine.
-                    self.overruns += 1
-                    if self.overruns == 1 or self.overruns % 100 == 0:
-                        log.warning("process events: the kernel dropped exit events (a burst overran the "
-                                    "buffer, %d times so far): a rank that ended in it is judged without its "
-                                    "exit status", self.overruns)
-                    continue
+        sock, wake = self._sock, self._wake
+        assert sock is not None and wake is not None
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        poller.register(wake[0], select.POLLIN)
+        try:
+            while self._sock is sock:
+                ready = {fd for fd, _ in poller.poll()}
+                if wake[0] in ready or self._sock is not sock:
+                    return
+                if not self._read(sock):
+                    return
+        finally:
+            with self._lock:  # close() then finds no socket: it never writes to a closed pipe
+                if self._sock is sock:
+                    self._sock = None
+                self._reading = False
+            _close_all(sock, wake)
+
+    def _read(self, sock: socket.socket) -> bool:
+        """One datagram (or none, without waiting) into the table; False: the socket failed."""
+        try:
+            data = sock.recv(65536, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return True
+        except OSError as exc:
+            if exc.errno != errno.ENOBUFS:
                 if self._sock is sock:
                     self.unavailable = f"the process-events socket failed ({type(exc).__name__}: {exc})"
-                return
-            self.datagrams += 1
-            ev = parse_exit_event(data)
-            if ev is None:
-                continue
+                return False
+            # The kernel dropped events while the buffer was full (a burst of exits the listener
+            # could not keep up with): those statuses are lost, the socket is fine.
+            self.overruns += 1
+            if self.overruns == 1 or self.overruns % 100 == 0:
+                log.warning("process events: the kernel dropped exit events (a burst overran the "
+                            "buffer, %d times so far): a rank that ended in it is judged without its "
+                            "exit status", self.overruns)
+            return True
+        self.datagrams += 1
+        ev = parse_exit_event(data)
+        if ev is not None:
             with self._lock:
                 self.received += 1
                 self._exits.pop(ev.pid, None)
                 self._exits[ev.pid] = ev
                 while len(self._exits) > MAX_EXITS:
                     self._exits.popitem(last=False)
+        return True
 
     def watch(self, pids: Iterable[int]) -> None:
         """Only these processes' exits are wanted from now on: the kernel drops the others. The
         table keeps what it has; a set larger than MAX_FILTER_PIDS takes every process exit."""
         wanted = frozenset(pids)
-        sock = self._sock
-        if sock is None or wanted == self._watched:
-            return
-        self._watched = wanted
-        self.unfiltered = attach_exit_filter(sock, wanted)
+        with self._lock:
+            sock = self._sock
+            if sock is None or wanted == self._watched:
+                return
+            self._watched = wanted
+            self.unfiltered = attach_exit_filter(sock, wanted)
 
     def close(self) -> None:
-        """Stop listening (a reconfigured probe's spare listener)."""
-        sock, self._sock = self._sock, None
-        self.unavailable = "closed"
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+        """Stop listening (a reconfigured probe's spare listener). The reading thread closes
+        the socket itself; a listener that never read is closed here."""
+        with self._lock:
+            sock, self._sock = self._sock, None
+            if sock is None or self._wake is None:
+                return
+            self.unavailable = "closed"
+            if self._reading:
+                os.write(self._wake[1], b"x")  # the reader closes both; the pipe is empty: never blocks
+                return
+        _close_all(sock, self._wake)
 
     def get(self, pid: int) -> Optional[ProcExit]:
         with self._lock:
