@@ -25,7 +25,7 @@ from watchdog.alerting.engine import AlertEngine
 from watchdog.alerting.deliver.outbox import DeadMan, Outbox
 from watchdog.alerting.deliver.store import AlertStore
 from watchdog.config import Config
-from watchdog.detectors import IncrementalDetectors, load_detectors
+from watchdog.detectors import IncrementalDetectors, blind_rules, load_detectors
 from watchdog.discovery.feed import feed_for, scan_options
 from watchdog.http.server import HttpEndpoint, MetricsSource
 from watchdog.service.logsetup import set_level
@@ -155,7 +155,7 @@ class Daemon:
                 self.runtime.bump("detector_errors")
             self.runtime.detector_errors = errors
             self.runtime.publish(evaluated_metrics(view, config))
-            self.engine.process(findings, view.now)
+            self.engine.process(findings, view.now, blind_rules(view))
 
     def _needless(self, fresh_within: float) -> bool:
         """A periodic pass is needless when every detector ran within `fresh_within` (the pass

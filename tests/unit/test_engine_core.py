@@ -48,8 +48,8 @@ class Core:
         self.silences = ActiveSilences()
         self.snapshots: Optional[Requester] = None
 
-    def run(self, findings: Sequence[Finding], now: float) -> PassResult:
-        self.core.see(findings)
+    def run(self, findings: Sequence[Finding], now: float, blind: frozenset = frozenset()) -> PassResult:
+        self.core.see(findings, blind)
         tr = self.core.advance(now, observe=True)
         return self.core.settle(now, tr, self.silences, self.channels, self.snapshots)
 
@@ -142,6 +142,22 @@ def test_an_incident_resolves_once_after_the_resolve_delay_and_its_rows_go(tmp_p
     [note] = result.notifications
     assert note.status == "resolved" and note.alerts[0].ends_at == T0 + 0.5
     assert result.deleted == (x.key,) and c.core.alerts == {}
+
+
+def test_a_blind_probes_alert_stays_firing_and_its_absence_counts_from_when_it_sees_again(tmp_path):
+    c = Core(tmp_path, group_window="0s", resolve_delay="5s")
+    card, other = f("npu_missing", "critical", npu="2"), f("command_check", "critical", check="fs")
+    assert kinds(c.run([card, other], T0).notifications) == [("firing", ["command_check", "npu_missing"])]
+    blind = frozenset({"npu_missing"})
+    notes = []
+    for i in range(1, 41):  # 20 s of npu-smi not answering: four resolve delays
+        notes += c.run([], T0 + i * 0.5, blind).notifications
+    # The check that still sees resolved (its incident waits for the card); the card stays firing.
+    assert notes == [] and c.core.alerts[other.key].state == "resolved"
+    assert c.core.alerts[card.key].state == "firing"
+    assert c.run([], T0 + 24.0).notifications == ()  # sees again: absent 3.5 s of the 5
+    [note] = c.run([], T0 + 25.5).notifications
+    assert note.status == "resolved" and sorted(a.rule for a in note.alerts) == ["command_check", "npu_missing"]
 
 
 def test_routing_gives_each_channel_its_share_and_no_resolved_to_a_channel_that_declines(tmp_path):

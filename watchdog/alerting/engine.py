@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
 
 from watchdog.host.clock import CLOCK
 from watchdog.alerting.decide import lifecycle
@@ -89,7 +89,10 @@ class AlertEngine:
         return self.episode.health
 
     # -- the daemon's interface --------------------------------------------------------------
-    def process(self, findings: List[Finding], now: Optional[float] = None) -> None:
+    def process(self, findings: List[Finding], now: Optional[float] = None,
+                blind: AbstractSet[str] = frozenset()) -> None:
+        """A detector pass's findings; `blind`: the rules whose probes cannot see now (their
+        firing alerts are held, see `Rule.observes`)."""
         with self._lock:
             now = self.clock() if now is None else now
             # Nothing found, nothing was found, no alert, nothing due: the pass would change
@@ -97,7 +100,7 @@ class AlertEngine:
             idle = not findings and not self.core.present and not self.core.alerts and self._have_findings \
                 and now < self.schedule.due_at
             self._current = list(findings)
-            self.core.see(findings)
+            self.core.see(findings, blind)
             self._have_findings = True
             if idle:
                 return

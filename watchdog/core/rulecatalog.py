@@ -71,6 +71,11 @@ class Rule:
     #: (an alert restored from disk is held that long). Called with the config and the restored
     #: finding (its details carry the threshold it fired with).
     warmup: Callable[[Any, Dict[str, Any]], float] = field(default=_no_warmup, compare=False)
+    #: The probes all of the rule's evidence comes from. While one of them cannot see (down, its
+    #: program hung or failing), the rule's firing alerts are held: the finding's absence then is
+    #: the probe's blindness, not the fault clearing (a lost card's alert once resolved while
+    #: npu-smi hung and paged again when it answered). Absence counts from when it sees again.
+    observes: Tuple[str, ...] = ()
     #: What the alert is about: `job` (the training job or its node) or `watchdog` (the watchdog's
     #: own ability to watch: a probe down, npu-smi failing, offsets or state it cannot keep). The
     #: two never share a message, so they never wait for each other to resolve.

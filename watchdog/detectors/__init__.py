@@ -10,17 +10,19 @@ new sample once instead of the whole history.
 from __future__ import annotations
 
 import logging
-from typing import AbstractSet, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import AbstractSet, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from dataclasses import replace
 
 from watchdog.config.schema import Config
 from watchdog.core.findings import Finding
 from watchdog.core.plugins import Slot
+from watchdog.core.rulecatalog import catalog
 from watchdog.core.state import StateView
 from watchdog.core.verdict import is_interruption, verdict_of
 from watchdog.summaries import Summaries
 from watchdog.detectors.jobs import JobSummaries, jobs_of
+from watchdog.detectors.series import blind_reason
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,15 @@ def with_verdict(f: Finding) -> Finding:
         return replace(f, details=details)
     # An interruption's verdict is also a label: channels and the fleet can group and count by it.
     return replace(f, labels={**f.labels, "domain": v.domain, "restart": v.restart}, details=details)
+
+
+def blind_rules(view: StateView) -> FrozenSet[str]:
+    """The rules whose alerts the engine holds now (`Rule.observes`): a probe they read is running
+    but cannot see. A probe that is not running at all (disabled by a reload) holds nothing: its
+    alerts resolve as absent ones do."""
+    blind = {name for name in {p for r in catalog().values() for p in r.observes}
+             if view.status(name) is not None and blind_reason(view, name)}
+    return frozenset(r.name for r in catalog().values() if blind.intersection(r.observes))
 
 
 def run_detectors(detectors: List[Tuple[str, Detector]], view: StateView, config: Config) -> Tuple[List[Finding], List[str]]:

@@ -162,8 +162,8 @@ _LINK_SYMPTOMS = (
 )
 
 RULES = (
-    Rule("link_down", "critical", inhibits=_LINK_SYMPTOMS, warmup=_LINKS, title="NPU network link down"),
-    Rule("link_flapping", "warning", warmup=_LINKS, title="NPU network link flapping"),
-    Rule("optics_degraded", "warning", default_for=30.0,
+    Rule("link_down", "critical", observes=("links",), inhibits=_LINK_SYMPTOMS, warmup=_LINKS, title="NPU network link down"),
+    Rule("link_flapping", "warning", observes=("links",), warmup=_LINKS, title="NPU network link flapping"),
+    Rule("optics_degraded", "warning", observes=("links",), default_for=30.0,
          warmup=lambda c, f: float(LINKS_CONFIG.of(c).detail_interval) * 2 + _LINKS(c, f), title="NPU optical module degrading"),
 )

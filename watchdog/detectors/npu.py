@@ -447,18 +447,18 @@ _CARD_SYMPTOMS = (
 )
 
 RULES = (
-    Rule("npu_idle", "warning",
+    Rule("npu_idle", "warning", observes=("npu",),
          warmup=lambda c, f: float(c.trends.idle_for) + _NPU(c, f), title="NPU idle"),
-    Rule("npu_busy_hang", "critical",
+    Rule("npu_busy_hang", "critical", observes=("npu",),
          warmup=lambda c, f: float(c.trends.busy_for) + _NPU(c, f), title="NPU busy but no progress"),
-    Rule("npu_low_util", "warning",
+    Rule("npu_low_util", "warning", observes=("npu",),
          default_for=300.0, warmup=lambda c, f: float(c.trends.low_util_for) + _NPU(c, f), title="Low NPU utilisation"),
-    Rule("hbm_growth", "critical", severities=("critical", "warning"),
+    Rule("hbm_growth", "critical", observes=("npu",), severities=("critical", "warning"),
          default_for=300.0, warmup=lambda c, f: float(c.trends.hbm_window), title="NPU memory growing"),
-    Rule("npu_unhealthy", "critical", severities=("critical", "warning"),
+    Rule("npu_unhealthy", "critical", observes=("npu",), severities=("critical", "warning"),
          inhibits=_CARD_SYMPTOMS, warmup=lambda c, f: float(NPU_CONFIG.of(c).health_interval) + _NPU(c, f), title="NPU unhealthy"),
-    Rule("npu_missing", "critical",
+    Rule("npu_missing", "critical", observes=("npu",),
          inhibits=_CARD_SYMPTOMS, warmup=_NPU, title="NPU card lost"),
-    Rule("npu_temperature", "critical", severities=("critical", "warning"),
+    Rule("npu_temperature", "critical", observes=("npu",), severities=("critical", "warning"),
          default_for=120.0, warmup=lambda c, f: float(c.trends.temperature_for) + _NPU(c, f), title="NPU too hot"),
 )

@@ -159,11 +159,11 @@ _CARD = (
 )
 
 RULES = (
-    Rule("npu_ecc_single_bit_rising", "warning",
+    Rule("npu_ecc_single_bit_rising", "warning", observes=("subhealth",),
          warmup=lambda c, f: float(SUBHEALTH_CONFIG.of(c).interval) * 3 + _SUB(c, f), title="NPU memory errors rising"),
-    Rule("npu_ecc_double_bit", "critical", inhibits=_CARD,
+    Rule("npu_ecc_double_bit", "critical", observes=("subhealth",), inhibits=_CARD,
          warmup=lambda c, f: float(SUBHEALTH_CONFIG.of(c).interval) * 3 + _SUB(c, f), title="NPU uncorrectable memory error"),
-    Rule("npu_fault_recurring", "critical", inhibits=_CARD, warmup=_SUB, title="NPU fault keeps recurring"),
-    Rule("npu_aicore_throttled", "warning",
+    Rule("npu_fault_recurring", "critical", observes=("subhealth",), inhibits=_CARD, warmup=_SUB, title="NPU fault keeps recurring"),
+    Rule("npu_aicore_throttled", "warning", observes=("subhealth",),
          warmup=lambda c, f: float(SUBHEALTH_CONFIG.of(c).throttle_for) + _SUB(c, f), title="NPU AI Core throttled"),
 )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
@@ -72,6 +72,7 @@ class EngineCore:
         self.interruptions: Counts = dict(interruptions or {})
         self.groups = Groups()
         self.present: Dict[str, Finding] = {}
+        self.blind: FrozenSet[str] = frozenset()
         #: Channel that wants firing alerts pushed again (`repush_every`) -> when they last were.
         self.repushed: Dict[str, float] = {}
         #: What rolled-back passes learnt about the alerts they created (see storagefault); one
@@ -79,9 +80,11 @@ class EngineCore:
         self.carry: Carry = {}
 
     # -- a pass -------------------------------------------------------------------------------
-    def see(self, findings: Iterable[Finding]) -> None:
-        """The findings of a detector pass (replacing the last pass's)."""
+    def see(self, findings: Iterable[Finding], blind: AbstractSet[str] = frozenset()) -> None:
+        """The findings of a detector pass (replacing the last pass's), and the rules whose
+        probes could not look in it (their absent findings are not gone)."""
         self.present = {f.key: f for f in findings}
+        self.blind = frozenset(blind)
 
     def advance(self, now: float, observe: bool) -> lifecycle.Transitions:
         """The state machine's half of a pass: with `observe`, record the present findings first."""
@@ -91,7 +94,7 @@ class EngineCore:
             lifecycle.observe(self.alerts, self.present, now, tr)
             if self.carry:
                 apply_carry(self.alerts, self.carry, self.present)
-        lifecycle.advance(self.alerts, self.present, now, cfg.for_rule, cfg.resolve_delay, tr)
+        lifecycle.advance(self.alerts, self.present, now, cfg.for_rule, cfg.resolve_delay, tr, self.blind)
         return tr
 
     def firing(self) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Set
+from typing import AbstractSet, Callable, Dict, List, Mapping, Optional, Set
 
 from watchdog.alerting.decide.records import AlertRow
 from watchdog.core.findings import SEVERITY_RANK, Finding
@@ -94,10 +94,14 @@ def absent_for(a: AlertRow, here: bool, now: float) -> Optional[float]:
 
 
 def advance(alerts: Dict[str, AlertRow], present: Mapping[str, Finding], now: float,
-            for_rule: Callable[[str], float], resolve_delay: float, tr: Transitions) -> None:
-    """Move every alert along the state machine."""
+            for_rule: Callable[[str], float], resolve_delay: float, tr: Transitions,
+            blind: AbstractSet[str] = frozenset()) -> None:
+    """Move every alert along the state machine. A firing alert of a `blind` rule (its probe
+    cannot see) is not absent: it stays firing, and its absence counts from when it sees again."""
     for fp, a in list(alerts.items()):
         here = fp in present
+        if a.state == "firing" and a.rule in blind:
+            a.last_seen = max(a.last_seen, now)
         absent = absent_for(a, here, now)
         gone = absent is not None and absent >= resolve_delay
         if a.state == "pending":
