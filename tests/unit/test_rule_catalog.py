@@ -11,11 +11,14 @@ import ast
 import dataclasses
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Iterator, Set, Tuple
 
 from tests.helpers import REPO
 from watchdog import runbook
 from watchdog.core import rulecatalog
+from watchdog.core.state import ProbeStatus, Sample, StateView
+from watchdog.detectors import blind_rules
 from watchdog.docsgen import runbooks
 from watchdog.config.load import load_config_text
 from watchdog.logrules.model import CATEGORIES
@@ -151,3 +154,23 @@ def test_the_watchdog_self_rules_are_the_ones_the_grouping_doc_names():
     named = set(re.findall(r"`([a-z_]+)`", para)) & set(rulecatalog.names())
     assert named == {r.name for r in rulecatalog.catalog().values() if r.subject == "watchdog"}
     assert {"probe_down", "log_offsets_unsaved", "npu_smi_failing"} <= named
+
+
+def _view(**statuses):
+    return StateView(now=100.0, started_at=0.0,
+                     samples={name: (Sample(90.0, SimpleNamespace(absent=False)),) for name in statuses},
+                     statuses={name: ProbeStatus(name, 10.0, up=up, runs_total=3) for name, up in statuses.items()})
+
+
+def test_the_rules_held_while_their_probe_cannot_see():
+    """npu-smi down: the NPU rules and the fused stall (which abstains then) are held; the rules of
+    probes that see, and of probes that are not running at all (a reload disabled them), are not."""
+    held = blind_rules(_view(npu=False, process=True, heartbeat=True, subhealth=True))
+    assert {"npu_missing", "npu_unhealthy", "npu_idle", "stall"} <= held
+    assert not held & {"rank_missing", "job_gone", "link_down", "npu_ecc_double_bit", "log_oom"}
+    assert blind_rules(_view(npu=True, process=True, heartbeat=True)) == frozenset()
+    assert blind_rules(_view(process=True, heartbeat=True)) == frozenset()  # no npu probe at all
+    assert {"link_down", "link_flapping"} <= blind_rules(_view(links=False))
+    every = {r.name: r for r in rulecatalog.catalog().values()}
+    assert all(set(r.observes) <= {"npu", "subhealth", "links", "heartbeat", "logs", "process"}
+               for r in every.values()), "a rule observes a probe that does not exist"

@@ -20,9 +20,9 @@ RELATIVE = re.compile(r"""['"](\.\./[^'"\s]*)['"]""")
 THIS = Path(__file__).resolve()
 
 
-def _files() -> Iterator[Path]:
+def _files(repo: Path) -> Iterator[Path]:
     for name in SCANNED:
-        root = REPO / name
+        root = repo / name
         paths = [root] if root.is_file() else sorted(root.rglob("*")) if root.is_dir() else []
         for p in paths:
             if p.is_file() and p.suffix in CODE_SUFFIXES and "__pycache__" not in p.parts \
@@ -30,21 +30,21 @@ def _files() -> Iterator[Path]:
                 yield p
 
 
-def _escapes(path: Path, literal: str) -> bool:
+def _escapes(path: Path, literal: str, repo: Path) -> bool:
     target = (path.parent / literal).resolve()
-    return REPO.resolve() not in (target, *target.parents)
+    return repo.resolve() not in (target, *target.parents)
 
 
-def outside_references() -> List[Tuple[str, int, str]]:
+def outside_references(repo: Path = REPO) -> List[Tuple[str, int, str]]:
     found = []
-    for path in _files():
+    for path in _files(repo):
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except UnicodeDecodeError:
             continue
         for no, line in enumerate(lines, 1):
-            if OUTSIDE.search(line) or any(_escapes(path, m.group(1)) for m in RELATIVE.finditer(line)):
-                found.append((str(path.relative_to(REPO)), no, line.strip()))
+            if OUTSIDE.search(line) or any(_escapes(path, m.group(1), repo) for m in RELATIVE.finditer(line)):
+                found.append((str(path.relative_to(repo)), no, line.strip()))
     return found
 
 
@@ -53,14 +53,15 @@ def test_nothing_refers_outside_the_repository():
     assert not found, "paths outside the repository:\n" + "\n".join(f"{f}:{n}: {t}" for f, n, t in found)
 
 
-def test_the_scan_sees_such_a_reference(tmp_path, monkeypatch):
-    """The checker itself can fail: a planted reference is reported with its file and line."""
-    planted = REPO / "tests" / "_planted_outside_ref.py"
+def test_the_scan_sees_such_a_reference(tmp_path):
+    """The checker itself can fail: a planted reference is reported with its file and line. It is
+    planted in a tree of its own: planted in this one, the scan of the whole repository running
+    beside it in another worker found it."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "clean.py").write_text('X = open("fixtures/a.log")\n')
+    planted = tmp_path / "tests" / "_planted_outside_ref.py"
     planted.write_text('X = 1\nFIX = REPO.parent / "shared" / "fixtures"\nY = open("../../../etc/x")\n')
-    try:
-        found = [(f, n) for f, n, _ in outside_references() if f.endswith("_planted_outside_ref.py")]
-    finally:
-        planted.unlink()
+    found = [(f, n) for f, n, _ in outside_references(tmp_path)]
     assert found == [("tests/_planted_outside_ref.py", 2), ("tests/_planted_outside_ref.py", 3)]
 
 

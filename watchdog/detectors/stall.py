@@ -336,7 +336,7 @@ def _stall_warmup(c: Config, f: dict) -> float:
 
 
 RULES = (
-    Rule("stall", "critical",
+    Rule("stall", "critical", observes=SOURCES,
          # A NaN/error line printed while the job hangs is part of the hang's page (it is shown in
          # status); still in force when the stall clears, it is sent then.
          inhibits=(Inhibits(("npu_idle", "npu_busy_hang", "npu_low_util", "log_hccl", "log_traceback", "log_nan",
