@@ -230,11 +230,9 @@ class ProcExits:
         poller.register(sock.fileno(), select.POLLIN)
         poller.register(wake[0], select.POLLIN)
         try:
-            while self._sock is sock:
+            while True:  # close() ends it through the pipe, a failed socket through `_read`
                 ready = {fd for fd, _ in poller.poll()}
-                if wake[0] in ready or self._sock is not sock:
-                    return
-                if not self._read(sock):
+                if wake[0] in ready or not self._read(sock):
                     return
         finally:
             with self._lock:  # close() then finds no socket: it never writes to a closed pipe
