@@ -376,6 +376,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.minutes, args.compress, args.settle = 1.0, 10.0, 5.0
+    if args.minutes * 60 < 300.0 / args.compress:
+        ap.error(f"--minutes {args.minutes:g} is shorter than one measured window ({300.0 / args.compress:g} s "
+                 f"at --compress {args.compress:g}): nothing would be measured")
     if shutil.which(NODE_EXPORTER) is None:
         print(f"{NODE_EXPORTER} is not installed: apt-get install -y prometheus-node-exporter", file=sys.stderr)
         return 2
