@@ -300,7 +300,9 @@ def run(args: argparse.Namespace) -> int:
                               "-d", str(int(min(300, args.minutes * 60) / k)), "-r", "200", "--nonblocking"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         threading.Thread(target=scraper, args=([d_url, n_url], 15.0 / k, stop), daemon=True).start()
+        before = task_cpu(dm.proc.pid)
         rows = measure(dm, ne, window, int(args.minutes * 60 / window))
+        print(per_thread(dm.proc.pid, before, task_cpu(dm.proc.pid), len(rows) * window))
         stop.set()
         print(watched(d_url.replace("/metrics", "/api/status")))
         report(rows, dm, ne, scrape_cost(dm, d_url), scrape_cost(ne, n_url), k)
@@ -326,6 +328,50 @@ def stop_proc(p: subprocess.Popen) -> None:
             p.terminate()
     except OSError:
         pass
+
+
+def task_cpu(pid: int) -> Dict[int, float]:
+    """CPU seconds (user + system) of each live thread of `pid`, by its kernel thread id."""
+    hz = os.sysconf("SC_CLK_TCK")
+    out: Dict[int, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / hz
+    return out
+
+
+def thread_names(pid: int) -> Dict[int, str]:
+    """The daemon's Python thread names by kernel thread id (py-spy reads them; {} without it)."""
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    try:
+        out = subprocess.run([pyspy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    names: Dict[int, str] = {}
+    for line in out.splitlines():
+        parts = line.split('"')
+        head = line.split()
+        if line.startswith("Thread ") and len(parts) >= 2 and len(head) > 1:
+            try:
+                names[int(head[1], 0)] = parts[1]
+            except ValueError:
+                pass
+    return names
+
+
+def per_thread(pid: int, before: Dict[int, float], after: Dict[int, float], seconds: float) -> str:
+    """Where the daemon's CPU went over the measured windows, per thread that is still alive
+    (the HTTP server's per-request threads have ended; their share is the scrape cost below)."""
+    names = thread_names(pid)
+    rows = sorted(((after[t] - before.get(t, 0.0), t) for t in after), reverse=True)
+    total = sum(c for c, _ in rows)
+    lines = [f"daemon CPU per live thread over {seconds:g} s (total {total:.2f} s):"]
+    lines += [f"  {c:6.2f} s  {names.get(t, '?')}" for c, t in rows if c > 0]
+    return "\n".join(lines)
 
 
 def measure(dm: Measured, ne: Measured, window: float, windows: int) -> List[Dict[str, float]]:

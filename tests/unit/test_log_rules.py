@@ -205,3 +205,15 @@ def test_no_shipped_pattern_can_cost_the_square_of_a_line():
             if risks:
                 bad[f"{rule.id}: {pat}"] = risks
     assert not bad, bad
+
+
+def test_a_failure_seen_under_another_kind_is_counted_apart_and_still_missed() -> None:
+    """`scan --report` says how many missed failure lines a rule of another category did see:
+    there the rules and the annotation disagree on the kind, which is not the same gap as silence."""
+    text = ("Process finished with exit code 137 (interrupted by signal 9: SIGKILL)  ##> ?oom\n"
+            "all good here  ##> ?crash\n")
+    rules = build_ruleset()
+    rep = corpus.score([corpus.parse_annotated(text)], rules)
+    assert rep.other_kind == 1
+    assert rep.scores["oom"].fn == 1 and rep.scores["crash"].fn == 1
+    assert "Missed failure lines on which a rule of another category fired: 1 " in corpus.render(rep, ["oom", "crash"])

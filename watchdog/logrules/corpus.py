@@ -125,6 +125,10 @@ class Report:
     #: Failure lines per verdict domain (watchdog.core.verdict) of the rule that reported them;
     #: a line no rule of its category reported is `unknown`.
     domains: Dict[str, int] = field(default_factory=dict)
+    #: Failure lines missed in their category on which a rule of another category fired: the
+    #: rules see the failure but file it under another kind than the annotation (a kill reported
+    #: as a launcher's report, say). Counted as missed all the same.
+    other_kind: int = 0
 
 
 def score(samples: Sequence[Sample], rules: Sequence[Rule], engine: str = "re") -> Report:
@@ -153,6 +157,8 @@ def score(samples: Sequence[Sample], rules: Sequence[Rule], engine: str = "re") 
             for c in {category.get(r, "custom") for r in e.near}:
                 rep.scores[c].near_lines += 1
                 rep.scores[c].near_alarms += c in have
+            if want and want - have and have:
+                rep.other_kind += 1
             if want:
                 hits = sorted(r for r in got.get(no, set()) if category.get(r, "custom") in want)
                 domain = verdict_of_rule(hits[0], category.get(hits[0], "custom")).domain if hits else "unknown"
@@ -178,6 +184,10 @@ def render(rep: Report, order: Sequence[str]) -> str:
     out.append(f"{rep.files} files, {rep.lines} lines: {rep.failure_lines} failure lines, "
                f"{rep.silent_lines} lines that must stay silent ({rep.near_lines} of them marked as "
                f"near misses of a rule); lines with an unexpected alarm: {rep.false_alarms}.")
+    if rep.other_kind:
+        out.append("")
+        out.append(f"Missed failure lines on which a rule of another category fired: {rep.other_kind} "
+                   "(seen, but filed under another kind than the annotation says; counted as missed).")
     if rep.failure_lines:
         out += ["", "| verdict domain | failure lines | share |", "|---|---:|---:|"]
         for d in DOMAINS:
