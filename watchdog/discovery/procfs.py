@@ -6,6 +6,7 @@ environment cannot be read; those are reported as `env=None`, never as an error.
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 import threading
@@ -150,7 +151,7 @@ class ProcTable:
             self.scans += 1
             full = self.full_every > 0 and self.scans % self.full_every == 0
             turn = self.scans % self.rotate
-            now_ticks = _uptime(proc) * CLOCK_TICKS
+            now_ticks = _now_ticks(proc)
             known: Dict[int, _Known] = {}
             changed: Set[int] = set()
             self.unparsable = 0
@@ -237,6 +238,14 @@ def watch_set(records: Dict[int, ProcRecord], marked: Optional[Iterable[int]] = 
 
 #: (identity, record, read settled, /proc inode, state (psutil's name), carries a rank marker)
 _Known = Tuple[Tuple[int, str, int], Optional[ProcRecord], bool, int, str, bool]
+
+
+def _now_ticks(proc: str) -> float:
+    """The time since boot in clock ticks, exact: /proc/uptime has the ticks' precision (1/100 s)
+    and a float product does not (38272.38 * 100 is 3827237.9999...), so a process started in the
+    same tick as the scan once read as younger than 0 s, and unsettled for every scan of that tick."""
+    up = _uptime(proc) * CLOCK_TICKS
+    return float(round(up)) if math.isfinite(up) else up
 
 
 def _uptime(proc: str) -> float:
