@@ -1,10 +1,11 @@
 """The interpreters of this machine and the offline bundle, shared by the tests that install the
 daemon on each Python (tests/e2e/test_pythons.py) and check the bundle (tests/daemon/test_bundle.py).
 
-The bundle (both architectures, every Python) is built once per test run, whichever worker asks
-first, under a file lock in the run's temporary folder; the others wait and reuse it. The same goes
-for the flit_core wheels a source install of the heartbeat package builds with, so that install
-needs no package index either.
+The bundle (both architectures, every Python) is built once per test run, under a file lock in
+the run's temporary folder: `make test` builds it beside the unit tier (`prebuild`, the folder in
+NPU_WATCHDOG_TEST_SHARED); otherwise whichever worker asks first builds it and the others wait and
+reuse it. The same goes for the flit_core wheels a source install of the heartbeat package builds
+with, so that install needs no package index either.
 """
 
 from __future__ import annotations
@@ -68,12 +69,20 @@ def need_python(version: str) -> str:
     return exe
 
 
+#: A folder of builds made before the test session (`make test` builds them beside the unit tier,
+#: see `prebuild`); without it the first test that needs one builds it.
+SHARED_ENV = "NPU_WATCHDOG_TEST_SHARED"
+
+
 def run_folder(tmp_path_factory: Any) -> Path:
     """A folder shared by every worker of this test run (and by nothing else)."""
-    base = Path(tmp_path_factory.getbasetemp())
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    folder = shared / "shared-builds"
-    folder.mkdir(exist_ok=True)
+    pre = os.environ.get(SHARED_ENV)
+    if pre:
+        folder = Path(pre)
+    else:
+        base = Path(tmp_path_factory.getbasetemp())
+        folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-builds"
+    folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 
@@ -196,3 +205,26 @@ class InstalledDaemon(Daemon):
             wait_for(lambda: self.alive() and http_get(self.url + "/healthz")[0] in (200, 503),
                      timeout=120, what="daemon /healthz")
         return self
+
+
+def prebuild(folder: Path) -> int:
+    """Build the bundle, unpack it and fetch the flit_core wheels into `folder`, under the same
+    locks the tests take. Why: `make test` runs this beside the unit tier (one core each), so the
+    parallel tiers find the builds made; when the first test to need the bundle built it, every
+    worker that started a bundle test waited for the build (7 of 8 for ~100 s). A step that fails
+    or skips is left to the tests, which meet it again and report it."""
+    os.environ[SHARED_ENV] = str(folder)
+    status = 0
+    for step in (unpacked_bundle, flit_wheels):
+        try:
+            step(None)
+        except BaseException as exc:  # pytest's skip is a BaseException; the tests report it
+            print(f"{step.__name__}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["prebuild"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m tests.pythons_kit prebuild FOLDER")
+    sys.exit(prebuild(Path(sys.argv[2])))

@@ -20,7 +20,7 @@ import pytest
 from tests.helpers import REPO
 from tests.pythons_kit import SAFE, install, offline, shared_bundles
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bundle]
 
 SCRIPT = REPO / "scripts" / "bundle.py"
 

@@ -23,7 +23,7 @@ from tests.pythons_kit import (OLDEST, PYTHONS, InstalledDaemon, flit_wheels, in
                                paging_config, unpacked_bundle, venv_bin)
 from watchdog import __version__
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bundle]
 SENT = 'npu_watchdog_notifications_total{channel="hook",result="sent"}'
 
 

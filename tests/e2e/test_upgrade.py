@@ -23,7 +23,7 @@ from tests.helpers import REPO, wait_for
 from tests.pythons_kit import InstalledDaemon, install, paging_config, unpacked_bundle, venv_bin
 from watchdog import __version__
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bundle]
 
 #: The last release before this one: its version and commit (CHANGELOG.md).
 PREVIOUS = ("0.1.0", "8b72c6caa2204c9dd09379a97247f2dfb952b07a")
