@@ -107,6 +107,27 @@ def attach_exit_filter(sock: socket.socket, pids: Optional[Iterable[int]] = None
 
 #: Receive buffer asked for: room for a burst of exits while the listener waits for the GIL.
 RCVBUF = 1 << 20
+#: After an overrun the buffer grows 4x, up to this: a node whose bursts overran it once will
+#: again, and a few MB of kernel memory are cheaper than exit statuses lost.
+MAX_RCVBUF = 16 << 20
+
+
+def _set_rcvbuf(sock: socket.socket, size: int) -> int:
+    """Ask for a receive buffer of `size` bytes; the size the kernel gives (it doubles the ask).
+    SO_RCVBUFFORCE first: the connector needs CAP_NET_ADMIN anyway, which lifts the cap of
+    net.core.rmem_max (a plain SO_RCVBUF is capped there: 212992 bytes by default, socket(7))."""
+    for opt in (getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF):
+        if opt is None:
+            continue
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, size)
+            break
+        except OSError:
+            continue
+    try:
+        return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    except OSError:
+        return 0
 #: Exits remembered (the newest win); a node runs far fewer processes between two probe rounds.
 MAX_EXITS = 8192
 
@@ -179,6 +200,8 @@ class ProcExits:
         self.datagrams = 0
         #: Times the kernel reported dropped events (ENOBUFS): a burst overran the buffer.
         self.overruns = 0
+        #: The receive buffer's size as the kernel reports it (grown after each overrun).
+        self.rcvbuf = 0
         #: Why the kernel-side filter is not installed (None: installed).
         self.unfiltered: Optional[str] = "not started"
         self._watched: Optional[frozenset] = None
@@ -200,10 +223,8 @@ class ProcExits:
             # exits, forks) sent in between while another listener on the host had events on.
             self.unfiltered = attach_exit_filter(sock, self._watched)
             sock.bind((0, CN_IDX_PROC))  # port id 0: the kernel assigns one (several daemons per host)
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
-            except OSError:
-                pass  # the default buffer: a burst may overrun it (counted in `overruns`)
+            # (if neither option takes, the default buffer: a burst may overrun it, see `_read`)
+            self.rcvbuf = _set_rcvbuf(sock, RCVBUF)
             sock.send(_listen_message())
             self._wake = os.pipe()
         except OSError as exc:
@@ -255,10 +276,12 @@ class ProcExits:
             # The kernel dropped events while the buffer was full (a burst of exits the listener
             # could not keep up with): those statuses are lost, the socket is fine.
             self.overruns += 1
+            if self.rcvbuf < MAX_RCVBUF:
+                self.rcvbuf = _set_rcvbuf(sock, min(MAX_RCVBUF, max(self.rcvbuf, 4096) * 2))
             if self.overruns == 1 or self.overruns % 100 == 0:
                 log.warning("process events: the kernel dropped exit events (a burst overran the "
-                            "buffer, %d times so far): a rank that ended in it is judged without its "
-                            "exit status", self.overruns)
+                            "buffer, %d times so far; it now holds %d bytes): a rank that ended in "
+                            "it is judged without its exit status", self.overruns, self.rcvbuf)
             return True
         self.datagrams += 1
         ev = parse_exit_event(data)
