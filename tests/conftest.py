@@ -9,6 +9,9 @@ import pytest
 from watchdog.plugins_list import assemble
 
 assemble()  # the composition root, as every entry point runs it
+from tests.python3_link import link_python3
+
+link_python3()  # before any child process: tests/python3_link.py says why
 from tests.helpers import Daemon
 from tests.pythons_kit import SHARED_ENV
 from tests.hostile_kit import other_users_root
