@@ -244,13 +244,15 @@ class Daemon:
                               status_remote=lambda: bool(self.runtime.config.http.status_remote)) is not None
 
     def run(self) -> int:
+        # First: once the port answers, a SIGHUP (a reload) or SIGTERM may come, and Python's
+        # default for SIGHUP ends the process. Queued until the main loop runs.
+        install_signal_handlers(self.signals)
         config = self.config
         probes = self._build_probes(config)
         registry = make_registry(self.runtime)
         if config.http.enabled and not self._start_http(config, registry):
             self.listen_later = ListenLater(config.http.listen, lambda: self._start_http(config, registry, quiet=True))
             self.listen_later.start()
-        install_signal_handlers(self.signals)
         self.scheduler.start(probes)
         log.info("npu-watchdog %s started: host=%s training_job=%s probes=%s", __version__, config.node.name,
                  config.job_label or "(discovered per job)", ",".join(p.name for p in probes) or "(none)")
