@@ -48,10 +48,11 @@ check-config: $(STAMP)
 # processes (pytest-xdist) busy to the end instead of idling through each tier's longest test:
 # a daemon-tier file per worker at a time, an e2e test by test (tests/conftest.py keeps a file with
 # a module-scoped fixture on one worker, and starts the slow tests first). Every test has its own
-# temporary folder, ports and processes. 8 workers on a 2-core machine: with 4 the CPU was idle
-# two thirds of the time (the tests wait on daemons' rounds, hangs and timeouts).
+# temporary folder, ports and processes. 12 workers on a 2-core machine: with 4 the CPU was idle
+# two thirds of the time, with 8 still a third (the tests wait on daemons' rounds, hangs and
+# timeouts).
 PYTEST       = $(BIN)/python -m pytest -q -rs
-TEST_WORKERS ?= 8
+TEST_WORKERS ?= 12
 PARALLEL     = -n $(TEST_WORKERS) --dist loadfile
 SCENARIOS    = -n $(TEST_WORKERS) --dist load
 

@@ -66,11 +66,21 @@ def check_link(url: str) -> Optional[str]:
     return None
 
 
-def wait_for(pred: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1, what: str = "condition") -> Any:
-    """Poll `pred` until it is true. The deadline is generous on purpose (a hang bound, not a speed
-    figure): a loaded 2-core machine running the tiers in parallel stretches every wait."""
+#: wait_for's polling without an `interval` of the test's own: quick at first, then slower. Most
+#: predicates ask the daemon (/metrics, /api/status: a few ms of CPU on each side); polled every
+#: 0.1 s through waits of tens of seconds by 8-12 workers, they took a good share of a 2-core
+#: machine. A condition met at once is still seen within 0.05 s, a long wait ends at most 0.3 s late.
+POLL_FIRST, POLL_MAX = 0.05, 0.3
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 60.0, interval: Optional[float] = None,
+             what: str = "condition") -> Any:
+    """Poll `pred` until it is true (every `interval` seconds, or see POLL_FIRST). The deadline is
+    generous on purpose (a hang bound, not a speed figure): a loaded 2-core machine running the
+    tiers in parallel stretches every wait."""
     deadline = time.monotonic() + timeout
     last = None
+    pause = POLL_FIRST if interval is None else interval
     while time.monotonic() < deadline:
         try:
             last = pred()
@@ -79,7 +89,9 @@ def wait_for(pred: Callable[[], Any], timeout: float = 60.0, interval: float = 0
         else:
             if last:
                 return last
-        time.sleep(interval)
+        time.sleep(pause)
+        if interval is None:
+            pause = min(POLL_MAX, pause * 1.5)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
