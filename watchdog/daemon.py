@@ -68,7 +68,9 @@ FIRST_ROUND = -2
 
 
 def install_signal_handlers(signals: "queue.Queue[int]") -> None:
-    """The handlers only queue the signal: the main loop acts on it."""
+    """The handlers only queue the signal: the main loop acts on it. Installed before the port
+    opens: once it answers, a SIGHUP (a reload) may come, and Python's default for it ends the
+    process."""
     def enqueue(signum: int, _frame: Any) -> None:
         signals.put(signum)
 
@@ -244,9 +246,7 @@ class Daemon:
                               status_remote=lambda: bool(self.runtime.config.http.status_remote)) is not None
 
     def run(self) -> int:
-        # First: once the port answers, a SIGHUP (a reload) or SIGTERM may come, and Python's
-        # default for SIGHUP ends the process. Queued until the main loop runs.
-        install_signal_handlers(self.signals)
+        install_signal_handlers(self.signals)  # first: see its docstring
         config = self.config
         probes = self._build_probes(config)
         registry = make_registry(self.runtime)
