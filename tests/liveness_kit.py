@@ -157,11 +157,12 @@ class Harness:
             return self.find(rule, **labels)
         return wait_for(check, timeout=timeout, interval=0.1, what=f"finding {rule} {labels}")[0]
 
-    def wait_round(self, pred: Any, timeout: float = 20.0, what: str = "observation") -> Any:
+    def wait_round(self, pred: Any, timeout: float = 20.0, what: str = "observation", every: float = 0.1) -> Any:
+        """Run a round every `every` seconds until `pred` holds after one."""
         def check() -> Any:
             self.round()
             return pred()
-        return wait_for(check, timeout=timeout, interval=0.1, what=what)
+        return wait_for(check, timeout=timeout, interval=every, what=what)
 
     def processes(self) -> Any:
         return self.last["process"].processes
