@@ -110,26 +110,24 @@ RCVBUF = 1 << 20
 #: After an overrun the buffer grows 4x, up to this: a node whose bursts overran it once will
 #: again, and a few MB of kernel memory are cheaper than exit statuses lost.
 MAX_RCVBUF = 16 << 20
+#: Exits remembered (the newest win); a node runs far fewer processes between two probe rounds.
+MAX_EXITS = 8192
 
 
 def _set_rcvbuf(sock: socket.socket, size: int) -> int:
     """Ask for a receive buffer of `size` bytes; the size the kernel gives (it doubles the ask).
     SO_RCVBUFFORCE first: the connector needs CAP_NET_ADMIN anyway, which lifts the cap of
     net.core.rmem_max (a plain SO_RCVBUF is capped there: 212992 bytes by default, socket(7))."""
-    for opt in (getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF):
-        if opt is None:
-            continue
+    for opt in [o for o in (getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF) if o is not None]:
         try:
             sock.setsockopt(socket.SOL_SOCKET, opt, size)
             break
         except OSError:
-            continue
+            pass
     try:
         return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
     except OSError:
         return 0
-#: Exits remembered (the newest win); a node runs far fewer processes between two probe rounds.
-MAX_EXITS = 8192
 
 
 @dataclass(frozen=True)
