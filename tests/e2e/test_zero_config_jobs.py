@@ -201,3 +201,45 @@ def test_npu_smi_appearing_later_is_picked_up_and_a_lost_card_pages_once(tmp_pat
             assert (lost["training_job"], lost["npu"]) == (name, "2")
             assert re.search(r"npu-smi", (tmp_path / "d" / "daemon.log").read_text())
             no_default_job(d, hook)
+
+
+def test_a_lost_card_pages_once_while_its_job_restarts_around_it(tmp_path):
+    """A card vanishes under a job; the job is killed and started again (a new launcher: a new
+    job name) while the card stays gone, so the chip's holder changes. One page for the card,
+    none for the old job's end (the card explains it), one resolved message when the card is back.
+    The holder is context, not identity (Finding.context): its change must not make a second alert."""
+    # The cards the launcher was given (a common way to pin a job): each rank's NPU is known from
+    # its environment even when npu-smi cannot list it (its card is gone).
+    job = TrainJob(tmp_path / "job", ranks=4, tag=tagged(),
+                   env={"NPU_WATCHDOG_HEARTBEAT": f"{tmp_path}/hb/", "ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3"})
+
+    def holders() -> List:
+        return [f["labels"].get("training_job") for f in d.findings() if f["rule"] == "npu_missing"]
+
+    with FakeNpuNode(tmp_path / "node") as node, Receiver("feishu") as fs, Receiver("webhook") as hook, job:
+        node.place(job, 0)
+        with ShippedDaemon(tmp_path / "d", node.env(), job.only_env, fs.url, hook.url) as d:
+            (name,) = discovered(d, 1)
+            node.lose(2)
+            wait_for(lambda: sent(hook, fs).get("webhook:npu_missing"), timeout=60, what="the lost card's page")
+            job.stop()
+            wait_for(lambda: d.jobs() == [], timeout=60, what="discovery seeing the job gone")
+            time.sleep(2)  # the launcher's start time names the job: the new one's must differ
+            job.start()
+            (again,) = discovered(d, 1)
+            assert again != name
+            wait_for(lambda: holders() == [again], timeout=60, what="the lost card held by the new job")
+            time.sleep(10)  # a second alert would have been sent by now
+            got = sent(hook, fs)
+            assert got["webhook:npu_missing"] == {"firing": 1, "resolved": 0}, got
+            assert got["webhook"] == {"firing": 1, "resolved": 0} and got["feishu"] == {"firing": 1, "resolved": 0}, got
+            node.lost.discard(2)
+            wait_for(lambda: sent(hook, fs)["webhook"]["resolved"], timeout=150, what="the card's resolved message")
+            time.sleep(6)
+            got = sent(hook, fs)
+            assert got["webhook:npu_missing"] == {"firing": 1, "resolved": 1}, got
+            assert got["webhook"] == {"firing": 1, "resolved": 1} and got["feishu"] == {"firing": 1, "resolved": 1}, got
+            (lost, back) = [x for x in webhook_labels(hook) if x["alertname"] == "npu_missing"]
+            assert (lost["training_job"], lost["npu"], lost["_status"]) == (name, "2", "firing")
+            assert (back["training_job"], back["npu"], back["_status"]) == (name, "2", "resolved")
+            no_default_job(d, hook)

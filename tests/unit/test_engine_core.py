@@ -21,7 +21,7 @@ from watchdog.alerting.decide.notification import AlertNote, Notification
 from watchdog.alerting.deliver.store import Silence
 from watchdog.alerting.timer import MAX_SLEEP, MIN_SLEEP, RETRY_SLEEP, SILENCE_POLL, Schedule
 from watchdog.config.sections.alerting import parse_matcher
-from watchdog.core.findings import Finding
+from watchdog.core.findings import HOLDER, Finding
 
 URL = "http://127.0.0.1:9/hook"  # never contacted: the core only routes
 T0 = 1_800_000_000.0
@@ -158,6 +158,26 @@ def test_a_blind_probes_alert_stays_firing_and_its_absence_counts_from_when_it_s
     assert c.run([], T0 + 24.0).notifications == ()  # sees again: absent 3.5 s of the 5
     [note] = c.run([], T0 + 25.5).notifications
     assert note.status == "resolved" and sorted(a.rule for a in note.alerts) == ["command_check", "npu_missing"]
+
+
+def test_a_card_fault_pages_once_while_its_holder_comes_and_goes(tmp_path):
+    """The job label of a card's fault is context (Finding.context): the job restarting under it
+    (a pass with no holder) changes neither its alert nor its page, and a row kept under the key
+    over every label (a version before context) is adopted, not resolved and paged again."""
+    c = Core(tmp_path, group_window="0s", resolve_delay="5s")
+    old = f("npu_missing", "critical", npu="5", chip="0", training_job="llama")  # the old key
+    assert kinds(c.run([old], T0).notifications) == [("firing", ["npu_missing"])]
+    held = dataclasses.replace(old, context=HOLDER)
+    free = dataclasses.replace(held, labels={k: v for k, v in held.labels.items() if k != "training_job"})
+    adopted = c.run([held], T0 + 1.0)
+    assert adopted.notifications == () and adopted.deleted == (old.key,) and list(c.core.alerts) == [held.key]
+    notes = []
+    for i in range(2, 40):  # 19 s: free for a pass in every three, held again
+        notes += c.run([free if i % 3 == 0 else held], T0 + i * 0.5).notifications
+    assert notes == [] and free.key == held.key and c.core.alerts[held.key].state == "firing"
+    assert c.core.alerts[held.key].labels["training_job"] == "llama"  # the labels it paged with
+    [note] = c.run([], T0 + 25.0).notifications
+    assert note.status == "resolved" and [a.rule for a in note.alerts] == ["npu_missing"]
 
 
 def test_routing_gives_each_channel_its_share_and_no_resolved_to_a_channel_that_declines(tmp_path):

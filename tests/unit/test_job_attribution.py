@@ -136,3 +136,25 @@ def test_chips_changing_hands_when_a_job_restarts_are_not_lost_cards():
     assert n.findings(T0 + 110, "npu_missing") == []
     n.feed(T0 + 120, T0 + 140, node({k: 80.0 for k in range(8)}))
     assert n.findings(T0 + 140, "npu_missing") == []
+
+
+def test_a_lost_card_stays_one_finding_while_its_job_restarts():
+    """The card is what fails: while job B restarts (a round with none of its ranks, the chip
+    is the node's) the finding keeps its key, so the engine keeps one alert and one page; the
+    job that holds the chip rides along as context."""
+    n = Node()
+    n.feed(T0, T0 + 100, node({k: 80.0 for k in range(8)}))
+    n.feed(T0 + 110, T0 + 130, node({k: 80.0 for k in range(8)}, gone=[5]))
+    [held] = n.findings(T0 + 130, "npu_missing")
+    only_a = ProcessObservation(processes=tuple(p for p in two_jobs().processes if p.job == "job-a"),
+                                jobs=(JobState("job-a", T0),), discovered=True)
+    n.store.put("process", only_a, at=T0 + 140)
+    n.store.put("npu", node({k: 80.0 for k in range(8)}, gone=[5]), at=T0 + 140)
+    [free] = n.findings(T0 + 140, "npu_missing")
+    n.feed(T0 + 150, T0 + 160, node({k: 80.0 for k in range(8)}, gone=[5]))
+    [again] = n.findings(T0 + 160, "npu_missing")
+    assert held.labels[JOB_LABEL] == again.labels[JOB_LABEL] == "job-b" and JOB_LABEL not in free.labels
+    assert held.key == free.key == again.key
+    assert held.identity == {"host": "node-a", "npu": "5", "chip": "0"} and held.context == (JOB_LABEL,)
+    # Without the context, the holder would be part of the key (a second alert, a second page).
+    assert held.key != Finding("npu_missing", "critical", "", dict(held.labels)).key == held.full_key

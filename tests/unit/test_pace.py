@@ -10,10 +10,10 @@ import pytest
 
 from tests.synth import T0, Synth, chip, npu_obs, procs, rules
 from watchdog.detectors import pace as pace_det
-from watchdog.logrules.progress import ProgressMatcher
+from watchdog.logrules.progress import PACE_LINES, ProgressMatcher
 from watchdog.observations import LogObservation, PaceLine
 from watchdog.parse.pace import PaceMark, parse_phase, parse_progress
-from watchdog.summaries.pace import PaceTrack
+from watchdog.summaries.pace import PaceTrack, declared_phase, fold_round, sample_at
 from watchdog.config.sections.pace import PaceConfig
 
 # Real-format lines (tests/samples/SOURCES.md: the trainers' print formats).
@@ -53,6 +53,20 @@ def test_matcher_marks_in_order_and_skips_failures():
     assert marks[1].phase == "checkpoint"
     found, marks = ProgressMatcher().marks(MEGATRON.encode() + b"\n", lambda text: True)
     assert not found and marks == []
+
+
+def test_an_evaluations_line_older_than_the_kept_steps_is_still_marked():
+    """A round read late: the evaluation's closing line, then more steps than the walk keeps
+    (PACE_LINES). The phase line still comes first, so the gap it closes is booked eval."""
+    steps = [MEGATRON.replace("120/", f"{121 + i}/") for i in range(PACE_LINES + 8)]
+    block = "\n".join([MEGATRON, " validation loss at iteration 120 | lm loss value: 2.1 |"] + steps).encode() + b"\n"
+    found, marks = ProgressMatcher().marks(block, lambda text: False)
+    assert found and marks[0].phase == "eval" and len(marks) == PACE_LINES + 1
+    assert [m.counter for m in marks[1:]] == [float(121 + 8 + i) for i in range(PACE_LINES)]
+    # Only the newest such line, whatever a hostile block repeats.
+    block = b"saving checkpoint at iteration 1\n" * 5000 + "\n".join(steps).encode() + b"\n"
+    _, marks = ProgressMatcher().marks(block, lambda text: False)
+    assert [m.phase for m in marks].count("checkpoint") == 1
 
 
 def test_parse_is_bounded_on_hostile_text():
@@ -124,6 +138,29 @@ def test_a_heartbeat_declared_checkpoint_names_the_gap():
     run(tr, T0 + 400, T0 + 410, 1.0, c, printed=False)
     secs, _ = tr.goodput()
     assert secs["checkpoint"] == pytest.approx(100, abs=1) and secs["stalled"] == 0
+
+
+def test_a_track_folded_afresh_reads_each_rounds_own_heartbeat():
+    """A job's summaries rebuilt from the history (the job left the process table for a pass)
+    replay old rounds: an evaluation the heartbeat declared then is booked eval, though the
+    heartbeat says train now (the trainer printed no phase line); a round reads no heartbeat
+    taken after it."""
+    from tests.synth import beats
+
+    s = Synth(probes=("process", "heartbeat"))
+    phase = lambda t: "eval" if T0 + 100 <= t < T0 + 160 else "train"  # noqa: E731
+    s.feed(T0, T0 + 200, every=5.0, process=lambda t: procs(8, 1.0),
+           heartbeat=lambda t: beats([int(t - T0)] * 8, t, phases=[phase(t)] * 8))
+    view = s.view(T0 + 200)
+    assert declared_phase(view) is None and declared_phase(view, T0 + 130) == "eval"
+    assert declared_phase(view, T0 + 99) is None and sample_at(view, "heartbeat", T0 - 1) is None
+    assert sample_at(view, "heartbeat", T0 + 132.5).time == T0 + 130
+    tr, c = PaceTrack(CFG), 0.0
+    for t in range(0, 201):  # the replay: every round folded with today's view
+        c += 1 if phase(T0 + t) == "train" else 0
+        fold_round(tr, T0 + t, lines(c) if phase(T0 + t) == "train" else [], view)
+    secs, _ = tr.goodput()
+    assert secs["eval"] == pytest.approx(60, abs=1) and secs["stalled"] == 0, secs
 
 
 def test_a_clean_end_drops_the_quiet_tail_a_failed_one_books_it():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 SEVERITIES = ("info", "warning", "critical")
 SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
@@ -17,6 +17,9 @@ SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
 #: metrics. Not `job`: Prometheus sets `job` on every scraped series (ours would become
 #: `exported_job`), so a pushed alert and a scraped series of one job could not share a matcher.
 JOB_LABEL = "training_job"
+#: The context of a finding about a chip's hardware: the job that holds the chip now (see
+#: `Finding.context`). The card is what fails; its holder can change while it stays broken.
+HOLDER = (JOB_LABEL,)
 #: What the label was called before; accepted in matchers and inhibition `equal` lists, and
 #: rewritten in state persisted by an older version.
 LEGACY_JOB_LABEL = "job"
@@ -58,6 +61,10 @@ class Finding:
     evidence: tuple = ()
     #: Whether the engine should request a snapshot when this fires (None: by severity).
     snapshot: Optional[bool] = None
+    #: Labels that describe the condition without identifying it: the training job that holds a
+    #: chip whose hardware fails. The key leaves them out, so a card fault that outlives its job
+    #: (a restart, a moment with no rank on the node) stays one alert, not a page per holder.
+    context: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITY_RANK:
@@ -65,6 +72,16 @@ class Finding:
 
     @property
     def key(self) -> str:
+        return fingerprint(self.rule, self.identity)
+
+    @property
+    def identity(self) -> Dict[str, str]:
+        """The labels that identify the condition: all but the `context` ones."""
+        return {k: v for k, v in self.labels.items() if k not in self.context}
+
+    @property
+    def full_key(self) -> str:
+        """The key over every label, context included: what versions before `context` used."""
         return fingerprint(self.rule, self.labels)
 
     def to_dict(self) -> Dict[str, Any]:
@@ -79,4 +96,5 @@ class Finding:
             "since": self.since,
             "details": dict(self.details),
             "evidence": list(self.evidence),
+            "context": list(self.context),
         }

@@ -91,6 +91,10 @@ class Rule:
     severities: Tuple[str, ...] = ()
     #: The config key that chooses the severity per item (a command check, a custom log rule).
     severity_key: str = ""
+    #: The finding reports an end (the job or a rank is gone). A cause that paged at its severity
+    #: and mutes it explains it for good: it is never paged on its own, not even when the cause
+    #: clears first (a card back after the job it killed was replaced: the end is old news).
+    ends: bool = False
 
     @property
     def raised(self) -> Tuple[str, ...]:
@@ -142,6 +146,12 @@ def subject(name: str) -> str:
     """`watchdog` for a rule about the watchdog itself, else `job` (unknown rules too)."""
     r = catalog().get(name)
     return r.subject if r is not None else "job"
+
+
+def is_end(name: str) -> bool:
+    """Whether the rule reports an end (`Rule.ends`)."""
+    r = catalog().get(name)
+    return r is not None and r.ends
 
 
 def default_for(name: str) -> float:

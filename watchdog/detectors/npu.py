@@ -30,7 +30,7 @@ from watchdog.detectors.series import (
     window_points,
 )
 from watchdog.detectors.jobs import per_job
-from watchdog.core.findings import Finding
+from watchdog.core.findings import HOLDER, Finding
 from watchdog.core.rulecatalog import Inhibits, Rule, probe_wait
 from watchdog.detectors.healthcodes import advise_code
 from watchdog.npusmi.subhealth import ACTIONS
@@ -418,10 +418,9 @@ def _detect_chips(view: StateView, config: Config) -> List[Finding]:
     out += _busy(view, config, summary, phase)
     out += _low_util(view, config, summary, phase)
     out += _hbm(view, config)
-    out += _health(view, config, summary)
-    out += _missing(view, config, summary)
-    out += _temperature(view, config, summary)
-    return out
+    # The card's own faults stay one alert while its holder changes (Finding.context).
+    hardware = _health(view, config, summary) + _missing(view, config, summary) + _temperature(view, config, summary)
+    return out + [replace(f, context=HOLDER) for f in hardware]
 
 
 #: Each job's chips in its own pass (its job label and heartbeat phase), then the chips no job

@@ -15,10 +15,11 @@ node finding, without a job label.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Dict, List, Optional, Tuple
 
 from watchdog.config.schema import Config
-from watchdog.core.findings import JOB_LABEL, Finding
+from watchdog.core.findings import HOLDER, JOB_LABEL, Finding
 from watchdog.core.rulecatalog import JOB_LABELS, Inhibits, Rule, probe_wait
 from watchdog.core.state import StateView
 from watchdog.detectors.jobs import latest_chip_owners
@@ -145,7 +146,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
         f = _throttled(view, cfg, c, labels)
         if f is not None:
             out.append(f)
-    return out
+    return [replace(f, context=HOLDER) for f in out]  # the card fails, whoever holds it
 
 
 TRIGGERS = ("subhealth",)

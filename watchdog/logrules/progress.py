@@ -84,7 +84,14 @@ class ProgressMatcher:
         progress = 0
         for line in reversed(block.decode("utf-8", "replace").splitlines()):
             if progress >= PACE_LINES:
-                break
+                # Past the progress lines kept, only the newest phase line: an evaluation's line
+                # comes at its end, and a round read late holds more steps after it than the walk.
+                phase = _phase_only(line) if phases else None
+                if phase is not None:
+                    out.append(PaceMark(phase=phase))
+                if phase is not None or not phases:
+                    break
+                continue
             if self.regex.search(line) and not is_failure(line):
                 found = True
                 progress += 1
@@ -97,3 +104,13 @@ class ProgressMatcher:
                     out.append(PaceMark(phase=phase))
         out.reverse()
         return found, out
+
+
+_PHASE_TEXT = tuple(lit.decode() for lit in PHASE_LITERALS)
+
+
+def _phase_only(line: str) -> Optional[str]:
+    """The phase a line opens, tested on the lines the progress walk no longer keeps (cheap
+    literal test first: the rest of a 256 KB block may be walked)."""
+    low = line.lower()
+    return parse_phase(line) if any(lit in low for lit in _PHASE_TEXT) else None

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.config.sections.pace import PaceConfig
-from watchdog.core.state import StateView
+from watchdog.core.state import Sample, StateView
 from watchdog.observations import HeartbeatObservation, JobState, PaceLine, ProcessObservation
 from watchdog.parse.pace import PaceMark
 
@@ -297,7 +297,7 @@ def fold_round(track: PaceTrack, at: float, lines: Sequence[PaceLine], view: Sta
         track.first_at = max(at, job.first_seen_at if job is not None else at)
     if job is not None and job.ended_at is not None and at >= job.ended_at:
         track.finish(job.ended_at, clean=job.end is None or not job.end.failure_line)
-    track.add(at, lines, declared_phase(view))
+    track.add(at, lines, declared_phase(view, at))
 
 
 def _job(view: StateView) -> Optional[JobState]:
@@ -308,14 +308,32 @@ def _job(view: StateView) -> Optional[JobState]:
     return s.value.jobs[0]
 
 
-def declared_phase(view: StateView) -> Optional[str]:
-    """The pause phase a rank's heartbeat declares now (one rank writing a checkpoint while the
-    others wait in a barrier is enough), else None."""
-    s = view.latest("heartbeat")
+def declared_phase(view: StateView, at: Optional[float] = None) -> Optional[str]:
+    """The pause phase a rank's heartbeat declares at `at` (default: now; one rank writing a
+    checkpoint while the others wait in a barrier is enough), else None."""
+    s = sample_at(view, "heartbeat", at)
     if s is None or not isinstance(s.value, HeartbeatObservation):
         return None
     phases = {r.phase for r in s.value.readings}
     return next((p for p in PAUSE_PHASES if p in phases), None)
+
+
+def sample_at(view: StateView, probe: str, at: Optional[float]) -> Optional[Sample]:
+    """The newest sample of `probe` taken at or before `at` (None: `at` is now). A summary folded
+    afresh (a job's summaries rebuilt from the history) replays old rounds: each must read the
+    heartbeat of its own time, or an evaluation over by now would be booked as a stall."""
+    latest = view.latest(probe)
+    if latest is None or at is None or latest.time <= at:
+        return latest
+    hist = view.history(probe)
+    lo, hi = 0, len(hist)
+    while lo < hi:  # bisect on the sample times (bisect's `key` is 3.10+)
+        mid = (lo + hi) // 2
+        if hist[mid].time <= at:
+            lo = mid + 1
+        else:
+            hi = mid
+    return hist[lo - 1] if lo else None
 
 
 def heartbeat_lines(at: float, obs: HeartbeatObservation) -> Tuple[PaceLine, ...]:

@@ -24,13 +24,15 @@ from watchdog.compat import Protocol  # 3.7: from typing_extensions
 from watchdog.alerting.decide import lifecycle
 from watchdog.alerting.decide.grouping import Groups, group_key
 from watchdog.alerting.decide.interruptions import Counts, count_fired
-from watchdog.alerting.decide.muting import ActiveSilences, FiringIndex, mutual, mute_reason, source_alert
+from watchdog.alerting.decide.muting import (EXPLAINED, ActiveSilences, FiringIndex, explained, mutual, mute_reason,
+                                             source_alert)
 from watchdog.alerting.decide.notification import Notification, OutboxItem, notification
 from watchdog.alerting.decide.records import AlertRow
 from watchdog.alerting.decide.routing import RouteTarget, route
 from watchdog.alerting.decide.storagefault import Carry, SavePoint, apply_carry
 from watchdog.config.sections.alerting import AlertingConfig
-from watchdog.core.findings import Finding
+from watchdog.core.findings import SEVERITY_RANK, Finding
+from watchdog.core.rulecatalog import is_end
 
 log = logging.getLogger("watchdog.alerts")
 
@@ -111,8 +113,11 @@ class EngineCore:
         notes = self._flush(mute, now, tr.changed, snapshots)
         notes += self._reminders(mute, now, tr.changed)
         for batch in lifecycle.incident_resolutions(self.alerts, tr):
-            # Alerts folded into the page without being shown (same event) are not listed either.
-            notes.append(notification("resolved", [a for a in batch if a.last_notified] or batch, now, cfg))
+            # Alerts folded into the page without being shown (same event) are not listed either;
+            # an end its cause explained was never shown: it goes without a message.
+            shown = [a for a in batch if not explained(a)]
+            if shown:
+                notes.append(notification("resolved", [a for a in shown if a.last_notified] or shown, now, cfg))
         notes += self._repush(mute, now, channels)
         items = [item for n in notes for item in route(n, channels, cfg.sends_direct)]
         changed = tuple(self.alerts[fp] for fp in tr.changed if fp in self.alerts)
@@ -162,6 +167,9 @@ class EngineCore:
         rules = self.config.inhibitions
         index = FiringIndex.build(self.alerts.values(), rules)
         mute = {a.fp: mute_reason(a, silences, index, rules) for a in self.alerts.values() if a.state == "firing"}
+        for a in self.alerts.values():
+            if a.state == "firing" and explained(a):
+                mute[a.fp] = a.muted  # for good, also after its cause cleared
         for a in tr.fired:
             if mute.get(a.fp) is None:
                 self._request_snapshot(a, snapshots)
@@ -169,27 +177,39 @@ class EngineCore:
             if a.state == "firing" and a.notified and a.muted != mute[a.fp]:
                 a.muted = mute[a.fp]
                 tr.changed.add(a.fp)
-        self._fold_same_event(mute, index, tr.changed)
+        self._fold(mute, index, tr.changed)
         return mute
 
-    def _fold_same_event(self, mute: Mute, index: FiringIndex, changed: Set[str]) -> None:
-        """An alert muted by a same-event peer that has paged joins that page's incident: it is
-        never paged on its own (not even when the peer resolves first) and the incident resolves
-        only when it has cleared too."""
+    def _fold(self, mute: Mute, index: FiringIndex, changed: Set[str]) -> None:
+        """An alert muted by a peer that has paged is folded into that page, never paged alone:
+        - a same-event peer (one event, two probes) joins the page's incident, which resolves
+          only when it has cleared too (not even when the peer resolves first is it paged);
+        - an end (`Rule.ends`: the job or a rank gone) whose cause paged at its severity or
+          above is explained for good: it stays muted after the cause clears (a card back after
+          the job it killed was replaced must not page that old job's end), joins no incident
+          (the cause's resolved message does not wait for an end that stays) and goes without
+          a message when it clears."""
         rules = self.config.inhibitions
         for a in self.alerts.values():
             reason = mute.get(a.fp) or ""
             if a.state != "firing" or a.notified or not reason.startswith("inhibited:"):
                 continue
             src = reason.split(":", 1)[1]
-            if not mutual(rules, src, a.rule):
-                continue
             peer = self.alerts.get(source_alert(a, src, index, rules) or "")
-            if peer is not None and peer.notified and peer.incident:
+            if peer is None or not peer.notified or not peer.incident:
+                continue
+            if mutual(rules, src, a.rule):
                 a.notified, a.incident, a.muted = True, peer.incident, reason
                 log.info("alert %s folded into the page of %s (same event)", a.rule, peer.rule,
                          extra={"event": "alert_folded"})
-                changed.add(a.fp)
+            elif is_end(a.rule) and SEVERITY_RANK.get(peer.severity, 0) >= SEVERITY_RANK.get(a.severity, 0):
+                a.notified, a.muted = True, EXPLAINED + peer.rule
+                mute[a.fp] = a.muted
+                log.info("alert %s explained by the page of %s: not paged on its own", a.rule, peer.rule,
+                         extra={"event": "alert_folded"})
+            else:
+                continue
+            changed.add(a.fp)
 
     def _schedule(self, mute: Mute, now: float, changed: Set[str]) -> None:
         """Open the group of every firing alert not yet sent; record why a muted one waits."""

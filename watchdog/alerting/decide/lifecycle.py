@@ -67,7 +67,7 @@ def first_round_done(alerts: Mapping[str, AlertRow], now: float) -> None:
 def observe(alerts: Dict[str, AlertRow], present: Mapping[str, Finding], now: float, tr: Transitions) -> None:
     """Create rows for new findings and refresh the rows of findings seen again."""
     for fp, f in present.items():
-        a = alerts.get(fp)
+        a = alerts.get(fp) or _adopt(alerts, fp, f, tr)
         if a is None:
             alerts[fp] = AlertRow(fp, f.rule, f.severity, dict(f.labels), f.to_dict(), "pending", now, None, now)
             log.info("finding %s pending (%s): %s", f.rule, f.severity, f.summary,
@@ -83,6 +83,20 @@ def observe(alerts: Dict[str, AlertRow], present: Mapping[str, Finding], now: fl
             a.severity = f.severity
             a.finding = f.to_dict()
         tr.changed.add(fp)
+
+
+def _adopt(alerts: Dict[str, AlertRow], fp: str, f: Finding, tr: Transitions) -> Optional[AlertRow]:
+    """The row a version before `Finding.context` kept for this finding under its key over every
+    label, moved to the finding's key: an upgrade must neither resolve nor re-page a firing card
+    fault whose job label has become context."""
+    old = f.full_key
+    if old == fp or old not in alerts:
+        return None
+    a = alerts.pop(old)
+    a.fp = fp
+    alerts[fp] = a
+    tr.deleted.append(old)
+    return a
 
 
 def absent_for(a: AlertRow, here: bool, now: float) -> Optional[float]:

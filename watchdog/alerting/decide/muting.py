@@ -5,7 +5,8 @@ store, where `npu-watchdog silence add` writes them, possibly from another proce
 inhibits a target while an alert of the source fires with the same values for the rule's `equal`
 labels. When two rules inhibit each other (the same event seen by two probes, e.g. `loss_nan` and
 `log_nan`), only the one that was sent first (or, failing that, fired first) mutes the other, so
-the event pages exactly once and never zero times.
+the event pages exactly once and never zero times. An end (a job or rank gone) that a paged cause
+mutes stays muted as `explained:<rule>` after the cause clears.
 """
 
 from __future__ import annotations
@@ -21,6 +22,16 @@ from watchdog.config.sections.alerting import InhibitRule, LabelMatcher
 log = logging.getLogger("watchdog.alerts")
 
 Key = Tuple[Tuple[str, str], ...]
+#: The mute reason of an end its paged cause explains for good ("explained:<cause rule>"): kept
+#: after the cause clears, so the end is never paged on its own (see EngineCore._fold).
+EXPLAINED = "explained:"
+
+
+def explained(a: AlertRow) -> bool:
+    """Whether `a` is an end folded into its cause's page for good."""
+    return (a.muted or "").startswith(EXPLAINED)
+
+
 #: Precedence of a firing alert among same-event peers: sent first, then fired first, then name.
 Rank = Tuple[int, float, str]
 
