@@ -180,6 +180,28 @@ def test_a_card_fault_pages_once_while_its_holder_comes_and_goes(tmp_path):
     assert note.status == "resolved" and [a.rule for a in note.alerts] == ["npu_missing"]
 
 
+def test_an_end_a_paged_cause_explains_is_never_paged_alone(tmp_path):
+    """A lost card pages; the job it killed ends (job_gone, muted by the card). The card comes
+    back while the old job's end still holds: the end stays explained, no page; when it clears,
+    no resolved message either. A warning cannot explain a critical end: that one pages once its
+    cause clears."""
+    c = Core(tmp_path, group_window="0s", resolve_delay="5s")
+    card, end = f("npu_missing", "critical", npu="5", chip="0"), f("job_gone", "critical")
+    assert kinds(c.run([card], T0).notifications) == [("firing", ["npu_missing"])]
+    assert c.run([card, end], T0 + 1.0).notifications == ()
+    assert c.core.alerts[end.key].muted == "explained:npu_missing"
+    notes = c.hold([end], T0 + 2.0, 30.0)  # the card back for 30 s, the old job's end still there
+    assert kinds(notes) == [("resolved", ["npu_missing"])] and c.core.alerts[end.key].state == "firing"
+    assert c.hold([], T0 + 32.5, 10.0) == [] and c.core.alerts == {}
+    sick, end = f("npu_unhealthy", "warning", npu="5", chip="0"), f("job_gone", "critical", training_job="other")
+    sick = dataclasses.replace(sick, labels={**sick.labels, "training_job": "other"})
+    assert kinds(c.run([sick], T0 + 100).notifications) == [("firing", ["npu_unhealthy"])]
+    assert c.run([sick, end], T0 + 101).notifications == ()
+    assert c.core.alerts[end.key].muted == "inhibited:npu_unhealthy"
+    notes = c.hold([end], T0 + 102, 10.0)
+    assert sorted(kinds(notes)) == [("firing", ["job_gone"]), ("resolved", ["npu_unhealthy"])]
+
+
 def test_routing_gives_each_channel_its_share_and_no_resolved_to_a_channel_that_declines(tmp_path):
     channels = [{"type": "webhook", "name": "all", "url": URL, "min_severity": "info"},
                 {"type": "webhook", "name": "crit", "url": URL, "min_severity": "critical", "send_resolved": False},
