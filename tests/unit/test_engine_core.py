@@ -15,6 +15,7 @@ import pytest
 
 from tests.alertkit import BASE, f, make_config
 from watchdog.alerting.deliver.channels import build_channels
+from watchdog.alerting.decide import lifecycle
 from watchdog.alerting.decide.core import EngineCore, PassResult
 from watchdog.alerting.decide.muting import ActiveSilences
 from watchdog.alerting.decide.notification import AlertNote, Notification
@@ -200,6 +201,57 @@ def test_an_end_a_paged_cause_explains_is_never_paged_alone(tmp_path):
     assert c.core.alerts[end.key].muted == "inhibited:npu_unhealthy"
     notes = c.hold([end], T0 + 102, 10.0)
     assert sorted(kinds(notes)) == [("firing", ["job_gone"]), ("resolved", ["npu_unhealthy"])]
+
+
+def held_by(finding: Finding, job: Optional[str]) -> Finding:
+    """`finding` with its holder (a context label) set to `job`, or none."""
+    labels = {k: v for k, v in finding.labels.items() if k != "training_job"}
+    return dataclasses.replace(finding, labels={**labels, **({"training_job": job} if job else {})}, context=HOLDER)
+
+
+def test_a_card_under_a_new_holder_mutes_that_jobs_symptoms_and_its_silences_are_the_new_jobs(tmp_path):
+    """The card paged under job-a; job-b took the chip while it stayed broken. The card still
+    explains job-b's symptoms (its present labels count for inhibition, beside those it paged
+    with), and a silence of retired job-a no longer mutes it: silences see the present."""
+    c = Core(tmp_path, group_window="0s", resolve_delay="5s")
+    card = f("npu_missing", "critical", npu="2", chip="0")
+    assert kinds(c.run([held_by(card, "job-a")], T0).notifications) == [("firing", ["npu_missing"])]
+    stall, gone = f("stall", "critical", training_job="job-b"), f("rank_missing", "critical", training_job="job-b", rank="2")
+    assert c.hold([held_by(card, "job-b"), stall, gone], T0 + 1, 5.0) == []
+    assert c.core.alerts[gone.key].muted == "explained:npu_missing" and c.core.alerts[stall.key].muted
+    retired = ["training_job=job-a"]
+    c.silences = ActiveSilences(((Silence("s1", retired, T0, T0 + 1000, "me", "job-a retired"),
+                                  tuple(parse_matcher(m) for m in retired)),))
+    c.hold([held_by(card, "job-b")], T0 + 7, 1.0)
+    assert c.core.alerts[held_by(card, "job-b").key].muted is None
+
+
+def test_an_explained_end_pages_when_it_escalates_past_its_cause_and_its_same_event_peer_stays_explained(tmp_path):
+    c = Core(tmp_path, group_window="0s", resolve_delay="5s")
+    sick = held_by(f("npu_unhealthy", "warning", npu="5", chip="0"), BASE["training_job"])
+    end_w, end_c = f("job_gone", "warning"), f("job_gone", "critical")
+    c.run([sick], T0)
+    c.run([sick, end_w], T0 + 1)
+    assert c.core.alerts[end_w.key].muted == "explained:npu_unhealthy"
+    notes = c.hold([sick, end_c], T0 + 2, 5.0) + c.hold([end_c], T0 + 8, 20.0)  # critical now; cause clears
+    assert ("firing", ["job_gone"]) in kinds(notes)
+    c = Core(tmp_path, group_window="0s", resolve_delay="5s")
+    card, end, oom = held_by(f("npu_missing", "critical", npu="5", chip="0"), BASE["training_job"]), \
+        f("job_gone", "critical"), f("kernel_oom", "critical", rank="3")
+    notes = c.hold([card], T0, 1.0) + c.hold([card, end], T0 + 2, 2.0) + c.hold([card, end, oom], T0 + 5, 2.0)
+    assert c.core.alerts[oom.key].muted == "explained:npu_missing"  # the same end, seen by the kernel
+    notes += c.hold([end, oom], T0 + 8, 20.0) + c.hold([oom], T0 + 29, 10.0)
+    assert kinds(notes) == [("firing", ["npu_missing"]), ("resolved", ["npu_missing"])]
+
+
+def test_an_upgrade_adopts_the_old_row_even_when_the_holder_changed_meanwhile(tmp_path):
+    c = Core(tmp_path, group_window="0s", resolve_delay="5s")
+    old = f("npu_missing", "critical", npu="5", chip="0", training_job="llama")  # the old full-label key
+    notes = c.hold([old], T0, 1.0)
+    lifecycle.restore(c.core.alerts, T0 + 2, lambda a: 5.0)  # the upgrade's restart
+    c.core.first_round(T0 + 2)
+    notes += c.hold([held_by(old, None)], T0 + 2, 2.0) + c.hold([held_by(old, "llama-r2")], T0 + 4.25, 20.0)
+    assert kinds(notes) == [("firing", ["npu_missing"])] and list(c.core.alerts) == [held_by(old, None).key]
 
 
 def test_routing_gives_each_channel_its_share_and_no_resolved_to_a_channel_that_declines(tmp_path):

@@ -79,11 +79,6 @@ class Finding:
         """The labels that identify the condition: all but the `context` ones."""
         return {k: v for k, v in self.labels.items() if k not in self.context}
 
-    @property
-    def full_key(self) -> str:
-        """The key over every label, context included: what versions before `context` used."""
-        return fingerprint(self.rule, self.labels)
-
     def to_dict(self) -> Dict[str, Any]:
         return {
             "key": self.key,

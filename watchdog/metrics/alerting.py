@@ -11,7 +11,7 @@ from watchdog.metrics.core import node_jobs
 from watchdog.core.rulecatalog import names as rule_names
 
 RESULTS = ("sent", "retried", "failed", "expired")
-MUTE_REASONS = ("silenced", "inhibited")
+MUTE_REASONS = ("silenced", "inhibited", "explained")
 
 #: Position of this module's rows in the metric table (and in /metrics).
 ORDER = 70
@@ -23,7 +23,8 @@ METRICS: List[MetricDef] = [
     MetricDef("npu_watchdog_alerts_pending", "gauge", (),
               "Findings waiting for their `for` duration before they fire."),
     MetricDef("npu_watchdog_alerts_muted", "gauge", ("reason",),
-              "Firing alerts currently not sent because a silence or an inhibition rule mutes them."),
+              "Firing alerts currently not sent because a silence or an inhibition rule mutes them, or "
+              "because a cause that paged explains them for good (`explained`: a job's or rank's end)."),
     MetricDef("npu_watchdog_notifications_total", "counter", ("channel", "result"),
               "Delivery attempts by channel and result: sent, retried (failed, will retry), failed "
               "(rejected, not retryable: fix the config), expired (gave up after max_age)."),
@@ -64,7 +65,7 @@ def samples(rt: Any) -> Iterator[MetricSample]:
     states = engine.alert_states() if engine is not None else []
     for a in states:
         if a.state == "firing":
-            key = (a.rule, a.severity, a.labels.get(JOB_LABEL, ""))
+            key = (a.rule, a.severity, a.now_labels.get(JOB_LABEL, ""))
             firing[key] = firing.get(key, 0) + 1
             if a.muted:
                 reason = a.muted.split(":", 1)[0]
@@ -111,7 +112,8 @@ def first_seen_samples(alerting: Any, states: Sequence[Any]) -> Iterator[MetricS
             continue
         role = alerting.role(a.rule) if alerting is not None else "root"
         # Alerts differing only in labels not exported here (a chip, a log file) share one series.
-        key = (a.rule, role, a.labels.get(JOB_LABEL, ""), a.labels.get("rank", ""), a.labels.get("npu", ""))
+        now = a.now_labels  # a broken card's present holder: the fleet's earliest root of that job
+        key = (a.rule, role, now.get(JOB_LABEL, ""), now.get("rank", ""), now.get("npu", ""))
         earliest[key] = min(float(seen), earliest.get(key, float(seen)))
     for (rule, role, job, rank, npu), seen in sorted(earliest.items()):
         yield MetricSample("npu_watchdog_alert_first_seen_timestamp_seconds",

@@ -168,8 +168,8 @@ class EngineCore:
         index = FiringIndex.build(self.alerts.values(), rules)
         mute = {a.fp: mute_reason(a, silences, index, rules) for a in self.alerts.values() if a.state == "firing"}
         for a in self.alerts.values():
-            if a.state == "firing" and explained(a):
-                mute[a.fp] = a.muted  # for good, also after its cause cleared
+            if a.state == "firing" and a.notified and explained(a):
+                mute[a.fp] = a.muted  # for good, also after its cause cleared (not once escalated)
         for a in tr.fired:
             if mute.get(a.fp) is None:
                 self._request_snapshot(a, snapshots)
@@ -196,9 +196,11 @@ class EngineCore:
                 continue
             src = reason.split(":", 1)[1]
             peer = self.alerts.get(source_alert(a, src, index, rules) or "")
-            if peer is None or not peer.notified or not peer.incident:
+            if peer is not None and explained(peer) and mutual(rules, src, a.rule):
+                a.notified, a.muted = True, peer.muted  # the same end, explained by the same page
+            elif peer is None or not peer.notified or not peer.incident:
                 continue
-            if mutual(rules, src, a.rule):
+            elif mutual(rules, src, a.rule):
                 a.notified, a.incident, a.muted = True, peer.incident, reason
                 log.info("alert %s folded into the page of %s (same event)", a.rule, peer.rule,
                          extra={"event": "alert_folded"})

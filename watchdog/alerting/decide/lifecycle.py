@@ -87,10 +87,14 @@ def observe(alerts: Dict[str, AlertRow], present: Mapping[str, Finding], now: fl
 
 def _adopt(alerts: Dict[str, AlertRow], fp: str, f: Finding, tr: Transitions) -> Optional[AlertRow]:
     """The row a version before `Finding.context` kept for this finding under its key over every
-    label, moved to the finding's key: an upgrade must neither resolve nor re-page a firing card
-    fault whose job label has become context."""
-    old = f.full_key
-    if old == fp or old not in alerts:
+    label (whatever the context was then: the holder may have changed across the upgrade), moved
+    to the finding's key: an upgrade must neither resolve nor re-page a firing card fault."""
+    if not f.context:
+        return None
+    ident = f.identity
+    old = next((k for k, a in alerts.items() if k != fp and a.rule == f.rule
+                and {n: v for n, v in a.labels.items() if n not in f.context} == ident), None)
+    if old is None:
         return None
     a = alerts.pop(old)
     a.fp = fp

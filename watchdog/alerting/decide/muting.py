@@ -57,10 +57,13 @@ class FiringIndex:
         for a in alerts:
             if a.state != "firing":
                 continue
+            # Under the labels it paged with and its present ones: a card still broken under a
+            # new holder explains the new job's symptoms and the old job's end alike.
+            sets = (a.labels,) if a.now_labels == a.labels else (a.labels, a.now_labels)
             for eq in equals:
-                k = (a.rule, _key(a.labels, eq))
-                if k not in best or _rank(a) < best[k][0]:
-                    best[k] = (_rank(a), a.fp)
+                for k in {(a.rule, _key(labels, eq)) for labels in sets}:
+                    if k not in best or _rank(a) < best[k][0]:
+                        best[k] = (_rank(a), a.fp)
         return cls(best)
 
 
@@ -76,7 +79,7 @@ class ActiveSilences:
 def mute_reason(a: AlertRow, silences: ActiveSilences, index: FiringIndex,
                 rules: Sequence[InhibitRule]) -> Optional[str]:
     """"silenced:<id>", "inhibited:<rule>" or None (send it)."""
-    labels = match_labels(a.labels, a.rule, a.severity)
+    labels = match_labels(a.now_labels, a.rule, a.severity)
     for s, ms in silences.active:
         if matches_all(ms, labels):
             return f"silenced:{s.id}"

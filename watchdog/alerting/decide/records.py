@@ -42,6 +42,14 @@ class AlertRow:
     #: Seconds of fresh evidence its detector needs after a restart (in memory only).
     warmup: float = 0.0
 
+    @property
+    def now_labels(self) -> Dict[str, str]:
+        """The labels of its latest finding. They differ from `labels` (those it paged with, which
+        route its resolved message) only in a finding's context: the job holding a broken card
+        now. Inhibition, silences and metrics ask about the present."""
+        got = self.finding.get("labels") if isinstance(self.finding, dict) else None
+        return got if isinstance(got, dict) else self.labels
+
 
 @dataclass
 class Silence:
