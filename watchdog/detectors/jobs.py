@@ -15,6 +15,7 @@ made-up job's.
 
 from __future__ import annotations
 
+import logging
 from collections import abc
 from dataclasses import replace
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -25,6 +26,8 @@ from watchdog.core.findings import Finding
 from watchdog.observations import NPU, PROCESS, JobScoped, JobState, NpuObservation, ProcessObservation
 from watchdog.core.state import Sample, StateView
 from watchdog.summaries import Summaries
+
+log = logging.getLogger(__name__)
 
 Detector = Callable[[StateView, Config], List[Finding]]
 
@@ -145,6 +148,8 @@ class JobSummaries:
         """Forget the summaries of jobs no longer reported."""
         names = {j.name for j in jobs} | {NODE}
         for key in [k for k in self._jobs if k[0] not in names]:
+            # A job back later is folded afresh from the history (its pace replays old rounds).
+            log.info("summaries of job %s dropped: discovery no longer reports it", key[0])
             del self._jobs[key]
         for name in [n for n in self._configs if n not in names]:
             del self._configs[name]
