@@ -39,6 +39,11 @@ def fingerprint(rule: str, labels: Mapping[str, str]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
+def identity(labels: Mapping[str, str], context: Tuple[str, ...]) -> Dict[str, str]:
+    """`labels` without the `context` ones (see `Finding.context`)."""
+    return {k: v for k, v in labels.items() if k not in context}
+
+
 @dataclass(frozen=True)
 class Finding:
     """One condition that holds now.
@@ -77,7 +82,7 @@ class Finding:
     @property
     def identity(self) -> Dict[str, str]:
         """The labels that identify the condition: all but the `context` ones."""
-        return {k: v for k, v in self.labels.items() if k not in self.context}
+        return identity(self.labels, self.context)
 
     def to_dict(self) -> Dict[str, Any]:
         return {

@@ -86,10 +86,11 @@ class ProgressMatcher:
             if progress >= PACE_LINES:
                 # Past the progress lines kept, only the newest phase line: an evaluation's line
                 # comes at its end, and a round read late holds more steps after it than the walk.
-                phase = _phase_only(line) if phases else None
+                if not phases:
+                    break
+                phase = _phase_only(line)
                 if phase is not None:
                     out.append(PaceMark(phase=phase))
-                if phase is not None or not phases:
                     break
                 continue
             if self.regex.search(line) and not is_failure(line):

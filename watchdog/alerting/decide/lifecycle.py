@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Callable, Dict, List, Mapping, Optional, Set
 
 from watchdog.alerting.decide.records import AlertRow
-from watchdog.core.findings import SEVERITY_RANK, Finding
+from watchdog.core.findings import SEVERITY_RANK, Finding, identity
 
 log = logging.getLogger("watchdog.alerts")
 
@@ -93,7 +93,7 @@ def _adopt(alerts: Dict[str, AlertRow], fp: str, f: Finding, tr: Transitions) ->
         return None
     ident = f.identity
     old = next((k for k, a in alerts.items() if k != fp and a.rule == f.rule
-                and {n: v for n, v in a.labels.items() if n not in f.context} == ident), None)
+                and identity(a.labels, f.context) == ident), None)
     if old is None:
         return None
     a = alerts.pop(old)

@@ -59,9 +59,8 @@ class FiringIndex:
                 continue
             # Under the labels it paged with and its present ones: a card still broken under a
             # new holder explains the new job's symptoms and the old job's end alike.
-            sets = (a.labels,) if a.now_labels == a.labels else (a.labels, a.now_labels)
             for eq in equals:
-                for k in {(a.rule, _key(labels, eq)) for labels in sets}:
+                for k in {(a.rule, _key(labels, eq)) for labels in (a.labels, a.now_labels)}:
                     if k not in best or _rank(a) < best[k][0]:
                         best[k] = (_rank(a), a.fp)
         return cls(best)
