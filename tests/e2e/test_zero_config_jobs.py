@@ -48,6 +48,12 @@ def discovered(d: ShippedDaemon, n_jobs: int, with_npus: bool = True) -> Dict[st
     return wait_for(ready, timeout=60, what=f"{n_jobs} job(s) discovered")
 
 
+def chips_seen(d: ShippedDaemon, n: int) -> None:
+    """Wait until the npu probe has read `n` chips from npu-smi (a chip lost later is then missed)."""
+    wait_for(lambda: any(p["name"] == "npu" and p["up"] and f"{n} chips" in (p["last_result"] or "")
+                         for p in d.status()["probes"]), timeout=40, what="the npu probe seeing the chips")
+
+
 def judged(d: ShippedDaemon, job: str) -> None:
     """Wait until the stall rule can judge the job (progress and device evidence arrived)."""
     wait_for(lambda: f'npu_watchdog_job_progress_age_seconds{{training_job="{job}"}}' in d.get("/metrics"),
@@ -185,8 +191,7 @@ def test_npu_smi_appearing_later_is_picked_up_and_a_lost_card_pages_once(tmp_pat
             time.sleep(12)  # blind for more rounds: still one message
             assert sent(hook, fs)["webhook"] == {"firing": 1, "resolved": 0}
             node.install()
-            wait_for(lambda: any(p["name"] == "npu" and p["up"] and "8 chips" in (p["last_result"] or "")
-                                 for p in d.status()["probes"]), timeout=40, what="the npu probe seeing the chips")
+            chips_seen(d, 8)
             discovered(d, 1)  # the ranks' NPUs from npu-smi's process table now
             node.lose(2)
             wait_for(lambda: sent(hook, fs).get("webhook:npu_missing"), timeout=60, what="the lost card's page")
@@ -220,6 +225,9 @@ def test_a_lost_card_pages_once_while_its_job_restarts_around_it(tmp_path):
         node.place(job, 0)
         with ShippedDaemon(tmp_path / "d", node.env(), job.only_env, fs.url, hook.url) as d:
             (name,) = discovered(d, 1)
+            # The environment names the ranks' cards before npu-smi is read: a card gone before the
+            # probe's first reading was never seen, so it could not be missed (nothing to compare).
+            chips_seen(d, 8)
             node.lose(2)
             wait_for(lambda: sent(hook, fs).get("webhook:npu_missing"), timeout=60, what="the lost card's page")
             job.stop()
