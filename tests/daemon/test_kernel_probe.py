@@ -234,7 +234,7 @@ def test_an_unreadable_device_is_a_probe_failure(tmp_path):
 
 
 def test_the_boot_identity_falls_back_to_the_boot_time(tmp_path):
-    from watchdog.probes.kernel import read_boot_id
+    from watchdog.host.procstat import read_boot_id
 
     assert read_boot_id(str(tmp_path / "none")) == f"btime-{int(boot_time())}"
     assert read_boot_id() and not read_boot_id().startswith("btime-")

@@ -145,3 +145,23 @@ def long_name(comm: str, argv: List[str]) -> str:
         if full.startswith(comm):
             return full
     return comm
+
+
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def read_boot_id(path: str = BOOT_ID) -> str:
+    """This boot's identity (what a state file of one boot only is stamped with: kmsg sequence
+    numbers restart at each boot, a chip lost in one boot is not lost in the next); the boot
+    time where the kernel's boot id cannot be read."""
+    try:
+        with open(path, "r", encoding="ascii", errors="replace") as fh:
+            got = fh.read().strip()
+        if got:
+            return got
+    except OSError:
+        pass
+    try:
+        return f"btime-{int(boot_time())}"
+    except (OSError, RuntimeError):
+        return ""

@@ -33,7 +33,7 @@ from watchdog.logrules.device import device_of
 from watchdog.logrules.matcher import Matcher
 from watchdog.observations import KernelEvent, KernelObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
-from watchdog.host.procstat import boot_time, read_stat
+from watchdog.host.procstat import boot_time, read_boot_id, read_stat
 
 log = logging.getLogger(__name__)
 
@@ -44,28 +44,11 @@ READ_SIZE = 16384
 MAX_RECENT = 512
 #: Characters of a record's message kept in an event.
 MAX_TEXT = 1000
-BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 # job, rank, npu, last seen, started at, the command names it was seen with (newest last)
 RankLabels = Tuple[str, int, Optional[int], float, Optional[float], Tuple[str, ...]]
 #: Command names remembered per rank (a rank may rename itself: `pt_main_thread`, setproctitle).
 MAX_COMMS = 8
-
-
-def read_boot_id(path: str = BOOT_ID) -> str:
-    """This boot's identity (sequence numbers restart at each boot); the boot time where the
-    kernel's boot id cannot be read."""
-    try:
-        with open(path, "r", encoding="ascii", errors="replace") as fh:
-            got = fh.read().strip()
-        if got:
-            return got
-    except OSError:
-        pass
-    try:
-        return f"btime-{int(boot_time())}"
-    except (OSError, RuntimeError):
-        return ""
 
 
 class KernelProbe(Probe):

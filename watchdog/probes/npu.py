@@ -8,7 +8,11 @@ chip is in Warning/Alarm, so they are asked for those chips only, and at most ev
 
 The probe remembers every chip it has seen: a chip that disappears (掉卡) is reported in
 `NpuObservation.missing` with its last reading, so detectors and metrics can say which one went,
-instead of the chip silently dropping out of the table.
+instead of the chip silently dropping out of the table. The memory outlives a restart of the
+daemon within the same boot (`npu-chips.json` in the state folder, stamped with the boot id): a
+daemon restarted while a card is gone must still report it gone, not resolve its alert because
+the new process never saw the card. Another boot starts afresh (`trends.expected_chips` covers a
+card that is gone at boot).
 
 It also keeps the `npu-smi info -m` mapping (chip logic id -> NPU ID, chip), read at start, when
 the set of chips changes and every `CHIP_MAP_REFRESH` seconds: plogs and the driver's kernel log
@@ -18,16 +22,19 @@ name devices by logic id, and a device fault found in a log must name the NPU th
 from __future__ import annotations
 
 import logging
+import os
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.npu import NpuProbeConfig
+from watchdog.host.procstat import read_boot_id
 from watchdog.npusmi.run import NpuSmiRunError, query_chip_map, query_health, query_info, resolve
 from watchdog.observations import NpuChip, NpuObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
 from watchdog.core.state import FailureReason
+from watchdog.service import statefiles
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +43,18 @@ Key = Tuple[int, int]
 CHIP_MAP_REFRESH = 600.0
 #: After a failed `npu-smi info -m`, wait this long before asking again (the table comes first).
 CHIP_MAP_RETRY = 60.0
+#: The chips seen in this boot, kept across restarts of the daemon (see the module docstring).
+STATE_FILE = "npu-chips.json"
+STATE_VERSION = 1
+#: Chips remembered at most (a node has 8 or 16; a damaged file must not make the probe slow).
+MAX_CHIPS = 256
 
 
 class NpuProbe(Probe):
     name = "npu"
 
-    def __init__(self, cfg: NpuProbeConfig, feed: Any = None, follow_node: bool = False):
+    def __init__(self, cfg: NpuProbeConfig, feed: Any = None, follow_node: bool = False,
+                 state_dir: Optional[str] = None):
         self._apply(cfg)
         #: Discovery (when on) learns each rank's NPU from npu-smi's process table.
         self.feed = feed
@@ -56,6 +69,13 @@ class NpuProbe(Probe):
         self._map_keys: Optional[frozenset] = None
         self._map_at: Optional[float] = None
         self._map_error: Optional[str] = None
+        #: Where the seen chips are kept across restarts (None: not kept, e.g. `npu-watchdog probe`).
+        self.state_path = os.path.join(state_dir, STATE_FILE) if state_dir else None
+        #: What the file holds now: (seen keys, missing keys); None until it was read.
+        self._saved: Optional[Tuple[frozenset, frozenset]] = None
+        self.boot_id = ""
+        #: Why the last save failed (shown in the round's summary: `npu-watchdog status`).
+        self.state_error: Optional[str] = None
 
     def _apply(self, cfg: NpuProbeConfig) -> None:
         self.cfg = cfg
@@ -83,15 +103,59 @@ class NpuProbe(Probe):
             obs = query_info(cfg.npu_smi, cfg.command_timeout)
         except NpuSmiRunError as exc:
             raise ProbeError(str(exc), FailureReason(exc.reason)) from None
+        if self._saved is None:
+            self._restore()
         current = {(c.npu, c.chip): c for c in obs.chips}
         missing = tuple(chip for key, chip in sorted(self.seen.items()) if key not in current)
         self.seen.update(current)
+        self._save(frozenset(self.seen), frozenset((c.npu, c.chip) for c in missing))
         codes = self._health_codes(obs, started)
         self._refresh_chip_map(set(current), started)
         obs = replace(obs, missing=missing, health_codes=codes, chip_map=dict(self.chip_map))
         if self.feed is not None and obs.processes_known:
             self.feed.set_npu_processes({p.pid: p.npu for p in obs.processes})
-        return Collected(obs, self._summary(obs))
+        summary = self._summary(obs)
+        if self.state_error:
+            summary += f"; the chips seen are not kept across a restart ({self.state_error})"
+        return Collected(obs, summary)
+
+    # -- the seen chips across restarts ------------------------------------------------------------
+    def _restore(self) -> None:
+        """The chips seen earlier in this boot (their last readings); another boot's are dropped."""
+        self._saved = (frozenset(), frozenset())
+        if self.state_path is None:
+            return
+        self.boot_id = read_boot_id()
+        data = statefiles.read_json(self.state_path, STATE_VERSION)
+        if not data or not self.boot_id or data.get("boot_id") != self.boot_id:
+            return
+        rows = data.get("chips")
+        for row in rows[:MAX_CHIPS] if isinstance(rows, list) else ():
+            try:
+                chip = NpuChip(**row)
+            except TypeError:
+                continue
+            if isinstance(chip.npu, int) and isinstance(chip.chip, int):
+                self.seen.setdefault((chip.npu, chip.chip), chip)
+        if self.seen:
+            log.info("npu probe: %d chip(s) seen earlier in this boot (%s)", len(self.seen), self.state_path)
+
+    def _save(self, seen: frozenset, missing: frozenset) -> None:
+        """Write the seen chips when the set seen or the set missing changed (rarely: a card lost,
+        back or new), so a missing chip's last reading is the one before it went."""
+        if self.state_path is None or (seen, missing) == self._saved:
+            return
+        doc = {"version": STATE_VERSION,
+               "data": {"boot_id": self.boot_id, "chips": [asdict(c) for _, c in sorted(self.seen.items())]}}
+        try:
+            statefiles.write_json(self.state_path, doc, sync=False)
+        except OSError as exc:
+            if self.state_error is None:
+                log.error("npu probe: cannot save the chips seen to %s: %s", self.state_path, exc)
+            self.state_error = f"{type(exc).__name__}: {exc.strerror or exc}"
+            return
+        self.state_error = None
+        self._saved = (seen, missing)
 
     def _job_running(self) -> bool:
         found = self.feed.latest()
@@ -169,4 +233,4 @@ def build(ctx: ProbeContext) -> List[Probe]:
     if cfg is None or not cfg.enabled:
         return []
     return [NpuProbe(cfg, ctx.discovery_feed() if ctx.config.discovery.enabled else None,
-                     follow_node=ctx.config.fed_by_discovery("npu"))]
+                     follow_node=ctx.config.fed_by_discovery("npu"), state_dir=ctx.state_dir)]
