@@ -1,7 +1,8 @@
 """`python3` for the test session's child processes, without a pyenv shim's detour.
 
-The fakes (npu-smi, hccn_tool: `#!/usr/bin/env python3`) and the fake launchers run through
-whatever `python3` PATH names. Where that is a pyenv shim (a shell script that runs `pyenv exec`),
+The fakes (npu-smi, hccn_tool: `#!/usr/bin/env -S python3 -S`, without `site`: they need only the
+standard library, and the `.pth` files an interpreter's site-packages may hold cost about 20 ms
+a call) and the fake launchers run through whatever `python3` PATH names. Where that is a pyenv shim (a shell script that runs `pyenv exec`),
 each call cost about 90 ms of CPU against about 13 ms for the interpreter itself, measured on the
 project's 2-core VM: with every test daemon calling the fake npu-smi every second, the shims took
 a good share of the machine during `make test`. The interpreter the shim would pick is linked
