@@ -93,3 +93,41 @@ def test_an_unwritable_state_folder_is_said_and_the_probe_goes_on(tmp_path, monk
         os.chmod(state, 0o700)
     assert len(got.value.chips) == 8
     assert "not kept across a restart" in got.summary
+
+
+def test_a_hostile_state_file_is_set_aside_without_blocking_or_crashing_the_round(tmp_path, monkeypatch):
+    """Nested past the parser's depth, a FIFO (a reader would block forever), a file over the
+    size limit, a chip number that is a bool: each is refused, reported, and the round goes on."""
+    state = tmp_path / "state"
+    state.mkdir()
+    node = FakeNpuNode(tmp_path / "node")
+    saved = state / npu_probe.STATE_FILE
+    deep = "[" * 100000 + "]" * 100000
+    big = json.dumps({"version": 1, "data": {"boot_id": "x", "pad": "y" * (npu_probe.MAX_FILE_BYTES + 1)}})
+
+    def plant(kind: str) -> None:
+        if saved.exists() or saved.is_symlink():
+            saved.unlink()
+        if kind == "fifo":
+            os.mkfifo(saved)
+        else:
+            saved.write_text(deep if kind == "deep" else big)
+
+    for kind, reason in (("deep", "unreadable JSON"), ("fifo", "not a regular file"), ("big", "more than")):
+        plant(kind)
+        before = len(statefiles.events())
+        got = probe(node, state, monkeypatch).collect()  # must return: no RecursionError, no hang
+        assert len(got.value.chips) == 8, kind
+        new = statefiles.events()[before:]
+        assert [d.path for d in new] == [str(saved)] and reason in new[0].reason, (kind, new)
+        assert saved.is_file() and json.loads(saved.read_text())["data"]["chips"]  # written anew
+
+    first = probe(node, state, monkeypatch)
+    first.collect()
+    node.lose(1)
+    first.collect()
+    doc = json.loads(saved.read_text())
+    lost = [r for r in doc["data"]["chips"] if r["npu"] == 1][0]
+    doc["data"]["chips"] = [dict(lost, npu=True)]  # what `1` would be if a bool passed for a number
+    saved.write_text(json.dumps(doc))
+    assert missing(probe(node, state, monkeypatch)) == []

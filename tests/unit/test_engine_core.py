@@ -121,6 +121,27 @@ def test_a_root_cause_mutes_its_symptom_which_is_released_when_the_cause_clears(
     assert c.snapshots.asked == ["log_oom", "stall"]
 
 
+def test_a_symptom_outliving_its_cause_pages_only_after_the_release_hold(tmp_path):
+    """The round that saw the cause clear may not have seen the symptom clear yet (a heartbeat
+    file read before the job resumed): a released symptom waits for the hold, pages if it is
+    still there then, and goes without a page if it clears within it. A silence's end releases
+    at once."""
+    c = Core(tmp_path, group_window="1s", resolve_delay="1s")
+    c.core.release_hold = lambda a: 5.0
+    root = f("stall", "critical")
+    stale = [f("heartbeat_stale", "critical", rank=str(r)) for r in range(2)]
+    assert kinds(c.hold([root, *stale], T0, 2.0)) == [("firing", ["stall"])]
+    notes = c.hold(stale, T0 + 2.25, 2.0)  # the job resumed: the stall is gone, the heartbeats lag
+    assert kinds(notes) == [("resolved", ["stall"])]
+    later = c.hold(stale[:1], T0 + 4.5, 1.0)  # rank 1's heartbeat was read fresh: it just resolves
+    assert later == []
+    held = c.run(stale[:1], T0 + 5.75)
+    assert held.notifications == () and held.due_at <= T0 + 3.5 + 5.0 + 0.25  # the timer wakes for it
+    notes = c.hold(stale[:1], T0 + 6.0, 4.0)  # rank 0's stays stale past the hold: it outlives its cause
+    assert kinds(notes) == [("firing", ["heartbeat_stale"])]
+    assert [a.labels["rank"] for a in notes[0].alerts] == ["0"]
+
+
 def test_a_silence_mutes_until_it_ends_and_its_end_is_a_deadline(tmp_path):
     c = Core(tmp_path, group_window="0s")
     s = Silence("s1", ["rule=stall"], T0, T0 + 10.0, "tester", "maintenance")

@@ -174,3 +174,17 @@ def test_the_rules_held_while_their_probe_cannot_see():
     every = {r.name: r for r in rulecatalog.catalog().values()}
     assert all(set(r.observes) <= {"npu", "subhealth", "links", "heartbeat", "logs", "process"}
                for r in every.values()), "a rule observes a probe that does not exist"
+
+
+def test_a_released_symptom_waits_two_rounds_of_the_probes_it_reads():
+    """`release_hold`: two rounds of the rule's observed probes plus the jitter; a rule that names
+    none waits for the job probes (heartbeat, logs, npu, process)."""
+    from watchdog.config import load_config
+    from watchdog.core.rulecatalog import release_hold
+    cfg = load_config(str(REPO / "config" / "npu-watchdog.example.yaml"))
+    p = cfg.probes
+    jobs = max(float(p.heartbeat.interval), float(p.logs.interval), float(p.npu.interval), float(p.process.interval))
+    assert release_hold("heartbeat_stale", cfg) == 2 * jobs + float(p.jitter)
+    assert release_hold("link_flapping", cfg) == 2 * float(p.links.interval) + float(p.jitter)
+    assert release_hold("no_such_rule", cfg) == 2 * jobs + float(p.jitter)
+    assert release_hold("heartbeat_stale", SimpleNamespace()) == 0.0  # a config it cannot read: no hold

@@ -42,7 +42,7 @@ from watchdog.alerting.unwritable import UnwritableEpisode
 from watchdog.config.schema import Config
 from watchdog.detectors.selfstate import unwritable_finding
 from watchdog.core.findings import Finding
-from watchdog.core.rulecatalog import warmup
+from watchdog.core.rulecatalog import release_hold, warmup
 
 log = logging.getLogger("watchdog.alerts")
 
@@ -68,7 +68,8 @@ class AlertEngine:
         if alerts:
             log.info("restored %d alert(s) from %s (%d firing), held until their detectors warm up",
                      len(alerts), store.path, sum(1 for a in alerts.values() if a.state == "firing"))
-        self.core = EngineCore(config.alerting, alerts, store.load_interruptions())
+        self.core = EngineCore(config.alerting, alerts, store.load_interruptions(),
+                               release_hold=lambda a: release_hold(a.rule, self.config))
         self.muter = Muter(store)
         self.episode = UnwritableEpisode(outbox)
         #: The findings of the last detector pass, as the detectors listed them.

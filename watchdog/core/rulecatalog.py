@@ -46,6 +46,25 @@ def probe_wait(config: Any, *probes: str) -> float:
     return 3 * max(intervals) + float(config.probes.jitter)
 
 
+#: The probes a job's symptoms are read from, for a rule that names none (`Rule.observes`).
+JOB_PROBES = ("heartbeat", "logs", "npu", "process")
+
+
+def release_hold(name: str, config: Any) -> float:
+    """How long a symptom released by its cleared cause waits before it may page on its own: two
+    rounds of the probes its evidence comes from plus the jitter. A round that began before the
+    cause cleared may still read the fault (a heartbeat file not yet rewritten when the logs
+    already show progress); the next round reads the present. A symptom still there then
+    outlives its cause and pages."""
+    r = catalog().get(name)
+    probes = (r.observes if r is not None and r.observes else JOB_PROBES)
+    try:
+        rounds = [float(getattr(config.probes, p).interval) for p in probes if getattr(config.probes, p, None)]
+        return 2 * max(rounds, default=0.0) + float(config.probes.jitter)
+    except (AttributeError, TypeError, ValueError):  # never break the engine: no hold
+        return 0.0
+
+
 def detail(finding: Dict[str, Any], key: str, default: float = 0.0) -> float:
     """A number from a restored finding's details (its threshold when it fired), else `default`."""
     v = (finding.get("details") or {}).get(key)

@@ -46,8 +46,10 @@ CHIP_MAP_RETRY = 60.0
 #: The chips seen in this boot, kept across restarts of the daemon (see the module docstring).
 STATE_FILE = "npu-chips.json"
 STATE_VERSION = 1
-#: Chips remembered at most (a node has 8 or 16; a damaged file must not make the probe slow).
+#: Chips remembered at most (a node has 8 or 16; a damaged file must not make the probe slow),
+#: and the size of the file beyond which it is set aside unread (256 chips take about 80 KB).
 MAX_CHIPS = 256
+MAX_FILE_BYTES = 1024 * 1024
 
 
 class NpuProbe(Probe):
@@ -126,7 +128,7 @@ class NpuProbe(Probe):
         if self.state_path is None:
             return
         self.boot_id = read_boot_id()
-        data = statefiles.read_json(self.state_path, STATE_VERSION)
+        data = statefiles.read_json(self.state_path, STATE_VERSION, max_bytes=MAX_FILE_BYTES)
         if not data or not self.boot_id or data.get("boot_id") != self.boot_id:
             return
         rows = data.get("chips")
@@ -135,14 +137,15 @@ class NpuProbe(Probe):
                 chip = NpuChip(**row)
             except TypeError:
                 continue
-            if isinstance(chip.npu, int) and isinstance(chip.chip, int):
+            if type(chip.npu) is int and type(chip.chip) is int:  # noqa: E721 (a bool is no chip number)
                 self.seen.setdefault((chip.npu, chip.chip), chip)
         if self.seen:
             log.info("npu probe: %d chip(s) seen earlier in this boot (%s)", len(self.seen), self.state_path)
 
     def _save(self, seen: frozenset, missing: frozenset) -> None:
         """Write the seen chips when the set seen or the set missing changed (rarely: a card lost,
-        back or new), so a missing chip's last reading is the one before it went."""
+        back or new). A missing chip's reading kept is the one of the last write: what it read when
+        the set of chips last changed, not necessarily just before it went."""
         if self.state_path is None or (seen, missing) == self._saved:
             return
         doc = {"version": STATE_VERSION,

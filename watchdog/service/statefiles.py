@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -114,19 +115,41 @@ def write_json(path: str, doc: Dict[str, Any], sync: bool = True) -> None:
         fh.write(json.dumps(doc).encode("utf-8"))
 
 
-def read_json(path: str, version: int) -> Dict[str, Any]:
+#: A state file larger than this is refused (set aside): the daemon's own are a few hundred KB at
+#: most, and a file grown by someone else must not cost the daemon its memory or a minute of CPU.
+MAX_STATE_BYTES = 32 * 1024 * 1024
+
+
+def read_json(path: str, version: int, max_bytes: int = MAX_STATE_BYTES) -> Dict[str, Any]:
     """The `data` of a `{"version": version, "data": {...}}` file; {} when it is missing. A damaged
-    file is set aside and reported like any other (`quarantine`); an unreadable one is logged."""
+    file (unreadable JSON, nested past the parser's depth, larger than `max_bytes`, not a regular
+    file: a FIFO would block the reader forever) is set aside and reported like any other
+    (`quarantine`); one that cannot be opened is logged."""
     try:
-        with open(path, "r", encoding="utf-8") as fh:
-            doc = json.load(fh)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        return {}
-    except ValueError as exc:
-        quarantine(path, f"unreadable JSON: {str(exc)[:200]}")
         return {}
     except OSError as exc:
         log.warning("state file %s unreadable (%s); starting without it", path, exc)
+        return {}
+    doc: Any = None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                problem = "not a regular file"
+            elif st.st_size > max_bytes:
+                problem = f"{st.st_size} bytes, more than the {max_bytes} a state file may hold"
+            else:
+                problem = ""
+                doc = json.loads(fh.read(max_bytes + 1).decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        problem = f"unreadable JSON: {str(exc)[:200]}"
+    except OSError as exc:
+        log.warning("state file %s unreadable (%s); starting without it", path, exc)
+        return {}
+    if problem:
+        quarantine(path, problem)
         return {}
     if not isinstance(doc, dict) or doc.get("version") != version or not isinstance(doc.get("data"), dict):
         quarantine(path, "not the expected document")

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import AbstractSet, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
 from watchdog.alerting.decide import lifecycle
 from watchdog.alerting.decide.grouping import Groups, group_key
 from watchdog.alerting.decide.interruptions import Counts, count_fired
-from watchdog.alerting.decide.muting import (EXPLAINED, ActiveSilences, FiringIndex, explained, mutual, mute_reason,
-                                             source_alert)
+from watchdog.alerting.decide.muting import (EXPLAINED, INHIBITED, ActiveSilences, FiringIndex, explained, mutual, mute_reason,
+                                             release_due, source_alert)
 from watchdog.alerting.decide.notification import Notification, OutboxItem, notification
 from watchdog.alerting.decide.records import AlertRow
 from watchdog.alerting.decide.routing import RouteTarget, route
@@ -62,14 +62,21 @@ class PassResult:
     interruptions: Tuple[Tuple[Tuple[str, str], int], ...] = ()
 
 
+def _no_hold(_a: AlertRow) -> float:
+    return 0.0
+
+
 class EngineCore:
     """The alerts by fingerprint, the open group windows and the channels' re-push times; the
     findings of the last detector pass (`present`)."""
 
     def __init__(self, config: AlertingConfig, alerts: Dict[str, AlertRow],
-                 interruptions: Optional[Counts] = None):
+                 interruptions: Optional[Counts] = None, release_hold: Callable[[AlertRow], float] = _no_hold):
         self.config = config
         self.alerts = alerts
+        #: How long a symptom whose cause cleared waits before it may page on its own (the shell
+        #: passes `rulecatalog.release_hold`: two rounds of its probes; see `_schedule`).
+        self.release_hold = release_hold
         #: Interruptions paged, by (domain, cause): counted when an alert carrying a verdict fires.
         self.interruptions: Counts = dict(interruptions or {})
         self.groups = Groups()
@@ -192,7 +199,7 @@ class EngineCore:
         rules = self.config.inhibitions
         for a in self.alerts.values():
             reason = mute.get(a.fp) or ""
-            if a.state != "firing" or a.notified or not reason.startswith("inhibited:"):
+            if a.state != "firing" or a.notified or not reason.startswith(INHIBITED):
                 continue
             src = reason.split(":", 1)[1]
             peer = self.alerts.get(source_alert(a, src, index, rules) or "")
@@ -214,7 +221,10 @@ class EngineCore:
             changed.add(a.fp)
 
     def _schedule(self, mute: Mute, now: float, changed: Set[str]) -> None:
-        """Open the group of every firing alert not yet sent; record why a muted one waits."""
+        """Open the group of every firing alert not yet sent; record why a muted one waits.
+        A released alert goes at once when its silence ended; when its cause cleared, only
+        after the release hold (`muting.release_due`): the round that saw the cause go may not yet
+        have seen the symptom go with it, and a recovered job must not page its last symptom."""
         for a in self.alerts.values():
             if a.state != "firing" or a.notified:
                 continue
@@ -226,9 +236,14 @@ class EngineCore:
                     log.info("alert %s not sent: %s", a.rule, reason, extra={"event": "alert_muted"})
                     a.muted = reason
                     changed.add(a.fp)
+                a.released_at = None
                 continue
             released = bool(a.muted) and a.fp in self.present  # its silence ended or its cause cleared
-            self.groups.add(a, now, self.config.group_window, at_once=released)
+            due = release_due(a, now, self.release_hold) if released else None
+            if due is not None:
+                self.groups.add(a, now, self.config.group_window, at=due)
+            else:
+                self.groups.add(a, now, self.config.group_window, at_once=released)
 
     def _flush(self, mute: Mute, now: float, changed: Set[str],
                snapshots: Optional[SnapshotRequester]) -> List[Notification]:
@@ -242,6 +257,10 @@ class EngineCore:
                 if a.fp not in self.present or mute.get(a.fp):
                     # Muted, or its condition already cleared (e.g. together with the root cause
                     # that held it back): on its way to resolving, nobody needs a page for it now.
+                    continue
+                due = release_due(a, now, self.release_hold)
+                if due is not None and now < due:
+                    self.groups.add(a, now, self.config.group_window, at=due)  # its own time comes
                     continue
                 if a.muted and not a.snapshot:
                     self._request_snapshot(a, snapshots)  # held back until now: capture before sending

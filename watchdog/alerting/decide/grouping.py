@@ -13,7 +13,7 @@ short trouble wait for a NaN's hour-long hold before resolving, and the reverse.
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from watchdog.alerting.decide.records import AlertRow
 from watchdog.core.rulecatalog import JOB_LABELS, subject
@@ -30,11 +30,15 @@ class Groups:
     def __init__(self) -> None:
         self.deadlines: Dict[str, float] = {}
 
-    def add(self, a: AlertRow, now: float, window: float, at_once: bool = False) -> None:
-        """Schedule an alert's group: at once (a released alert), or `window` after it fired."""
+    def add(self, a: AlertRow, now: float, window: float, at_once: bool = False,
+            at: Optional[float] = None) -> None:
+        """Schedule an alert's group: at once (a released alert), at `at` (one held after its
+        release) unless due sooner, or `window` after it fired."""
         g = group_key(a)
         if at_once:
             self.deadlines[g] = now
+        elif at is not None:
+            self.deadlines[g] = min(self.deadlines.get(g, at), max(now, at))
         elif g not in self.deadlines:
             self.deadlines[g] = max(now, (a.firing_since or now) + window)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Dict, Iterable, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Optional, Sequence, Tuple
 
 from watchdog.alerting.decide.records import AlertRow, Silence
 from watchdog.alerting.decide.routing import match_labels, matches_all
@@ -25,6 +25,19 @@ Key = Tuple[Tuple[str, str], ...]
 #: The mute reason of an end its paged cause explains for good ("explained:<cause rule>"): kept
 #: after the cause clears, so the end is never paged on its own (see EngineCore._fold).
 EXPLAINED = "explained:"
+#: The mute reason of a symptom a firing cause holds back ("inhibited:<cause rule>").
+INHIBITED = "inhibited:"
+
+
+def release_due(a: AlertRow, now: float, hold: Callable[[AlertRow], float]) -> Optional[float]:
+    """When an unsent alert that its cause held back, and that outlives the cause, may page: `hold`
+    after the cause cleared (`AlertRow.released_at`, set here at the first look). None for an
+    alert not released from inhibition (a silence ending releases at once)."""
+    if not (a.muted or "").startswith(INHIBITED):
+        return None
+    if a.released_at is None:
+        a.released_at = now
+    return a.released_at + max(0.0, hold(a))
 
 
 def explained(a: AlertRow) -> bool:
@@ -118,5 +131,5 @@ def inhibitor(a: AlertRow, index: FiringIndex, rules: Sequence[InhibitRule]) -> 
                 mine = index.best.get((a.rule, key))
                 if mine is not None and not got[0] < mine[0]:
                     continue
-            return f"inhibited:{src}"
+            return INHIBITED + src
     return None

@@ -41,6 +41,9 @@ class AlertRow:
     held_until: Optional[float] = None
     #: Seconds of fresh evidence its detector needs after a restart (in memory only).
     warmup: float = 0.0
+    #: When the cause that muted it (inhibition) cleared while it still fired unsent: it pages
+    #: only if it is still there after the release hold (in memory only).
+    released_at: Optional[float] = None
 
     @property
     def now_labels(self) -> Dict[str, str]:
