@@ -142,6 +142,66 @@ def test_a_symptom_outliving_its_cause_pages_only_after_the_release_hold(tmp_pat
     assert [a.labels["rank"] for a in notes[0].alerts] == ["0"]
 
 
+# -- the release hold around its neighbours: nothing else may wait with a held symptom ---------
+
+def _released(c):
+    """stall pages, then clears; heartbeat_stale (rank 0) stays and is released at T0+3.0 (held to T0+8.0)."""
+    root, hb = f("stall", "critical"), f("heartbeat_stale", "critical", rank="0")
+    assert kinds(c.hold([root, hb], T0, 2.0)) == [("firing", ["stall"])]
+    assert kinds(c.hold([hb], T0 + 2.25, 1.5)) == [("resolved", ["stall"])]
+    a = next(a for a in c.core.alerts.values() if a.rule == "heartbeat_stale")
+    assert a.released_at is not None and not a.notified
+    return hb
+
+
+def test_a_new_root_cause_in_the_group_is_not_delayed_by_a_held_symptom(tmp_path):
+    """A real crash of the recovered job during a symptom's hold pages within its group window."""
+    c = Core(tmp_path, group_window="1s", resolve_delay="1s")
+    c.core.release_hold = lambda a: 5.0
+    hb = _released(c)
+    crash = f("log_crash", "critical")  # the job crashes for real 0.5 s into the hold
+    sent = []
+    for i in range(24):
+        now = T0 + 4.0 + i * 0.25
+        sent += [(now, k) for k in kinds(c.run([hb, crash], now).notifications)]
+    first = next(t for t, k in sent if k == ("firing", ["log_crash"]))
+    assert first <= T0 + 4.0 + 1.0, f"log_crash paged {first - T0 - 4.0:.2f}s after firing (group_window 1s)"
+
+
+def test_a_paged_symptom_escalating_as_its_cause_clears_is_held_like_any_other(tmp_path):
+    """A symptom paged once, muted again by its cause's return, escalating in the pass its cause
+    clears: a new hold, not the old release time (the page must not go at once)."""
+    c = Core(tmp_path, group_window="1s", resolve_delay="1s")
+    c.core.release_hold = lambda a: 5.0
+    root = f("stall", "critical")
+    warn = f("heartbeat_stale", "warning", rank="0")
+    crit = f("heartbeat_stale", "critical", rank="0")
+    # 1st episode: stall pages, clears, the stale heartbeat outlives it and pages after the hold.
+    c.hold([root, warn], T0, 2.0)
+    assert kinds(c.hold([warn], T0 + 2.25, 7.0)) == [("resolved", ["stall"]), ("firing", ["heartbeat_stale"])]
+    # 2nd episode: the stall again (the paged heartbeat is inhibited by it), then the job recovers.
+    assert kinds(c.hold([root, warn], T0 + 9.5, 2.0)) == [("firing", ["stall"])]
+    notes = c.hold([warn], T0 + 11.75, 0.5)              # stall last seen T0+11.5; resolves at T0+12.5
+    notes += c.run([crit], T0 + 12.5).notifications      # same pass: stall resolves, heartbeat read older
+    notes += c.hold([crit], T0 + 12.75, 2.0)             # still inside a 5 s hold
+    assert ("firing", ["heartbeat_stale"]) not in kinds(notes), kinds(notes)
+
+
+def test_a_silence_that_starts_during_the_hold_does_not_cut_it_short(tmp_path):
+    """A short silence during the hold: its end must not release the symptom before the hold ends."""
+    c = Core(tmp_path, group_window="1s", resolve_delay="1s")
+    c.core.release_hold = lambda a: 5.0
+    hb = _released(c)
+    s = Silence("s1", ["rule=heartbeat_stale"], T0 + 4.0, T0 + 5.0, "tester", "x")
+    sent = []
+    for i in range(20):
+        now = T0 + 3.75 + i * 0.25
+        c.silences = ActiveSilences(((s, tuple(parse_matcher(m) for m in s.matchers)),), s.ends_at) \
+            if s.active(now) else ActiveSilences()
+        sent += [(now, k) for k in kinds(c.run([hb], now).notifications)]
+    assert all(t >= T0 + 8.0 for t, _ in sent), sent
+
+
 def test_a_silence_mutes_until_it_ends_and_its_end_is_a_deadline(tmp_path):
     c = Core(tmp_path, group_window="0s")
     s = Silence("s1", ["rule=stall"], T0, T0 + 10.0, "tester", "maintenance")

@@ -236,7 +236,8 @@ class EngineCore:
                     log.info("alert %s not sent: %s", a.rule, reason, extra={"event": "alert_muted"})
                     a.muted = reason
                     changed.add(a.fp)
-                a.released_at = None
+                if reason.startswith(INHIBITED):
+                    a.released_at = None  # its cause is back: a new release starts a new hold
                 continue
             released = bool(a.muted) and a.fp in self.present  # its silence ended or its cause cleared
             due = release_due(a, now, self.release_hold) if released else None
@@ -264,7 +265,7 @@ class EngineCore:
                     continue
                 if a.muted and not a.snapshot:
                     self._request_snapshot(a, snapshots)  # held back until now: capture before sending
-                a.notified, a.last_notified, a.muted = True, now, None
+                a.notified, a.last_notified, a.muted, a.released_at = True, now, None, None
                 batch.append(a)
                 changed.add(a.fp)
             if batch:

@@ -39,8 +39,9 @@ class Groups:
             self.deadlines[g] = now
         elif at is not None:
             self.deadlines[g] = min(self.deadlines.get(g, at), max(now, at))
-        elif g not in self.deadlines:
-            self.deadlines[g] = max(now, (a.firing_since or now) + window)
+        else:  # never later than its own window (a held alert may have set a later one)
+            own = max(now, (a.firing_since or now) + window)
+            self.deadlines[g] = min(self.deadlines.get(g, own), own)
 
     def due(self, now: float) -> List[str]:
         """Groups whose message is due now (removed from the open set)."""

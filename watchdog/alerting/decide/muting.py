@@ -33,9 +33,9 @@ def release_due(a: AlertRow, now: float, hold: Callable[[AlertRow], float]) -> O
     """When an unsent alert that its cause held back, and that outlives the cause, may page: `hold`
     after the cause cleared (`AlertRow.released_at`, set here at the first look). None for an
     alert not released from inhibition (a silence ending releases at once)."""
-    if not (a.muted or "").startswith(INHIBITED):
-        return None
     if a.released_at is None:
+        if not (a.muted or "").startswith(INHIBITED):
+            return None
         a.released_at = now
     return a.released_at + max(0.0, hold(a))
 
