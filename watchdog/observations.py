@@ -289,6 +289,9 @@ class PaceLine:
     source: str
     mark: PaceMark
     job: Optional[str] = None
+    #: The file it was read from (a source's glob may match every rank's log): a counter goes
+    #: back (a restart) only below every file's own position, not when one rank lags the others.
+    stream: str = ""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from tests.fakes.receivers import Receiver
 from tests.alertkit import BASE, Clock, Driver, f, make_config, open_engine, settle
 from tests.helpers import wait_for
 from watchdog.alerting.deliver.store import AlertStore
+from watchdog.core.rulecatalog import release_hold
 
 @pytest.fixture
 def rx():
@@ -100,6 +101,17 @@ def test_inhibited_symptom_is_sent_when_the_cause_clears(tmp_path, rx, engines):
     d.hold([f("log_oom", "critical", log_rule="npu_oom"), f("stall", "critical")], 1.5)
     assert [a["labels"]["alertname"] for a in rx.wait_for(1)[0].json["alerts"]] == ["log_oom"]
     d.hold([f("stall", "critical")], 2.0)
+    settle(e)
+    # The cause resolved; the stall, still there, waits two rounds of its probes (the release hold:
+    # the round that saw the cause go may not have seen the symptom go), then pages on its own.
+    assert [(m.json["status"], m.json["alerts"][0]["labels"]["alertname"]) for m in rx.wait_for(2)[1:]] \
+        == [("resolved", "log_oom")]
+    hold = release_hold("stall", e.config)
+    assert hold > 2.0
+    d.hold([f("stall", "critical")], hold - 2.0)  # the release came with the resolution, within the 2 s
+    settle(e)
+    assert len(rx.requests) == 2, "paged before its release hold ended"
+    d.hold([f("stall", "critical")], 3.0)
     msgs = rx.wait_for(3)
     kinds = sorted((m.json["status"], m.json["alerts"][0]["labels"]["alertname"]) for m in msgs[1:])
     assert kinds == [("firing", "stall"), ("resolved", "log_oom")]
@@ -238,9 +250,10 @@ def test_snapshots_only_for_alerts_that_are_sent(tmp_path, rx, engines):
     (msg,) = rx.wait_for(1)
     assert [a["annotations"]["snapshot"] for a in msg.json["alerts"]] == ["/snapshots/log_oom.tar.gz"]
     assert taker.asked == ["log_oom"], "the inhibited stall must not run a capture"
-    # The root clears, the stall is still there: it is released, captured, then sent with its path.
-    d.hold([f("stall", "critical")], 2.0)
-    msgs = rx.wait_for(2)
+    # The root clears, the stall is still there: it is released, captured, then sent with its path
+    # (after its release hold).
+    d.hold([f("stall", "critical")], 2.0 + release_hold("stall", e.config))
+    msgs = rx.wait_for(3)
     stall = [a for m in msgs[1:] for a in m.json["alerts"] if a["labels"]["alertname"] == "stall"]
     assert stall and stall[0]["annotations"]["snapshot"] == "/snapshots/stall.tar.gz"
     assert taker.asked == ["log_oom", "stall"]

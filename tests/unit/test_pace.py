@@ -218,6 +218,35 @@ def test_restart_and_recompute():
     assert secs["stalled"] + secs["restarting"] == pytest.approx(60, abs=2)
 
 
+def test_a_rank_lagging_the_others_after_a_pause_is_no_restart():
+    """Every rank prints its own progress lines into its own file. When a checkpoint ends, the rank
+    that lagged prints its last steps first (files are read one by one: that round sees only it),
+    below the counter the leader reached: no rank went back, so the pause is the checkpoint's, and
+    nothing is booked as restarting. A rank whose own file does go back is a restart still."""
+    def rank(name: str, counter: float, phase: Optional[str] = None) -> PaceLine:
+        return PaceLine(0.0, "train", PaceMark(counter=None if phase else counter, step_seconds=1.0, phase=phase),
+                        stream=f"/logs/{name}.log")
+    tr = PaceTrack(CFG)
+    tr.add(T0, [])
+    for i in range(1, 100):                                # rank a leads rank b by two steps
+        tr.add(T0 + i, [rank("a", i + 2), rank("b", i)])
+    tr.add(T0 + 100, [rank("a", 0, phase="checkpoint")])   # a 60 s checkpoint
+    for t in range(101, 160, 5):
+        tr.add(T0 + t, [])
+    tr.add(T0 + 160, [rank("b", 100)])                     # b's lagging step, alone in its round
+    tr.add(T0 + 161, [rank("a", 102), rank("b", 101)])
+    for i in range(2, 20):
+        tr.add(T0 + 160 + i, [rank("a", 101 + i), rank("b", 99 + i)])
+    secs, _ = tr.goodput()
+    assert secs["restarting"] == 0 and secs["recompute"] == 0, secs
+    assert secs["checkpoint"] == pytest.approx(60, abs=2), secs
+
+    for i in range(0, 30):                                 # then rank a's file starts again lower
+        tr.add(T0 + 300 + i, [rank("a", 50 + i), rank("b", 50 + i)])
+    secs, _ = tr.goodput()
+    assert secs["restarting"] > 0 and secs["recompute"] > 0, secs
+
+
 def _synth():
     return Synth(probes=("npu", "process", "logs"), log_sources=("train",),
                  pace={"window": "40s", "slow_for": "20s", "warmup": "60s", "baseline": "10m"})

@@ -235,7 +235,7 @@ class LogsProbe(Probe):
             self.last_lines.feed(f.path, f.source, f.job, f.rank, data, min(stop, len(data)), now)
             block = data if stop >= len(data) else data[:stop]  # progress lines: complete ones only
             found, marks = self.progress.marks(block, lambda text: bool(self.matcher.match_text(text)))
-            pace.extend(PaceLine(now, f.source, m, f.job) for m in marks)
+            pace.extend(PaceLine(now, f.source, m, f.job, f.path) for m in marks)
             if found:
                 self.progress_at[f.source] = now
                 if f.job is not None:

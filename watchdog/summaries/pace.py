@@ -34,6 +34,8 @@ from watchdog.parse.pace import PaceMark
 STATES = ("train", "starting", "checkpoint", "eval", "stalled", "restarting", "recompute")
 #: Step times kept for the recent window, at most (a trainer printing 20 steps a second).
 MAX_RECENT = 512
+#: Streams (log files) whose position is remembered, at most (every rank's log, over restarts).
+MAX_STREAMS = 1024
 #: Counters that are not step numbers: each line is one logging interval (HF's `epoch`, rounded to
 #: two decimals, may repeat; HF logs on the main process only).
 PER_LINE = ("hf",)
@@ -107,6 +109,8 @@ class PaceTrack:
     grace: float = 0.0
     #: Time of the newest round folded.
     last_round: Optional[float] = None
+    #: Each stream's (file's) newest counter and when it was read (see `_floor`); bounded.
+    streams: Dict[str, Tuple[float, float]] = field(default_factory=dict)
 
     def configure(self, config: Any) -> None:
         """Adopt the config's thresholds (a reload); what was folded stays."""
@@ -128,6 +132,7 @@ class PaceTrack:
         times: List[float] = []
         newest = self.counter
         when = at
+        floor = self._floor()
         for line in lines:
             m = line.mark
             if m.phase is not None:
@@ -139,10 +144,13 @@ class PaceTrack:
             if m.kind in PER_LINE:
                 fresh, per_line = fresh + 1, True  # one line per logging interval, rounded counter
             elif m.counter is not None:
+                stream = line.stream or line.source
                 if newest is not None and m.counter <= newest:
-                    if self.counter is not None and m.counter < self.counter:
+                    if floor is not None and m.counter < floor and self._back(stream, m.counter):
                         back = m.counter if back is None else max(back, m.counter)
+                    self._note(stream, m.counter, at)
                     continue  # a line read before, or another rank's copy of it
+                self._note(stream, m.counter, at)
                 newest = m.counter
             if m.step_seconds is not None and m.step_seconds > 0:
                 times.append(m.step_seconds)
@@ -165,6 +173,30 @@ class PaceTrack:
         if phase_after is not None:
             self.gap = _Gap(at, phase_after)
         self.open_gap(at, declared)
+
+    def _floor(self) -> Optional[float]:
+        """The lowest position of the streams that were printing at the last progress: a counter
+        below it went back (a restart: its rank's file, or a new one, starts again lower). One
+        rank lagging the others (it prints step 99 after another printed 100, maybe a round later
+        when files are read one by one) stays at or above its own position, so above the floor."""
+        if self.counter is None:
+            return None
+        since = (self.progress_at or 0.0) - self.pause()
+        active = [c for c, t in self.streams.values() if t >= since]
+        return min(active + [self.counter]) if active else self.counter
+
+    def _back(self, stream: str, counter: float) -> bool:
+        """Below the floor, and below this stream's own last counter when it has one (a stream
+        that only catches up is not going back)."""
+        own = self.streams.get(stream)
+        return own is None or counter < own[0]
+
+    def _note(self, stream: str, counter: float, at: float) -> None:
+        """Remember a stream's newest counter; the oldest stream goes past MAX_STREAMS."""
+        old = self.streams.pop(stream, None)
+        self.streams[stream] = (counter if old is None or at > old[1] or counter > old[0] else old[0], at)
+        if len(self.streams) > MAX_STREAMS:
+            del self.streams[next(iter(self.streams))]
 
     def _progress(self, at: float, newest: Optional[float], printed: List[float], restart: bool = False,
                   steps: Optional[float] = None) -> None:
