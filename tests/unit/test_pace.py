@@ -8,12 +8,12 @@ from typing import List, Optional, Sequence
 
 import pytest
 
-from tests.synth import T0, Synth, chip, npu_obs, procs, rules
+from tests.synth import T0, Synth, beats, chip, npu_obs, procs, rules
 from watchdog.detectors import pace as pace_det
 from watchdog.logrules.progress import PACE_LINES, ProgressMatcher
 from watchdog.observations import LogObservation, PaceLine
 from watchdog.parse.pace import PaceMark, parse_phase, parse_progress
-from watchdog.summaries.pace import PaceTrack, declared_phase, fold_round, sample_at
+from watchdog.summaries.pace import PaceTrack, declared_phase, fold_round, heartbeat_lines, sample_at
 from watchdog.config.sections.pace import PaceConfig
 
 # Real-format lines (tests/samples/SOURCES.md: the trainers' print formats).
@@ -77,6 +77,12 @@ def test_parse_is_bounded_on_hostile_text():
 
 def lines(counter: float, step: Optional[float] = None, phase: Optional[str] = None) -> List[PaceLine]:
     return [PaceLine(0.0, "train", PaceMark(counter=None if phase else counter, step_seconds=step, phase=phase))]
+
+
+def rank(name: str, counter: float, phase: Optional[str] = None) -> PaceLine:
+    """A progress (or phase) line of one rank's own log file."""
+    return PaceLine(0.0, "train", PaceMark(counter=None if phase else counter, step_seconds=1.0, phase=phase),
+                    stream=f"/logs/{name}.log")
 
 
 def run(track: PaceTrack, t0: float, t1: float, step: float, counter: float, every: float = 1.0,
@@ -223,9 +229,6 @@ def test_a_rank_lagging_the_others_after_a_pause_is_no_restart():
     that lagged prints its last steps first (files are read one by one: that round sees only it),
     below the counter the leader reached: no rank went back, so the pause is the checkpoint's, and
     nothing is booked as restarting. A rank whose own file does go back is a restart still."""
-    def rank(name: str, counter: float, phase: Optional[str] = None) -> PaceLine:
-        return PaceLine(0.0, "train", PaceMark(counter=None if phase else counter, step_seconds=1.0, phase=phase),
-                        stream=f"/logs/{name}.log")
     tr = PaceTrack(CFG)
     tr.add(T0, [])
     for i in range(1, 100):                                # rank a leads rank b by two steps
@@ -245,6 +248,64 @@ def test_a_rank_lagging_the_others_after_a_pause_is_no_restart():
         tr.add(T0 + 300 + i, [rank("a", 50 + i), rank("b", 50 + i)])
     secs, _ = tr.goodput()
     assert secs["restarting"] > 0 and secs["recompute"] > 0, secs
+
+
+def test_a_restart_read_within_a_pause_is_booked_restarting():
+    """A quick restart: the first round after it comes within a pause (5 s here) of the last progress.
+    Every round until the pause is over sees the counter below the stream's position (a position
+    is lowered only by a booked restart), so the restart is booked, not one long stall."""
+    tr = PaceTrack(CFG)
+    tr.add(T0, [])
+    run(tr, T0 + 1, T0 + 100, 1.0, 0)               # counter 100, pause = 5 s
+    for i in range(0, 60):                          # restarted from step 50, first line 3 s later
+        tr.add(T0 + 103 + i, lines(50 + i, 1.0))
+    secs, _ = tr.goodput()
+    assert secs["restarting"] > 0 and secs["recompute"] == pytest.approx(50, abs=3), str(secs)
+
+
+def test_a_restart_inside_one_round_then_read_on():
+    """The round after a pause reads a rank's last pre-crash step and its first restarted ones
+    (a:101, a:50, a:51): it moved, so no restart then; the rounds after it still see a's steps
+    below the position a reached, so the restart is booked once past a pause."""
+    tr = PaceTrack(CFG)
+    tr.add(T0, [])
+    for i in range(1, 101):
+        tr.add(T0 + i, [rank("a", i)])
+    for t in range(101, 160, 5):
+        tr.add(T0 + t, [])
+    tr.add(T0 + 160, [rank("a", 101), rank("a", 50), rank("a", 51)])
+    for i in range(1, 60):
+        tr.add(T0 + 160 + i, [rank("a", 51 + i)])
+    secs, _ = tr.goodput()
+    assert secs["restarting"] > 0 and secs["recompute"] > 0, str(secs)
+
+
+def test_heartbeat_counter_quick_restart():
+    """The heartbeat's pace (no file: its stream is its source) books a quick restart too."""
+    tr = PaceTrack(CFG)
+    tr.add(T0, [])
+    for i in range(1, 101):
+        tr.add(T0 + i, heartbeat_lines(T0 + i, beats([i] * 8, T0 + i)))
+    for i in range(0, 60):
+        tr.add(T0 + 103 + i, heartbeat_lines(T0 + 103 + i, beats([50 + i] * 8, T0 + 103 + i)))
+    secs, _ = tr.goodput()
+    assert secs["restarting"] > 0 and secs["recompute"] > 0, str(secs)
+
+
+def test_a_restart_going_back_less_than_the_ranks_spread():
+    """Rank a leads b by two steps; the job crashes at a=101/b=99 and resumes from the checkpoint
+    of step 98 (both print 99 first) after 60 s: 99 is below a's own position but not below the
+    floor (b's 99): a stream with a position of its own is judged by it, not by the floor."""
+    tr = PaceTrack(CFG)
+    tr.add(T0, [])
+    for i in range(1, 100):
+        tr.add(T0 + i, [rank("a", i + 2), rank("b", i)])
+    for t in range(100, 160, 5):
+        tr.add(T0 + t, [])
+    for i in range(0, 20):
+        tr.add(T0 + 160 + i, [rank("a", 99 + i), rank("b", 99 + i)])
+    secs, _ = tr.goodput()
+    assert secs["restarting"] > 0 and secs["recompute"] > 0, str(secs)
 
 
 def _synth():

@@ -133,6 +133,7 @@ class PaceTrack:
         newest = self.counter
         when = at
         floor = self._floor()
+        seen: Dict[str, float] = {}
         for line in lines:
             m = line.mark
             if m.phase is not None:
@@ -145,8 +146,9 @@ class PaceTrack:
                 fresh, per_line = fresh + 1, True  # one line per logging interval, rounded counter
             elif m.counter is not None:
                 stream = line.stream or line.source
+                seen[stream] = m.counter
                 if newest is not None and m.counter <= newest:
-                    if floor is not None and m.counter < floor and self._back(stream, m.counter):
+                    if self._back(stream, m.counter, floor):
                         back = m.counter if back is None else max(back, m.counter)
                     self._note(stream, m.counter, at)
                     continue  # a line read before, or another rank's copy of it
@@ -164,6 +166,9 @@ class PaceTrack:
         restart = back is not None and not moved and self.progress_at is not None \
             and at - self.progress_at > self.pause()
         if restart:
+            self.streams.clear()  # every position starts again from the restart
+            for stream, counter in seen.items():
+                self._note(stream, counter, at)
             self._progress(at, back, times, restart=True)
         elif moved:
             # The newest line's own time where it has a trusted one: a round read late (a loaded
@@ -185,16 +190,19 @@ class PaceTrack:
         active = [c for c, t in self.streams.values() if t >= since]
         return min(active + [self.counter]) if active else self.counter
 
-    def _back(self, stream: str, counter: float) -> bool:
-        """Below the floor, and below this stream's own last counter when it has one (a stream
-        that only catches up is not going back)."""
+    def _back(self, stream: str, counter: float, floor: Optional[float]) -> bool:
+        """Below this stream's own highest counter when it has one (a stream that only catches up
+        is not going back), else below the floor (a new file after a restart)."""
         own = self.streams.get(stream)
-        return own is None or counter < own[0]
+        if own is not None:
+            return counter < own[0]
+        return floor is not None and counter < floor
 
     def _note(self, stream: str, counter: float, at: float) -> None:
-        """Remember a stream's newest counter; the oldest stream goes past MAX_STREAMS."""
+        """Remember a stream's highest counter (lowered only by a booked restart, which starts every
+        position afresh); the stream read least recently goes past MAX_STREAMS."""
         old = self.streams.pop(stream, None)
-        self.streams[stream] = (counter if old is None or at > old[1] or counter > old[0] else old[0], at)
+        self.streams[stream] = (counter if old is None or counter > old[0] else old[0], at)
         if len(self.streams) > MAX_STREAMS:
             del self.streams[next(iter(self.streams))]
 
