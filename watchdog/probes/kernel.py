@@ -119,13 +119,8 @@ class KernelProbe(Probe):
         doc = {"version": STATE_VERSION,
                "data": {"boot_id": self.boot_id, "seq": self.last_seq,
                         "recent": [ev.__dict__ for ev in self.recent]}}
-        try:
-            statefiles.write_json(self.state_path, doc, sync=False)
-            self.state_error = None
-        except OSError as exc:
-            if self.state_error is None:
-                log.error("kernel probe: cannot save the read position to %s: %s", self.state_path, exc)
-            self.state_error = f"{type(exc).__name__}: {exc.strerror or exc}"
+        self.state_error = statefiles.save_probe_state(self.state_path, doc, "kernel", "the read position",
+                                                       self.state_error)
 
     # -- change events (the scheduler's follower thread) ------------------------------------------
     def wait_change(self, timeout: float) -> bool:

@@ -150,15 +150,10 @@ class NpuProbe(Probe):
             return
         doc = {"version": STATE_VERSION,
                "data": {"boot_id": self.boot_id, "chips": [asdict(c) for _, c in sorted(self.seen.items())]}}
-        try:
-            statefiles.write_json(self.state_path, doc, sync=False)
-        except OSError as exc:
-            if self.state_error is None:
-                log.error("npu probe: cannot save the chips seen to %s: %s", self.state_path, exc)
-            self.state_error = f"{type(exc).__name__}: {exc.strerror or exc}"
-            return
-        self.state_error = None
-        self._saved = (seen, missing)
+        self.state_error = statefiles.save_probe_state(self.state_path, doc, "npu", "the chips seen",
+                                                       self.state_error)
+        if self.state_error is None:
+            self._saved = (seen, missing)
 
     def _job_running(self) -> bool:
         found = self.feed.latest()

@@ -115,6 +115,21 @@ def write_json(path: str, doc: Dict[str, Any], sync: bool = True) -> None:
         fh.write(json.dumps(doc).encode("utf-8"))
 
 
+def save_probe_state(path: str, doc: Dict[str, Any], probe: str, what: str,
+                     last_error: Optional[str]) -> Optional[str]:
+    """Write a probe's state file (`write_json`, not synced: a crash of the machine is a new boot,
+    whose state the probes drop anyway). Returns None when written, else the error text for the
+    probe's status; the error is logged once per run of failures (`last_error` is the last one),
+    not every round."""
+    try:
+        write_json(path, doc, sync=False)
+    except OSError as exc:
+        if last_error is None:
+            log.error("%s probe: cannot save %s to %s: %s", probe, what, path, exc)
+        return f"{type(exc).__name__}: {exc.strerror or exc}"
+    return None
+
+
 #: A state file larger than this is refused (set aside): the daemon's own are a few hundred KB at
 #: most, and a file grown by someone else must not cost the daemon its memory or a minute of CPU.
 MAX_STATE_BYTES = 32 * 1024 * 1024

@@ -109,7 +109,7 @@ class PaceTrack:
     grace: float = 0.0
     #: Time of the newest round folded.
     last_round: Optional[float] = None
-    #: Each stream's (file's) newest counter and when it was read (see `_floor`); bounded.
+    #: Each stream's (file's) highest counter and when it was last read (`_back`, `_floor`); bounded.
     streams: Dict[str, Tuple[float, float]] = field(default_factory=dict)
 
     def configure(self, config: Any) -> None:
@@ -147,12 +147,12 @@ class PaceTrack:
             elif m.counter is not None:
                 stream = line.stream or line.source
                 seen[stream] = m.counter
-                if newest is not None and m.counter <= newest:
-                    if self._back(stream, m.counter, floor):
-                        back = m.counter if back is None else max(back, m.counter)
-                    self._note(stream, m.counter, at)
-                    continue  # a line read before, or another rank's copy of it
+                known = newest is not None and m.counter <= newest  # read before, or another rank's copy
+                if known and self._back(stream, m.counter, floor):
+                    back = m.counter if back is None else max(back, m.counter)
                 self._note(stream, m.counter, at)
+                if known:
+                    continue
                 newest = m.counter
             if m.step_seconds is not None and m.step_seconds > 0:
                 times.append(m.step_seconds)
@@ -180,10 +180,8 @@ class PaceTrack:
         self.open_gap(at, declared)
 
     def _floor(self) -> Optional[float]:
-        """The lowest position of the streams that were printing at the last progress: a counter
-        below it went back (a restart: its rank's file, or a new one, starts again lower). One
-        rank lagging the others (it prints step 99 after another printed 100, maybe a round later
-        when files are read one by one) stays at or above its own position, so above the floor."""
+        """The lowest position of the streams that were printing at the last progress: a file with
+        no position of its own (a new one after a restart) went back when it starts below it."""
         if self.counter is None:
             return None
         since = (self.progress_at or 0.0) - self.pause()

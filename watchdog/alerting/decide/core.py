@@ -241,10 +241,7 @@ class EngineCore:
                 continue
             released = bool(a.muted) and a.fp in self.present  # its silence ended or its cause cleared
             due = release_due(a, now, self.release_hold) if released else None
-            if due is not None:
-                self.groups.add(a, now, self.config.group_window, at=due)
-            else:
-                self.groups.add(a, now, self.config.group_window, at_once=released)
+            self.groups.add(a, now, self.config.group_window, at=now if released and due is None else due)
 
     def _flush(self, mute: Mute, now: float, changed: Set[str],
                snapshots: Optional[SnapshotRequester]) -> List[Notification]:

@@ -30,18 +30,12 @@ class Groups:
     def __init__(self) -> None:
         self.deadlines: Dict[str, float] = {}
 
-    def add(self, a: AlertRow, now: float, window: float, at_once: bool = False,
-            at: Optional[float] = None) -> None:
-        """Schedule an alert's group: at once (a released alert), at `at` (one held after its
-        release) unless due sooner, or `window` after it fired."""
+    def add(self, a: AlertRow, now: float, window: float, at: Optional[float] = None) -> None:
+        """Schedule an alert's group `window` after it fired, or at `at` (a released alert: now,
+        or when its release hold ends); never later than the group was due already."""
+        own = max(now, (a.firing_since or now) + window if at is None else at)
         g = group_key(a)
-        if at_once:
-            self.deadlines[g] = now
-        elif at is not None:
-            self.deadlines[g] = min(self.deadlines.get(g, at), max(now, at))
-        else:  # never later than its own window (a held alert may have set a later one)
-            own = max(now, (a.firing_since or now) + window)
-            self.deadlines[g] = min(self.deadlines.get(g, own), own)
+        self.deadlines[g] = min(self.deadlines.get(g, own), own)
 
     def due(self, now: float) -> List[str]:
         """Groups whose message is due now (removed from the open set)."""
