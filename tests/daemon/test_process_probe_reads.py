@@ -126,6 +126,32 @@ def test_stopped_and_zombie_ranks_stay_visible_then_a_reaped_one_is_gone(procs):
     assert [g.pid for g in obs.gone] == [c.pid]
 
 
+def test_a_scan_still_listing_a_rank_on_its_way_out_keeps_the_run_and_its_gone_ranks(procs):
+    """A whole-job kill: the ranks die a moment apart, and a scan can still list the last one (its
+    command line is readable until it becomes a zombie) after the job was judged ended. That is
+    the same run: its gone ranks stay (the job-level alerts name all of them), not a new run
+    that starts afresh with one rank."""
+    a, b, c = sleepers(procs, 3)
+    probe = probe_for([a.pid, b.pid, c.pid])
+    assert len(by_pid(probe)) == 3
+    for p in (a, b):
+        p.kill()
+        p.wait()
+    c.kill()  # not reaped: a zombie, so the job has ended
+    wait_for(lambda: read_stat(c.pid).state == "zombie", what="zombie")
+    probe.feed.pids = [c.pid]  # the late scan still lists it
+    ended = probe.collect().value
+    assert ended.jobs[0].ended_at is not None
+    for _ in range(2):
+        obs = probe.collect().value
+        assert sorted(g.rank for g in obs.gone) == [0, 1] and [p.rank for p in obs.processes] == [2]
+        assert obs.jobs[0].ended_at == ended.jobs[0].ended_at
+    d = sleepers(procs, 1)[0]  # a process the job never had: a new run of the same name
+    probe.feed.pids = [d.pid]
+    obs = probe.collect().value
+    assert obs.jobs[0].ended_at is None and obs.gone == ()
+
+
 def test_identity_is_pid_and_start_time(procs):
     (p,) = sleepers(procs, 1)
     st = read_stat(p.pid)
