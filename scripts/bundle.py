@@ -158,6 +158,22 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _unmet(wanted: Sequence[str], found: Sequence[Path]) -> List[str]:
+    """The requirements in `wanted` that no wheel in `found` satisfies, by name and version."""
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:  # pragma: no cover - pip's own copy
+        from pip._vendor.packaging.requirements import Requirement  # type: ignore
+    versions = {_norm(w.name.split("-")[0]): w.name.split("-")[1] for w in found}
+    out = []
+    for text in wanted:
+        req = Requirement(text)
+        version = versions.get(_norm(req.name))
+        if version is None or not req.specifier.contains(version, prereleases=True):
+            out.append(text)
+    return out
+
+
 def _resolve(wheels: Path, arch: str, python: str, index: bool) -> None:
     """Every requirement of `python` on `arch` as wheels in `wheels`: downloaded (index) or only
     checked to be there (no index); markers evaluated for that Python (_marker_requirements)."""
@@ -177,7 +193,10 @@ def _resolve(wheels: Path, arch: str, python: str, index: bool) -> None:
             pool = found if attempt else [w for w in found if w.name.startswith("npu_watchdog-")]
             missing = [r for r in _marker_requirements(pool, arch, python)
                        if _norm(re.split(r"[\[<>=!~; ]", r, 1)[0]) not in have or pool is not found]
-        if not missing and attempt:
+            # Every marker requirement already holds on what came down (the usual case from 3.10
+            # on): a second round would only pin versions that are there, so it is spared.
+            settled = not attempt and not _unmet(_marker_requirements(found, arch, python), found)
+        if (not missing and attempt) or settled:
             return
         wanted += [r for r in missing if r not in wanted]
     raise BundleError(f"{arch} / CPython {python}: requirements keep growing: {', '.join(wanted)}")
