@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,17 +17,13 @@ from typing import Any, Callable, Dict, List, Optional
 
 import yaml
 
+from watchdog.demo.ports import free_port  # a port below the ephemeral range: watchdog/demo/ports.py says why
+
 REPO = Path(__file__).resolve().parent.parent
 # The tests folder: kits, fakes, fixtures and samples live here (test files live in its tier folders).
 TESTS = REPO / "tests"
 # Real captures and log excerpts copied into the repository (each folder has a SOURCES.md).
 FIXTURES = REPO / "tests" / "fixtures"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_get(url: str, timeout: float = 5.0) -> tuple:

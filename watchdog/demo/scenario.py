@@ -24,16 +24,9 @@ from typing import Any, Callable, Dict, List, Optional, TextIO
 import yaml
 
 from watchdog.demo.node import DEMO_TAG, REPO, SimulatedNode
+from watchdog.demo.ports import free_port
 from watchdog.demo.receiver import Receiver, plain_lines
 from watchdog.words import LANGUAGES, words
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _d(seconds: float) -> str:
