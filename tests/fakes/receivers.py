@@ -24,13 +24,14 @@ import base64
 import hashlib
 import hmac
 import json
-import socket
 import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional
+
+from watchdog.demo.ports import free_port
 
 KINDS = ("feishu", "slack", "dingtalk", "wecom", "webhook", "alertmanager", "deadman")
 DEFAULT_PATHS = {
@@ -86,10 +87,9 @@ class Recorded:
 
 
 def closed_port() -> int:
-    """A local port with nothing listening: connecting to it is refused."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A local port with nothing listening: connecting to it is refused. Below the ephemeral range
+    (watchdog/demo/ports.py), so no server of another test binding port 0 can be handed it."""
+    return free_port()
 
 
 def feishu_expected_sign(secret: str, timestamp: str) -> str:
