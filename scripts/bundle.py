@@ -159,7 +159,8 @@ def _norm(name: str) -> str:
 
 
 def _unmet(wanted: Sequence[str], found: Sequence[Path]) -> List[str]:
-    """The requirements in `wanted` that no wheel in `found` satisfies, by name and version."""
+    """The requirements in `wanted` that no wheel in `found` satisfies, by name and version; one
+    with extras always (the extras' own requirements are for pip to resolve in a second round)."""
     try:
         from packaging.requirements import Requirement
     except ImportError:  # pragma: no cover - pip's own copy
@@ -169,7 +170,7 @@ def _unmet(wanted: Sequence[str], found: Sequence[Path]) -> List[str]:
     for text in wanted:
         req = Requirement(text)
         version = versions.get(_norm(req.name))
-        if version is None or not req.specifier.contains(version, prereleases=True):
+        if req.extras or version is None or not req.specifier.contains(version, prereleases=True):
             out.append(text)
     return out
 

@@ -45,9 +45,12 @@ class Feed:
 
     def __init__(self, pids: Sequence[int]):
         self.pids = list(pids)
+        #: pid -> the start time a scan reports (none by default).
+        self.started: Dict[int, float] = {}
 
     def refresh(self) -> Discovered:
-        ranks = tuple(RankInfo(rank=i, local_rank=i, pid=pid, npu=None) for i, pid in enumerate(self.pids))
+        ranks = tuple(RankInfo(rank=i, local_rank=i, pid=pid, npu=None, started_at=self.started.get(pid))
+                      for i, pid in enumerate(self.pids))
         return Discovered(jobs=(JobInfo(name="job", launcher=None, world_size=len(ranks), local_world_size=len(ranks),
                                         ranks=ranks),) if ranks else ())
 
@@ -146,10 +149,8 @@ def test_a_scan_still_listing_a_rank_on_its_way_out_keeps_the_run_and_its_gone_r
         obs = probe.collect().value
         assert sorted(g.rank for g in obs.gone) == [0, 1] and [p.rank for p in obs.processes] == [2]
         assert obs.jobs[0].ended_at == ended.jobs[0].ended_at
-    d = sleepers(procs, 1)[0]  # a process the job never had: a new run of the same name
-    probe.feed.pids = [d.pid]
-    obs = probe.collect().value
-    assert obs.jobs[0].ended_at is None and obs.gone == ()
+    probe.feed.started = {c.pid: 12345.0}  # the same pid, another process (a reused pid)
+    assert probe.collect().value.gone == ()  # a new run of the same name starts afresh
 
 
 def test_identity_is_pid_and_start_time(procs):

@@ -28,11 +28,13 @@ def wheel(folder: Path, name: str, version: str, requires: List[str] = ()) -> Pa
 
 @pytest.fixture
 def index(tmp_path):
-    """What the stand-in index holds: the daemon (tzlocal < 3 before 3.9, as pyproject says), and
-    two tzlocal releases, of which an unpinned download takes the newest."""
+    """What the stand-in index holds: the daemon (tzlocal < 3 before 3.9, as pyproject says, and a
+    marker requirement from 3.10 on that the newest release meets), and two tzlocal releases, of
+    which an unpinned download takes the newest."""
     folder = tmp_path / "index"
     folder.mkdir()
-    wheel(folder, "npu_watchdog", bundle._version(), ["tzlocal<3,>=2.0; python_version < '3.9'"])
+    wheel(folder, "npu_watchdog", bundle._version(), ["tzlocal<3,>=2.0; python_version < '3.9'",
+                                                      "tzlocal>=2.0; python_version >= '3.10'"])
     wheel(folder, "npu_watchdog_heartbeat", "1.0")
     wheel(folder, "tzlocal", "2.1")
     wheel(folder, "tzlocal", "5.2")
@@ -62,9 +64,11 @@ def test_unmet_reads_name_and_version(index):
     assert bundle._unmet(["tzlocal<3,>=2.0"], newest) == ["tzlocal<3,>=2.0"]
     assert bundle._unmet(["tzlocal<3,>=2.0"], [w for w in found if not w.name.startswith("tzlocal-5")]) == []
     assert bundle._unmet(["backports.zoneinfo"], newest) == ["backports.zoneinfo"]
+    # an extra's requirements are not in the wheel's name: always left to a second round
+    assert bundle._unmet(["tzlocal[tz]>=2"], newest) == ["tzlocal[tz]>=2"]
 
 
-@pytest.mark.parametrize("python", ["3.11", "3.13"])
+@pytest.mark.parametrize("python", ["3.9", "3.11", "3.13"])
 def test_a_python_whose_markers_all_hold_is_resolved_in_one_pip_run(tmp_path, pip_runs, python):
     bundle._resolve(tmp_path, "x86_64", python, index=True)
     assert len(pip_runs) == 1

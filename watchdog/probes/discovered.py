@@ -59,9 +59,10 @@ class _Job:
     ended_at: Optional[float] = None
     #: Every rank number seen in this run of the job; the launcher's own stdout/stderr files.
     ranks: Set[int] = field(default_factory=set)
-    #: Every rank pid seen in this run: after the job ended, only a pid it never had starts a
-    #: new run (a scan that still lists a rank on its way out is the same run).
-    pids: Set[int] = field(default_factory=set)
+    #: Every rank process seen in this run, as (pid, start time): after the job ended, only a
+    #: process it never had starts a new run (a scan that still lists a rank on its way out is
+    #: the same run; a reused pid is another process).
+    pids: Set[Tuple[int, Optional[float]]] = field(default_factory=set)
     launcher_logs: Set[str] = field(default_factory=set)
     #: Ranks gone whose heartbeat said `done`; the others, with when they were seen gone.
     done: Set[int] = field(default_factory=set)
@@ -225,7 +226,7 @@ class DiscoveredProcessProbe(Probe):
 
     def _track_job(self, job, now: float) -> None:
         t = self._jobs.get(job.name)
-        if t is None or (t.ended_at is not None and any(r.pid not in t.pids for r in job.ranks)):
+        if t is None or (t.ended_at is not None and any((r.pid, r.started_at) not in t.pids for r in job.ranks)):
             t = _Job(name=job.name, first_seen_at=now, expected=job.local_world_size,
                      launcher_pid=job.launcher.pid if job.launcher else None)
             self._jobs[job.name] = t
@@ -242,7 +243,7 @@ class DiscoveredProcessProbe(Probe):
         table: Optional[Dict[int, int]] = None
         for r in job.ranks:
             t.ranks.add(r.rank)
-            t.pids.add(r.pid)
+            t.pids.add((r.pid, r.started_at))
             if r.npu is not None:
                 table = self.feed.npu_processes() if table is None else table
                 if r.pid in table or r.pid not in t.npus:
