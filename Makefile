@@ -10,7 +10,7 @@ RUN_DIR ?= .run
 help:
 	@echo "make demo       create .venv, install, play faults on a simulated 8-NPU node against the real daemon (about 100 s; DEMO_ARGS=--verbose prints every message)"
 	@echo "make run        create .venv, install, run the daemon in the foreground with the example config"
-	@echo "make test       create .venv, install, run the whole test suite: the unit tier, then the daemon and e2e tiers in one parallel run"
+	@echo "make test       create .venv, install, run the whole test suite: the unit, daemon and e2e tiers in one parallel run"
 	@echo "make test-unit  the unit tier only: in-process, no subprocess, no sleep (well under 2 min)"
 	@echo "make test-e2e   the end-to-end scenario tier (tests/e2e, in parallel)"
 	@echo "make bench      benchmarks (by hand; results go to docs/benchmarks.md)"
@@ -42,15 +42,17 @@ run: $(STAMP)
 check-config: $(STAMP)
 	$(BIN)/npu-watchdog check-config -c config/npu-watchdog.example.yaml
 
-# The tiers (tests/unit, tests/daemon, tests/e2e; tests/tierkit.py says what goes where): the unit
-# tier first, so a failing unit test stops the rest; then the daemon and e2e tiers in one pytest
-# run, because both mostly wait on real processes and one session keeps TEST_WORKERS worker
-# processes (pytest-xdist) busy to the end instead of idling through each tier's longest test:
-# a daemon-tier file per worker at a time, an e2e test by test (tests/conftest.py keeps a file with
-# a module-scoped fixture on one worker, and starts the slow tests first). Every test has its own
-# temporary folder, ports and processes. 12 workers on a 2-core machine: with 4 the CPU was idle
-# two thirds of the time, with 8 still a third (the tests wait on daemons' rounds, hangs and
-# timeouts).
+# The tiers (tests/unit, tests/daemon, tests/e2e; tests/tierkit.py says what goes where) run in one
+# pytest session, because the machine's CPU is what the run waits on and one session keeps
+# TEST_WORKERS worker processes (pytest-xdist) busy to the end: a daemon-tier file per worker at a
+# time, an e2e or unit test by test (tests/conftest.py keeps a file with a module-scoped fixture on
+# one worker, starts the slow tests first and the unit tier last, where its short tests fill the
+# workers the long ones leave idle). Run as a tier of its own before the others, the unit tier
+# added its minute to the wall time while the daemon tests' waits left a seventh of the CPU idle.
+# Every test has its own temporary folder, ports and processes. 12 workers on a 2-core machine:
+# with 4 the CPU was idle two thirds of the time, with 8 still a third (the tests wait on daemons'
+# rounds, hangs and timeouts); 16 was no faster than 12 (612 s against 565-653 s for the two
+# tiers, 2026-12-05). `make test-unit` is the quick check that stops at the first tier.
 PYTEST       = $(BIN)/python -m pytest -q -rs
 TEST_WORKERS ?= 12
 PARALLEL     = -n $(TEST_WORKERS) --dist loadfile
@@ -64,18 +66,17 @@ SCENARIOS    = -n $(TEST_WORKERS) --dist load
 # current); the variable still keeps every other process from writing.
 BYTECODE     = $(BIN)/python -m compileall -q watchdog tests
 
-# The offline bundle the bundle tests install is built beside the unit tier (one core each) into a
-# folder of its own (tests/pythons_kit.py, `prebuild`), removed at the end.
+# The offline bundle the bundle tests install is built beside the session (one core) into a folder
+# of its own (tests/pythons_kit.py, `prebuild`), removed at the end; the tests that need it start
+# after the other slow ones and wait for the build if it is still running.
 test: $(STAMP)
 	@$(BYTECODE)
 	@set -e; shared=$$(mktemp -d "$${TMPDIR:-/tmp}/npu-watchdog-test-builds.XXXXXX"); \
 	$(BIN)/python -m tests.pythons_kit prebuild "$$shared" > "$$shared/prebuild.log" 2>&1 & builder=$$!; \
 	trap 'kill $$builder 2>/dev/null || true; rm -rf "$$shared"' EXIT; \
-	echo "$(PYTEST) tests/unit   (the bundle is built beside it: $$shared/prebuild.log)"; \
-	$(PYTEST) tests/unit; \
-	wait $$builder || echo "the bundle build beside the unit tier failed; the tests that need it say why"; \
-	echo "$(PYTEST) $(SCENARIOS) tests/daemon tests/e2e"; \
-	NPU_WATCHDOG_TEST_SHARED="$$shared" $(PYTEST) $(SCENARIOS) tests/daemon tests/e2e
+	echo "$(PYTEST) $(SCENARIOS) tests/unit tests/daemon tests/e2e   (the bundle is built beside it: $$shared/prebuild.log)"; \
+	NPU_WATCHDOG_TEST_SHARED="$$shared" $(PYTEST) $(SCENARIOS) tests/unit tests/daemon tests/e2e; \
+	wait $$builder || echo "the bundle build beside the tests failed; the tests that need it said why"
 
 test-unit: $(STAMP)
 	@$(BYTECODE)

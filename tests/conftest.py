@@ -68,19 +68,27 @@ def _declared_timeout(item) -> float:
 
 
 def pytest_collection_modifyitems(config, items):
-    """For the parallel tiers: tests marked slow start first, those with a longer timeout of their
-    own before the other slow ones, so a parallel run does not end waiting on one long test that
-    started last. Of the tests on the bundle built once per run (marked `bundle`), only the first
-    starts among them when the bundle is not built yet (`make test` builds it before: see
-    tests/pythons_kit.py): it builds the bundle, and the others follow the other slow tests, by
-    when it is built (all at the start, they held one worker each for the length of the build, 7
-    of 8 workers idle for ~100 s). Stable, so every worker collects the same order."""
-    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, -_declared_timeout(item)))
-    if os.environ.get(SHARED_ENV):
-        return  # built before the session (`make test`): nobody waits for the build
-    builder = next((item for item in items if item.get_closest_marker("bundle") is not None), None)
-    items.sort(key=lambda item: (item.get_closest_marker("slow") is None,
-                                 item.get_closest_marker("bundle") is not None and item is not builder))
+    """For the parallel run of `make test` (every tier in one session): tests marked slow start
+    first, those with a longer timeout of their own before the other slow ones, so the run does not
+    end waiting on one long test that started last; the unit tier comes last, its short tests
+    filling the workers that the long tests leave idle at the end.
+
+    The tests on the offline bundle built once per run (marked `bundle`) follow the other slow
+    tests: `make test` builds the bundle beside the session (tests/pythons_kit.py, `prebuild`), and
+    such a test waits for that build, holding its worker, so it should start when the build is
+    (nearly) done. Without a build beside the session, the first of them builds the bundle and
+    starts among the slow tests. Stable, so every worker collects the same order."""
+    builder = None
+    if not os.environ.get(SHARED_ENV):
+        builder = next((item for item in items if item.get_closest_marker("bundle") is not None), None)
+
+    def order(item):
+        slow = item.get_closest_marker("slow") is not None
+        waits = item.get_closest_marker("bundle") is not None and item is not builder
+        unit = Path(str(item.path)).parent.name == "unit"
+        return (not slow, waits, unit, -_declared_timeout(item))
+
+    items.sort(key=order)
 
 
 @functools.lru_cache(maxsize=None)

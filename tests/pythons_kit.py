@@ -2,7 +2,7 @@
 daemon on each Python (tests/e2e/test_pythons.py) and check the bundle (tests/daemon/test_bundle.py).
 
 The bundle (both architectures, every Python) is built once per test run, under a file lock in
-the run's temporary folder: `make test` builds it beside the unit tier (`prebuild`, the folder in
+the run's temporary folder: `make test` builds it beside the test session (`prebuild`, the folder in
 NPU_WATCHDOG_TEST_SHARED); otherwise whichever worker asks first builds it and the others wait and
 reuse it. The same goes for the flit_core wheels a source install of the heartbeat package builds
 with, so that install needs no package index either.
@@ -69,7 +69,7 @@ def need_python(version: str) -> str:
     return exe
 
 
-#: A folder of builds made before the test session (`make test` builds them beside the unit tier,
+#: A folder of builds made beside the test session (`make test` builds them while the tests run,
 #: see `prebuild`); without it the first test that needs one builds it.
 SHARED_ENV = "NPU_WATCHDOG_TEST_SHARED"
 
@@ -209,10 +209,11 @@ class InstalledDaemon(Daemon):
 
 def prebuild(folder: Path) -> int:
     """Build the bundle, unpack it and fetch the flit_core wheels into `folder`, under the same
-    locks the tests take. Why: `make test` runs this beside the unit tier (one core each), so the
-    parallel tiers find the builds made; when the first test to need the bundle built it, every
-    worker that started a bundle test waited for the build (7 of 8 for ~100 s). A step that fails
-    or skips is left to the tests, which meet it again and report it."""
+    locks the tests take. Why: `make test` runs this beside the test session, whose tests on the
+    bundle come after the other slow tests (tests/conftest.py), so they find the build made or
+    nearly made; when the first test to need the bundle built it, every worker that started a
+    bundle test waited for the build (7 of 8 for ~100 s). A step that fails or skips is left to
+    the tests, which meet it again and report it."""
     os.environ[SHARED_ENV] = str(folder)
     status = 0
     for step in (unpacked_bundle, flit_wheels):
