@@ -36,7 +36,7 @@ import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 ARCHES = ("x86_64", "aarch64")
@@ -127,14 +127,19 @@ def _own_wheels(wheels: Path, commit: Optional[str]) -> None:
                  f"building the wheel of {src.name}")
 
 
-def _marker_requirements(found: Sequence[Path], arch: str, python: str) -> List[str]:
-    """The requirements of the wheels `found` whose environment marker holds on `python`/`arch`.
-    pip download evaluates markers against the Python running it, not the one `--python-version`
-    names: `backports.zoneinfo; python_version < "3.9"` would be left out of a 3.8 bundle."""
+def _requirement(text: str) -> Any:
+    """A parsed requirement (packaging's, else the copy inside pip, which every venv has)."""
     try:
         from packaging.requirements import Requirement
     except ImportError:  # pragma: no cover - pip's own copy
         from pip._vendor.packaging.requirements import Requirement  # type: ignore
+    return Requirement(text)
+
+
+def _marker_requirements(found: Sequence[Path], arch: str, python: str) -> List[str]:
+    """The requirements of the wheels `found` whose environment marker holds on `python`/`arch`.
+    pip download evaluates markers against the Python running it, not the one `--python-version`
+    names: `backports.zoneinfo; python_version < "3.9"` would be left out of a 3.8 bundle."""
     env = {"python_version": python, "python_full_version": f"{python}.0", "implementation_name": "cpython",
            "platform_python_implementation": "CPython", "sys_platform": "linux", "platform_system": "Linux",
            "platform_machine": arch, "os_name": "posix"}
@@ -147,7 +152,7 @@ def _marker_requirements(found: Sequence[Path], arch: str, python: str) -> List[
         for line in text.splitlines():
             if not line.startswith("Requires-Dist:"):
                 continue
-            req = Requirement(line.split(":", 1)[1].strip())
+            req = _requirement(line.split(":", 1)[1].strip())
             if req.marker is not None and any(req.marker.evaluate({**env, "extra": e}) for e in extras):
                 extra = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
                 out.append(f"{req.name}{extra}{req.specifier}")
@@ -161,14 +166,10 @@ def _norm(name: str) -> str:
 def _unmet(wanted: Sequence[str], found: Sequence[Path]) -> List[str]:
     """The requirements in `wanted` that no wheel in `found` satisfies, by name and version; one
     with extras always (the extras' own requirements are for pip to resolve in a second round)."""
-    try:
-        from packaging.requirements import Requirement
-    except ImportError:  # pragma: no cover - pip's own copy
-        from pip._vendor.packaging.requirements import Requirement  # type: ignore
     versions = {_norm(w.name.split("-")[0]): w.name.split("-")[1] for w in found}
     out = []
     for text in wanted:
-        req = Requirement(text)
+        req = _requirement(text)
         version = versions.get(_norm(req.name))
         if req.extras or version is None or not req.specifier.contains(version, prereleases=True):
             out.append(text)

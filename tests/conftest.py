@@ -85,7 +85,7 @@ def pytest_collection_modifyitems(config, items):
     def order(item):
         slow = item.get_closest_marker("slow") is not None
         waits = item.get_closest_marker("bundle") is not None and item is not builder
-        unit = Path(str(item.path)).parent.name == "unit"
+        unit = item.path.parent.name == "unit"
         return (not slow, waits, unit, -_declared_timeout(item))
 
     items.sort(key=order)

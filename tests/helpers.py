@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import yaml
 
-from watchdog.demo.ports import free_port  # a port below the ephemeral range: watchdog/demo/ports.py says why
+from watchdog.demo.ports import free_port  # a port outside the ephemeral range: watchdog/demo/ports.py says why
 
 REPO = Path(__file__).resolve().parent.parent
 # The tests folder: kits, fakes, fixtures and samples live here (test files live in its tier folders).

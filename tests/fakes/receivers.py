@@ -87,7 +87,7 @@ class Recorded:
 
 
 def closed_port() -> int:
-    """A local port with nothing listening: connecting to it is refused. Below the ephemeral range
+    """A local port with nothing listening: connecting to it is refused. Outside the ephemeral range
     (watchdog/demo/ports.py), so no server of another test binding port 0 can be handed it."""
     return free_port()
 

@@ -41,10 +41,6 @@ def ephemeral_range(path: str = RANGE_FILE) -> Tuple[int, int]:
         return EPHEMERAL_DEFAULT
 
 
-def ephemeral_low(path: str = RANGE_FILE) -> int:
-    return ephemeral_range(path)[0]
-
-
 def spans(path: str = RANGE_FILE) -> List[Tuple[int, int]]:
     """Where a port is chosen, in order (half-open spans), each with room for ROOM ports."""
     low, high = ephemeral_range(path)

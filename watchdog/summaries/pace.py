@@ -186,7 +186,7 @@ class PaceTrack:
             return None
         since = (self.progress_at or 0.0) - self.pause()
         active = [c for c, t in self.streams.values() if t >= since]
-        return min(active + [self.counter]) if active else self.counter
+        return min(active + [self.counter])
 
     def _back(self, stream: str, counter: float, floor: Optional[float]) -> bool:
         """Below this stream's own highest counter when it has one (a stream that only catches up
