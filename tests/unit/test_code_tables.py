@@ -63,6 +63,16 @@ def test_each_table_is_documented_with_source_version_and_count(name: str) -> No
     ("[ERROR] KERNEL(3551,sklogd):2025-03-01-10:00:01.000.001 [klogd.c:242][1.2] event_id=0x81078603",
      "code_chipfault_hccl", "81078603"),
     ("[EVENT] PROCMGR(812,procmgr):2025-03-01-10:00:01.000.001 event_id=0x8C2FA001", "code_chipfault_oom", "8C2FA001"),
+    # task scheduler codes as the runtime prints them (tables/ts.yaml cites each shape), on lines no
+    # pack rule reads: a bus error during a task, poisoned memory found by a copy, an operator's overflow (numerics, not a device fault), an SDMA reduce of a collective
+    ("[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 [task.cc:1050]93 PreCheckTaskErr:Kernel task "
+     "happen error, retCode=0x112, [task bus error].", "code_ts_device", "0x112"),
+    ("[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 [task.cc:1050]93 PreCheckTaskErr:Kernel task "
+     "happen error, retCode=0x221, [sdma poison error].", "code_ts_device", "0x221"),
+    ("[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 [task.cc:1050]93 PreCheckTaskErr:Kernel task "
+     "happen error, retCode=0x2f, [aicore overflow].", "code_ts_nan", "0x2F"),
+    ("[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 [task.cc:1050]93 PreCheckTaskErr:Kernel task "
+     "happen error, retCode=0x218, [sdma reduce error].", "code_ts_hccl", "0x218"),
 ])
 def test_a_line_carrying_a_known_code_is_that_codes_finding(engine: str, line: str, rule: str, code: str) -> None:
     ex = Extractor(Matcher(build_ruleset(), engine=engine))
@@ -70,6 +80,16 @@ def test_a_line_carrying_a_known_code_is_that_codes_finding(engine: str, line: s
     assert [e.rule.id for e in events] == [rule]
     entry = codes.describe(line)
     assert entry is not None and entry.code == code and entry.category == rule.split("_")[-1]
+
+
+def test_a_task_exception_read_by_a_device_rule_still_names_its_task_scheduler_code() -> None:
+    line = ("[ERROR] RUNTIME(16243,msame):2022-09-22-11:27:01.791.865 [engine.cc:1103]16282 ReportExceptProc:"
+            "Task exception! device_id=0, stream_id=7, task_id=2, type=1, retCode=0x2a, [aicpu exception].")
+    ex = Extractor(Matcher(build_ruleset(), engine="re"))
+    assert [e.rule.id for e in ex.feed(StreamState(), (line + "\n").encode(), None)] == ["device_aicore_exception"]
+    entry = codes.describe(line)
+    assert entry is not None and (entry.table, entry.code, entry.name) == ("ts", "0x2A", "TS_ERROR_AICPU_EXCEPTION")
+    assert entry.render("zh") == "0x2A TS_ERROR_AICPU_EXCEPTION：AI CPU执行异常（软件）"
 
 
 def test_unknown_codes_and_ordinary_numbers_stay_silent() -> None:
@@ -83,7 +103,7 @@ def test_unknown_codes_and_ordinary_numbers_stay_silent() -> None:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_hex_numbers_that_are_no_chip_fault_in_their_context_stay_silent(engine: str) -> None:
+def test_hex_numbers_that_are_no_documented_code_in_their_context_stay_silent(engine: str) -> None:
     ex = Extractor(Matcher(build_ruleset(), engine=engine))
     lines = [
         # the device plugin's bookkeeping of its fault table (no fault happened)
@@ -103,6 +123,15 @@ def test_hex_numbers_that_are_no_chip_fault_in_their_context_stay_silent(engine:
         # npu-smi health of a chip that is fine, and an error code in the middle of a sentence
         "\tError Code                     : NA",
         "the manual says error code: 80E01801 means HBM trouble",
+        # a runtime-internal code after retCode (another numbering), the short echo that follows a
+        # reported task error in the same dump, a model aborted on request, a task scheduler code
+        # the vendor's header does not define
+        "       AIV Kernel happen error, retCode=0x112.[FUNC:GetError][FILE:stream.cc][LINE:1183]",
+        "        stream_id=40, retCode=0x715005e.[FUNC:StreamLaunchKernelV2][FILE:api_impl.cc][LINE:12]",
+        "[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 PreCheckTaskErr:Kernel task happen error, "
+        "retCode=0x99, [model abort normal].",
+        "[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 PreCheckTaskErr:Kernel task happen error, "
+        "retCode=0x5f, [unknown error].",
     ]
     text = "".join(line + "\n" for line in lines).encode()
     assert [(e.rule.id, e.summary) for e in ex.feed(StreamState(), text, None)] == []

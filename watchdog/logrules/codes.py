@@ -23,7 +23,7 @@ import yaml
 from watchdog.compat import resource_text
 
 
-TABLES = ("acl", "hccl", "ecode", "xid", "torch_npu", "cuda", "chipfault")
+TABLES = ("acl", "hccl", "ecode", "xid", "torch_npu", "cuda", "chipfault", "ts")
 
 
 class CodeTableError(ValueError):
@@ -215,11 +215,11 @@ def _any_code(table: CodeTable) -> str:
 
 def lookup(table: str, code: str) -> Optional[CodeEntry]:
     """The entry for `code` in `table`: the exact code, else its family (CANN E-codes). Letters
-    compare in upper case: logs print hex fault codes either way (`event_id=0x80e01801`)."""
+    compare in upper case: logs print hex codes either way (`event_id=0x80e01801`, `retCode=0x2a`)."""
     t = load_table(table)
     code = code.upper()
     for e in t.entries:
-        if e.code == code:
+        if e.code.upper() == code:
             return e
     for fam in t.families():
         if code.startswith(fam.code) and len(code) == 6:
