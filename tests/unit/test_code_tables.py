@@ -64,15 +64,18 @@ def test_each_table_is_documented_with_source_version_and_count(name: str) -> No
      "code_chipfault_hccl", "81078603"),
     ("[EVENT] PROCMGR(812,procmgr):2025-03-01-10:00:01.000.001 event_id=0x8C2FA001", "code_chipfault_oom", "8C2FA001"),
     # task scheduler codes as the runtime prints them (tables/ts.yaml cites each shape), on lines no
-    # pack rule reads: a bus error during a task, poisoned memory found by a copy, an operator's overflow (numerics, not a device fault), an SDMA reduce of a collective
+    # pack rule reads: a bus error during a task, poisoned memory found by an async copy, an SDMA
+    # reduce of a collective, a stream synchronisation, the TS closed after a device fault
     ("[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 [task.cc:1050]93 PreCheckTaskErr:Kernel task "
      "happen error, retCode=0x112, [task bus error].", "code_ts_device", "0x112"),
-    ("[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 [task.cc:1050]93 PreCheckTaskErr:Kernel task "
-     "happen error, retCode=0x221, [sdma poison error].", "code_ts_device", "0x221"),
-    ("[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 [task.cc:1050]93 PreCheckTaskErr:Kernel task "
-     "happen error, retCode=0x2f, [aicore overflow].", "code_ts_nan", "0x2F"),
-    ("[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 [task.cc:1050]93 PreCheckTaskErr:Kernel task "
-     "happen error, retCode=0x218, [sdma reduce error].", "code_ts_hccl", "0x218"),
+    ("[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 [memory_task.cc:76]93 DoCompleteSuccessForMemcpyAsyncTask:"
+     "mem async copy error, mte_err=0, retCode=0x221, [sdma poison error].", "code_ts_device", "0x221"),
+    ("[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 [reduce_task.cc:129]93 mem async copy v2 error, "
+     "retCode=0x218, [sdma reduce error].", "code_ts_hccl", "0x218"),
+    ("[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 [stream.cc:1319]93 Stream Synchronize failed, "
+     "stream_id=3, retCode=0x20c, [memcpy timeout].", "code_ts_device", "0x20C"),
+    ("[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 [davinci_kernel_task.cc:1005]93 An error occurred in "
+     "the kernel task, retCode=0x909, [TS is closed].", "code_ts_device", "0x909"),
 ])
 def test_a_line_carrying_a_known_code_is_that_codes_finding(engine: str, line: str, rule: str, code: str) -> None:
     ex = Extractor(Matcher(build_ruleset(), engine=engine))
@@ -90,6 +93,22 @@ def test_a_task_exception_read_by_a_device_rule_still_names_its_task_scheduler_c
     entry = codes.describe(line)
     assert entry is not None and (entry.table, entry.code, entry.name) == ("ts", "0x2A", "TS_ERROR_AICPU_EXCEPTION")
     assert entry.render("zh") == "0x2A TS_ERROR_AICPU_EXCEPTION：AI CPU执行异常（软件）"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_device_rule_and_the_ts_table_split_operator_faults_from_hardware_ones(engine: str) -> None:
+    ex = Extractor(Matcher(build_ruleset(), engine=engine))
+    head = "[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 PreCheckTaskErr:Kernel task happen error, "
+    lines = [head + "retCode=0x10a, [aic trap read overflow].",        # an operator read out of bounds
+             head + "retCode=0x5c, [aicore hardware local error].",    # the chip's own fault
+             "[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 ReportExceptProc:Task exception! device_id=0, "
+             "stream_id=3, task_id=12, type=0(KERNEL_AICORE), kernel_name=" + "FusedInferAttentionScore_" * 8
+             + ", failure_mode=0, retCode=0x112, [task bus error]"]
+    got = [[e.rule.id for e in ex.feed(StreamState(), (line + "\n").encode(), None)] for line in lines]
+    assert got == [["device_aicore_exception"], ["code_ts_device"], ["device_task_run_failed"]]
+    named = [codes.describe(line) for line in lines]
+    assert [(e.code, e.kind) for e in named if e is not None] == [("0x10A", "software"), ("0x5C", "hardware"),
+                                                                   ("0x112", "hardware")]
 
 
 def test_unknown_codes_and_ordinary_numbers_stay_silent() -> None:
@@ -130,6 +149,11 @@ def test_hex_numbers_that_are_no_documented_code_in_their_context_stay_silent(en
         "        stream_id=40, retCode=0x715005e.[FUNC:StreamLaunchKernelV2][FILE:api_impl.cc][LINE:12]",
         "[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 PreCheckTaskErr:Kernel task happen error, "
         "retCode=0x99, [model abort normal].",
+        "[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 model execute error, retCode=0x95, [end of sequence].",
+        # overflow detection's report: the runtime does not print it as a task error (the nan pack
+        # counts overflow skips instead)
+        "[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 PreCheckTaskErr:Kernel task happen error, "
+        "retCode=0x2f, [aicore overflow].",
         "[ERROR] RUNTIME(91,python3):2025-03-01-10:00:01.000.001 PreCheckTaskErr:Kernel task happen error, "
         "retCode=0x5f, [unknown error].",
     ]
