@@ -7,9 +7,7 @@ docs/log-signatures.md reports both."""
 
 from __future__ import annotations
 
-from typing import List
-
-from tests.helpers import TESTS
+from tests.blind_kit import assert_no_ground_lost, samples
 from watchdog.logrules import corpus
 from watchdog.logrules.model import build_ruleset
 
@@ -17,27 +15,11 @@ BEFORE_ROUND = {"failure_lines": 152, "reported": 91, "unexpected": 53}
 AFTER_ROUND = {"failure_lines": 152, "reported": 98, "near_lines": 125, "unexpected": 59, "near_miss_alarms": 16}
 
 
-def _samples() -> List[corpus.Sample]:
-    return corpus.load(sorted((TESTS / "samples" / "blind2").glob("*.log")))
-
-
 def test_the_second_blind_set_is_the_one_scored():
-    rep = corpus.score(_samples(), build_ruleset())
+    rep = corpus.score(samples("blind2"), build_ruleset())
     assert rep.failure_lines == AFTER_ROUND["failure_lines"] and rep.near_lines == AFTER_ROUND["near_lines"]
     assert rep.near_lines >= 100
 
 
 def test_no_later_change_loses_ground_on_the_second_blind_set():
-    rules, samples = build_ruleset(), _samples()
-    rep = corpus.score(samples, rules)
-    reported = sum(s.tp for s in rep.scores.values())
-    assert reported >= AFTER_ROUND["reported"], (reported, rep.failure_lines)
-    assert rep.false_alarms <= AFTER_ROUND["unexpected"], rep.false_alarms
-    category = {r.id: r.category for r in rules}
-    near_alarms = 0
-    for s in samples:
-        got = corpus.run(s, rules)
-        for no, e in s.expect.items():
-            if e.near and not (e.rules or e.missed) and {category.get(r, "custom") for r in got.get(no, set())}:
-                near_alarms += 1
-    assert near_alarms <= AFTER_ROUND["near_miss_alarms"], near_alarms
+    assert_no_ground_lost("blind2", AFTER_ROUND)
