@@ -13,6 +13,9 @@ from watchdog.logrules.model import build_ruleset
 
 BEFORE_ROUND = {"failure_lines": 152, "reported": 91, "unexpected": 53}
 AFTER_ROUND = {"failure_lines": 152, "reported": 98, "near_lines": 125, "unexpected": 59, "near_miss_alarms": 16}
+#: After the sixth round's wording work: 99 reported, and 1 more unexpected alarm, a repeat of the
+#: failure line before it (torch_npu's `Some HCCL operations have failed or timed out` marked as context).
+AFTER_WORDINGS = {**AFTER_ROUND, "reported": 99, "unexpected": 60}
 
 
 def test_the_second_blind_set_is_the_one_scored():
@@ -22,4 +25,4 @@ def test_the_second_blind_set_is_the_one_scored():
 
 
 def test_no_later_change_loses_ground_on_the_second_blind_set():
-    assert_no_ground_lost("blind2", AFTER_ROUND)
+    assert_no_ground_lost("blind2", AFTER_WORDINGS)

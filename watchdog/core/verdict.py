@@ -28,6 +28,7 @@ _CATEGORY = {
 _RULE = {
     "device_aicore_exception": ("user_code", "no"),       # mostly an operator bug or bad input
     "device_cuda_assert": ("user_code", "no"),            # a kernel's check of its input (a label out of range)
+    "hccl_collective_mismatch": ("user_code", "no"),      # ranks took different code paths
     "launcher_killed": ("unknown", "may_help"),          # killed by whom: the kernel would have said OOM
     "launcher_exit_report": ("unknown", "may_help"),     # the worker's own log holds the cause
     "launcher_failure_report": ("unknown", "may_help"),

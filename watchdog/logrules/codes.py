@@ -23,7 +23,7 @@ import yaml
 from watchdog.compat import resource_text
 
 
-TABLES = ("acl", "hccl", "ecode", "xid", "torch_npu", "cuda", "chipfault", "ts")
+TABLES = ("acl", "hccl", "ecode", "xid", "torch_npu", "cuda", "chipfault", "ts", "aclnn")
 
 
 class CodeTableError(ValueError):
