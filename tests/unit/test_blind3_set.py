@@ -23,7 +23,10 @@ AFTER_ROUND = {"failure_lines": 139, "reported": 97, "near_lines": 109, "unexpec
 #: second `Cuda failure 700`, XLA's `OP_REQUIRES failed ... RESOURCE_EXHAUSTED`); after the fourth
 #: set's misses, 4 more of the same kind (torch elastic's `exitcode  : 1 (pid: N)` table row under
 #: its `failed (exitcode: 1)` line, a second `HCCL watchdog thread terminated with exception:`).
-AFTER_WORDINGS = {**AFTER_ROUND, "reported": 119, "unexpected": 112}
+#: An attack pass then took back wordings that also appear where nothing failed (anomaly mode's
+#: `Error detected in XBackward` precedes any backward error, not only a NaN; vLLM prints `Engine core
+#: proc ... died unexpectedly` at a normal end too): 117 reported, 111 unexpected.
+AFTER_WORDINGS = {**AFTER_ROUND, "reported": 117, "unexpected": 111}
 
 
 def test_the_third_blind_set_is_the_one_scored():

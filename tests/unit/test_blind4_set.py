@@ -17,7 +17,10 @@ AFTER_ROUND = {"failure_lines": 188, "reported": 119, "near_lines": 200, "unexpe
 #: After its misses were read and the wordings looked up in the vendors' sources (so it is no
 #: longer blind): 165 reported; 4 more unexpected alarms, each a repeat of a failure line its block
 #: reports (the `what():` copy of a watchdog's end, torch elastic's `exitcode  : 1 (pid: N)` rows).
-AFTER_WORDINGS = {**AFTER_ROUND, "reported": 165, "unexpected": 53}
+#: An attack pass then took back wordings that also appear where nothing failed (anomaly mode's
+#: warning; Ray's raylet `killed due to memory pressure (OOM)` summary, printed while the task is
+#: retried; Ray's `A worker died or was killed ...` warning): 163 reported, 52 unexpected.
+AFTER_WORDINGS = {**AFTER_ROUND, "reported": 163, "unexpected": 52}
 
 
 def test_the_fourth_blind_set_is_the_one_scored():

@@ -220,3 +220,26 @@ def test_an_npu_smi_health_code_is_worded_as_the_chip_fault_table_words_it() -> 
     assert "A4025021: a device process exited abnormally" in f.summary
     assert f.details["code_levels"] == {"80E18402": "SeparateNPU", "A4025021": "NotHandleFault"}
     assert f.details["action"] == "isolate_now"
+
+
+@pytest.mark.parametrize("name", codes.TABLES)
+def test_context_patterns_bound_every_run_of_whitespace_or_separators(name: str) -> None:
+    """A context's runs are bounded (`\\s{0,8}`, `[\\s:=]{0,12}`), never `\\s*`/`\\s+`/`.*`: two unbounded
+    runs around optional parts (`\\s*[:=]?\\s*:?\\s*`) made Python's `re`, the engine used where RE2
+    is missing, cubic on a line with a long run of spaces (1.5 KB: minutes). RE2 is linear anyway."""
+    for ctx in codes.load_table(name).contexts:
+        for unbounded in ("\\s*", "\\s+", ".*", ".+"):
+            assert unbounded not in ctx, (name, ctx)
+
+
+def test_a_long_run_of_spaces_after_error_code_is_scanned_in_linear_time_by_either_engine() -> None:
+    """The line that took minutes: `error code` then 60,000 spaces. Each engine must finish it and
+    find nothing (no timing is asserted: a hang would hit the suite's per-test timeout)."""
+    from watchdog.logrules.extract import Extractor, StreamState
+    from watchdog.logrules.matcher import Matcher
+    from watchdog.logrules.model import build_ruleset
+
+    line = ("CUDA out of memory. error code" + " " * 60000 + "x\n").encode()
+    for engine in ("re", "re2"):
+        events = list(Extractor(Matcher(build_ruleset(), engine=engine)).feed(StreamState(), line, None))
+        assert [e.rule.id for e in events] == ["oom_cuda"], (engine, [e.rule.id for e in events])
