@@ -1,4 +1,4 @@
-"""The check shared by the blind sets' tests (tests/unit/test_blind2_set.py, test_blind3_set.py):
+"""The check shared by the blind sets' tests (tests/unit/test_blind_sets.py):
 a set scored once is held at its "after" numbers as a floor (failure lines reported) and a
 ceiling (unexpected alarms, alarms on near-miss lines), so a later change may only do better on
 data it was not fitted to."""

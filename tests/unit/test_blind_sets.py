@@ -1,0 +1,57 @@
+"""The blind sets 2-5 (tests/samples/blind2 ... blind5): public failure reports gathered by people
+who saw only rule ids, categories and one-line meanings, each scored once before and once after a
+round of rule work it was never tuned to (docs/log-signatures.md reports every score). Each set's
+numbers are held here as a floor (failure lines reported) and a ceiling (unexpected alarms,
+alarms on near-miss lines): a later change may only do better. Where a set's misses were read
+afterwards (it is then no longer blind) the held numbers are the ones after that work, and the
+comment says what changed. (The first blind set has its own test, test_blind_set.py.)"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import pytest
+
+from tests.blind_kit import assert_no_ground_lost, samples
+from watchdog.logrules import corpus
+from watchdog.logrules.model import build_ruleset
+
+#: Per set: its size (failure lines, near-miss lines) and the numbers held.
+HELD: Dict[str, Dict[str, int]] = {
+    # Fourth round: 91 of 152 before (59.9 %), 98 after (64.5 %; 59 unexpected, 16 near-miss
+    # alarms). Sixth round's wordings: 101 reported; 2 more unexpected alarms, each a repeat of a
+    # line its block reports (torch_npu's `Some HCCL operations have failed or timed out`,
+    # `ncclUnhandledCudaError` after NCCL's own report).
+    "blind2": {"failure_lines": 152, "near_lines": 125, "reported": 101, "unexpected": 61, "near_miss_alarms": 16},
+    # Fifth round: 79 of 139 before (56.8 %), 97 after (69.8 %; 102 unexpected, 1 near-miss alarm:
+    # NCCL's `WARN Failed to open libibverbs.so[.1]`, fixed since: 101 and 0). The sixth round read
+    # its misses (no longer blind): 119 reported with 7 repeats more (`Some NCCL operations have
+    # failed or timed out` on every rank, a second `Cuda failure 700`, XLA's `OP_REQUIRES failed`),
+    # then 4 more repeats (torch elastic's `exitcode  : 1 (pid: N)` rows, a second watchdog end);
+    # the attack pass took back anomaly mode's warning and vLLM's `Engine core proc ... died
+    # unexpectedly` (printed at a normal end too): 117 and 111.
+    "blind3": {"failure_lines": 139, "near_lines": 109, "reported": 117, "unexpected": 111, "near_miss_alarms": 0},
+    # Sixth round, gathered while its first wording step (bf1859d) was written without reading it:
+    # 108 of 188 before (57.4 %), 119 after (63.3 %), 49 unexpected, no near-miss alarm of 200. Its
+    # misses were then read (no longer blind): 165 reported with 4 repeats more (the `what():` copy
+    # of a watchdog's end, `exitcode  : 1 (pid: N)` rows); the attack pass took back anomaly mode's
+    # warning and Ray's retried-task lines (`killed due to memory pressure`, `A worker died or was
+    # killed`): 163 and 52.
+    "blind4": {"failure_lines": 188, "near_lines": 200, "reported": 163, "unexpected": 52, "near_miss_alarms": 0},
+    # Sixth round, gathered after its wording work and attack pass, never tuned to: 62 of 93 at the
+    # round's start (14df4e0, 66.7 %), 66 after the third set's wordings (bf7818c), 73 after the
+    # round's work (248062e, 78.5 %); 25 unexpected and no near-miss alarm of 98 at all three.
+    "blind5": {"failure_lines": 93, "near_lines": 98, "reported": 73, "unexpected": 25, "near_miss_alarms": 0},
+}
+
+
+@pytest.mark.parametrize("folder", sorted(HELD))
+def test_each_blind_set_is_the_one_scored(folder: str) -> None:
+    rep = corpus.score(samples(folder), build_ruleset())
+    assert (rep.failure_lines, rep.near_lines) == (HELD[folder]["failure_lines"], HELD[folder]["near_lines"])
+    assert rep.failure_lines >= 60
+
+
+@pytest.mark.parametrize("folder", sorted(HELD))
+def test_no_later_change_loses_ground_on_a_blind_set(folder: str) -> None:
+    assert_no_ground_lost(folder, HELD[folder])
