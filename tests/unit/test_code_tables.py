@@ -243,3 +243,39 @@ def test_a_long_run_of_spaces_after_error_code_is_scanned_in_linear_time_by_eith
     for engine in ("re", "re2"):
         events = list(Extractor(Matcher(build_ruleset(), engine=engine)).feed(StreamState(), line, None))
         assert [e.rule.id for e in events] == ["oom_cuda"], (engine, [e.rule.id for e in events])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_printed_text_names_its_code_and_is_a_finding_of_its_category(engine: str) -> None:
+    """torch_npu's `[Error]: <first sentence of its description>` line, with no number on it
+    (prefixed as a Ray or vLLM worker prints it), is a finding of the code's category, and the
+    message names that code."""
+    table = codes.load_table("acl")
+    assert len(table.printed) == 148
+    rules = build_ruleset()
+    category = {r.id: r.category for r in rules}
+    ex = Extractor(Matcher(rules, engine=engine))
+    for code, text in table.printed:
+        line = f"(EngineCore_DP0 pid=118283) [Error]: {text}"
+        entry = codes.describe(line)
+        assert entry is not None and entry.code == code, (code, text, entry)
+        got = {category[e.rule.id] for e in ex.feed(StreamState(), (line + "\n").encode(), None)}
+        assert got == {entry.category}, (code, text, got)
+
+
+def test_a_text_two_codes_share_is_not_printed_and_a_shared_one_is_refused() -> None:
+    """`Failed to apply for memory.` is torch_npu's text for 200000, 207001 and 207005: it cannot
+    say which, so it names none (the line with the number does)."""
+    assert codes.describe("[Error]: Failed to apply for memory.") is None
+    doc = {"printed": {"507014": "Same text.", "507015": "Same text."}, "printed_contexts": ["(?P<text>TEXTS)"]}
+    with pytest.raises(codes.CodeTableError, match="share a printed text"):
+        codes._printed("acl", doc, {"507014", "507015"})
+    with pytest.raises(codes.CodeTableError, match="codes not in the table: 999999"):
+        codes._printed("acl", {"printed": {"999999": "x."}, "printed_contexts": ["TEXTS"]}, {"507014"})
+
+
+def test_a_printed_text_inside_other_words_is_not_read() -> None:
+    """Only after torch_npu's `[Error]: ` marker: a sentence that happens to read the same
+    elsewhere on a line is no code."""
+    assert codes.describe("INFO checking: The aicore execution times out. is a possible error") is None
+    assert codes.describe("[Error]: The aicore execution times out.").code == "507014"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import yaml
 
@@ -81,6 +81,11 @@ class CodeTable:
     contexts: Tuple[str, ...]
     literals: Tuple[str, ...]
     entries: Tuple[CodeEntry, ...]
+    #: The text a framework prints for a code where the number may be missing (torch_npu's
+    #: `[Error]: The aicore execution times out.`): (code, text) pairs, each text naming one code,
+    #: found by `printed_contexts` (`TEXTS` stands for the texts of a category).
+    printed: Tuple[Tuple[str, str], ...] = ()
+    printed_contexts: Tuple[str, ...] = ()
 
     def families(self) -> Tuple[CodeEntry, ...]:
         """Entries that stand for a prefix (`EI`): any code of that family."""
@@ -120,8 +125,27 @@ def load_table(name: str) -> CodeTable:
         _CACHE[name] = CodeTable(
             table=name, title=str(doc["title"]), source=" ".join(str(doc["source"]).split()),
             version=str(doc["version"]), contexts=tuple(doc["contexts"]),
-            literals=tuple(str(s).lower() for s in doc["literals"]), entries=entries)
+            literals=tuple(str(s).lower() for s in doc["literals"]), entries=entries,
+            printed=_printed(name, doc, set(codes)), printed_contexts=tuple(doc.get("printed_contexts", ())))
     return _CACHE[name]
+
+
+def _printed(name: str, doc: Dict[str, object], codes: Set[str]) -> Tuple[Tuple[str, str], ...]:
+    """The table's printed texts, checked: each names a code of the table, and no two codes share
+    a text (a shared text could not say which code it was)."""
+    raw = doc.get("printed") or {}
+    if not isinstance(raw, dict):
+        raise CodeTableError(f"code table {name}: printed must map codes to texts")
+    pairs = tuple((str(c), str(text)) for c, text in raw.items())
+    unknown = [c for c, _ in pairs if c not in codes]
+    if unknown:
+        raise CodeTableError(f"code table {name}: printed texts for codes not in the table: {', '.join(unknown)}")
+    texts = [text for _, text in pairs]
+    if len(set(texts)) != len(texts):
+        raise CodeTableError(f"code table {name}: two codes share a printed text")
+    if pairs and "TEXTS" not in "".join(doc.get("printed_contexts", ())):
+        raise CodeTableError(f"code table {name}: printed texts need printed_contexts with TEXTS")
+    return pairs
 
 
 def _digits_except(excluded: Sequence[str], width: int) -> str:
@@ -172,10 +196,13 @@ def code_rule_data(packs: Sequence[str]) -> Tuple[Dict[str, object], ...]:
             if category not in packs:
                 continue
             codes, hex_codes = _alternation(table, category), _hex_alternation(table, category)
+            texts = _text_alternation(table, category)
+            printed = [c.replace("TEXTS", texts) for c in table.printed_contexts] if texts else []
             out.append({
                 "id": f"code_{name}_{category}", "category": category, "severity": "critical",
-                "patterns": [_fill(c, codes, hex_codes) for c in table.contexts if HEX not in c or hex_codes],
-                "literals": list(table.literals), "title": f"{table.title} ({category})",
+                "patterns": [_fill(c, codes, hex_codes) for c in table.contexts if HEX not in c or hex_codes] + printed,
+                "literals": list(table.literals) + (["[error]: "] if printed else []),
+                "title": f"{table.title} ({category})",
                 "hint": f"The line carries a documented {table.title}; its meaning is in the message "
                         f"(table: {table.source}, {table.version}).",
             })
@@ -205,6 +232,35 @@ def describe(text: str) -> Optional[CodeEntry]:
             found = lookup(name, str(int(m.group("code"), 16)) if is_hex else m.group("code"))
             if found is not None:
                 return found
+    return _describe_printed(text)
+
+
+def _text_alternation(table: CodeTable, category: Optional[str]) -> str:
+    """The printed texts of `table`'s codes (of `category`, or all), longest first, escaped."""
+    by_code = {e.code: e.category for e in table.entries}
+    texts = [re.escape(text) for code, text in table.printed if category in (None, by_code[code])]
+    return "|".join(sorted(texts, key=len, reverse=True))
+
+
+_PRINTED: Dict[str, Tuple["re.Pattern[str]", ...]] = {}
+
+
+def _printed_describers(name: str) -> Tuple["re.Pattern[str]", ...]:
+    if name not in _PRINTED:
+        table = load_table(name)
+        texts = _text_alternation(table, None)
+        _PRINTED[name] = tuple(re.compile(c.replace("TEXTS", texts)) for c in table.printed_contexts) if texts else ()
+    return _PRINTED[name]
+
+
+def _describe_printed(text: str) -> Optional[CodeEntry]:
+    """The code whose printed text the line carries (`[Error]: The aicore execution times out.`)."""
+    for name in TABLES:
+        for rx in _printed_describers(name):
+            m = rx.search(text)
+            if m is not None:
+                code = dict((t, c) for c, t in load_table(name).printed)[m.group("text")]
+                return lookup(name, code)
     return None
 
 
