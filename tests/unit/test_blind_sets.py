@@ -54,7 +54,6 @@ HELD: Dict[str, Dict[str, int]] = {
 def test_each_blind_set_is_the_one_scored(folder: str) -> None:
     rep = corpus.score(samples(folder), build_ruleset())
     assert (rep.failure_lines, rep.near_lines) == (HELD[folder]["failure_lines"], HELD[folder]["near_lines"])
-    assert rep.failure_lines >= 60
 
 
 @pytest.mark.parametrize("folder", sorted(HELD))

@@ -18,6 +18,7 @@ from watchdog.words import words as load_words
     ("log_hccl", {"log_rule": "hccl_notify_wait_timeout"}, {}, "network", "helps"),
     ("log_device", {"log_rule": "code_acl_device"}, {}, "hardware", "may_help"),
     ("log_device", {"log_rule": "device_aicore_exception"}, {}, "user_code", "no"),
+    ("log_hccl", {"log_rule": "hccl_collective_mismatch"}, {}, "user_code", "no"),  # ranks took different paths
     # an Ascend chip fault code on the line: the vendor's handling level decides the restart
     ("log_device", {"log_rule": "code_chipfault_device"}, {"code": {"level": "SeparateNPU"}}, "hardware", "no"),
     ("log_device", {"log_rule": "device_hbm_ecc"}, {"code": {"level": "RestartBusiness"}}, "hardware", "helps"),

@@ -143,8 +143,12 @@ def _printed(name: str, doc: Dict[str, object], codes: Set[str]) -> Tuple[Tuple[
     texts = [text for _, text in pairs]
     if len(set(texts)) != len(texts):
         raise CodeTableError(f"code table {name}: two codes share a printed text")
-    if pairs and "TEXTS" not in "".join(doc.get("printed_contexts", ())):
-        raise CodeTableError(f"code table {name}: printed texts need printed_contexts with TEXTS")
+    contexts = [str(c) for c in doc.get("printed_contexts", ()) or ()]
+    if pairs and not contexts:
+        raise CodeTableError(f"code table {name}: printed texts need printed_contexts")
+    for ctx in contexts:  # the text found is looked up as written: one named group, case kept
+        if "(?P<text>TEXTS)" not in ctx or "(?i)" in ctx:
+            raise CodeTableError(f"code table {name}: a printed context needs (?P<text>TEXTS) and no (?i): {ctx}")
     return pairs
 
 
@@ -243,6 +247,7 @@ def _text_alternation(table: CodeTable, category: Optional[str]) -> str:
 
 
 _PRINTED: Dict[str, Tuple["re.Pattern[str]", ...]] = {}
+_CODE_OF_TEXT: Dict[str, Dict[str, str]] = {}
 
 
 def _printed_describers(name: str) -> Tuple["re.Pattern[str]", ...]:
@@ -250,6 +255,7 @@ def _printed_describers(name: str) -> Tuple["re.Pattern[str]", ...]:
         table = load_table(name)
         texts = _text_alternation(table, None)
         _PRINTED[name] = tuple(re.compile(c.replace("TEXTS", texts)) for c in table.printed_contexts) if texts else ()
+        _CODE_OF_TEXT[name] = {text: code for code, text in table.printed}
     return _PRINTED[name]
 
 
@@ -259,8 +265,7 @@ def _describe_printed(text: str) -> Optional[CodeEntry]:
         for rx in _printed_describers(name):
             m = rx.search(text)
             if m is not None:
-                code = dict((t, c) for c, t in load_table(name).printed)[m.group("text")]
-                return lookup(name, code)
+                return lookup(name, _CODE_OF_TEXT[name][m.group("text")])
     return None
 
 
