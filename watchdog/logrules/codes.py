@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from functools import partial
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import yaml
 
@@ -143,7 +144,10 @@ def _printed(name: str, doc: Dict[str, object], codes: Set[str]) -> Tuple[Tuple[
     texts = [text for _, text in pairs]
     if len(set(texts)) != len(texts):
         raise CodeTableError(f"code table {name}: two codes share a printed text")
-    contexts = [str(c) for c in doc.get("printed_contexts", ()) or ()]
+    raw_contexts = doc.get("printed_contexts") or ()
+    if not isinstance(raw_contexts, (list, tuple)):
+        raise CodeTableError(f"code table {name}: printed_contexts must be a list of patterns")
+    contexts = [str(c) for c in raw_contexts]
     if pairs and not contexts:
         raise CodeTableError(f"code table {name}: printed texts need printed_contexts")
     for ctx in contexts:  # the text found is looked up as written: one named group, case kept
@@ -200,8 +204,7 @@ def code_rule_data(packs: Sequence[str]) -> Tuple[Dict[str, object], ...]:
             if category not in packs:
                 continue
             codes, hex_codes = _alternation(table, category), _hex_alternation(table, category)
-            texts = _text_alternation(table, category)
-            printed = [c.replace("TEXTS", texts) for c in table.printed_contexts] if texts else []
+            printed = _printed_patterns(table, category)
             out.append({
                 "id": f"code_{name}_{category}", "category": category, "severity": "critical",
                 "patterns": [_fill(c, codes, hex_codes) for c in table.contexts if HEX not in c or hex_codes] + printed,
@@ -213,60 +216,61 @@ def code_rule_data(packs: Sequence[str]) -> Tuple[Dict[str, object], ...]:
     return tuple(out)
 
 
-_DESCRIBE: Dict[str, Tuple[Tuple["re.Pattern[str]", bool], ...]] = {}
+#: How a context's match gives the code it carries.
+_CodeOf = Callable[["re.Match[str]"], str]
+#: Every table's contexts with any of its codes (and its printed texts), compiled once, in the order
+#: `describe` tries them: the numbered contexts of every table first, then the printed texts.
+_DESCRIBERS: Optional[Tuple[Tuple["re.Pattern[str]", str, _CodeOf], ...]] = None
 
 
-def _describers(name: str) -> Tuple[Tuple["re.Pattern[str]", bool], ...]:
-    """A table's context patterns with any of its codes, compiled once; True for a hex context."""
-    if name not in _DESCRIBE:
-        table = load_table(name)
-        codes, hex_codes = _any_code(table), _hex_alternation(table, None)
-        _DESCRIBE[name] = tuple((re.compile(_fill(ctx, codes, hex_codes)), HEX in ctx) for ctx in table.contexts
-                                if HEX not in ctx or hex_codes)
-    return _DESCRIBE[name]
+def _code_group(m: "re.Match[str]") -> str:
+    return m.group("code")
+
+
+def _hex_code_group(m: "re.Match[str]") -> str:
+    return str(int(m.group("code"), 16))
+
+
+def _text_group(code_of_text: Dict[str, str], m: "re.Match[str]") -> str:
+    return code_of_text[m.group("text")]
+
+
+def _describers() -> Tuple[Tuple["re.Pattern[str]", str, _CodeOf], ...]:
+    global _DESCRIBERS
+    if _DESCRIBERS is None:
+        numbered: List[Tuple["re.Pattern[str]", str, _CodeOf]] = []
+        printed: List[Tuple["re.Pattern[str]", str, _CodeOf]] = []
+        for name in TABLES:
+            table = load_table(name)
+            codes, hex_codes = _any_code(table), _hex_alternation(table, None)
+            numbered += [(re.compile(_fill(ctx, codes, hex_codes)), name, _hex_code_group if HEX in ctx else _code_group)
+                         for ctx in table.contexts if HEX not in ctx or hex_codes]
+            code_of_text = {text: code for code, text in table.printed}
+            printed += [(re.compile(pattern), name, partial(_text_group, code_of_text))
+                        for pattern in _printed_patterns(table, None)]
+        _DESCRIBERS = tuple(numbered + printed)
+    return _DESCRIBERS
 
 
 def describe(text: str) -> Optional[CodeEntry]:
-    """The documented code a line carries (the first table whose context matches), else None."""
-    for name in TABLES:
-        for rx, is_hex in _describers(name):
-            m = rx.search(text)
-            if m is None:
-                continue
-            found = lookup(name, str(int(m.group("code"), 16)) if is_hex else m.group("code"))
+    """The documented code a line carries (the first context that matches: a number on the line
+    before a printed text, tables in their order), else None."""
+    for rx, name, code_of in _describers():
+        m = rx.search(text)
+        if m is not None:
+            found = lookup(name, code_of(m))
             if found is not None:
                 return found
-    return _describe_printed(text)
+    return None
 
 
-def _text_alternation(table: CodeTable, category: Optional[str]) -> str:
-    """The printed texts of `table`'s codes (of `category`, or all), longest first, escaped."""
+def _printed_patterns(table: CodeTable, category: Optional[str]) -> List[str]:
+    """The table's printed contexts with the texts of its codes (of `category`, or all) filled in;
+    none where it has no such text."""
     by_code = {e.code: e.category for e in table.entries}
     texts = [re.escape(text) for code, text in table.printed if category in (None, by_code[code])]
-    return "|".join(sorted(texts, key=len, reverse=True))
-
-
-_PRINTED: Dict[str, Tuple["re.Pattern[str]", ...]] = {}
-_CODE_OF_TEXT: Dict[str, Dict[str, str]] = {}
-
-
-def _printed_describers(name: str) -> Tuple["re.Pattern[str]", ...]:
-    if name not in _PRINTED:
-        table = load_table(name)
-        texts = _text_alternation(table, None)
-        _PRINTED[name] = tuple(re.compile(c.replace("TEXTS", texts)) for c in table.printed_contexts) if texts else ()
-        _CODE_OF_TEXT[name] = {text: code for code, text in table.printed}
-    return _PRINTED[name]
-
-
-def _describe_printed(text: str) -> Optional[CodeEntry]:
-    """The code whose printed text the line carries (`[Error]: The aicore execution times out.`)."""
-    for name in TABLES:
-        for rx in _printed_describers(name):
-            m = rx.search(text)
-            if m is not None:
-                return lookup(name, _CODE_OF_TEXT[name][m.group("text")])
-    return None
+    alternation = "|".join(sorted(texts, key=len, reverse=True))
+    return [ctx.replace("TEXTS", alternation) for ctx in table.printed_contexts] if texts else []
 
 
 def _any_code(table: CodeTable) -> str:
