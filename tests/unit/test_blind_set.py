@@ -6,7 +6,7 @@ ground on data the rules were not fitted to. docs/log-signatures.md reports the 
 
 from __future__ import annotations
 
-from tests.helpers import TESTS
+from tests.blind_kit import samples
 from watchdog.logrules import corpus
 from watchdog.logrules.model import build_ruleset
 
@@ -22,7 +22,7 @@ AFTER_ROUND = {"failure_lines": 217, "reported": 212, "near_lines": 118, "near_a
 
 
 def _report() -> corpus.Report:
-    return corpus.score(corpus.load(sorted((TESTS / "samples" / "blind").glob("*.log"))), build_ruleset())
+    return corpus.score(samples("blind"), build_ruleset())
 
 
 def test_the_blind_set_is_the_one_scored():
