@@ -87,6 +87,8 @@ class CodeTable:
     #: found by `printed_contexts` (`TEXTS` stands for the texts of a category).
     printed: Tuple[Tuple[str, str], ...] = ()
     printed_contexts: Tuple[str, ...] = ()
+    #: Lower-case prefilter strings of the printed contexts (one of them is on every such line).
+    printed_literals: Tuple[str, ...] = ()
 
     def families(self) -> Tuple[CodeEntry, ...]:
         """Entries that stand for a prefix (`EI`): any code of that family."""
@@ -127,7 +129,8 @@ def load_table(name: str) -> CodeTable:
             table=name, title=str(doc["title"]), source=" ".join(str(doc["source"]).split()),
             version=str(doc["version"]), contexts=tuple(doc["contexts"]),
             literals=tuple(str(s).lower() for s in doc["literals"]), entries=entries,
-            printed=_printed(name, doc, set(codes)), printed_contexts=tuple(doc.get("printed_contexts", ())))
+            printed=_printed(name, doc, set(codes)), printed_contexts=tuple(doc.get("printed_contexts", ())),
+            printed_literals=tuple(str(s).lower() for s in doc.get("printed_literals", ())))
     return _CACHE[name]
 
 
@@ -153,6 +156,8 @@ def _printed(name: str, doc: Dict[str, object], codes: Set[str]) -> Tuple[Tuple[
     for ctx in contexts:  # the text found is looked up as written: one named group, case kept
         if "(?P<text>TEXTS)" not in ctx or "(?i)" in ctx:
             raise CodeTableError(f"code table {name}: a printed context needs (?P<text>TEXTS) and no (?i): {ctx}")
+    if pairs and not doc.get("printed_literals"):  # the matcher's prefilter would skip every such line
+        raise CodeTableError(f"code table {name}: printed texts need printed_literals")
     return pairs
 
 
@@ -208,7 +213,7 @@ def code_rule_data(packs: Sequence[str]) -> Tuple[Dict[str, object], ...]:
             out.append({
                 "id": f"code_{name}_{category}", "category": category, "severity": "critical",
                 "patterns": [_fill(c, codes, hex_codes) for c in table.contexts if HEX not in c or hex_codes] + printed,
-                "literals": list(table.literals) + (["[error]: "] if printed else []),
+                "literals": list(table.literals) + (list(table.printed_literals) if printed else []),
                 "title": f"{table.title} ({category})",
                 "hint": f"The line carries a documented {table.title}; its meaning is in the message "
                         f"(table: {table.source}, {table.version}).",
