@@ -1,4 +1,4 @@
-"""The blind sets 2-6 (tests/samples/blind2 ... blind6): public failure reports gathered by people
+"""The blind sets 2-7 (tests/samples/blind2 ... blind7): public failure reports gathered by people
 who saw only rule ids, categories and one-line meanings, each scored once before and once after a
 round of rule work it was never tuned to (docs/log-signatures.md reports every score). Each set's
 numbers are held here as a floor (failure lines reported) and a ceiling (unexpected alarms,
@@ -50,11 +50,16 @@ HELD: Dict[str, Dict[str, int]] = {
     # had been listed, so not a blind figure): 74. Then this set's misses were read (no longer blind):
     # 84; 3 more unexpected alarms, repeats of lines their block reports (HCCL's `[TaskExecStage]
     # [Timeout]` lines, vLLM's second `Failed core proc(s)`).
-    "blind5": {"failure_lines": 93, "near_lines": 98, "reported": 84, "unexpected": 28, "near_miss_alarms": 0},
+    # Seventh round (the sixth set's misses): 1 more unexpected alarm, a failure line filed under
+    # another kind than marked (torch_npu's `The Inner error is reported as above` as a device
+    # fault, marked a traceback here; the sixth set marks the same words a device fault).
+    "blind5": {"failure_lines": 93, "near_lines": 98, "reported": 84, "unexpected": 29, "near_miss_alarms": 0},
     # Gathered at the round's end (after ef39449), never tuned to: 50 of 83 at the round's start
     # (14df4e0, 60.2 %), 60 at the fifth set's scoring (248062e, 72.3 %) and at the round's end
     # (ef39449, 72.3 %); no alarm on its 102 near misses at any of the three; 23, 29, 29 unexpected.
-    "blind6": {"failure_lines": 83, "near_lines": 102, "reported": 60, "unexpected": 29, "near_miss_alarms": 0},
+    # Seventh round: its misses were read (no longer blind): the CUDA runtime's printed texts (63),
+    # then the wordings from its misses and the vendors' sources (70, 84.3 %), no alarm more.
+    "blind6": {"failure_lines": 83, "near_lines": 102, "reported": 70, "unexpected": 29, "near_miss_alarms": 0},
 }
 
 
