@@ -92,6 +92,33 @@ def test_a_cuda_text_in_other_words_is_no_code(engine: str, line: str) -> None:
     ("zsh: killed     python train.py", "launcher_killed"),
     ("Segmentation fault", "crash_shell_signal"),
     ("zsh: segmentation fault (core dumped)  python train.py", "crash_shell_signal"),
+    # the vendors' own texts: glibc's heap and stack checks, systemd-coredump, NVML and ROCm,
+    # NCCL's result strings, the c10d store, Open MPI and torch elastic's agent
+    ("MemoryError", "oom_exception"),
+    ("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 7.45 GiB for an array with shape (1000, 1000)",
+     "oom_exception"),
+    ("systemd-coredump[2345]: Process 1234 (python) of user 1000 dumped core.", "crash_debugger_or_kernel_report"),
+    ("free(): double free detected in tcache 2", "crash_rank_signal_exit"),
+    ("munmap_chunk(): invalid pointer", "crash_rank_signal_exit"),
+    ("*** stack smashing detected ***: terminated", "crash_rank_signal_exit"),
+    ("Process finished with exit code -1073741819 (0xC0000005)", "crash_rank_signal_exit"),
+    ("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.", "crash_rank_signal_exit"),
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA "
+     "driver is installed and running.", "device_cuda_error"),
+    ("Failed to initialize NVML: Driver/library version mismatch", "device_cuda_error"),
+    ("Memory access fault by GPU node-2 (Agent handle: 0x55d4c0c1b0a0) on address 0x7f0000000000. Reason: Page not "
+     "present or supervisor privilege.", "device_cuda_error"),
+    (":0:rocdevice.cpp            :2614: 1234567890 us: 1234: [tid:0x7f] Device::callbackQueue aborting with error : "
+     "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory beyond the largest legal address.",
+     "device_cuda_error"),
+    ("RuntimeError: NCCL Error 3: internal error - please report this issue to the NCCL developers", "hccl_call_failed"),
+    ("horovod.common.exceptions.HorovodInternalError: ncclAllReduce failed: unhandled system error", "hccl_call_failed"),
+    ("torch.distributed.DistBackendError: [2] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via "
+     "c10d key-value store by key '0', but store->get('0') got error: Socket Timeout", "hccl_rendezvous_failed"),
+    ("torch.distributed.DistStoreError: Socket Timeout", "hccl_rendezvous_failed"),
+    ("RuntimeError: Stop_waiting response is expected", "hccl_rendezvous_failed"),
+    ("MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD with errorcode 1.", "launcher_exit_report"),
+    ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 1234 got signal: 15", "launcher_exit_report"),
 ])
 def test_the_seventh_rounds_wordings_are_reported(engine: str, line: str, rule: str) -> None:
     assert rule in _rules(line, engine)
@@ -109,6 +136,12 @@ def test_the_seventh_rounds_wordings_are_reported(engine: str, line: str, rule: 
     "srun: error: gpu-node-12: task 0: Exited with exit code 0",
     "Segmentation fault handler installed",                                # not the shell's report
     "  zsh: completion for torchrun loaded",
+    "MemoryError handling: retrying with a smaller batch",               # not the exception line
+    "    except MemoryError:",
+    "  Failed to initialize NVML: Unknown Error (falling back to the CUDA runtime)",  # a library's own warning, indented
+    "NCCL Error codes are listed in nccl.h",
+    "DistStoreError is raised when the store times out",
+    "munmap_chunk() is glibc's helper for large blocks",
 ])
 def test_their_look_alikes_stay_silent(engine: str, line: str) -> None:
     assert _rules(line, engine) == [] or _rules(line, engine) == ["launcher_exit_report"] and "Exited" in line, line
