@@ -25,7 +25,8 @@ HELD: Dict[str, Dict[str, int]] = {
     # torch_npu's printed texts (the acl table's `printed`): 1 more, a repeated `[Error]:` line.
     # The fifth set's wordings: 3 more, failure lines filed under another kind than marked (sglang's
     # `Received sigquit from a child process` as a launcher report, `Killed` after a progress bar as a kill).
-    "blind2": {"failure_lines": 152, "near_lines": 125, "reported": 101, "unexpected": 65, "near_miss_alarms": 16},
+    # Seventh round's wordings (NCCL's result texts as Horovod prints them, the c10d store's errors): 103.
+    "blind2": {"failure_lines": 152, "near_lines": 125, "reported": 103, "unexpected": 65, "near_miss_alarms": 16},
     # Fifth round: 79 of 139 before (56.8 %), 97 after (69.8 %; 102 unexpected, 1 near-miss alarm:
     # NCCL's `WARN Failed to open libibverbs.so[.1]`, fixed since: 101 and 0). The sixth round read
     # its misses (no longer blind): 119 reported with 7 repeats more (`Some NCCL operations have

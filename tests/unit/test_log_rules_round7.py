@@ -119,6 +119,15 @@ def test_a_cuda_text_in_other_words_is_no_code(engine: str, line: str) -> None:
     ("RuntimeError: Stop_waiting response is expected", "hccl_rendezvous_failed"),
     ("MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD with errorcode 1.", "launcher_exit_report"),
     ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 1234 got signal: 15", "launcher_exit_report"),
+    # MindSpore's and the Ascend driver tools' own texts
+    ("RuntimeError: Out of Memory!!! total[3212254720] (dynamic[0] memory poll[524288000]) malloc[32611480064] failed!",
+     "oom_mindspore"),
+    ("RuntimeError: Launch kernel failed, name:Default/Custom-op0", "device_task_run_failed"),
+    ("dcmi module initialize failed. ret is -8005", "device_driver_error"),
+    ("[ERROR] DISTRIBUTED(1234,ffff,python):2024-01-01-00:00:00.000.000 [meta_server_node.cc:100] UpdateTopoState] "
+     "The node: 3 is timed out. It may exit with exception, please check this node's log.", "launcher_exit_report"),
+    ("[ERROR] RUNTIME(1234,python):2024-01-01-00:00:00.000.000 [device.cc:100] Open device 0 failed, retCode=0x7020014",
+     "device_open_failed"),
 ])
 def test_the_seventh_rounds_wordings_are_reported(engine: str, line: str, rule: str) -> None:
     assert rule in _rules(line, engine)
@@ -142,6 +151,8 @@ def test_the_seventh_rounds_wordings_are_reported(engine: str, line: str, rule: 
     "NCCL Error codes are listed in nccl.h",
     "DistStoreError is raised when the store times out",
     "munmap_chunk() is glibc's helper for large blocks",
+    "INFO The node: 3 is registered. Total nodes: 8",
+    "Launch kernel failed count: 0",
 ])
 def test_their_look_alikes_stay_silent(engine: str, line: str) -> None:
     assert _rules(line, engine) == [] or _rules(line, engine) == ["launcher_exit_report"] and "Exited" in line, line
