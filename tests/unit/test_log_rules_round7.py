@@ -28,7 +28,7 @@ def _rules(line: str, engine: str) -> List[str]:
     ("RuntimeError: CUDA error: invalid argument", "code_cuda_device", "11"),
     ("RuntimeError: CUDA error: misaligned address", "code_cuda_device", "74"),
     ("RuntimeError: HIP error: no kernel image is available for execution on the device", "code_cuda_device", "48"),
-    ("RuntimeError: CUDA driver error: device not ready", "code_cuda_device", "34"),
+    ("RuntimeError: CUDA driver error: invalid device ordinal", "code_cuda_device", "10"),
     ("RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered", "code_cuda_device", "77"),
     ("cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaErrorNoDevice: no CUDA-capable device is detected",
      "code_cuda_device", "38"),
@@ -86,8 +86,6 @@ def test_a_cuda_text_in_other_words_is_no_code(engine: str, line: str) -> None:
      "hccl_peer_connection_lost"),
     ("[E ProcessGroupGloo.cpp:138] Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] "
      "no error", "hccl_peer_connection_lost"),
-    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.2]:4567",
-     "hccl_peer_connection_lost"),
     ("srun: error: gpu-node-12: task 0: Killed", "launcher_killed"),
     ("zsh: killed     python train.py", "launcher_killed"),
     ("Segmentation fault", "crash_shell_signal"),
@@ -116,7 +114,6 @@ def test_a_cuda_text_in_other_words_is_no_code(engine: str, line: str) -> None:
     ("torch.distributed.DistBackendError: [2] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via "
      "c10d key-value store by key '0', but store->get('0') got error: Socket Timeout", "hccl_rendezvous_failed"),
     ("torch.distributed.DistStoreError: Socket Timeout", "hccl_rendezvous_failed"),
-    ("RuntimeError: Stop_waiting response is expected", "hccl_rendezvous_failed"),
     ("MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD with errorcode 1.", "launcher_exit_report"),
     ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 1234 got signal: 15", "launcher_exit_report"),
     # MindSpore's and the Ascend driver tools' own texts
@@ -153,9 +150,25 @@ def test_the_seventh_rounds_wordings_are_reported(engine: str, line: str, rule: 
     "munmap_chunk() is glibc's helper for large blocks",
     "INFO The node: 3 is registered. Total nodes: 8",
     "Launch kernel failed count: 0",
+    # the attack pass's finds: real lines of runs that went on or ended well
+    "2021-08-30 02:23:56.777063: I tensorflow/stream_executor/cuda/cuda_driver.cc:775] failed to allocate 256.00M "
+    "(268435456 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory",   # TF retries smaller
+    "2023-10-15 01:44:09.073610: E tensorflow/compiler/xla/stream_executor/cuda/cuda_driver.cc:268] failed call to "
+    "cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected",           # a CPU-only step
+    "/home/u/envs/a/lib/python3.8/site-packages/torch/autograd/__init__.py:130: UserWarning: CUDA initialization: Found "
+    "no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver",
+    "CudaWarning: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver",
+    "python3.10/site-packages/torch/cuda/__init__.py:141: UserWarning: CUDA initialization: Unexpected error from "
+    "cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices()",
+    "            what():  CUDA error: driver shutting down",                       # at exit, work saved
+    "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD with errorcode 0.",   # a planned end
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.2]:4567",
+    "torch.distributed.DistStoreError: Connection reset by peer",                 # the store's exit race
+    "RuntimeError: Stop_waiting response is expected",
 ])
 def test_their_look_alikes_stay_silent(engine: str, line: str) -> None:
-    assert _rules(line, engine) == [] or _rules(line, engine) == ["launcher_exit_report"] and "Exited" in line, line
+    """Silent, apart from the Slurm exit row and the C++ abort line's own rule, which is another's."""
+    assert set(_rules(line, engine)) <= {"launcher_exit_report"} if "Exited" in line else _rules(line, engine) == [], line
 
 
 def test_the_new_wordings_carry_a_verdict() -> None:
