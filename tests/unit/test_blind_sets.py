@@ -63,9 +63,10 @@ HELD: Dict[str, Dict[str, int]] = {
     "blind6": {"failure_lines": 83, "near_lines": 102, "reported": 70, "unexpected": 29, "near_miss_alarms": 0},
     # Gathered at the seventh round's start (at c05f391), before its rule work, never tuned to: 68
     # of 132 at the sixth round's start (14df4e0, 51.5 %), 72 before the work (c05f391, 54.5 %), 77
-    # after it (4dab1fc, 58.3 %); 19, 21, 21 unexpected; alarms on its 101 near misses: 1, 2, 2 (the
-    # bar is none; not read, so the set stays blind).
-    "blind7": {"failure_lines": 132, "near_lines": 101, "reported": 77, "unexpected": 21, "near_miss_alarms": 2},
+    # after its wordings (4dab1fc, 58.3 %), 76 after the attack pass (4859fa1, 57.6 %); 19, 21, 21,
+    # 21 unexpected; alarms on its 101 near misses: 1, 2, 2, 2 (the bar is none; not read, so the
+    # set stays blind).
+    "blind7": {"failure_lines": 132, "near_lines": 101, "reported": 76, "unexpected": 21, "near_miss_alarms": 2},
 }
 
 
