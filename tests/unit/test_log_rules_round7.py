@@ -125,6 +125,57 @@ def test_a_cuda_text_in_other_words_is_no_code(engine: str, line: str) -> None:
      "The node: 3 is timed out. It may exit with exception, please check this node's log.", "launcher_exit_report"),
     ("[ERROR] RUNTIME(1234,python):2024-01-01-00:00:00.000.000 [device.cc:100] Open device 0 failed, retCode=0x7020014",
      "device_open_failed"),
+    # from the vendors' sources (a list of each project's fatal texts, read in the source)
+    ("CANN Inner Error. Please rectify the fault based on the error information in the ascend log.", "device_cann_inner_error"),
+    ("Inner error happened with CAN_EXIT status, detail: the model stream execute failed", "device_cann_inner_error"),
+    ("rtStreamSynchronize execution failed, reason=device task abort", "device_task_run_failed"),
+    ("rtStreamSynchronize execute failed, reason=[stream abort]", "device_task_run_failed"),
+    ("rtStreamSynchronize execution failed, reason=device oom", "oom_cann_memory_alloc"),
+    ("stream status is stream abort, device_id=0, stream_id=2.", "device_task_run_failed"),
+    ("Stream synchronize failed, stream_id=2, timeout=1800000ms.", "device_stream_sync_timeout"),
+    ("The error from device(chipId:0, dieId:0), serial number is 12, notify wait timeout occurred during task execution, "
+     "stream_id:3, sq_id:3, task_id:100, notify_id=5, timeout=1836s.", "hccl_notify_wait_timeout"),
+    ("The error from device(0), serial number is 3, there is an error of aicore error, core id is 12, error code = "
+     "0x800000, dump info: pc start: 0x1", "device_exception_dump"),
+    ("[DFX_INFO]AI Core kernel execution failed, device_id=0, stream_id=2, report_stream_id=2, task_id=10, flip_num=0",
+     "device_aicore_exception"),
+    ("fftsplus task execute failed, dev_id=0, stream_id=2, task_id=1, context_id=0, thread_id=0, err_type=1[fftsplus sdma error]",
+     "device_task_run_failed"),
+    ("HBM Multi Bit Error.", "device_hbm_ecc"),
+    ("hns_roce_lite_handle_error_cqe(123) : error cqe status: 0x5", "hccl_roce_cqe_error"),
+    ("[Rank 3], found async exception when checking for HCCL errors: HCCL error", "hccl_call_failed"),
+    ("[Rank 3] Work WorkHCCL(SeqNum=5, OpType=ALLREDUCE) timed out in blocking wait (TORCH_HCCL_BLOCKING_WAIT=1 or "
+     "HCCL_BLOCKING_WAIT=1).", "hccl_collective_watchdog_timeout"),
+    ("[Rank 3] HCCL watchdog thread terminated with exception: unknown", "hccl_collective_watchdog_timeout"),
+    ("ProcessGroupHCCL's watchdog detected an exception from the local rank. This is most likely caused by incorrect usages",
+     "hccl_pg_watchdog_hang"),
+    ("[AllocAlgResource]Alloc transports failed, tag[AllReduce_1]", "hccl_init_failed"),
+    ("RuntimeError: HCCL error: remote rank error", "hccl_call_failed"),
+    ("Failed to load HCCL library. so_file=libhccl.so, error=not found.", "cann_library_load_failed"),
+    ("rtMalloc mem size[1024] fail, ret[207001]", "oom_mindspore"),
+    ("Distributed job exited with exception. Please check logs in directory: ./msrun_log.", "launcher_exit_report"),
+    ("The total number of timed out node is 2. Timed out node list is: [1, 3], worker 1 is the first one timed out",
+     "launcher_exit_report"),
+    ("node1:1234:5678 [0] transport/net_ib/p2p.cc:123 NCCL WARN NET/IB: Got completion from peer 10.0.0.2<12345> with "
+     "status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129", "hccl_call_failed"),
+    ("node1:1234:5678 [0] transport/net_socket.cc:88 NCCL WARN NET/Socket : peer 10.0.0.2<45678> message truncated : "
+     "receiving 1048576 bytes instead of 65536.", "hccl_call_failed"),
+    ("RuntimeError: NCCL timeout in: ../torch/csrc/distributed/c10d/NCCLUtils.cpp:123", "hccl_call_failed"),
+    ("[node1:01234] *** An error occurred in MPI_Allreduce", "hccl_call_failed"),
+    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv "
+     "operation to complete", "hccl_socket_timeout"),
+    ("ORTE has lost communication with a remote daemon.", "hccl_peer_connection_lost"),
+    ("RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU devices.", "device_cuda_error"),
+    ("RuntimeError: DataLoader worker (pid 1234) exited unexpectedly with exit code 1. Details are lost due to "
+     "multiprocessing.", "crash_rank_signal_exit"),
+    ("RuntimeError: DataLoader worker (pid(s) 1234, 1235) exited unexpectedly", "crash_rank_signal_exit"),
+    ("The worker died unexpectedly while executing this task. Check python-core-worker-*.log files for more information.",
+     "crash_rank_signal_exit"),
+    ("slurmstepd: error: *** STEP 1234.0 ON node1 CANCELLED AT 2024-01-01T00:00:00 DUE to SIGNAL Terminated ***",
+     "launcher_exit_report"),
+    ("slurmstepd: error: *** JOB 1234 ON node1 FAILED (non-zero exit code or other failure mode) ***", "launcher_exit_report"),
+    ("RuntimeError: No executable batch size found, reached zero.", "oom_exception"),
+    ("FloatingPointError: invalid value (nan) encountered in jit(train_step)", "nan_anomaly_detected"),
 ])
 def test_the_seventh_rounds_wordings_are_reported(engine: str, line: str, rule: str) -> None:
     assert rule in _rules(line, engine)
@@ -150,6 +201,11 @@ def test_the_seventh_rounds_wordings_are_reported(engine: str, line: str, rule: 
     "munmap_chunk() is glibc's helper for large blocks",
     "INFO The node: 3 is registered. Total nodes: 8",
     "Launch kernel failed count: 0",
+    # repeats of what the line before them reports (a curated set marks them ordinary lines)
+    "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+    "mpirun detected that one or more processes exited with non-zero status, thus causing",
+    "        rtGetDeviceCount execute failed, reason=[driver error:no valid device][FUNC:FuncErrorReason]",
+    "WARNING:absl:Unable to initialize backend 'tpu_driver': NOT_FOUND: Unable to find driver in registry",
     # the attack pass's finds: real lines of runs that went on or ended well
     "2021-08-30 02:23:56.777063: I tensorflow/stream_executor/cuda/cuda_driver.cc:775] failed to allocate 256.00M "
     "(268435456 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory",   # TF retries smaller
