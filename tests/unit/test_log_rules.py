@@ -217,3 +217,27 @@ def test_a_failure_seen_under_another_kind_is_counted_apart_and_still_missed() -
     assert rep.other_kind == 1
     assert rep.scores["oom"].fn == 1 and rep.scores["crash"].fn == 1
     assert "Missed failure lines on which a rule of another category fired: 1 " in corpus.render(rep, ["oom", "crash"])
+
+
+def test_the_loosened_stage_one_misses_no_line_an_exact_pattern_matches() -> None:
+    """Stage 1 on RE2 runs the patterns with their bounded repetitions widened (`.{0,200}` to
+    `.*`): a prefilter may let more lines through, never fewer. Checked on every annotated line of
+    every sample folder, against each rule's exact patterns, and the two engines' events agree."""
+    if not re2_available():
+        pytest.skip("google-re2 not installed")
+    from watchdog.logrules.matcher import _loosened
+    assert _loosened(r"a.{0,200}b\{[^}]{0,9}x{2,5}?\s{1,8}0{8}") == r"a.*b\{[^}]*x+?\s+0{8}"
+    rules, matcher = build_ruleset(), Matcher(build_ruleset(), engine="re2")
+    files = sorted((TESTS / "samples").glob("*/*.log"))
+    lines = [ln for f in files for ln in corpus.parse_annotated(f.read_text(encoding="utf-8"), f.name).data.split(b"\n")]
+    block = b"\n".join(lines) + b"\n"
+    starts = {s for s, _ in matcher.candidates(block)}
+    pos = 0
+    for ln in lines:
+        text = ln.decode("utf-8", "replace")
+        if any(p.search(text) for r in rules for p in r.compiled):
+            assert pos in starts, text[:200]
+        pos += len(ln) + 1
+    for f in files:
+        data = corpus.parse_annotated(f.read_text(encoding="utf-8"), f.name).data
+        assert run_rules(data, "re") == run_rules(data, "re2"), f.name
