@@ -171,6 +171,14 @@ def test_a_cuda_text_in_other_words_is_no_code(engine: str, line: str) -> None:
     ("slurmstepd: error: *** JOB 1234 ON node1 FAILED (non-zero exit code or other failure mode) ***", "launcher_exit_report"),
     ("RuntimeError: No executable batch size found, reached zero.", "oom_exception"),
     ("FloatingPointError: invalid value (nan) encountered in jit(train_step)", "nan_anomaly_detected"),
+    # the C library's and C++'s words for memory refused
+    ("OSError: [Errno 12] Cannot allocate memory", "oom_host_allocator"),
+    ("RuntimeError: unable to mmap 1024 bytes from file </torch_1234_5678_0>: Cannot allocate memory (12)",
+     "oom_host_allocator"),
+    ("bash: fork: Cannot allocate memory", "oom_host_allocator"),
+    ("  what():  std::bad_alloc", "oom_host_allocator"),
+    ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV "
+     "cache (12345). Try increasing `gpu_memory_utilization`", "oom_exception"),
 ])
 def test_the_seventh_rounds_wordings_are_reported(engine: str, line: str, rule: str) -> None:
     assert rule in _rules(line, engine)
@@ -196,6 +204,8 @@ def test_the_seventh_rounds_wordings_are_reported(engine: str, line: str, rule: 
     "munmap_chunk() is glibc's helper for large blocks",
     "INFO The node: 3 is registered. Total nodes: 8",
     "Launch kernel failed count: 0",
+    "Cannot allocate memory for the cache? no: 64 GiB free",                # no errno, no fork, no mmap
+    "max_model_len 32768 fits: 40960 tokens can be stored in KV cache",
     # repeats of what the line before them reports (a curated set marks them ordinary lines)
     "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
     "mpirun detected that one or more processes exited with non-zero status, thus causing",
