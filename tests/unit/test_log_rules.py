@@ -227,6 +227,8 @@ def test_the_loosened_stage_one_misses_no_line_an_exact_pattern_matches() -> Non
         pytest.skip("google-re2 not installed")
     from watchdog.logrules.matcher import _loosened
     assert _loosened(r"a.{0,200}b\{[^}]{0,9}x{2,5}?\s{1,8}0{8}") == r"a.*b\{[^}]*x+?\s+0{8}"
+    # a brace in a character class or escaped is text (a user's rule): left as it is
+    assert _loosened(r"[{1,2}]x{1,3}[]{0,2}]\{1,2\}\\{0,3}") == r"[{1,2}]x+[]{0,2}]\{1,2\}\\*"
     rules, matcher = build_ruleset(), Matcher(build_ruleset(), engine="re2")
     files = sorted((TESTS / "samples").glob("*/*.log"))
     lines = [ln for f in files for ln in corpus.parse_annotated(f.read_text(encoding="utf-8"), f.name).data.split(b"\n")]
