@@ -42,23 +42,17 @@ def _rss_mb() -> float:
 
 def measure(mode: str, max_mem_mb: int, rounds: int) -> dict:
     """One configuration, in this process (run by `main` in a child process per configuration)."""
-    import re2  # noqa: PLC0415 - only where the engine is installed
-
     import watchdog.daemon as daemon  # the daemon's own imports first, as in the daemon
     from watchdog.logrules import corpus
-    from watchdog.logrules.matcher import _loosened, _scoped
+    from watchdog.logrules.matcher import _scoped, stage_one_re2
     from watchdog.logrules.model import build_ruleset
 
     assert daemon.__name__  # (loaded for its memory, not used)
     alternatives = [_scoped(p) for r in build_ruleset() for p in r.patterns]
-    if mode == "loosened":
-        alternatives = [_loosened(a) for a in alternatives]
     files = sorted(glob.glob(os.path.join(REPO, "tests", "samples", "*", "*.log")))
     data = b"\n".join(corpus.parse_annotated(open(f, encoding="utf-8").read(), f).data for f in files) + b"\n"
-    opts = re2.Options()
-    opts.never_nl, opts.never_capture, opts.max_mem = True, True, max_mem_mb << 20
     before = _rss_mb()
-    bulk = re2.compile(("(?m)" + "|".join(alternatives)).encode("utf-8"), options=opts)
+    bulk = stage_one_re2(alternatives, loosen=mode == "loosened", max_mem=max_mem_mb << 20)
     compiled = _rss_mb()
     cpu, hits = time.process_time(), 0
     for _ in range(rounds):

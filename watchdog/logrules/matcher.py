@@ -100,6 +100,19 @@ def _loosened(pattern: str) -> str:
     return "".join(out)
 
 
+def stage_one_re2(alternatives: Sequence[str], loosen: bool = True, max_mem: int = _BULK_MAX_MEM) -> Any:
+    """Stage 1 on RE2: the rules' patterns (already `_scoped`) as one compiled alternation, as
+    the matcher runs it; `loosen` and `max_mem` are there for bench/bench_stage1_memory.py, which
+    compares it with the exact pattern and the former 256 MB budget."""
+    opts = _re2.Options()
+    opts.never_nl = True          # a match never spans two lines
+    opts.never_capture = True
+    opts.max_mem = max_mem
+    # (?m): `^`/`$` mean a line's start and end here as they do on one line in stage 2.
+    bulk = "(?m)" + "|".join(_loosened(a) if loosen else a for a in alternatives)
+    return _re2.compile(bulk.encode("utf-8"), options=opts)
+
+
 def decode_line(raw: bytes, max_bytes: int) -> str:
     """Bytes of one line -> text for matching/display: truncated, invalid UTF-8 replaced, no NULs."""
     if len(raw) > max_bytes:
@@ -136,13 +149,7 @@ class Matcher:
         if not alternatives:
             return
         if engine == "re2":
-            opts = _re2.Options()
-            opts.never_nl = True          # a match never spans two lines
-            opts.never_capture = True
-            opts.max_mem = _BULK_MAX_MEM
-            # (?m): `^`/`$` mean a line's start and end here as they do on one line in stage 2.
-            bulk = "(?m)" + "|".join(_loosened(a) for a in alternatives)
-            self._bulk = _re2.compile(bulk.encode("utf-8"), options=opts)
+            self._bulk = stage_one_re2(alternatives)
         else:
             lits = sorted({lit.encode("utf-8") for r in self.rules if r.literals for lit in r.literals})
             self._literals = tuple(lits)
