@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Set, Tuple
+from typing import Dict, List, Sequence, Set, Tuple
 
 import pytest
 
@@ -105,6 +105,20 @@ def test_literals_cover_every_positive_line() -> None:
             for rid in ids:
                 low = lines[no - 1].lower()
                 assert any(lit in low for lit in rules[rid].literals), f"{path.name}:{no} {rid}"
+
+
+def test_no_literal_of_a_rule_repeats_or_contains_another_of_it() -> None:
+    """A rule's literals admit a line when any one is in it: a literal listed twice, or one that
+    contains a shorter literal of the same rule, admits nothing the other does not (dead weight
+    the prefilter checks on every line)."""
+    assert _redundant(("nccl error ", "nccl error in:", "x", "x")) == ["nccl error in:", "x"]
+    offenders = {r.id: _redundant(r.literals) for p in SHIPPED_PACKS for r in load_pack(p)}
+    assert {rid: lits for rid, lits in offenders.items() if lits} == {}
+
+
+def _redundant(literals: Sequence[str]) -> List[str]:
+    return sorted({a for i, a in enumerate(literals) for j, b in enumerate(literals)
+                   if i != j and b in a and (a != b or i > j)})
 
 
 @pytest.mark.parametrize("engine", ENGINES)
