@@ -36,6 +36,7 @@ from watchdog.runtime import AlertEngineView, Runtime
 from watchdog.scheduler import TICK_SECONDS, ProbeScheduler
 from watchdog.snapshots import build_snapshot_taker
 from watchdog.service.sdnotify import Notifier, watchdog_interval
+from watchdog.service.signals import deliver_to, inbox
 from watchdog.core.state import StateStore
 from watchdog.wiring.health import LOOP_STALL_SECONDS, Liveness, health
 from watchdog.wiring.keepalive import KeepAlive
@@ -67,15 +68,11 @@ TICK_LATENESS = 0.5
 FIRST_ROUND = -2
 
 
-def install_signal_handlers(signals: "queue.Queue[int]") -> None:
-    """The handlers only queue the signal: the main loop acts on it. Installed before the port
-    opens: once it answers, a SIGHUP (a reload) may come, and Python's default for it ends the
-    process."""
-    def enqueue(signum: int, _frame: Any) -> None:
-        signals.put(signum)
-
-    for sig in STOP_SIGNALS + (signal.SIGHUP,):
-        signal.signal(sig, enqueue)
+def install_signal_handlers(signals: "queue.SimpleQueue[int]") -> None:
+    """The handlers only queue the signal, into a queue safe to fill from a handler (see
+    watchdog.service.signals): the main loop acts on it. Installed before the port opens: once it
+    answers, a SIGHUP (a reload) may come, and Python's default for it ends the process."""
+    deliver_to(signals, STOP_SIGNALS + (signal.SIGHUP,))
 
 
 class Daemon:
@@ -98,7 +95,7 @@ class Daemon:
         self.runtime.engine = self.engine
         self.detectors = IncrementalDetectors(load_detectors())
         self._eval_lock = threading.Lock()
-        self.signals: "queue.Queue[int]" = queue.Queue()
+        self.signals = inbox()
         self.notifier = Notifier()
         self.scheduler = ProbeScheduler(
             self.state, config.probes.default_timeout, config.probes.jitter,

@@ -7,7 +7,6 @@ import logging
 import signal
 import sys
 import threading
-from typing import Any
 
 from watchdog.service.defaults import DEFAULT_RELAY_CONFIG
 
@@ -26,6 +25,7 @@ def main(args: argparse.Namespace) -> int:
     from watchdog.config.load import ConfigError
     from watchdog.service.logsetup import setup_logging
     from watchdog.relay.config import load_relay_config
+    from watchdog.service.signals import deliver_to, inbox
 
     try:
         config = load_relay_config(args.config)
@@ -47,19 +47,15 @@ def main(args: argparse.Namespace) -> int:
         print(f"npu-watchdog relay: cannot start: {exc.strerror or exc}", file=sys.stderr)
         return 1
     relay.start()
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    # Not an Event set from the handler: see watchdog.service.signals.
+    stops = inbox()
+    deliver_to(stops, (signal.SIGTERM, signal.SIGINT))
     thread = threading.Thread(target=server.serve_forever, name="relay-http", daemon=True)
     thread.start()
     print(f"npu-watchdog relay listening on {config.listen}", file=sys.stderr, flush=True)
     if config.exposure():
         logging.getLogger("watchdog.relay").warning("%s", config.exposure(), extra={"event": "relay_unauthenticated"})
-    stop.wait()
+    stops.get()
     server.shutdown()
     server.server_close()
     relay.stop()
