@@ -79,3 +79,9 @@ class Probe:
 
     def close(self) -> None:
         """Release resources (files, persisted offsets) at shutdown or removal."""
+
+    def discard(self) -> None:
+        """Release a probe built for a reload that never ran: the running probe took its settings
+        over, or the reload was dropped. Unlike `close`, it persists nothing: what it would save
+        (offsets of files it never read) would overwrite what the running probe saved."""
+        self.close()

@@ -166,8 +166,11 @@ class DiscoveredProcessProbe(Probe):
             return False
         self.cfg, self.dcfg, self.interval, self.timeout = new.cfg, new.dcfg, new.interval, new.timeout
         self._end_res, self._failures = new._end_res, new._failures
-        new._exits.close()  # one listener per daemon: the running probe keeps its own
+        new.discard()  # one listener per daemon: the running probe keeps its own
         return True
+
+    def discard(self) -> None:
+        self._exits.close()
 
     # -- the round ------------------------------------------------------------------------------
     def collect(self) -> Collected:

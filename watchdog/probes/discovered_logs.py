@@ -83,7 +83,7 @@ class DiscoveredLogsProbe(LogsProbe):
         self.cfg, self.interval, self.timeout, self.dcfg = new.cfg, new.interval, new.timeout, new.dcfg
         self._build_rules(new.cfg)
         self.tailer.slice_bytes, self.tailer.round_bytes = new.tailer.slice_bytes, new.tailer.round_bytes
-        new.close()
+        new.discard()
         return True
 
     def _refresh_sources(self, now: float) -> None:

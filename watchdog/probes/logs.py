@@ -215,11 +215,16 @@ class LogsProbe(Probe):
         self.tailer.set_sources(source_specs(new.cfg))
         self.tailer.slice_bytes = new.tailer.slice_bytes
         self.tailer.round_bytes = new.tailer.round_bytes
-        new.close()
+        new.discard()
         return True
 
     def close(self) -> None:
         self.tailer.close()
+        if self.watch is not None:
+            self.watch.close()
+
+    def discard(self) -> None:
+        self.tailer.close(save=False)
         if self.watch is not None:
             self.watch.close()
 

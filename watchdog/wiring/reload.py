@@ -101,6 +101,12 @@ class Reloader:
             if gen == self._gen and self._started is not None:
                 self._started = None
                 out.append(result)
+            elif isinstance(result, Prepared):  # overdue or superseded: its probes never run
+                for probe in result.probes:
+                    try:
+                        probe.discard()
+                    except Exception:  # a leak at worst; never the main loop's end
+                        log.exception("releasing the %s probe of a dropped reload failed", probe.name)
 
     def check_time(self, now: float) -> None:
         """Abandon the reload in flight once it has run past RELOAD_TIMEOUT_SECONDS (its result,
