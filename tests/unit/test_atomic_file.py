@@ -64,3 +64,49 @@ def test_exclusive_refuses_a_leftover_and_keeps_it(tmp_path):
     with open(path, "rb") as fh:
         assert fh.read() == b"complete"
     assert os.listdir(tmp_path) == ["bundle.tar.gz"]
+
+
+def test_two_threads_writing_one_file_never_leave_it_torn(tmp_path):
+    """A logs round saving its offsets while the shutdown closes the probe (which saves them too):
+    two writers of one file once shared its temporary file, and the file renamed in place held the
+    shorter document followed by the tail of the longer one. A reader beside them must only ever
+    read one whole document or the other; and the table of writers is empty after."""
+    import json
+    import threading
+
+    path = str(tmp_path / "offsets.json")
+    docs = [{"files": {f"/logs/rank{i}.log": {"offset": i} for i in range(n)}} for n in (1, 40)]
+    bad: list = []
+    done = threading.Event()
+
+    def write(doc):
+        for _ in range(800):
+            try:
+                statefiles.write_json(path, doc, sync=False)
+            except OSError as exc:  # the other writer renamed the shared temporary file away
+                bad.append(f"write failed: {exc}")
+
+    def read():
+        while not done.is_set():
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    doc = json.load(fh)
+            except FileNotFoundError:
+                continue
+            except ValueError as exc:
+                bad.append(f"torn: {exc}")
+                continue
+            if doc not in docs:
+                bad.append(f"neither document: {str(doc)[:80]}")
+
+    reader = threading.Thread(target=read)
+    writers = [threading.Thread(target=write, args=(doc,)) for doc in docs]
+    reader.start()
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    done.set()
+    reader.join()
+    assert bad == [], f"{len(bad)} bad reads or writes, first: {bad[:3]}"
+    assert statefiles._turns == {} and not os.path.exists(path + ".tmp")

@@ -83,6 +83,38 @@ def atomic_file(path: str, tmp: Optional[str] = None, mode: int = 0o600, sync: b
     through here: the JSON state files, the rebuilt alert database, evidence bundles, doctor
     records."""
     tmp = path + ".tmp" if tmp is None else tmp
+    with _turn(tmp):
+        with _replace(path, tmp, mode, sync, exclusive) as fh:
+            yield fh
+
+
+#: Two threads writing one file (a logs round saving its offsets while the shutdown closes the
+#: probe, which saves them too) shared its temporary file: both truncated and wrote it, and the
+#: one renamed in place could hold the shorter document followed by the tail of the longer one,
+#: set aside as damaged at the next start (offsets lost). Writers of one temporary name take
+#: turns: a lock per name while it is being written, dropped after, so the table holds only the
+#: files being written now (evidence bundles have new names every time).
+_turns: Dict[str, List[Any]] = {}
+_turns_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _turn(tmp: str) -> Iterator[None]:
+    with _turns_lock:
+        entry = _turns.setdefault(tmp, [threading.Lock(), 0])
+        entry[1] += 1
+    try:
+        with entry[0]:
+            yield
+    finally:
+        with _turns_lock:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _turns[tmp]
+
+
+@contextlib.contextmanager
+def _replace(path: str, tmp: str, mode: int, sync: bool, exclusive: bool) -> Iterator[BinaryIO]:
     flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(tmp, flags, mode)
     try:
