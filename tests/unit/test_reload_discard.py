@@ -87,3 +87,59 @@ def test_the_running_logs_probe_keeps_its_offsets_file_when_it_adopts_a_reload(t
     assert running.reconfigure(_logs_probe(tmp_path))  # what a reload does
     assert json.loads((tmp_path / "state" / OFFSETS_FILE).read_text())["files"] == saved
     running.close()
+
+
+def test_a_logs_probe_that_never_ran_leaves_the_saved_offsets_as_they_are(tmp_path):
+    """Built and closed before its first round (a daemon stopped at once, a replaced probe): it
+    read nothing, so it writes nothing; the offsets on disk stay the last ones saved."""
+    (tmp_path / "state").mkdir()
+    log = tmp_path / "rank0.log"
+    log.write_text("step 1\n")
+    first = _logs_probe(tmp_path)
+    first.collect()
+    first.close()
+    before = (tmp_path / "state" / OFFSETS_FILE).read_text()
+    never_ran = _logs_probe(tmp_path)
+    never_ran.close()
+    assert (tmp_path / "state" / OFFSETS_FILE).read_text() == before
+
+
+def test_a_replacing_logs_probe_starts_where_the_replaced_one_stopped(tmp_path):
+    """A reload that swaps the logs probe (discovery turned on or off) builds the new one while
+    the old one still reads; the new one must start from the old one's last save, not from the
+    file as it was when it was built: no line read twice, none skipped."""
+    (tmp_path / "state").mkdir()
+    log = tmp_path / "rank0.log"
+    log.write_text("step 1\n")
+    old = _logs_probe(tmp_path)
+    old.collect()
+    new = _logs_probe(tmp_path)  # built by the reload thread
+    with open(log, "a") as fh:
+        fh.write("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity)\n")
+    assert [a.category for a in old.collect().value.active] == ["oom"]  # the old probe's last round
+    old.close()
+    with open(log, "a") as fh:
+        fh.write("step 2\n")
+    obs = new.collect().value
+    # the OOM line was the old probe's; the new one carries its match over (saved with the
+    # offsets) and reads only what came after
+    assert new.tailer.stats["train"].lines_total == 1, "read a line the replaced probe had read"
+    assert [(a.category, a.count) for a in obs.active] == [("oom", 1)]
+    saved = json.loads((tmp_path / "state" / OFFSETS_FILE).read_text())["files"]
+    assert saved[str(log)]["offset"] == log.stat().st_size
+    new.close()
+
+
+def test_discovery_turned_on_or_off_by_a_reload_swaps_the_logs_and_heartbeat_probes(tmp_path):
+    """A plain probe must not take a discovered one's settings over (it would follow nothing):
+    the reload swaps it for the new kind."""
+    from watchdog.probes.discovered_logs import DiscoveredLogsProbe
+    from watchdog.probes.heartbeat import DiscoveredHeartbeatProbe, HeartbeatProbe
+
+    plain = _logs_probe(tmp_path)
+    discovered = DiscoveredLogsProbe.__new__(DiscoveredLogsProbe)  # its kind is what is checked
+    assert plain.reconfigure(discovered) is False
+    assert plain.reconfigure(_logs_probe(tmp_path)) is True
+    hb = HeartbeatProbe.__new__(HeartbeatProbe)
+    assert hb.reconfigure(DiscoveredHeartbeatProbe.__new__(DiscoveredHeartbeatProbe)) is False
+    plain.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import queue
 import signal
 import sys
 import threading
@@ -55,7 +56,12 @@ def main(args: argparse.Namespace) -> int:
     print(f"npu-watchdog relay listening on {config.listen}", file=sys.stderr, flush=True)
     if config.exposure():
         logging.getLogger("watchdog.relay").warning("%s", config.exposure(), extra={"event": "relay_unauthenticated"})
-    stops.get()
+    while True:  # timed: CPython can miss the wake-up of an unbounded wait (a signal on another thread)
+        try:
+            stops.get(timeout=1.0)
+            break
+        except queue.Empty:
+            continue
     server.shutdown()
     server.server_close()
     relay.stop()

@@ -193,7 +193,14 @@ class Tailer:
         #: from its start since then (a relaunch while the daemon was down; see `_start`).
         self._saved_at: Optional[float] = None
         self._relaunched: Optional[Dict[str, List[openfiles.Writer]]] = None
-        self._saved: Dict[str, dict] = self._load_state()
+        #: The saved offsets, read at the first round (`load_saved`), not when the tailer is
+        #: built: a tailer built for a reload starts from what the running one saved last.
+        self._saved: Optional[Dict[str, dict]] = None
+
+    def load_saved(self) -> None:
+        """Read the saved offsets (and `saved_extra`) once, before the first round."""
+        if self._saved is None:
+            self._saved = self._load_state()
 
     # -- configuration ------------------------------------------------------------------------
     def set_sources(self, sources: Sequence[SourceSpec]) -> None:
@@ -237,8 +244,8 @@ class Tailer:
         something (a daemon killed at any moment loses no position: the page cache keeps the
         file), fsynced at most every SYNC_SECONDS and at close (a machine crash loses at most that
         much: an fsync per round was most of a quiet log round's CPU)."""
-        if not self.state_path:
-            return
+        if not self.state_path or self._saved is None:
+            return  # nothing read yet: the file holds what the last tailer saved, which stays
         files = {p: {"source": f.source, "dev": f.dev, "ino": f.ino, "offset": f.offset, "fp": f.fp,
                      "fp_len": f.fp_len, "line": f.stream.line_no, "tail_fp": f.tail_fp, "tail_len": f.tail_len}
                  for p, f in self.files.items()}
@@ -316,6 +323,7 @@ class Tailer:
         """Read what is new in every followed file (bounded); returns the bytes read."""
         first = not self._polled
         self._polled = True
+        self.load_saved()
         budget = self.round_bytes
         self._limit = self.max_open if self.max_open is not None else fdbudget.log_file_budget()
         for st in self.stats.values():
@@ -519,7 +527,7 @@ class Tailer:
         f.tail_fp, f.tail_len = "", 0
 
     def _start(self, p: str, src: SourceSpec, st: os.stat_result, first: bool) -> Followed:
-        saved = self._saved.pop(p, None)
+        saved = self._saved.pop(p, None) if self._saved else None
         if saved is not None:
             f = self._new(p, src, st, 0, 0)
             fst = self._open(f)
@@ -562,7 +570,7 @@ class Tailer:
             return False
         if self._relaunched is None:
             # One scan for every saved file: only processes started since the save are looked at.
-            links: Dict[str, Optional[openfiles.Ident]] = {os.path.realpath(p): None for p in self._saved}
+            links: Dict[str, Optional[openfiles.Ident]] = {os.path.realpath(p): None for p in self._saved or ()}
             links[os.path.realpath(f.path)] = None
             self._relaunched = openfiles.writers(links, None, started_after=self._saved_at)
         return any(not w.appends for w in self._relaunched.get(os.path.realpath(f.path), ()))

@@ -169,8 +169,11 @@ class DiscoveredProcessProbe(Probe):
         new.discard()  # one listener per daemon: the running probe keeps its own
         return True
 
-    def discard(self) -> None:
+    def close(self) -> None:
         self._exits.close()
+
+    def discard(self) -> None:
+        self.close()
 
     # -- the round ------------------------------------------------------------------------------
     def collect(self) -> Collected:

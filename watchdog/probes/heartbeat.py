@@ -342,7 +342,7 @@ class HeartbeatProbe(Probe):
         """Nothing is open, and the progress file is the running probe's to write."""
 
     def reconfigure(self, new: Probe) -> bool:
-        if not isinstance(new, HeartbeatProbe):
+        if type(new) is not type(self):  # discovery turned on or off: swapped (see LogsProbe)
             return False
         self.cfg, self.interval, self.timeout = new.cfg, new.interval, new.timeout
         return True

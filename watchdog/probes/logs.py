@@ -150,8 +150,7 @@ class LogsProbe(Probe):
         #: The same per discovered job (the discovered logs probe forgets a job with its files).
         self.job_progress_at: Dict[str, Dict[str, float]] = {}
         self.tailer.extra_state = self._active_state
-        self._restore_active(self.tailer.saved_extra.get("active"), clock.now())
-        self._restore_progress(self.tailer.saved_extra.get("progress_at"))
+        self._restored = False
         self.watch: Optional[DirWatch] = DirWatch.open() if cfg.follow == "events" else None
         self._set_interval(cfg)
         #: Paths whose change events arrived since the last round (EVERYTHING: look at all).
@@ -204,7 +203,9 @@ class LogsProbe(Probe):
                     self.extractor.matched[rid] = n
 
     def reconfigure(self, new: Probe) -> bool:
-        if not isinstance(new, LogsProbe):
+        # The same kind only: discovery turned on or off by a reload swaps the probe (a plain one
+        # that took a discovered one's settings over would follow no file at all).
+        if type(new) is not type(self):
             return False
         self.cfg = new.cfg
         self.timeout = new.timeout
@@ -286,9 +287,19 @@ class LogsProbe(Probe):
         # the periodic passes), so an event round spares the daemon a detector pass.
         return Collected(obs, summary, quiet=not events)
 
+    def _restore_once(self, now: float) -> None:
+        """At the first round, not when built (see `Tailer.load_saved`): the saved offsets and,
+        saved with them, the active matches and progress times."""
+        if not self._restored:
+            self._restored = True
+            self.tailer.load_saved()
+            self._restore_active(self.tailer.saved_extra.get("active"), now)
+            self._restore_progress(self.tailer.saved_extra.get("progress_at"))
+
     def _read(self, consume: Any, now: float) -> None:
         """A full round (globs expanded, every file looked at, rotation handled), or after change
         events of files already followed and still the same files, only those files."""
+        self._restore_once(now)
         pending = self._take_pending()
         partial = (self.watch is not None and pending and EVERYTHING not in pending
                    and now - self._last_full < self.interval * 0.9
