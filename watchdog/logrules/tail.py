@@ -655,14 +655,12 @@ class Tailer:
                     if f.behind_since is not None]
             st.read_lag_seconds = max(lags) if lags else 0.0
 
-    def close(self, save: bool = True) -> None:
-        """Close every file; with `save`, write the offsets first (False for a tailer that never
-        read: see `Probe.discard`)."""
-        if save:
-            try:
-                self.save_state(sync=True)
-            except OSError:
-                pass
+    def close(self) -> None:
+        """Write the offsets (nothing before the first round: see `save_state`) and close every file."""
+        try:
+            self.save_state(sync=True)
+        except OSError:
+            pass
         for f in list(self.files.values()) + self.draining:
             self._close_fh(f)
         self.draining = []

@@ -82,6 +82,8 @@ class Probe:
 
     def discard(self) -> None:
         """Release a probe built for a reload that never ran: the running probe took its settings
-        over, or the reload was dropped. Unlike `close`, it persists nothing: what it would save
-        (offsets of files it never read) would overwrite what the running probe saved."""
+        over, or the reload was dropped. It must persist nothing: what it would save would
+        overwrite what the running probe saved. `close` by default, which is right where close
+        saves only what a round read (the logs probe's tailer saves nothing before its first
+        round); a probe whose close saves regardless (heartbeat progress) overrides this."""
         self.close()

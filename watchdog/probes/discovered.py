@@ -172,9 +172,6 @@ class DiscoveredProcessProbe(Probe):
     def close(self) -> None:
         self._exits.close()
 
-    def discard(self) -> None:
-        self.close()
-
     # -- the round ------------------------------------------------------------------------------
     def collect(self) -> Collected:
         now = clock.now()

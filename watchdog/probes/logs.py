@@ -224,11 +224,6 @@ class LogsProbe(Probe):
         if self.watch is not None:
             self.watch.close()
 
-    def discard(self) -> None:
-        self.tailer.close(save=False)
-        if self.watch is not None:
-            self.watch.close()
-
     # -- the round ------------------------------------------------------------------------------
     def collect(self) -> Collected:
         now = clock.now()
