@@ -46,6 +46,10 @@ FOLLOW_WAIT = 5.0
 #: Rounds started this close together form one batch: the last of them to finish runs the
 #: detector pass for all (see `ProbeScheduler._finish`).
 BATCH_SECONDS = 0.5
+#: How long a stop waits for APScheduler's thread to finish the job it is running (a detector pass
+#: takes milliseconds). A pass stuck longer (a state write on a hung disk) is left behind: the stop
+#: goes on to close the probes, which saves their progress, within systemd's TimeoutStopSec (20 s).
+STOP_WAIT = 5.0
 
 
 class ProbeScheduler:
@@ -106,15 +110,30 @@ class ProbeScheduler:
             for worker in self._workers.values():
                 worker.submit(None)
         self._watch.stop()
-        try:
-            self._sched.shutdown(wait=False)
-        except Exception:  # already stopped
-            pass
+        self._stop_scheduler()
         for p in list(self.probes.values()):
             try:
                 p.close()
             except Exception:
                 log.exception("closing probe %s failed", p.name)
+
+    def _stop_scheduler(self) -> None:
+        """APScheduler's `shutdown` joins its thread with no bound, and that thread runs the
+        periodic detector pass itself: one pass stuck in I/O would hold the whole stop until
+        systemd kills the daemon, before the probes save their progress. The call runs in a
+        thread of its own and is waited for STOP_WAIT seconds."""
+        def stop() -> None:
+            try:
+                self._sched.shutdown(wait=False)
+            except Exception:  # already stopped
+                pass
+
+        stopper = threading.Thread(target=stop, name="scheduler-stop", daemon=True)
+        stopper.start()
+        stopper.join(STOP_WAIT)
+        if stopper.is_alive():
+            log.warning("the scheduler's thread is still running a job after %.0f s (a detector pass "
+                        "stuck in I/O?); stopping without it", STOP_WAIT)
 
     def timeout_of(self, probe: Probe) -> float:
         return probe.timeout if probe.timeout else self.default_timeout

@@ -317,3 +317,43 @@ def test_the_schedule_is_readable_while_the_scheduler_starts():
         assert set(runs) == {"counting", "slow"} and all(at > time.time() - 5 for at in runs.values())
     finally:
         sched.shutdown()
+
+
+class Closing(Counting):
+    def __init__(self, name):
+        super().__init__(name)
+        self.closed = threading.Event()
+
+    def close(self):
+        self.closed.set()
+
+
+def test_a_periodic_pass_stuck_in_io_does_not_hold_the_stop(monkeypatch, caplog):
+    """APScheduler joins its own thread on shutdown with no bound, and that thread runs the
+    periodic detector pass: a pass stuck for ever (a state write on a hung disk) held SIGTERM
+    until systemd's kill, and the probes never saved their progress. The stop now goes on."""
+    import watchdog.scheduler as scheduler_mod
+
+    monkeypatch.setattr(scheduler_mod, "TICK_SECONDS", 0.1)
+    monkeypatch.setattr(scheduler_mod, "STOP_WAIT", 0.5)
+    in_tick, release = threading.Event(), threading.Event()
+
+    def stuck_tick():
+        in_tick.set()
+        release.wait()
+
+    sched = ProbeScheduler(StateStore(), 5.0, 0.0, on_round=lambda batch: None, tick=stuck_tick)
+    probe = Closing("counting")
+    sched.start([probe])
+    try:
+        assert in_tick.wait(30), "the periodic pass never ran"
+        stopper = threading.Thread(target=sched.shutdown, daemon=True)
+        stopper.start()
+        # The probes are closed (their progress saved) while the pass is still stuck.
+        assert probe.closed.wait(30), "the stop waited on the stuck periodic pass"
+        stopper.join(30)
+        assert not stopper.is_alive()
+        assert not release.is_set()
+        assert any("still running a job" in r.getMessage() for r in caplog.records)
+    finally:
+        release.set()
