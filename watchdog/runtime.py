@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from watchdog.compat import Protocol  # 3.7: from typing_extensions
 
@@ -62,7 +62,8 @@ class AlertEngineView(Protocol):
     @property
     def deadman(self) -> DeadManView: ...
 
-    def process(self, findings: List[Finding], now: Optional[float] = None) -> None: ...
+    def process(self, findings: List[Finding], now: Optional[float] = None,
+                blind: AbstractSet[str] = frozenset()) -> None: ...
 
     def current(self) -> List[Finding]: ...
 
