@@ -52,6 +52,25 @@ BATCH_SECONDS = 0.5
 STOP_WAIT = 5.0
 
 
+def stop_bounded(sched: BackgroundScheduler) -> None:
+    """APScheduler's `shutdown` joins its thread with no bound, and that thread runs the periodic
+    detector pass itself: one pass stuck in I/O would hold the whole stop until systemd kills the
+    daemon, before the probes save their progress. The call runs in a thread of its own and is
+    waited for STOP_WAIT seconds."""
+    def stop() -> None:
+        try:
+            sched.shutdown(wait=False)
+        except Exception:  # already stopped
+            pass
+
+    stopper = threading.Thread(target=stop, name="scheduler-stop", daemon=True)
+    stopper.start()
+    stopper.join(STOP_WAIT)
+    if stopper.is_alive():
+        log.warning("the scheduler's thread is still running a job after %.0f s (a detector pass "
+                    "stuck in I/O?); stopping without it", STOP_WAIT)
+
+
 class ProbeScheduler:
     """Owns the APScheduler instance and the probes' round bookkeeping."""
 
@@ -110,30 +129,12 @@ class ProbeScheduler:
             for worker in self._workers.values():
                 worker.submit(None)
         self._watch.stop()
-        self._stop_scheduler()
+        stop_bounded(self._sched)
         for p in list(self.probes.values()):
             try:
                 p.close()
             except Exception:
                 log.exception("closing probe %s failed", p.name)
-
-    def _stop_scheduler(self) -> None:
-        """APScheduler's `shutdown` joins its thread with no bound, and that thread runs the
-        periodic detector pass itself: one pass stuck in I/O would hold the whole stop until
-        systemd kills the daemon, before the probes save their progress. The call runs in a
-        thread of its own and is waited for STOP_WAIT seconds."""
-        def stop() -> None:
-            try:
-                self._sched.shutdown(wait=False)
-            except Exception:  # already stopped
-                pass
-
-        stopper = threading.Thread(target=stop, name="scheduler-stop", daemon=True)
-        stopper.start()
-        stopper.join(STOP_WAIT)
-        if stopper.is_alive():
-            log.warning("the scheduler's thread is still running a job after %.0f s (a detector pass "
-                        "stuck in I/O?); stopping without it", STOP_WAIT)
 
     def timeout_of(self, probe: Probe) -> float:
         return probe.timeout if probe.timeout else self.default_timeout

@@ -7,7 +7,7 @@ nothing else from an environment is stored, logged or exported.
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, Iterable, Optional
+from typing import Dict, FrozenSet, Iterable, Mapping, Optional
 
 from watchdog.parse.untrusted import ascii_int
 
@@ -60,7 +60,7 @@ def parse_environ(raw: bytes, keys: FrozenSet[str]) -> Dict[str, str]:
     return out
 
 
-def first_int(env: Dict[str, str], keys: Iterable[str]) -> Optional[int]:
+def first_int(env: Mapping[str, str], keys: Iterable[str]) -> Optional[int]:
     """The first of `keys` whose value is a plain non-negative integer of ASCII digits (fewer than
     10: no rank, device or timeout is larger); any other value is as if the key were not set."""
     for key in keys:

@@ -94,8 +94,7 @@ def npu_of(env: Mapping[str, str], local_rank: Optional[int]) -> Optional[int]:
 def hccl_of(envs: Sequence[Mapping[str, str]]) -> HcclTimeouts:
     """The largest value any rank sets (a collective waits for its most patient peer), else defaults."""
     def pick(key: str) -> Optional[int]:
-        vals = [first_int(e, (key,)) for e in envs]
-        vals = [v for v in vals if v is not None]
+        vals = [v for v in (first_int(e, (key,)) for e in envs) if v is not None]
         return max(vals) if vals else None
     exec_t, conn_t = pick("HCCL_EXEC_TIMEOUT"), pick("HCCL_CONNECT_TIMEOUT")
     source = "environment" if exec_t is not None or conn_t is not None else "default"

@@ -220,7 +220,7 @@ class HttpEndpoint:
             while not self._stopping:
                 for key, _ in sel.select():
                     if key.fileobj is self.server and not self._stopping:
-                        self.server._handle_request_noblock()
+                        self.server._handle_request_noblock()  # type: ignore[attr-defined]  # select() said readable: no second wait
 
     def stop(self) -> None:
         """Idempotent: a second call must not write to (or close) descriptors the first one

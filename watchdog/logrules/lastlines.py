@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Deque, Dict, Optional, Tuple
+from typing import Deque, Dict, List, Optional, Tuple
 
 #: Lines kept per file, characters kept per line, files remembered at most (the least recently
 #: written dropped): about 6 MB at worst, a few hundred KB for a node of 8 ranks and their plogs.
@@ -47,7 +47,7 @@ class LastLines:
 
 def tail_lines(data: bytes, stop: int, keep: int, max_chars: int = MAX_LINE_CHARS) -> Tuple[str, ...]:
     """The last `keep` non-empty lines of `data[:stop]` (oldest first), each cut to `max_chars`."""
-    out = []
+    out: List[str] = []
     end = stop
     if end > 0 and data[end - 1:end] == b"\n":
         end -= 1

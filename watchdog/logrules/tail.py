@@ -417,12 +417,12 @@ class Tailer:
                      stream=StreamState(line_no=line), last_change=0.0, job=job, uid=uid)
         return f
 
-    def _open(self, f: Followed) -> os.stat_result:
+    def _open(self, f: Followed) -> Tuple[int, os.stat_result]:
         """Open through `rankfiles` (no link, no FIFO, the rank's user's file only)."""
         fd = open_rank_file(f.path, f.uid)
         f.fh = fd
         self.held += 1
-        return os.fstat(fd)
+        return fd, os.fstat(fd)
 
     def _close_fh(self, f: Followed) -> None:
         if f.fh is not None:
@@ -491,15 +491,18 @@ class Tailer:
         if f.fh is None:
             if f.polled and st.st_size == f.offset and st.st_mtime_ns == f.mtime_ns:
                 return 0  # read by polling and unchanged: not even opened
-            fst = self._open(f)
+            _, fst = self._open(f)
             if (fst.st_dev, fst.st_ino) != (f.dev, f.ino):  # replaced between stat and open
                 self._close_fh(f)
                 return 0
-        if f.fp_len and st.st_size >= f.fp_len and _fingerprint(f.fh, f.fp_len) != f.fp:
+        fd = f.fh
+        if fd is None:  # not reached: opened above or kept open
+            return 0
+        if f.fp_len and st.st_size >= f.fp_len and _fingerprint(fd, f.fp_len) != f.fp:
             self._restart(f, src.name)  # same inode, other content: inode reuse
         if f.fp_len < FINGERPRINT_BYTES and st.st_size > f.fp_len:
             f.fp_len = min(FINGERPRINT_BYTES, st.st_size)
-            f.fp = _fingerprint(f.fh, f.fp_len)
+            f.fp = _fingerprint(fd, f.fp_len)
         used = self._read(f, consume, now, budget, final=False)
         f.mtime_ns = st.st_mtime_ns
         if f.fh is not None and self.held > self._limit and f.behind_since is None:
@@ -530,10 +533,10 @@ class Tailer:
         saved = self._saved.pop(p, None) if self._saved else None
         if saved is not None:
             f = self._new(p, src, st, 0, 0)
-            fst = self._open(f)
+            fd, fst = self._open(f)
             same = (saved.get("dev"), saved.get("ino")) == (fst.st_dev, fst.st_ino)
             fp_len = int(saved.get("fp_len") or 0)
-            if same and fp_len and fst.st_size >= fp_len and _fingerprint(f.fh, fp_len) != saved.get("fp"):
+            if same and fp_len and fst.st_size >= fp_len and _fingerprint(fd, fp_len) != saved.get("fp"):
                 same = False
             offset = int(saved.get("offset") or 0)
             if same and offset <= fst.st_size and self._rewritten(f, saved, offset):
@@ -549,8 +552,8 @@ class Tailer:
             return f
         if first and src.start == "end":
             f = self._new(p, src, st, 0, None)
-            fst = self._open(f)
-            f.offset = self._end_of_last_line(f.fh, fst.st_size)
+            fd, fst = self._open(f)
+            f.offset = self._end_of_last_line(fd, fst.st_size)
             return f
         if p in self._gone:
             self._gone.discard(p)

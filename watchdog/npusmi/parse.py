@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from watchdog.observations import NpuChip, NpuObservation, NpuProcess
 
@@ -112,7 +112,7 @@ _NO_PROCS = re.compile(r"^No running processes found in NPU\s+(\d+)$", re.IGNORE
 _VERSION = re.compile(r"Version:\s*(\S+)")
 
 #: Header column name (lower case) -> NpuChip field(s). Pairs map to (used, total).
-_COLUMNS = {
+_COLUMNS: Dict[str, Union[str, Tuple[str, str]]] = {
     "power(w)": "power_w",
     "temp(c)": "temp_c",
     "aicore(%)": "aicore_util_pct",

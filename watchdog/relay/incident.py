@@ -12,7 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from watchdog.core.findings import JOB_LABEL, SEVERITY_RANK
 
@@ -93,6 +93,7 @@ def _check_depth(doc: Any, limit: int = MAX_DEPTH) -> None:
     stack = [(doc, 1)]
     while stack:
         node, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(node, dict):
             children = node.values()
         elif isinstance(node, list):
@@ -160,7 +161,7 @@ class Incident:
         """Nodes, ranks affected, roots and symptoms. A rank-level alert counts its `rank`; a
         job-level one (a stall, a job gone: no `rank` label) the job's ranks on its node, which
         the node lists in its `ranks` annotation; each (node, rank) once."""
-        ranks = set()
+        ranks: Set[Tuple[str, str]] = set()
         for a in self.alerts:
             ranks.update((a.host, r) for r in a.ranks())
         return {"nodes": len({a.host for a in self.alerts}), "ranks": len(ranks),

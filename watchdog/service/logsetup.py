@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 import time
-from typing import Optional
+from typing import Optional, TextIO
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 _STD_ATTRS = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
@@ -69,7 +69,7 @@ class PriorityPrefix(logging.Formatter):
         return "\n".join(tag + line for line in self.inner.format(record).split("\n"))
 
 
-def setup_logging(level: str = "info", fmt: str = "text", stream: Optional[object] = None) -> None:
+def setup_logging(level: str = "info", fmt: str = "text", stream: Optional[TextIO] = None) -> None:
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)

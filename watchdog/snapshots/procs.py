@@ -118,10 +118,10 @@ def collect_tree(ctx: CaptureContext, item: Item) -> None:
     for r in records:
         cpu = (r.cpu_user_seconds or 0.0) + (r.cpu_system_seconds or 0.0)
         rss = (r.rss_bytes or 0) / 2**20
-        cmd = " ".join(r.cmdline) or f"[{r.name}]"
+        command = " ".join(r.cmdline) or f"[{r.name}]"
         lines.append(f"{r.pid:>8} {r.ppid if r.ppid is not None else '-':>8} {r.rank if r.rank is not None else '-':>4} "
                      f"{r.state:<10} {cpu:>10.1f} {rss:>9.1f} {r.threads or 0:>4} "
-                     f"{r.open_files if r.open_files is not None else '-':>5}  {cmd}")
+                     f"{r.open_files if r.open_files is not None else '-':>5}  {command}")
     ctx.bundle.add("processes/tree.txt", "\n".join(lines) + "\n")
     item.files += ["processes/tree.json", "processes/tree.txt"]
 
@@ -155,7 +155,7 @@ def py_spy_task(ctx: CaptureContext, rec: ProcRecord, item: Item) -> None:
         return
     base = [prog, "dump", "--pid", str(rec.pid)]
     attempts = [base + ["--native"], base] if scfg.py_spy_native else [base]
-    notes = []
+    notes: List[str] = []
     for argv in attempts:
         timeout = ctx.timeout(scfg.stack_timeout)
         out = run_command(argv, timeout=timeout)

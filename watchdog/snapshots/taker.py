@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import platform
+import functools
 import re
 import threading
 import time
@@ -258,7 +259,7 @@ class SnapshotTaker:
             Task("stacks:kernel", lambda it: procs.collect_kernel_stacks(ctx, it)),
         ]
         for rec in procs.stack_targets(ctx):
-            tasks.append(Task(f"stacks:py-spy:{rec.pid}", lambda it, rec=rec: procs.py_spy_task(ctx, rec, it)))
+            tasks.append(Task(f"stacks:py-spy:{rec.pid}", functools.partial(procs.py_spy_task, ctx, rec)))
         tasks += [
             Task("environment", lambda it: procs.collect_environment(ctx, it)),
             Task("plog", lambda it: procs.collect_plogs(ctx, it)),

@@ -14,6 +14,7 @@ from watchdog.config import Config
 from watchdog.http.server import HttpEndpoint, MetricsSource
 from watchdog.config.pathcheck import unmatched_paths
 from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
+from watchdog.probes.discovered_logs import SECTION as LOGS_CONFIG
 
 log = logging.getLogger("watchdog.daemon")
 
@@ -30,8 +31,9 @@ def ensure_private_dir(path: str) -> None:
 def report_setup(config: Config) -> None:
     """Say at start and on reload what would otherwise fail in silence: the slow log engine,
     configured paths that match nothing (the `path_unmatched` finding follows after start_grace)."""
-    engine = effective_engine(config.probes.logs.engine)
-    if config.probes.logs.enabled and engine == "re":
+    logs = LOGS_CONFIG.of(config)
+    engine = effective_engine(logs.engine)
+    if logs.enabled and engine == "re":
         log.warning(SLOW_ENGINE_ADVICE)
     else:
         log.info("log rules run on the %s engine", engine)

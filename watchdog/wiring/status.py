@@ -10,6 +10,7 @@ from watchdog.discovery.status import discovery_status
 from watchdog.core.findings import JOB_LABEL
 from watchdog.parse.flight_recorder import public_record
 from watchdog.logrules.matcher import effective_engine
+from watchdog.probes.discovered_logs import SECTION as LOGS_CONFIG
 from watchdog.metrics.pace import status_rows as pace_rows
 from watchdog.observations import HeartbeatObservation
 from watchdog.runtime import AlertEngineView, Runtime
@@ -34,7 +35,7 @@ def build_status(rt: Runtime, engine: AlertEngineView, nexts: Mapping[str, Optio
         "started_at": rt.started_at, "config_path": rt.config_path,
         "config_loaded_at": rt.config_loaded_at,
         "probes": probe_rows(rt.state.statuses(), nexts),
-        "log_engine": effective_engine(config.probes.logs.engine),
+        "log_engine": effective_engine(LOGS_CONFIG.of(config).engine),
         "findings": [f.to_dict() for f in engine.current()],
         "detector_errors": list(rt.detector_errors),
         "flight_recorder": flight_recorder_tails(rt.state),

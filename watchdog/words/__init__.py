@@ -24,7 +24,7 @@ import string
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
@@ -127,7 +127,7 @@ class Words:
         if 0 < seconds < 1:
             return f"{int(round(seconds * 1000))}{self.t('dur_ms')}"
         left = int(round(max(seconds, 0.0)))
-        parts = []
+        parts: List[str] = []
         for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
             if left >= size or (unit == "s" and not parts):
                 parts.append(f"{left // size}{self.t('dur_' + unit)}")
