@@ -165,6 +165,8 @@ class Extractor:
                     # end < len: the line ended with a newline; else the traceback stays open.
                     pos = self._continue_tb(st, block, end + 1, out, size) if end < size else end
                     continue
+                if rule.fallback and rule.category == "traceback" and start < pos:
+                    continue  # an exception's last line inside a traceback: that traceback reports it
                 if rule.trend is not None:
                     if not self._collapsing(st, rule, text, ts, now):
                         continue

@@ -66,6 +66,9 @@ class Rule:
     #: A rule that reads a loss scale (`(?P<scale>...)` in every pattern) and fires only when the
     #: scale's trend says it collapsed (watchdog.core.losscale), instead of on every matching line.
     trend: Optional[ScaleTrend] = None
+    #: A generic vocabulary rule (`fallback: true`): tried after every other rule of its category,
+    #: the code tables' included, so it reports only a line no exact wording reports.
+    fallback: bool = False
 
     def matches(self, text: str) -> bool:
         return any(p.search(text) for p in self.compiled)
@@ -119,7 +122,7 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
     if not isinstance(rid, str) or not _ID.match(rid):
         raise RuleError(f"pack {pack}: rule id {rid!r} must be lower-case letters, digits and _ (2-64)")
     known = {"id", "category", "severity", "patterns", "literals", "role", "title", "hint",
-             "hint_early", "hint_late", "threshold", "kind", "trend"}
+             "hint_early", "hint_late", "threshold", "kind", "trend", "fallback"}
     unknown = set(data) - known
     if unknown:
         raise RuleError(f"rule {rid}: unknown keys {sorted(unknown)}")
@@ -159,6 +162,9 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
         window = parse_duration_text(th.get("window", "10m"), rid)
         threshold = Threshold(count=count, window=window)
     trend = _trend(data.get("trend"), rid, compiled, threshold, kind)
+    fallback = data.get("fallback", False)
+    if not isinstance(fallback, bool):
+        raise RuleError(f"rule {rid}: fallback must be true or false")
     text = {k: data.get(k, "") for k in ("title", "hint", "hint_early", "hint_late")}
     for k, v in text.items():
         if not isinstance(v, str):
@@ -168,6 +174,7 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
         role=role, title=text["title"].strip() or rid, hint=" ".join(text["hint"].split()),
         hint_early=" ".join(text["hint_early"].split()), hint_late=" ".join(text["hint_late"].split()),
         threshold=threshold, kind=kind, pack=pack, compiled=tuple(compiled), trend=trend,
+        fallback=fallback,
     )
 
 
@@ -257,7 +264,7 @@ def build_ruleset(packs: Sequence[str] = SHIPPED_PACKS, disable: Iterable[str] =
     seen = set()
     for p in packs:
         for r in load_pack(p):
-            if r.id not in disabled:
+            if r.id not in disabled and not r.fallback:
                 out.append(r)
                 seen.add(r.id)
     # After the packs: per category the first matching rule wins, so a code rule fills only gaps.
@@ -265,6 +272,12 @@ def build_ruleset(packs: Sequence[str] = SHIPPED_PACKS, disable: Iterable[str] =
         if r.id not in disabled:
             out.append(r)
             seen.add(r.id)
+    # Last, the generic vocabulary rules: they fill only what no wording and no code reports.
+    for p in packs:
+        for r in load_pack(p):
+            if r.id not in disabled and r.fallback:
+                out.append(r)
+                seen.add(r.id)
     for data in user_rules:
         r = make_rule(data, "custom")
         if r.id in seen or r.id in known:
