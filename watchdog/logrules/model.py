@@ -69,9 +69,15 @@ class Rule:
     #: A generic vocabulary rule (`fallback: true`): tried after every other rule of its category,
     #: the code tables' included, so it reports only a line no exact wording reports.
     fallback: bool = False
+    #: Patterns of look-alikes the rule must not report (`unless`): a line matching one of them is
+    #: no match, whatever the patterns say (a generic rule's known benign texts).
+    unless: Tuple[str, ...] = ()
+    unless_compiled: Tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
     def matches(self, text: str) -> bool:
-        return any(p.search(text) for p in self.compiled)
+        if not any(p.search(text) for p in self.compiled):
+            return False
+        return not any(u.search(text) for u in self.unless_compiled)
 
     def scales_of(self, text: str) -> Tuple[Tuple[float, ...], bool, int]:
         """The loss scales a trend rule's first matching pattern captured: the previous one
@@ -122,7 +128,7 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
     if not isinstance(rid, str) or not _ID.match(rid):
         raise RuleError(f"pack {pack}: rule id {rid!r} must be lower-case letters, digits and _ (2-64)")
     known = {"id", "category", "severity", "patterns", "literals", "role", "title", "hint",
-             "hint_early", "hint_late", "threshold", "kind", "trend", "fallback"}
+             "hint_early", "hint_late", "threshold", "kind", "trend", "fallback", "unless"}
     unknown = set(data) - known
     if unknown:
         raise RuleError(f"rule {rid}: unknown keys {sorted(unknown)}")
@@ -139,17 +145,9 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
     if kind not in KINDS:
         raise RuleError(f"rule {rid}: kind must be line or traceback, got {kind!r}")
     patterns = _as_list(data.get("patterns"), "patterns", rid)
-    compiled = []
-    for p in patterns:
-        if _UNPORTABLE.search(p):
-            raise RuleError(f"rule {rid}: pattern {p!r} uses look-around or back-references (not portable to RE2)")
-        if _INLINE_FLAGS.search(p[4:] if p.startswith("(?i)") else p):
-            raise RuleError(f"rule {rid}: pattern {p!r}: inline flags are only allowed as a leading (?i)")
-        try:
-            # ASCII: \b \w \d mean the same here as in the bytes engines (RE2, bytes re).
-            compiled.append(re.compile(p, re.ASCII))
-        except re.error as exc:
-            raise RuleError(f"rule {rid}: pattern {p!r} does not compile: {exc}") from None
+    compiled = [_compile(p, rid) for p in patterns]
+    unless = _as_list(data["unless"], "unless", rid) if data.get("unless") is not None else []
+    unless_compiled = [_compile(p, rid) for p in unless]
     literals = [s.lower() for s in _as_list(data.get("literals", []), "literals", rid)] if data.get("literals") else []
     threshold = None
     th = data.get("threshold")
@@ -174,8 +172,21 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
         role=role, title=text["title"].strip() or rid, hint=" ".join(text["hint"].split()),
         hint_early=" ".join(text["hint_early"].split()), hint_late=" ".join(text["hint_late"].split()),
         threshold=threshold, kind=kind, pack=pack, compiled=tuple(compiled), trend=trend,
-        fallback=fallback,
+        fallback=fallback, unless=tuple(unless), unless_compiled=tuple(unless_compiled),
     )
+
+
+def _compile(p: str, rid: str) -> Any:
+    """One pattern of a rule, held to the subset both engines share."""
+    if _UNPORTABLE.search(p):
+        raise RuleError(f"rule {rid}: pattern {p!r} uses look-around or back-references (not portable to RE2)")
+    if _INLINE_FLAGS.search(p[4:] if p.startswith("(?i)") else p):
+        raise RuleError(f"rule {rid}: pattern {p!r}: inline flags are only allowed as a leading (?i)")
+    try:
+        # ASCII: \b \w \d mean the same here as in the bytes engines (RE2, bytes re).
+        return re.compile(p, re.ASCII)
+    except re.error as exc:
+        raise RuleError(f"rule {rid}: pattern {p!r} does not compile: {exc}") from None
 
 
 def _trend(data: Any, rid: str, compiled: List[Any], threshold: Optional[Threshold], kind: str) -> Optional[ScaleTrend]:
