@@ -6,6 +6,9 @@ Patterns must stay in the subset that both Python `re` and RE2 understand (no lo
 back-references), because the fast engine is RE2 when installed and Python `re` otherwise, and
 both must give the same answer; `^`/`$` mean a line's start and end. A `trend` rule reads a loss
 scale (`(?P<scale>...)`) and fires on the scale's trend (watchdog.core.losscale), not on every match.
+A `fallback` rule (the generic vocabulary rules) is tried after every other rule, the code tables'
+included, and only on a line no other rule reports; `unless` patterns (same subset) name look-alikes
+a rule must not report.
 """
 
 from __future__ import annotations
