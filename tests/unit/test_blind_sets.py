@@ -27,7 +27,9 @@ HELD: Dict[str, Dict[str, int]] = {
     # `Received sigquit from a child process` as a launcher report, `Killed` after a progress bar as a kill).
     # Seventh round's wordings (NCCL's result texts as Horovod prints them, the c10d store's errors): 103;
     # the vendors' fatal texts: 105.
-    "blind2": {"failure_lines": 152, "near_lines": 125, "reported": 105, "unexpected": 65, "near_miss_alarms": 16},
+    # The generic vocabulary rules (`*_generic`, developed with this set's misses in view):
+    # 116, no alarm more (NCCL's socket WARN lines, NVRM's failed adapter start, `loss nan,`).
+    "blind2": {"failure_lines": 152, "near_lines": 125, "reported": 116, "unexpected": 65, "near_miss_alarms": 16},
     # Fifth round: 79 of 139 before (56.8 %), 97 after (69.8 %; 102 unexpected, 1 near-miss alarm:
     # NCCL's `WARN Failed to open libibverbs.so[.1]`, fixed since: 101 and 0). The sixth round read
     # its misses (no longer blind): 119 reported with 7 repeats more (`Some NCCL operations have
@@ -36,7 +38,8 @@ HELD: Dict[str, Dict[str, int]] = {
     # the attack pass took back anomaly mode's warning and vLLM's `Engine core proc ... died
     # unexpectedly` (printed at a normal end too): 117 and 111.
     # torch_npu's printed texts: 2 more, `[Error]:` lines under their block's numbered line.
-    "blind3": {"failure_lines": 139, "near_lines": 109, "reported": 117, "unexpected": 113, "near_miss_alarms": 0},
+    # The generic vocabulary rules (`*_generic`, developed with this set's misses in view): 118.
+    "blind3": {"failure_lines": 139, "near_lines": 109, "reported": 118, "unexpected": 113, "near_miss_alarms": 0},
     # Sixth round, gathered while its first wording step (bf1859d) was written without reading it:
     # 108 of 188 before (57.4 %), 119 after (63.3 %), 49 unexpected, no near-miss alarm of 200. Its
     # misses were then read (no longer blind): 165 reported with 4 repeats more (the `what():` copy
@@ -44,7 +47,10 @@ HELD: Dict[str, Dict[str, int]] = {
     # warning and Ray's retried-task lines (`killed due to memory pressure`, `A worker died or was
     # killed`): 163 and 52.
     # torch_npu's printed texts (planned from this set's misses): 166.
-    "blind4": {"failure_lines": 188, "near_lines": 200, "reported": 166, "unexpected": 52, "near_miss_alarms": 0},
+    # The generic vocabulary rules (`*_generic`, developed with this set's misses in view): 172; 1 more
+    # unexpected alarm, `RuntimeError: HCCL AllReduce & Reduce: Unsupported data type ...` filed as a
+    # collective failure by `hccl_generic`, marked a traceback here.
+    "blind4": {"failure_lines": 188, "near_lines": 200, "reported": 172, "unexpected": 53, "near_miss_alarms": 0},
     # Sixth round, gathered after its wording work and attack pass, never tuned to: 62 of 93 at the
     # round's start (14df4e0, 66.7 %), 66 after the third set's wordings (bf7818c), 73 after the
     # round's work (248062e, 78.5 %); 25 unexpected and no near-miss alarm of 98 at all three.
@@ -55,13 +61,18 @@ HELD: Dict[str, Dict[str, int]] = {
     # Seventh round (the sixth set's misses): 1 more unexpected alarm, a failure line filed under
     # another kind than marked (torch_npu's `The Inner error is reported as above` as a device
     # fault, marked a traceback here; the sixth set marks the same words a device fault).
-    "blind5": {"failure_lines": 93, "near_lines": 98, "reported": 84, "unexpected": 29, "near_miss_alarms": 0},
+    # The generic vocabulary rules (`*_generic`), scored before this set's misses were read (a held-out
+    # check of that work): 87 (93.5 %), no alarm more; then, its misses read, another process's
+    # exception line inside a prefixed traceback: 88.
+    "blind5": {"failure_lines": 93, "near_lines": 98, "reported": 88, "unexpected": 29, "near_miss_alarms": 0},
     # Gathered at the round's end (after ef39449), never tuned to: 50 of 83 at the round's start
     # (14df4e0, 60.2 %), 60 at the fifth set's scoring (248062e, 72.3 %) and at the round's end
     # (ef39449, 72.3 %); no alarm on its 102 near misses at any of the three; 23, 29, 29 unexpected.
     # Seventh round: its misses were read (no longer blind): the CUDA runtime's printed texts (63),
     # then the wordings from its misses and the vendors' sources (70, 84.3 %), no alarm more.
-    "blind6": {"failure_lines": 83, "near_lines": 102, "reported": 70, "unexpected": 29, "near_miss_alarms": 0},
+    # The generic vocabulary rules (`*_generic`), scored before this set's misses were read (a held-out
+    # check of that work): 75 (90.4 %), no alarm more.
+    "blind6": {"failure_lines": 83, "near_lines": 102, "reported": 75, "unexpected": 29, "near_miss_alarms": 0},
     # Gathered at the seventh round's start (at c05f391), before its rule work, never tuned to: 68
     # of 132 at the sixth round's start (14df4e0, 51.5 %), 72 before the work (c05f391, 54.5 %), 77
     # after its wordings (4dab1fc, 58.3 %), 76 after the attack pass (4859fa1, 57.6 %) and after the

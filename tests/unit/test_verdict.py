@@ -68,3 +68,12 @@ def test_scan_report_shows_the_domains_and_the_unknown_share():
     for d in DOMAINS:
         assert f"| {d} |" in out
     assert sum(rep.domains.values()) == rep.failure_lines and "Unknown share:" in out
+
+
+def test_a_job_end_names_the_category_of_every_shipped_rule():
+    """A job end's cause is `rule: line`; its category is read back from the rule id, for every
+    shipped rule (the generic ones, `traceback_generic` among them, included)."""
+    from watchdog.core.verdict import _category_of_log_rule
+
+    wrong = {r.id: r.category for r in build_ruleset() if _category_of_log_rule(r.id) != r.category}
+    assert not wrong, wrong

@@ -74,6 +74,7 @@ def _category_of_log_rule(rule_id: str) -> Optional[str]:
     for prefix, cat in (("oom_", "oom"), ("device_", "device"), ("crash_", "crash"), ("hccl_", "hccl"),
                         ("nan_", "nan"), ("fp16_", "nan"), ("loss_scale", "nan"), ("skipped_", "nan"),
                         ("launcher_", "traceback"), ("python_traceback", "traceback"), ("cpp_", "traceback"),
+                        ("traceback_", "traceback"),
                         ("cann_", "device")):
         if rule_id.startswith(prefix):
             return cat

@@ -12,7 +12,7 @@ import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Deque, Dict, List, Optional, Tuple
+from typing import Deque, Dict, List, Optional, Set, Tuple
 
 from watchdog.logrules.device import device_of
 from watchdog.logrules.matcher import Matcher, decode_line
@@ -94,6 +94,9 @@ class StreamState:
     #: Lines fed so far (also when line_no is unknown): the tailer's line counter reads it
     #: instead of counting the newlines of every slice a second time.
     lines_fed: int = 0
+    #: Offsets, in the slice being consumed, of other processes' lines interleaved with a
+    #: prefixed traceback: passed over by the traceback, so still lines of their own.
+    foreign: Set[int] = field(default_factory=set)
 
 
 class Extractor:
@@ -138,6 +141,7 @@ class Extractor:
         out: List[RawEvent] = []
         base = st.line_no
         pos = 0
+        st.foreign.clear()
         # A traceback still open from the previous slice continues at the top of this one.
         if st.tb is not None:
             pos = self._continue_tb(st, block, 0, out, size)
@@ -165,6 +169,8 @@ class Extractor:
                     # end < len: the line ended with a newline; else the traceback stays open.
                     pos = self._continue_tb(st, block, end + 1, out, size) if end < size else end
                     continue
+                if rule.fallback and rule.category == "traceback" and start < pos and start not in st.foreign:
+                    continue  # an exception's last line inside a traceback: that traceback reports it
                 if rule.trend is not None:
                     if not self._collapsing(st, rule, text, ts, now):
                         continue
@@ -221,6 +227,7 @@ class Extractor:
             nl = block.find(b"\n", pos, n)
             end = n if nl < 0 else nl
             text = decode_line(block[pos:end], self.max_line_bytes)
+            line_start = pos
             if TRACEBACK_MARK in text:
                 # Another traceback starts (another rank's, or this one was cut short): close this
                 # one with what it has and leave the line to start its own event, prefixed or not.
@@ -233,6 +240,7 @@ class Extractor:
             if tb.prefix and tb.prefix_mode:
                 if not text.startswith(tb.prefix):
                     tb.skipped += 1  # interleaved output of another process
+                    st.foreign.add(line_start)
                     if tb.skipped > MAX_TRACEBACK_LINES:
                         self._close_tb(st, out, None)
                         return pos

@@ -8,7 +8,8 @@ Two stages, so that speed never changes the answer:
 2. Exact: each candidate line (truncated to `max_line_bytes`, decoded with replacement) is
    checked against every rule's Python `re` patterns (ASCII mode), but only for rules one of whose
    literals the line contains (each distinct literal is looked for once). Per category, the first
-   rule in pack order wins, so a line is one event per category at most.
+   rule in pack order wins, so a line is one event per category at most. The generic vocabulary
+   rules (`fallback`) come last and fire only on a line no other rule reports, one of them at most.
 The bulk stage runs in multi-line mode, so `^`/`$` mean a line's start and end in both stages.
 Python's `re` over a joined alternation is ~10x slower than grep, which is why stage 1 exists.
 """
@@ -215,6 +216,8 @@ class Matcher:
         for i, r in enumerate(self.rules):
             if r.category in seen:
                 continue
+            if r.fallback and hits:
+                continue  # a generic rule fills only a line no other rule reports, once
             if r.literals and i not in admitted:
                 continue
             if r.matches(text):

@@ -6,6 +6,9 @@ Patterns must stay in the subset that both Python `re` and RE2 understand (no lo
 back-references), because the fast engine is RE2 when installed and Python `re` otherwise, and
 both must give the same answer; `^`/`$` mean a line's start and end. A `trend` rule reads a loss
 scale (`(?P<scale>...)`) and fires on the scale's trend (watchdog.core.losscale), not on every match.
+A `fallback` rule (the generic vocabulary rules) is tried after every other rule, the code tables'
+included, and only on a line no other rule reports; `unless` patterns (same subset) name look-alikes
+a rule must not report.
 """
 
 from __future__ import annotations
@@ -66,9 +69,18 @@ class Rule:
     #: A rule that reads a loss scale (`(?P<scale>...)` in every pattern) and fires only when the
     #: scale's trend says it collapsed (watchdog.core.losscale), instead of on every matching line.
     trend: Optional[ScaleTrend] = None
+    #: A generic vocabulary rule (`fallback: true`): tried after every other rule of its category,
+    #: the code tables' included, so it reports only a line no exact wording reports.
+    fallback: bool = False
+    #: Patterns of look-alikes the rule must not report (`unless`): a line matching one of them is
+    #: no match, whatever the patterns say (a generic rule's known benign texts).
+    unless: Tuple[str, ...] = ()
+    unless_compiled: Tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
     def matches(self, text: str) -> bool:
-        return any(p.search(text) for p in self.compiled)
+        if not any(p.search(text) for p in self.compiled):
+            return False
+        return not any(u.search(text) for u in self.unless_compiled)
 
     def scales_of(self, text: str) -> Tuple[Tuple[float, ...], bool, int]:
         """The loss scales a trend rule's first matching pattern captured: the previous one
@@ -119,7 +131,7 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
     if not isinstance(rid, str) or not _ID.match(rid):
         raise RuleError(f"pack {pack}: rule id {rid!r} must be lower-case letters, digits and _ (2-64)")
     known = {"id", "category", "severity", "patterns", "literals", "role", "title", "hint",
-             "hint_early", "hint_late", "threshold", "kind", "trend"}
+             "hint_early", "hint_late", "threshold", "kind", "trend", "fallback", "unless"}
     unknown = set(data) - known
     if unknown:
         raise RuleError(f"rule {rid}: unknown keys {sorted(unknown)}")
@@ -136,17 +148,9 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
     if kind not in KINDS:
         raise RuleError(f"rule {rid}: kind must be line or traceback, got {kind!r}")
     patterns = _as_list(data.get("patterns"), "patterns", rid)
-    compiled = []
-    for p in patterns:
-        if _UNPORTABLE.search(p):
-            raise RuleError(f"rule {rid}: pattern {p!r} uses look-around or back-references (not portable to RE2)")
-        if _INLINE_FLAGS.search(p[4:] if p.startswith("(?i)") else p):
-            raise RuleError(f"rule {rid}: pattern {p!r}: inline flags are only allowed as a leading (?i)")
-        try:
-            # ASCII: \b \w \d mean the same here as in the bytes engines (RE2, bytes re).
-            compiled.append(re.compile(p, re.ASCII))
-        except re.error as exc:
-            raise RuleError(f"rule {rid}: pattern {p!r} does not compile: {exc}") from None
+    compiled = [_compile(p, rid) for p in patterns]
+    unless = _as_list(data["unless"], "unless", rid) if data.get("unless") is not None else []
+    unless_compiled = [_compile(p, rid) for p in unless]
     literals = [s.lower() for s in _as_list(data.get("literals", []), "literals", rid)] if data.get("literals") else []
     threshold = None
     th = data.get("threshold")
@@ -159,6 +163,9 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
         window = parse_duration_text(th.get("window", "10m"), rid)
         threshold = Threshold(count=count, window=window)
     trend = _trend(data.get("trend"), rid, compiled, threshold, kind)
+    fallback = data.get("fallback", False)
+    if not isinstance(fallback, bool):
+        raise RuleError(f"rule {rid}: fallback must be true or false")
     text = {k: data.get(k, "") for k in ("title", "hint", "hint_early", "hint_late")}
     for k, v in text.items():
         if not isinstance(v, str):
@@ -168,7 +175,21 @@ def make_rule(data: Dict[str, Any], pack: str) -> Rule:
         role=role, title=text["title"].strip() or rid, hint=" ".join(text["hint"].split()),
         hint_early=" ".join(text["hint_early"].split()), hint_late=" ".join(text["hint_late"].split()),
         threshold=threshold, kind=kind, pack=pack, compiled=tuple(compiled), trend=trend,
+        fallback=fallback, unless=tuple(unless), unless_compiled=tuple(unless_compiled),
     )
+
+
+def _compile(p: str, rid: str) -> Any:
+    """One pattern of a rule, held to the subset both engines share."""
+    if _UNPORTABLE.search(p):
+        raise RuleError(f"rule {rid}: pattern {p!r} uses look-around or back-references (not portable to RE2)")
+    if _INLINE_FLAGS.search(p[4:] if p.startswith("(?i)") else p):
+        raise RuleError(f"rule {rid}: pattern {p!r}: inline flags are only allowed as a leading (?i)")
+    try:
+        # ASCII: \b \w \d mean the same here as in the bytes engines (RE2, bytes re).
+        return re.compile(p, re.ASCII)
+    except re.error as exc:
+        raise RuleError(f"rule {rid}: pattern {p!r} does not compile: {exc}") from None
 
 
 def _trend(data: Any, rid: str, compiled: List[Any], threshold: Optional[Threshold], kind: str) -> Optional[ScaleTrend]:
@@ -257,7 +278,7 @@ def build_ruleset(packs: Sequence[str] = SHIPPED_PACKS, disable: Iterable[str] =
     seen = set()
     for p in packs:
         for r in load_pack(p):
-            if r.id not in disabled:
+            if r.id not in disabled and not r.fallback:
                 out.append(r)
                 seen.add(r.id)
     # After the packs: per category the first matching rule wins, so a code rule fills only gaps.
@@ -265,6 +286,12 @@ def build_ruleset(packs: Sequence[str] = SHIPPED_PACKS, disable: Iterable[str] =
         if r.id not in disabled:
             out.append(r)
             seen.add(r.id)
+    # Last, the generic vocabulary rules: they fill only what no wording and no code reports.
+    for p in packs:
+        for r in load_pack(p):
+            if r.id not in disabled and r.fallback:
+                out.append(r)
+                seen.add(r.id)
     for data in user_rules:
         r = make_rule(data, "custom")
         if r.id in seen or r.id in known:
