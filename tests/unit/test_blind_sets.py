@@ -78,7 +78,10 @@ HELD: Dict[str, Dict[str, int]] = {
     # after its wordings (4dab1fc, 58.3 %), 76 after the attack pass (4859fa1, 57.6 %) and after the
     # vendors' fatal texts and their attack pass (the round's end); 19, 21, 21, 21 unexpected; alarms
     # on its 101 near misses: 1, 2, 2, 2 (the bar is none; not read, so the set stays blind).
-    "blind7": {"failure_lines": 132, "near_lines": 101, "reported": 76, "unexpected": 21, "near_miss_alarms": 2},
+    # Eighth round, the generic vocabulary rules (written without reading it, scored once after):
+    # 81 (61.4 %), 22 unexpected, 3 near-miss alarms (one more: the ceiling moves up, said in
+    # docs/log-signatures.md). Its misses were read after that score (no longer blind).
+    "blind7": {"failure_lines": 132, "near_lines": 101, "reported": 81, "unexpected": 22, "near_miss_alarms": 3},
 }
 
 
