@@ -81,8 +81,9 @@ HELD: Dict[str, Dict[str, int]] = {
     # Eighth round, the generic vocabulary rules (written without reading it, scored once after):
     # 81 (61.4 %), 22 unexpected, 3 near-miss alarms (one more: the ceiling moves up, said in
     # docs/log-signatures.md). Its misses were read after that score (no longer blind): the
-    # generic rules' wider levels and forms and the code tables' contexts from them, 102 (77.3 %).
-    "blind7": {"failure_lines": 132, "near_lines": 101, "reported": 102, "unexpected": 22, "near_miss_alarms": 3},
+    # generic rules' wider levels and forms and the code tables' contexts from them, 102 (77.3 %);
+    # a runner's exit status of 128 + a fatal signal, 103 (78.0 %).
+    "blind7": {"failure_lines": 132, "near_lines": 101, "reported": 103, "unexpected": 22, "near_miss_alarms": 3},
 }
 
 
