@@ -89,12 +89,21 @@ def _owners(view: StateView, value: NpuObservation) -> Dict[ChipKey, str]:
     return view.once(("chip_owners", id(value), id(procs)), lambda: chip_owners(value, procs))
 
 
+#: Whether a record type is `JobScoped`, per type: a runtime-checkable protocol's isinstance
+#: walks the protocol's attributes on every call (about 7 us), and a pass asks it of every sample
+#: each job's view reads. Record types are few (one per probe), so the table stays small.
+_SCOPED: Dict[type, bool] = {}
+
+
 def _filter(value: Any, job: JobState, first: bool, view: Optional[StateView] = None) -> Any:
     """One sample as the job's view sees it: chips by their owner (which needs the process
     round), other records as they narrow themselves (`JobScoped.for_job`)."""
     if isinstance(value, NpuObservation):
         return _npu_filter(value, _owners(view, value), job.name) if view is not None else value
-    if isinstance(value, JobScoped):
+    scoped = _SCOPED.get(type(value))
+    if scoped is None:
+        scoped = _SCOPED[type(value)] = isinstance(value, JobScoped)
+    if scoped:
         return value.for_job(job, first)
     return value
 
