@@ -75,6 +75,10 @@ class EndEvidence:
     #: The gravest failure line (a log rule of severity warning or above) in the ranks' or the
     #: launcher's last lines, as `rule_id: line`.
     failure_line: str = ""
+    #: The gravest line of a generic vocabulary rule there (a failure's shape in a wording no exact
+    #: rule knows, which may be an error the job handled): never a failure sign by itself, it
+    #: names the likely cause when another sign (an exit status, ranks leaving apart) says failure.
+    shape_line: str = ""
     #: When the first and the last rank not declared `done` were seen gone (None: none yet).
     first_left_at: Optional[float] = None
     last_left_at: Optional[float] = None

@@ -146,3 +146,20 @@ def test_a_launchers_report_pushed_out_of_the_last_lines_is_still_found():
     ring.feed("/l/train.log", "train", "j", None, chatter, len(chatter), 2.0)
     (ll,) = ring.snapshot()
     assert report not in ll.lines and ll.errors == (report,)
+
+
+def test_a_generic_match_is_asked_last():
+    """A generic vocabulary match (one line in a failure's shape) explains a death only when
+    nothing more specific does: the rank's last error lines come first (they hold that line and
+    the lines around it)."""
+    from dataclasses import replace
+    shape = replace(match("1"), rule="traceback_generic", category="traceback", severity="warning",
+                    role="cascade", title="exception without its traceback (generic wording)",
+                    summary="ValueError: bad shard", evidence=("ValueError: bad shard",), generic=True)
+    errors = lines("1", "step 10", "ERROR loader: shard 3 unreadable", "ValueError: bad shard", "step 11")
+    c = cause_of_death(view(active=[shape], last=[errors]), CFG, [(4242, 1)], "j")
+    assert c.kind == "last_lines" and c.lines == ("ERROR loader: shard 3 unreadable", "ValueError: bad shard")
+    c = cause_of_death(view(active=[shape], last=[lines("1", "step 10")]), CFG, [(4242, 1)], "j")
+    assert c.kind == "log" and "ValueError: bad shard" in c.reason
+    # An exact rule's match still comes before the last lines.
+    assert cause_of_death(view(active=[shape, match("1")], last=[errors]), CFG, [(4242, 1)], "j").kind == "log"

@@ -120,3 +120,28 @@ def test_failure_lines_come_from_the_log_rules_of_warning_and_above():
     # The root cause, not the traceback header above it, is the line that explains the exit.
     got = failure_line([b"Traceback (most recent call last):\n  File \"t.py\", line 9\n" + oom.split(b"\n", 1)[1]], m)
     assert "NPU out of memory" in got and not got.startswith("python_traceback")
+
+
+def test_a_failure_shape_alone_never_decides_an_end_but_names_the_cause():
+    """A generic vocabulary rule's line (an exception's last line printed without its frames, which
+    a job that handled the error prints too) is not a failure sign: a job whose ranks all exit 0
+    after logging `ValueError: bad value in config` ended cleanly. When another sign says the job
+    failed (the first to go exited 1), that line is the lead the page names."""
+    config = load_config_text("discovery: {enabled: true}\n")
+    handled = [b"step 90 | loss 2.0\nValueError: bad value in config\nTraining completed.\n"]
+    assert failure_line(handled, failure_matcher(config)) == ""
+    shape = failure_line(handled, failure_matcher(config, generic=True))
+    assert shape.startswith("traceback_generic: ") and shape.endswith("ValueError: bad value in config")
+    assert judged(replace(QUIET, shape_line=shape)) == (FINISHED, "left_together")
+
+    from watchdog.detectors.liveness import _job_gone
+    from watchdog.observations import JobState, ProcessObservation
+    failed = replace(QUIET, shape_line=shape, first_exit="rank 1 (pid 8) exit status 1",
+                     first_exit_zh="rank 1 (pid 8) 退出码 1")
+    verdict = judge_end(failed, 0, T + 10, W)
+    assert (verdict.outcome, verdict.row) == (FAILURE, "exit_status")
+    obs = ProcessObservation(processes=(), jobs=(JobState(name="j", first_seen_at=T - 100, end=failed),))
+    page = _job_gone({"host": "h"}, obs, T, T + 10, verdict)
+    assert "rank 1 (pid 8) exit status 1 first" in page.summary
+    assert page.summary.endswith("the last failure-shaped line: ValueError: bad value in config"), page.summary
+    assert "最后一条疑似失败的日志行：ValueError: bad value in config" in page.details["said"]["zh"]

@@ -84,10 +84,15 @@ def _from_kernel(view: StateView, config: Any, pids: Sequence[int]) -> Optional[
                  _clean(view, config, [e.text for e in events]), "kernel log")
 
 
-def _from_log_rules(view: StateView, config: Any, rank: Optional[str], job: Optional[str]) -> Optional[Cause]:
+def _from_log_rules(view: StateView, config: Any, rank: Optional[str], job: Optional[str],
+                    generic: bool = False) -> Optional[Cause]:
+    """The rank's gravest log match of an exact rule; with `generic`, of a generic vocabulary
+    rule instead (asked last: a rank's last error lines say more than one line in a failure's
+    shape, and include it)."""
     sample = view.latest(LOGS)
     active = sample.value.active if sample is not None else ()
-    mine = [a for a in active if rank is not None and a.rank == rank and (job is None or a.job in (None, job))]
+    mine = [a for a in active if rank is not None and a.rank == rank and (job is None or a.job in (None, job))
+            and a.generic == generic]
     if not mine:
         return None
     order = {c: i for i, c in enumerate(_FATAL_ORDER)}
@@ -158,6 +163,7 @@ def cause_of_death(view: StateView, config: Any, members: Iterable[Member],
     finders += [partial(_from_last_lines, view, config, r, job) for _, r in ms]
     if job is not None:
         finders.append(lambda: _from_last_lines(view, config, None, job))
+    finders += [partial(_from_log_rules, view, config, r, job, True) for _, r in ms]
     for find in finders:
         got = find()
         if got is not None:

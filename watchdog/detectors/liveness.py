@@ -241,6 +241,11 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
     if row == "status_unknown":
         summary += f": {STATUS_UNKNOWN}"
         said_zh += f"：{zh.t('status_unknown')}"
+    if end is not None and end.shape_line and row not in ("failure_line", "kernel_kill", ""):
+        # No exact wording saw the cause; a line in a failure's shape did: name it, as a lead.
+        shape = end.shape_line.split(": ", 1)[-1]
+        summary += f"; {words('en').t('last_error_shape')}: {shape}"
+        said_zh += f"；{zh.t('last_error_shape')}：{shape}"
     if report is not None:
         # The launcher's report names the first to go and how: "rank 6 killed (signal 9)".
         summary += f": {report.words()}"

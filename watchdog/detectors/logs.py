@@ -4,7 +4,8 @@ Cascade folding: an HCCL timeout, a traceback or a `Heartbeat Lost` (rules with 
 that starts no earlier than a root finding of a `cascade_roots` category (OOM, device fault) and
 no later than `cascade_window` after that root's last match is the root's symptom. It is added to
 the root finding's evidence and details, and raises no finding of its own: ops get paged once,
-for the cause. A cascade with no such root is a finding like any other. All logs on a node belong
+for the cause. A cascade with no such root is a finding like any other, except a generic
+vocabulary rule's match, which is never a finding alone (see `_detect_job`). All logs on a node belong
 to the one configured job, so "same job" holds by construction.
 
 A log line is a point in time, not a state, so a finding needs an end: it resolves `hold`
@@ -141,6 +142,12 @@ def _detect_job(view: StateView, config: Config) -> List[Finding]:
     # arriving after the OOM resolved (the job was restarted) is still that OOM's symptom.
     roots = [a for a in active if is_root(a)]
     standalone, folded = _fold(live, roots, window)
+    # A generic vocabulary match (a failure's shape in a wording no exact rule knows, which may be
+    # an error the job handled) is evidence, not a page of its own: folded into a root it is one of
+    # that root's symptoms, and when a rank or the job then dies the interruption's page names it
+    # as the cause (the end judgement reads the last lines with every rule); it counts in
+    # npu_watchdog_log_matches_total and `scan` reports it.
+    standalone = [a for a in standalone if not a.generic]
     job_start = _job_start(view)
     root_index = {id(r): i for i, r in enumerate(roots)}
     return [_finding(a, folded.get(root_index.get(id(a), -1), []), view, config, job_start) for a in standalone]

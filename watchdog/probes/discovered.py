@@ -121,11 +121,14 @@ def failure_line(tails: List[bytes], matcher: Optional[Matcher]) -> str:
     return best[1] if best is not None else ""
 
 
-def failure_matcher(config: Config) -> Optional[Matcher]:
+def failure_matcher(config: Config, generic: bool = False) -> Optional[Matcher]:
     """The log rules (shipped packs and the user's) whose match in a rank's last lines is a
-    failure sign: severity warning or critical."""
+    failure sign: severity warning or critical, exact wordings only; with `generic`, the generic
+    vocabulary rules instead (a failure's shape, which a handled error has too: a cause to name
+    when something else says the job failed, never the sign itself)."""
     lc = config.probes.logs
-    rules = [r for r in lc.ruleset() if SEVERITY_RANK.get(r.severity, 0) >= SEVERITY_RANK["warning"]]
+    rules = [r for r in lc.ruleset() if SEVERITY_RANK.get(r.severity, 0) >= SEVERITY_RANK["warning"]
+             and r.fallback == generic]
     return Matcher(rules, engine=lc.engine, max_line_bytes=lc.max_line_bytes) if rules else None
 
 
@@ -160,12 +163,13 @@ class DiscoveredProcessProbe(Probe):
         self.interval, self.timeout = self.cfg.interval, self.cfg.timeout
         self._end_res = [re.compile(p) for p in self.dcfg.end_patterns]
         self._failures = failure_matcher(config)
+        self._shapes = failure_matcher(config, generic=True)
 
     def reconfigure(self, new: Probe) -> bool:
         if not isinstance(new, DiscoveredProcessProbe):
             return False
         self.cfg, self.dcfg, self.interval, self.timeout = new.cfg, new.dcfg, new.interval, new.timeout
-        self._end_res, self._failures = new._end_res, new._failures
+        self._end_res, self._failures, self._shapes = new._end_res, new._failures, new._shapes
         new.discard()  # one listener per daemon: the running probe keeps its own
         return True
 
@@ -316,6 +320,7 @@ class DiscoveredProcessProbe(Probe):
             ranks=len(job.ranks), gone=len(job.done) + len(job.left), done=len(job.done),
             heartbeats=len(job.heartbeats), end_line=end_line(tails + launcher, self._end_res),
             failure_line=failure_line(tails + launcher, self._failures),  # torchrun's ChildFailedError too
+            shape_line=failure_line(tails + launcher, self._shapes),
             first_left_at=min(times) if times else None, last_left_at=max(times) if times else None,
             first_exit=first, first_stop=stop, first_exit_zh=first_zh, first_stop_zh=stop_zh,
             exit_source=source, exits=exits)

@@ -70,6 +70,9 @@ class ActiveMatch:
     #: The first matching line of this run of matches (`summary` is the newest): where a NaN
     #: began is where to roll back to, so titles and hints name this one.
     first_summary: str = ""
+    #: A generic vocabulary rule's match (`fallback`): evidence for a cause, never a page alone
+    #: (see watchdog.detectors.logs).
+    generic: bool = False
 
 
 #: Launcher rules that report a failure or a restart rather than cause one: never a restart's cause.
@@ -434,7 +437,7 @@ class LogsProbe(Probe):
                 source=a["source"], path=a["path"], first_at=a["first_at"], last_at=a["last_at"], count=a["count"],
                 summary=a["summary"], evidence=tuple(a["evidence"]), hint=r.hint, hint_early=r.hint_early,
                 hint_late=r.hint_late, device=a["device"], job=a.get("job"),
-                first_summary=a.get("first_summary") or a["summary"]))
+                first_summary=a.get("first_summary") or a["summary"], generic=r.fallback))
         return out
 
 
