@@ -145,3 +145,17 @@ def test_a_failure_shape_alone_never_decides_an_end_but_names_the_cause():
     assert "rank 1 (pid 8) exit status 1 first" in page.summary
     assert page.summary.endswith("the last failure-shaped line: ValueError: bad value in config"), page.summary
     assert "最后一条疑似失败的日志行：ValueError: bad value in config" in page.details["said"]["zh"]
+
+
+def test_a_rule_that_needs_a_run_of_lines_is_no_failure_sign_alone():
+    """A dynamic loss scaler's routine overflow skip and Megatron's `skipped iterations: 1` are
+    lines of rules that fire on a trend or a count: one of them in a finished job's last lines
+    turned its clean end into a critical `job_gone`."""
+    m = failure_matcher(load_config_text("discovery: {enabled: true}\n"))
+    tails = [b"[INFO] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768\n"
+             b" iteration      100/     100 | lm loss: 2.1 | loss scale: 1.0 | number of skipped iterations:   1 |\n"
+             b"Training completed. Do not forget to share your model!\n"]
+    assert failure_line(tails, m) == ""
+    assert not any(r.threshold or r.trend for r in m.rules)
+    assert {"fp16_loss_scale_collapse", "skipped_iterations_repeated"} <= {
+        r.id for r in load_config_text("discovery: {enabled: true}\n").probes.logs.ruleset()}

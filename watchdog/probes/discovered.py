@@ -125,10 +125,13 @@ def failure_matcher(config: Config, generic: bool = False) -> Optional[Matcher]:
     """The log rules (shipped packs and the user's) whose match in a rank's last lines is a
     failure sign: severity warning or critical, exact wordings only; with `generic`, the generic
     vocabulary rules instead (a failure's shape, which a handled error has too: a cause to name
-    when something else says the job failed, never the sign itself)."""
+    when something else says the job failed, never the sign itself). Rules that fire on a count
+    (`threshold`) or a loss scale's trend (`trend`) are left out: one of their lines is routine
+    (a dynamic loss scaler's single overflow skip, `number of skipped iterations: 1`), and the
+    last lines hold one line, not the run the rule needs."""
     lc = config.probes.logs
     rules = [r for r in lc.ruleset() if SEVERITY_RANK.get(r.severity, 0) >= SEVERITY_RANK["warning"]
-             and r.fallback == generic]
+             and r.fallback == generic and r.threshold is None and r.trend is None]
     return Matcher(rules, engine=lc.engine, max_line_bytes=lc.max_line_bytes) if rules else None
 
 
