@@ -29,3 +29,25 @@ def test_second_daemon_refuses_and_a_killed_ones_lock_does_not_block(make_daemon
     assert third.status()["pid"] == third.proc.pid
     assert (tmp_path / "state" / "daemon.lock").read_text().strip() == str(third.proc.pid)
     assert oct((tmp_path / "state" / "daemon.lock").stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_deleted_lock_file_lets_no_second_daemon_in(make_daemon, tmp_path):
+    """`rm state/daemon.lock` (a cleanup script, a curious operator) let a second daemon start on
+    the folder beside the first, and both paged every alert. The folder's own lock holds; the
+    first daemon writes its lock file again."""
+    from tests.helpers import wait_for
+
+    cfg = {"probes": {"commands": [{"name": "ok", "argv": ["/bin/true"], "interval": "1s", "timeout": "5s"}]}}
+    first = make_daemon(cfg)
+    lock = tmp_path / "state" / "daemon.lock"
+    lock.unlink()
+    second = Daemon(tmp_path, cfg)
+    second.config_path = tmp_path / "second.yaml"
+    second.write_config(second.config)
+    out = subprocess.run([sys.executable, "-m", "watchdog", "run", "-c", str(second.config_path)],
+                         capture_output=True, text=True, cwd=str(REPO), timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "is already using the state folder" in out.stderr and "Traceback" not in out.stderr
+    assert first.alive()
+    wait_for(lambda: lock.exists() and lock.read_text().strip() == str(first.proc.pid), timeout=30,
+             what="the first daemon's lock file written again")

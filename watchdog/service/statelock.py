@@ -1,9 +1,13 @@
-"""One daemon per state folder: an exclusive lock on `<state_dir>/daemon.lock`.
+"""One daemon per state folder: an exclusive lock on the folder itself and on
+`<state_dir>/daemon.lock`.
 
 Two daemons on one folder would both send every alert, overwrite each other's log offsets and
 fight over the alerting database. flock (not a pid file) because the kernel drops it when its
 holder dies, even by SIGKILL: a stale lock file can never block a restart. The file holds the
-holder's pid only so the refusal can name it.
+holder's pid only so the refusal can name it. The lock on the folder's own inode holds when
+someone deletes the lock file (`rm state/daemon.lock` let a second daemon start beside the first
+and both paged); a folder deleted whole is a new folder, which the running daemon re-creates and
+locks again (watchdog.wiring.startup.StateFolder.check).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+from typing import Optional
 
 LOCK_NAME = "daemon.lock"
 
@@ -54,6 +59,44 @@ def acquire(state_dir: str) -> int:
         except OSError:  # a full disk: the lock holds all the same, only the pid stays unsaid
             pass
     return fd
+
+
+def lock_dir(state_dir: str) -> Optional[int]:
+    """Take the lock on the folder's own inode; the descriptor must stay open for the daemon's
+    lifetime. Raises StateFolderBusy when another process holds it. None where a folder cannot be
+    locked (flock on a directory is refused by some network filesystems): the lock file alone
+    keeps a second daemon out there."""
+    cloexec = getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(state_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | cloexec)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise StateFolderBusy(state_dir, _holder(state_dir)) from None
+        return None
+    return fd
+
+
+def _holder(state_dir: str) -> str:
+    """The pid the lock file names ("unknown" when it is gone or unreadable)."""
+    try:
+        with open(os.path.join(state_dir, LOCK_NAME), "rb") as f:
+            return f.read(32).decode("ascii", "replace").strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def same_dir(fd: Optional[int], state_dir: str) -> bool:
+    """Whether `fd` (from `lock_dir`) is still the folder at `state_dir` (false once it was
+    deleted or replaced)."""
+    if fd is None:
+        return False
+    try:
+        here, ours = os.stat(state_dir), os.fstat(fd)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (ours.st_dev, ours.st_ino)
 
 
 def held(fd: int, state_dir: str) -> bool:

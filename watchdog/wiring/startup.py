@@ -50,8 +50,12 @@ class StateFolder:
         #: None while the folder cannot be created or locked yet (a full or read-only disk at
         #: boot): the daemon runs on and `check` takes the lock once it can.
         self.lock_fd: Optional[int] = None
+        #: The lock on the folder itself (None where the filesystem refuses it): it holds when
+        #: the lock file is deleted under the daemon.
+        self.dir_fd: Optional[int] = None
         try:
             ensure_private_dir(path)
+            self.dir_fd = statelock.lock_dir(path)
             self.lock_fd = statelock.acquire(path)
         except OSError as exc:  # StateFolderBusy is no OSError: another daemon still stops this one
             log.error("cannot create or lock the state folder %s now (%s); the daemon runs on with its alert "
@@ -65,6 +69,11 @@ class StateFolder:
         if self.lock_fd is not None and statelock.held(self.lock_fd, self.path):
             return
         ensure_private_dir(self.path)
+        if not statelock.same_dir(self.dir_fd, self.path):  # deleted whole, or never locked
+            new_dir = statelock.lock_dir(self.path)
+            if self.dir_fd is not None:
+                os.close(self.dir_fd)
+            self.dir_fd = new_dir
         fd = statelock.acquire(self.path)
         if self.lock_fd is None:
             log.warning("the state folder %s can be used now; its lock is taken", self.path)
