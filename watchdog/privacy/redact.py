@@ -25,8 +25,9 @@ MIN_SECRET_LEN = 4
 MIN_PIECE_LEN = 8
 
 _SECRET_NAME = re.compile(
-    # The lookahead keeps TOKENIZERS_PARALLELISM or max_tokens from counting as secrets.
-    r"((TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|APIKEY|ACCESSKEY|WEBHOOK|COOKIE|SESSION)(?![A-Z])"
+    # The lookahead keeps TOKENIZERS_PARALLELISM or max_tokens from counting as secrets; plurals
+    # and short forms of the other words are secrets (TORCH_NPU_CREDS, AWS_SECRETS, DB_PASSWORDS).
+    r"((TOKEN|SECRETS?|PASSWORDS?|PASSWD|PASSPHRASE|CREDENTIALS?|CREDS|PRIVATE|APIKEY|ACCESSKEY|WEBHOOK|COOKIE|SESSION)(?![A-Z])"
     r"|(^|_)(KEY|KEYS|PASS|PWD|AUTH|SIGN|SIGNATURE)($|_))",
     re.IGNORECASE,
 )
