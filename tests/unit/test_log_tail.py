@@ -277,3 +277,42 @@ def test_offsets_are_written_every_round_and_fsynced_at_most_once_a_minute(tmp_p
     assert len(syncs) == 3  # (t2's first save, then t's minute)
     t.close()
     assert len(syncs) == 4
+
+
+def test_a_plain_path_that_loops_stays_an_error_beside_a_readable_sibling(tmp_path: Path) -> None:
+    """Two plain paths in one folder (discovery follows each rank's own file): one becomes a
+    symlink loop. Its error was kept under the folder's name, which the readable sibling cleared
+    in the same round: both log lines four times a second, and the loop never stayed counted."""
+    import logging
+
+    (tmp_path / "rank0.log").write_bytes(b"a\n")
+    (tmp_path / "rank1.log").write_bytes(b"b\n")
+    spec = SourceSpec("train", (str(tmp_path / "rank0.log"), str(tmp_path / "rank1.log")),
+                      rank_pattern=r"rank[_-]?(\d+)", start="end")
+    t, sink = Tailer([spec], str(tmp_path / "offsets.json")), Sink()
+    t.poll(sink, 1.0)
+    (tmp_path / "rank0.log").unlink()
+    os.symlink(tmp_path / "rank0.log", tmp_path / "rank0.log")
+    # Its own handler on the tailer's logger: other tests of a worker may configure logging.
+    records: List[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("watchdog.logrules.tail")
+    level, disabled, floor = logger.level, logger.disabled, logging.root.manager.disable
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.disabled = False
+    logging.disable(logging.NOTSET)
+    try:
+        for i in range(5):
+            t.poll(sink, 2.0 + i)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.disabled = disabled
+        logging.disable(floor)
+    loop = str(tmp_path / "rank0.log")
+    assert list(t.errors) == [loop] and t.error_sources[loop] == "train"
+    assert t.stats["train"].read_errors_total == 1
+    said = [r.getMessage() for r in records if "rank0.log" in r.getMessage()]
+    assert len(said) == 1 and "cannot read log path" in said[0], said

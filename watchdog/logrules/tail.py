@@ -134,6 +134,14 @@ def static_dir(pattern: str) -> str:
     return os.sep.join(fixed) or (os.sep if pattern.startswith(os.sep) else ".")
 
 
+def _error_key(pattern: str) -> str:
+    """Where a configured path's error is kept: a glob's fixed directory (the listing failed), or a
+    plain path itself. Keyed by its directory, a plain path that cannot be read (a symlink loop)
+    and a readable sibling in the same folder set and cleared one error in turn, logging both
+    four times a second, and the unreadable path never stayed counted."""
+    return static_dir(pattern) if glob.has_magic(pattern) else pattern
+
+
 def _fingerprint(fd: int, length: int) -> str:
     return _digest(os.pread(fd, length, 0)) if length > 0 else ""
 
@@ -292,7 +300,7 @@ class Tailer:
         return out
 
     def _check_dir(self, pattern: str, source: str) -> None:
-        where = static_dir(pattern)
+        where = _error_key(pattern)
         try:
             if glob.has_magic(pattern):
                 with os.scandir(where):
@@ -344,7 +352,7 @@ class Tailer:
                 self._clear_error(p)
             except OSError as exc:
                 self._set_error(p, src.name, f"{p}: {exc.strerror or exc}")
-        dirs = {static_dir(os.path.expanduser(p)) for src in self.sources for p in src.paths}
+        dirs = {_error_key(os.path.expanduser(p)) for src in self.sources for p in src.paths}
         for key in [k for k in self.errors if k not in current and k not in dirs]:
             self._clear_error(key)  # an unreadable file that is gone, or a source no longer configured
         self._close_idle(now)
