@@ -198,3 +198,34 @@ def test_an_idle_sender_sleeps_until_a_row_is_committed(tmp_path):
             wait_for(lambda: store.outbox_stats()[0] == 0, what="row removed after delivery")
         finally:
             ob.stop()
+
+
+def test_an_attempt_whose_answer_never_came_makes_the_next_a_possible_repeat(tmp_path):
+    """The request went out whole and the receiver answered after the read timeout (it may well
+    have posted the message): the retry says it may be a repeat (the webhook's `possibleRepeat`,
+    with the same Idempotency-Key). A receiver that was not listening at all got nothing, so the
+    retry after a refused connection is not marked."""
+    with Receiver("webhook") as rx:
+        rx.script(Answer(200, {"ok": True}, delay=2.0))
+        store, ob = outbox(tmp_path, [{"type": "webhook", "name": "w", "url": rx.url, "read_timeout": "500ms"}])
+        ob.enqueue([("w", "k1", "firing", note(1))])
+        ob.start()
+        try:
+            got = rx.wait_for(2, timeout=30, accepted=False)
+            assert [r.headers["Idempotency-Key"] for r in got] == ["k1", "k1"]
+            # (recorded when answered: the slow first answer may be recorded after the retry)
+            assert sorted(r.json["possibleRepeat"] for r in got) == [False, True]
+            wait_for(lambda: ob.counts[("w", "sent")] == 1, what="sent")
+        finally:
+            ob.stop()
+    port = closed_port()
+    store, ob = outbox(tmp_path / "refused", [{"type": "webhook", "name": "w", "url": f"http://127.0.0.1:{port}/hook"}])
+    ob.enqueue([("w", "k2", "firing", note(2))])
+    ob.start()
+    try:
+        wait_for(lambda: ob.counts[("w", "retried")] >= 1, what="a refused attempt")
+        with Receiver("webhook", port=port) as rx:
+            got = rx.wait_for(1, timeout=30)
+            assert got[0].headers["Idempotency-Key"] == "k2" and got[0].json["possibleRepeat"] is False
+    finally:
+        ob.stop()

@@ -91,6 +91,8 @@ class MemoryRow:
     created: float
     attempts: int = 0
     next_at: float = 0.0
+    #: An earlier attempt may have reached the vendor (see `Verdict.maybe_delivered`).
+    repeat: bool = False
 
 
 def backoff(cfg: AlertingConfig, attempts: int) -> float:
@@ -222,7 +224,7 @@ class _ChannelSender:
             self.limiter.block(answered + delay)
         else:
             delay = backoff(cfg, row.attempts)
-        store.retry(row.id, answered + delay, verdict.line())
+        store.retry(row.id, answered + delay, verdict.line(), repeat=verdict.maybe_delivered)
         self.outbox.count(ch.name, "retried")
         level = logging.WARNING if attempt <= 3 or attempt % 10 == 0 else logging.DEBUG
         log.log(level, "channel %s: attempt %d of notification %s failed (%s); retrying in %.1fs%s", ch.name, attempt,
@@ -245,7 +247,7 @@ class _ChannelSender:
         if wait > 0:
             return wait
         self.limiter.record(clock.now())
-        verdict = ch.deliver(mem.note, self.session)
+        verdict = ch.deliver(replace(mem.note, repeat=True) if mem.repeat else mem.note, self.session)
         self.outbox.last_verdict[ch.name] = verdict
         if verdict.ok or not verdict.retryable:
             self.outbox.memory_done(ch.name, mem)
@@ -261,6 +263,7 @@ class _ChannelSender:
             self.limiter.block(answered + delay)
         mem.attempts += 1
         mem.next_at = answered + delay
+        mem.repeat = mem.repeat or verdict.maybe_delivered
         self.outbox.count(ch.name, "retried")
         log.warning("channel %s: attempt %d of notification %s (from memory) failed (%s); retrying in %.1fs%s",
                     ch.name, mem.attempts, mem.ikey, verdict.line(), delay, _capped(cfg, verdict.retry_after),

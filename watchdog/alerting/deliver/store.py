@@ -182,10 +182,12 @@ class OutboxQueue:
         with self._tx() as db:
             db.execute("DELETE FROM outbox WHERE id=?", (row_id,))
 
-    def retry(self, row_id: int, next_at: float, error: str) -> None:
+    def retry(self, row_id: int, next_at: float, error: str, repeat: bool = False) -> None:
+        """Schedule the next attempt; `repeat`: this one may have reached the vendor, so every
+        later attempt is marked as a possible repeat."""
         with self._tx() as db:
-            db.execute("UPDATE outbox SET attempts=attempts+1, next_at=?, last_error=?, in_flight=0 WHERE id=?",
-                       (next_at, error, row_id))
+            db.execute("UPDATE outbox SET attempts=attempts+1, next_at=?, last_error=?, in_flight=0, "
+                       "repeat=MAX(repeat, ?) WHERE id=?", (next_at, error, int(repeat), row_id))
 
     def outbox_stats(self) -> tuple:
         """(pending count, oldest created time or None)."""

@@ -46,6 +46,9 @@ class Verdict:
     detail: str
     retryable: bool = True
     retry_after: Optional[float] = None
+    #: The request went out whole and no answer came back (a read timeout, the connection cut
+    #: mid-answer): the vendor may have the message, so the next attempt is a possible repeat.
+    maybe_delivered: bool = False
 
     def line(self) -> str:
         code = f"HTTP {self.status}" if self.status is not None else "no HTTP answer"
@@ -125,6 +128,11 @@ def http_verdict(status: int, headers: Dict[str, str], text: str) -> Verdict:
         return Verdict(False, status, f"rate limited: {detail}", True, parse_retry_after(headers.get("Retry-After")))
     if status in (408, 425) or status >= 500:
         return Verdict(False, status, detail, True, parse_retry_after(headers.get("Retry-After")))
+    if status in (302, 303, 307):
+        # A temporary redirect (a proxy's or a portal's login page, a receiver being moved): not
+        # followed (the message would go to another host), and not dropped either: retried until
+        # the URL answers again or `max_age`, with a warning per attempt saying what answered.
+        return Verdict(False, status, "temporary redirect refused (check the URL and any proxy in front of it)", True)
     if 300 <= status < 400:
         return Verdict(False, status, "redirect refused (check the URL)", False)
     return Verdict(False, status, detail, False)
@@ -258,7 +266,8 @@ class Channel:
             if session is None:
                 sess.close()
         if deadline.expired:  # the answer ended when the deadline shut the socket
-            return Verdict(False, status, f"no complete answer within the attempt deadline ({self.cfg.attempt_timeout:g}s)")
+            return Verdict(False, status, f"no complete answer within the attempt deadline ({self.cfg.attempt_timeout:g}s)",
+                           maybe_delivered=True)
         try:
             v = self.verdict(status, rheaders, text)
         except Exception as exc:
@@ -271,16 +280,37 @@ class Channel:
     def _failed(self, exc: Exception, deadline: Deadline) -> Verdict:
         """The verdict of an attempt that got no usable answer (never contains a secret)."""
         if deadline.expired:
-            return Verdict(False, None, f"no complete answer within the attempt deadline ({self.cfg.attempt_timeout:g}s)")
+            return Verdict(False, None, f"no complete answer within the attempt deadline ({self.cfg.attempt_timeout:g}s)",
+                           maybe_delivered=True)
         import requests  # loaded by the attempt (make_session)
 
         if isinstance(exc, requests.exceptions.ConnectTimeout):
             return Verdict(False, None, f"connect timeout after {self.cfg.connect_timeout:g}s")
         if isinstance(exc, requests.exceptions.ReadTimeout):
-            return Verdict(False, None, f"no answer within the read timeout ({self.cfg.read_timeout:g}s)")
+            return Verdict(False, None, f"no answer within the read timeout ({self.cfg.read_timeout:g}s)",
+                           maybe_delivered=True)
         if isinstance(exc, requests.exceptions.ConnectionError):
-            return Verdict(False, None, "connection failed: " + self.scrub(_root_reason(exc)))
-        return Verdict(False, None, self.scrub(f"{type(exc).__name__}: {exc}"))
+            return Verdict(False, None, "connection failed: " + self.scrub(_root_reason(exc)),
+                           maybe_delivered=not _never_connected(exc))
+        return Verdict(False, None, self.scrub(f"{type(exc).__name__}: {exc}"), maybe_delivered=True)
+
+
+def _never_connected(exc: BaseException) -> bool:
+    """Whether a ConnectionError happened before the request could leave (refused, no route, a
+    name that does not resolve): only then is the next attempt surely not a repeat."""
+    import socket
+
+    from urllib3.exceptions import NewConnectionError
+
+    seen = 0
+    cur: Optional[BaseException] = exc
+    while cur is not None and seen < 10:
+        if isinstance(cur, (NewConnectionError, ConnectionRefusedError, socket.gaierror)):
+            return True
+        nxt = getattr(cur, "reason", None)  # urllib3's MaxRetryError keeps its cause here
+        cur = nxt if isinstance(nxt, BaseException) else (cur.__cause__ or cur.__context__)
+        seen += 1
+    return False
 
 
 def _root_reason(exc: BaseException) -> str:
