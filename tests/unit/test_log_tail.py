@@ -7,6 +7,8 @@ import stat
 from pathlib import Path
 from typing import List, Tuple
 
+import pytest
+
 from watchdog.logrules.tail import SourceSpec, Tailer
 
 
@@ -316,3 +318,36 @@ def test_a_plain_path_that_loops_stays_an_error_beside_a_readable_sibling(tmp_pa
     assert t.stats["train"].read_errors_total == 1
     said = [r.getMessage() for r in records if "rank0.log" in r.getMessage()]
     assert len(said) == 1 and "cannot read log path" in said[0], said
+
+
+def test_a_sparse_hole_is_skipped_not_read(tmp_path: Path) -> None:
+    """A copytruncate under a writer that does not append leaves a hole as large as the log was
+    before the writer's next line: a gigabyte of zeros that took minutes of 64 MiB rounds to read
+    while the line after it (a NaN) waited. The hole is skipped; the line is read in one round."""
+    probe = tmp_path / "probe"
+    with open(probe, "wb") as fh:
+        fh.truncate(1 << 20)
+        fh.seek(0, os.SEEK_END)
+        fh.write(b"x")
+    fd = os.open(probe, os.O_RDONLY)
+    try:
+        reports_holes = os.lseek(fd, 0, getattr(os, "SEEK_DATA", 0)) > 0
+    except OSError:
+        reports_holes = False
+    finally:
+        os.close(fd)
+        probe.unlink()
+    if not reports_holes:
+        pytest.skip("this filesystem does not report holes (SEEK_DATA): everything is data there")
+    log_path = tmp_path / "rank0.log"
+    log_path.write_bytes(b"step 1\n")
+    t, sink = make(tmp_path, start="start", round_bytes=1 << 20, slice_bytes=1 << 16), Sink()
+    t.poll(sink, 1.0)
+    assert sink.texts() == [b"step 1"]
+    with open(log_path, "r+b") as fh:
+        fh.truncate(7 + (1 << 30))  # a 1 GiB hole after the first line
+        fh.seek(0, os.SEEK_END)
+        fh.write(b"loss: nan at step 2\n")
+    t.poll(sink, 2.0)
+    assert sink.texts()[-1].endswith(b"loss: nan at step 2")
+    assert t.files[str(log_path)].offset == log_path.stat().st_size
