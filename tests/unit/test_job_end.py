@@ -106,6 +106,16 @@ def test_end_lines_in_the_wordings_of_trainers_and_launchers():
     for line in ends:
         assert end_line([b"iteration 5 | loss 2.0\n" + line + b"\n"], pats) == line.decode().strip(), line
     assert end_line([b"iteration 5 | loss 2.0\nsaving checkpoint\n"], pats) == ""
+    # An epoch's end is not the job's: a preemption during the checkpoint after it read as a clean end.
+    assert end_line([b"Epoch 1/3: training complete, saving checkpoint...\n"], pats) == ""
+    assert end_line([b"[Epoch 2] training finished, evaluating\n"], pats) == ""
+    # The shipped example config lists its own patterns: the same holds there.
+    from tests.helpers import REPO
+    from watchdog.config import load_config
+
+    shipped = [re.compile(p) for p in load_config(str(REPO / "config" / "npu-watchdog.example.yaml")).discovery.end_patterns]
+    assert end_line([b"Epoch 1/3: training complete, saving checkpoint...\n"], shipped) == ""
+    assert end_line([b"rank 0: training complete\n"], shipped) == "rank 0: training complete"
     assert end_line([b"\xff\xfe" * 100 + b"\x00\n"], pats) == ""  # bad bytes: no crash, no end
 
 
