@@ -5,29 +5,12 @@ kind has lines that look alike and must stay silent."""
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import List
-
 import pytest
 
+from tests.rule_kit import ENGINES, rules_on
 from watchdog.core.verdict import verdict_of_rule
 from watchdog.logrules import codes
-from watchdog.logrules.extract import Extractor, StreamState
-from watchdog.logrules.matcher import Matcher, re2_available
 from watchdog.logrules.model import build_ruleset
-
-ENGINES = ["re"] + (["re2"] if re2_available() else [])
-
-
-@lru_cache(maxsize=None)
-def _matcher(engine: str) -> Matcher:
-    """One compiled rule set per engine for the whole file (a matcher holds no stream state)."""
-    return Matcher(build_ruleset(), engine=engine)
-
-
-def _rules(line: str, engine: str) -> List[str]:
-    ex = Extractor(_matcher(engine))
-    return sorted({e.rule.id for e in ex.feed(StreamState(), (line + "\n").encode("utf-8"), None)})
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -46,7 +29,7 @@ def test_the_cuda_runtimes_printed_text_is_its_code(engine: str, line: str, rule
     """The line is a device finding (the code's rule, or a device-pack rule that names the same fault
     first: the code rule yields to it) and the message names the code and its meaning."""
     category = {r.id: r.category for r in build_ruleset()}
-    fired = _rules(line, engine)
+    fired = rules_on(line, engine)
     assert rule in fired or {category[r] for r in fired} == {category[rule]}
     entry = codes.describe(line)
     assert entry is not None and (entry.table, entry.code) == ("cuda", code)
@@ -70,7 +53,7 @@ def test_every_cuda_code_with_a_text_is_read_from_it() -> None:
     "node-1:1:2 [0] include/alloc.h:102 NCCL WARN Cuda failure 1 'invalid argument'",  # NCCL's: the hccl pack's
 ])
 def test_a_cuda_text_in_other_words_is_no_code(engine: str, line: str) -> None:
-    assert not any(r.startswith("code_cuda") for r in _rules(line, engine)), line
+    assert not any(r.startswith("code_cuda") for r in rules_on(line, engine)), line
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -189,7 +172,7 @@ def test_a_cuda_text_in_other_words_is_no_code(engine: str, line: str) -> None:
      "cache (12345). Try increasing `gpu_memory_utilization`", "oom_exception"),
 ])
 def test_the_seventh_rounds_wordings_are_reported(engine: str, line: str, rule: str) -> None:
-    assert rule in _rules(line, engine)
+    assert rule in rules_on(line, engine)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -244,7 +227,7 @@ def test_the_seventh_rounds_wordings_are_reported(engine: str, line: str, rule: 
 def test_their_look_alikes_stay_silent(engine: str, line: str) -> None:
     """Silent; Slurm's exit row of a task (`Exited with exit code 0`) may only be the launcher's
     exit report, which judges the code itself."""
-    fired = _rules(line, engine)
+    fired = rules_on(line, engine)
     allowed = {"launcher_exit_report"} if "Exited" in line else set()
     assert set(fired) <= allowed, (line, fired)
 

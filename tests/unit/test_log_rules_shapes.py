@@ -6,27 +6,12 @@ the kernel, GPU kernel drivers giving a card up, code-table contexts, a runner's
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import List
-
 import pytest
 
-from watchdog.logrules.extract import Extractor, StreamState
-from watchdog.logrules.matcher import Matcher, re2_available
+from tests.rule_kit import ENGINES, rules_on
 from watchdog.logrules.model import build_ruleset
 
-ENGINES = ["re"] + (["re2"] if re2_available() else [])
 CATEGORY = {r.id: r.category for r in build_ruleset()}
-
-
-@lru_cache(maxsize=None)
-def _matcher(engine: str) -> Matcher:
-    return Matcher(build_ruleset(), engine=engine)
-
-
-def _rules(line: str, engine: str) -> List[str]:
-    ex = Extractor(_matcher(engine))
-    return sorted({e.rule.id for e in ex.feed(StreamState(), (line + "\n").encode("utf-8"), None)})
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -58,7 +43,7 @@ def _rules(line: str, engine: str) -> List[str]:
     ("worker exited with status 134", "crash"),
 ])
 def test_a_wider_shape_reports_its_category(engine: str, line: str, category: str) -> None:
-    assert category in {CATEGORY[r] for r in _rules(line, engine)}, _rules(line, engine)
+    assert category in {CATEGORY[r] for r in rules_on(line, engine)}, rules_on(line, engine)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -80,4 +65,4 @@ def test_a_wider_shape_reports_its_category(engine: str, line: str, category: st
     "Error: Process completed with exit code 1.",
 ])
 def test_look_alikes_stay_silent(engine: str, line: str) -> None:
-    assert not {CATEGORY[r] for r in _rules(line, engine)} & {"oom", "device", "crash"}, _rules(line, engine)
+    assert not {CATEGORY[r] for r in rules_on(line, engine)} & {"oom", "device", "crash"}, rules_on(line, engine)
