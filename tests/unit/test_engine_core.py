@@ -389,3 +389,16 @@ def test_the_timer_sleeps_until_the_next_due_time_and_never_spins():
     s.due_at = T0  # a pass left something already due: the old poll's cadence, not a spin
     assert s.next_wait(T0 + 0.5, ran=True) == RETRY_SLEEP
     assert s.next_wait(T0 + 0.5, ran=False) == MIN_SLEEP and s.sleeping_until == T0 + 0.5 + MIN_SLEEP
+
+
+def test_a_zombie_rank_reaped_is_one_page_not_two(tmp_path):
+    """A rank exited and its launcher did not reap it (stopped, or busy): rank_zombie paged. When
+    the launcher reaps it, the same death shows as rank_missing: folded into the zombie's page,
+    not a second critical page 30 s later (an attack pass saw both). With the shipped config's
+    resolve_delay (1m): the zombie's alert is still firing when the reaped rank shows as missing."""
+    c = Core(tmp_path, group_window="1s", resolve_delay="1m")
+    zombie = f("rank_zombie", "critical", rank="3", pid="13158")
+    gone = f("rank_missing", "critical", rank="3", pid="13158")
+    assert kinds(c.hold([zombie], T0, 40.0)) == [("firing", ["rank_zombie"])]
+    # Nothing more: no second page, and no "resolved" for the zombie while its rank is missing.
+    assert kinds(c.hold([gone], T0 + 41, 400.0, step=1.0)) == []

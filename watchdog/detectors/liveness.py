@@ -664,10 +664,14 @@ RULES = (
     Rule("job_finished", "info",
          inhibits=(_JOB_SYMPTOMS, Inhibits(("rank_missing", "rank_zombie"))), title="Training job finished cleanly"),
     Rule("rank_missing", "critical",
-         inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS), warmup=_process_warmup, same_event=_KERNEL_DEATH, ends=True,
+         inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS), warmup=_process_warmup, same_event=_KERNEL_DEATH + ("rank_zombie",),
+         ends=True,
          title="Rank process gone"),
+    # A zombie reaped is the same death: rank_zombie paged it; the rank_missing that follows the
+    # reaping is folded into it, not paged again (nor is the zombie's alert said resolved while
+    # its rank is missing). Needs the zombie's alert still firing then: resolve_delay > 0.
     Rule("rank_zombie", "critical",
-         inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS),
+         inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS), same_event=("rank_missing",),
          warmup=lambda c, f: float(PROCESS_CONFIG.of(c).zombie_after) + probe_wait(c, "process"), title="Rank process is a zombie"),
     Rule("rank_stopped", "critical",
          inhibits=(_RANK_SYMPTOMS, _JOB_SYMPTOMS),
