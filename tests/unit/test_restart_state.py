@@ -98,3 +98,43 @@ def test_active_log_matches_and_progress_survive_a_restart(tmp_path):
                                                                        for a in obs.active]
     assert obs2.progress_at == obs.progress_at
     q.close()
+
+
+def test_a_progress_file_that_cannot_be_saved_is_said_once_per_episode(tmp_path, monkeypatch):
+    """A full or broken state folder: each round's failed save logged the same warning again (a
+    line every 10 s for the whole episode); once, then once more when saving works again."""
+    import logging
+
+    from watchdog.probes import heartbeat as hb_mod
+
+    clock = [1000.0]
+    monkeypatch.setattr(hb_mod.time, "monotonic", lambda: clock[0])
+    (tmp_path / "hb").mkdir()
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / PROGRESS_FILE).mkdir()  # the save cannot replace a folder
+    records = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("watchdog.probes.heartbeat")
+    level, disabled = logger.level, logger.disabled
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.disabled = False
+    try:
+        probe = _hb_probe(tmp_path)
+        for step in range(1, 6):
+            clock[0] += 120
+            (tmp_path / "hb" / "rank0.json").write_text(json.dumps({"step": step, "phase": "train", "time": time.time()}))
+            probe.collect()
+        said = [r.getMessage() for r in records if "heartbeat progress" in r.getMessage()]
+        assert len(said) == 1 and said[0].startswith("cannot save heartbeat progress"), said
+        (tmp_path / "state" / PROGRESS_FILE).rmdir()
+        clock[0] += 120
+        (tmp_path / "hb" / "rank0.json").write_text(json.dumps({"step": 9, "phase": "train", "time": time.time()}))
+        probe.collect()
+        said = [r.getMessage() for r in records if "heartbeat progress" in r.getMessage()]
+        assert len(said) == 2 and "saved to" in said[1] and "again" in said[1], said
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.disabled = disabled

@@ -33,8 +33,6 @@ from watchdog.service.statefiles import read_json, write_json
 log = logging.getLogger(__name__)
 
 #: JSON-lines files grow; only their tail is read.
-log = logging.getLogger(__name__)
-
 TAIL_BYTES = 64 * 1024
 #: Each rank's last step and when it changed, kept next to the log offsets (see statefile).
 PROGRESS_FILE = "heartbeat-progress.json"
@@ -141,6 +139,8 @@ class HeartbeatProbe(Probe):
         self._state_path = os.path.join(state_dir, PROGRESS_FILE) if state_dir else None
         self._saved: Dict[str, Any] = {}
         self._saved_at: Optional[float] = None
+        #: Why the last progress save failed (None once one succeeds): said once per episode.
+        self._save_error: Optional[str] = None
         self._restore_progress()
 
     # -- last progress across restarts ----------------------------------------------------------
@@ -176,7 +176,16 @@ class HeartbeatProbe(Probe):
             write_json(self._state_path, {"version": PROGRESS_VERSION, "data": doc})
             self._saved, self._saved_at = doc, now
         except OSError as exc:
-            log.warning("cannot save heartbeat progress to %s: %s", self._state_path, exc.strerror or exc)
+            # Said once per episode (a full disk lasts; a warning every round said nothing new),
+            # and when saving works again; the state_unwritable alert covers the folder itself.
+            msg = f"cannot save heartbeat progress to {self._state_path}: {exc.strerror or exc}"
+            if msg != self._save_error:
+                log.warning("%s", msg)
+            self._save_error = msg
+            return
+        if self._save_error is not None:
+            log.info("heartbeat progress saved to %s again", self._state_path)
+            self._save_error = None
 
     def _paths(self) -> List[str]:
         found: List[str] = []
