@@ -229,3 +229,19 @@ def test_an_attempt_whose_answer_never_came_makes_the_next_a_possible_repeat(tmp
             assert got[0].headers["Idempotency-Key"] == "k2" and got[0].json["possibleRepeat"] is False
     finally:
         ob.stop()
+
+
+def test_a_failed_tls_handshake_never_sent_the_request() -> None:
+    """The next attempt after a failed TLS handshake (a certificate, a protocol) is no repeat: the
+    request never left. A connection cut after the request is one."""
+    import ssl
+
+    import requests
+    from urllib3.exceptions import MaxRetryError, ProtocolError
+
+    from watchdog.alerting.deliver.channels.base import _never_connected
+
+    tls = requests.exceptions.SSLError(MaxRetryError(None, "/hook", reason=ssl.SSLError(1, "CERTIFICATE_VERIFY_FAILED")))
+    assert _never_connected(tls)
+    cut = requests.exceptions.ConnectionError(ProtocolError("Connection aborted.", ConnectionResetError(104, "reset")))
+    assert not _never_connected(cut)

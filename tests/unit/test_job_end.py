@@ -109,6 +109,10 @@ def test_end_lines_in_the_wordings_of_trainers_and_launchers():
     # An epoch's end is not the job's: a preemption during the checkpoint after it read as a clean end.
     assert end_line([b"Epoch 1/3: training complete, saving checkpoint...\n"], pats) == ""
     assert end_line([b"[Epoch 2] training finished, evaluating\n"], pats) == ""
+    # ... but a stage or phase in a file or logger name, or an epoch count before a sentence's end, is no epoch's end.
+    for line in (b"[INFO] stage2_sft.py:212 >> Training complete.", b"Epoch 10/10 done. Training complete!",
+                 b"ZeRO stage 3: training finished in 3h", b"2026-12-06 | phase1_pretrain | INFO | training finished"):
+        assert end_line([line + b"\n"], pats) == line.decode(), line
     # The shipped example config lists its own patterns: the same holds there.
     from tests.helpers import REPO
     from watchdog.config import load_config

@@ -66,3 +66,20 @@ def test_a_wider_shape_reports_its_category(engine: str, line: str, category: st
 ])
 def test_look_alikes_stay_silent(engine: str, line: str) -> None:
     assert not {CATEGORY[r] for r in rules_on(line, engine)} & {"oom", "device", "crash"}, rules_on(line, engine)
+
+
+def test_a_user_rule_comes_before_the_generic_ones_and_cannot_be_one() -> None:
+    """A line a user rule reports gets no generic match beside it (the generic rules fill only
+    gaps), and a user rule cannot declare itself generic (its matches would never page)."""
+    from watchdog.logrules.extract import Extractor, StreamState
+    from watchdog.logrules.matcher import Matcher
+    from watchdog.logrules.model import RuleError
+
+    mine = {"id": "my_fatal", "category": "custom", "severity": "critical", "patterns": ["MY FATAL"],
+            "literals": ["my fatal"], "title": "my fatal", "hint": "look"}
+    rules = build_ruleset(user_rules=[mine])
+    ex = Extractor(Matcher(rules))
+    got = {e.rule.id for e in ex.feed(StreamState(), b"RuntimeError: MY FATAL device failed\n", None)}
+    assert got == {"my_fatal"}, got
+    with pytest.raises(RuleError, match="fallback"):
+        build_ruleset(user_rules=[dict(mine, fallback=True)])

@@ -286,16 +286,18 @@ def build_ruleset(packs: Sequence[str] = SHIPPED_PACKS, disable: Iterable[str] =
         if r.id not in disabled:
             out.append(r)
             seen.add(r.id)
-    # Last, the generic vocabulary rules: they fill only what no wording and no code reports.
-    for p in packs:
-        for r in load_pack(p):
-            if r.id not in disabled and r.fallback:
-                out.append(r)
-                seen.add(r.id)
+    generic = [r for p in packs for r in load_pack(p) if r.id not in disabled and r.fallback]
+    seen.update(r.id for r in generic)
     for data in user_rules:
         r = make_rule(data, "custom")
         if r.id in seen or r.id in known:
             raise RuleError(f"rule {r.id}: id already used by another rule")
+        if r.fallback:
+            raise RuleError(f"rule {r.id}: `fallback` is for the shipped generic rules (a match of one is evidence, "
+                            "never an alert of its own); leave it out of a user rule")
         seen.add(r.id)
         out.append(r)
+    # Last, the generic vocabulary rules: they fill only what no wording, no code and no user rule
+    # reports.
+    out.extend(generic)
     return tuple(out)

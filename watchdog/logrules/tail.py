@@ -135,24 +135,37 @@ def static_dir(pattern: str) -> str:
     return os.sep.join(fixed) or (os.sep if pattern.startswith(os.sep) else ".")
 
 
-def _skip_hole(f: Followed, size: int) -> None:
-    """Move past a hole at f's offset (a sparse region: zeros nobody wrote). A copytruncate under
-    a writer that does not append leaves one as large as the log was, and reading it cost minutes
-    of a core at 64 MiB a round while the rank's new lines waited behind it (a NaN paged five
-    minutes late). Where the filesystem cannot say (no SEEK_DATA), everything is data."""
+def _skip_hole(f: Followed, size: int) -> bool:
+    """Move past a hole at f's offset (a sparse region: zeros nobody wrote); True when it moved.
+    A copytruncate under a writer that does not append leaves one as large as the log was, and
+    reading it cost minutes of a core at 64 MiB a round while the rank's new lines waited behind
+    it (a NaN paged five minutes late). Asked only when a slice starts with HOLE_PROBE zero bytes
+    (no log line is that): on ZFS, SEEK_DATA on a file being written waits for a transaction
+    group, and some releases reported dirty data as a hole. Where the filesystem cannot say (no
+    SEEK_DATA), everything is data."""
     seek_data = getattr(os, "SEEK_DATA", None)
     if seek_data is None or f.fh is None:
-        return
+        return False
     try:
         nxt = os.lseek(f.fh, f.offset, seek_data)
     except OSError as exc:
         if exc.errno != errno.ENXIO:  # ENXIO: no data after the offset, the rest is a hole
-            return
+            return False
         nxt = size
-    if nxt > f.offset:
-        log.info("log %s: skipped a hole of %d bytes (a sparse region, as a copytruncate leaves it)",
-                 f.path, min(nxt, size) - f.offset)
-        f.offset = min(nxt, size)
+    nxt = min(nxt, size)
+    if nxt <= f.offset:
+        return False
+    log.info("log %s: skipped a hole of %d bytes (a sparse region, as a copytruncate leaves it)",
+             f.path, nxt - f.offset)
+    f.offset = nxt
+    # The bytes before the offset are the hole's zeros now, not the line the fingerprint hashed:
+    # a restart must not take the file for rewritten (and read it again from 0).
+    f.tail_fp, f.tail_len = "", 0
+    return True
+
+
+#: Zero bytes at a slice's start that make the tailer ask the filesystem for a hole.
+HOLE_PROBE = 4096
 
 
 def _error_key(pattern: str) -> str:
@@ -624,13 +637,12 @@ class Tailer:
         stats = self.stats.get(f.source)
         held = False
         while f.offset < size and used < budget:
-            _skip_hole(f, size)
-            if f.offset >= size:
-                break
             want = min(self.slice_bytes, budget - used, size - f.offset)
             data = os.pread(f.fh, want, f.offset)
             if not data:
                 break
+            if len(data) >= HOLE_PROBE and not data[:HOLE_PROBE].strip(b"\0") and _skip_hole(f, size):
+                continue  # a sparse region skipped: read on from the data after it
             nl = data.rfind(b"\n")
             if nl >= 0:
                 stop = nl + 1

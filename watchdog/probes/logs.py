@@ -357,8 +357,8 @@ class LogsProbe(Probe):
         for job, restart, text in self._restart_lines:
             seen = [a for a in self.active.values() if a.get("job") == job and a["rule"].id not in _LAUNCHER_RULES
                     and a["last_at"] > before[job]]
-            best = max(seen, key=lambda a: (a["rule"].role == "root", a["rule"].category != "traceback",
-                                            a["last_at"]), default=None)
+            best = max(seen, key=lambda a: (not a["rule"].fallback, a["rule"].role == "root",
+                                            a["rule"].category != "traceback", a["last_at"]), default=None)
             cause = best["rule"].id if best is not None else "unknown"
             old = self.restarts.get((job or "", cause))
             self.restarts[(job or "", cause)] = JobRestarts(

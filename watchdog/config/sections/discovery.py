@@ -54,9 +54,10 @@ class DiscoveryConfig(StrictModel):
     #: success lines (torchrun, DeepSpeed, msrun). One of them is a sign of a clean end; the decision
     #: table is in docs/discovery.md.
     end_patterns: List[str] = Field(default_factory=lambda: [
-        # Not an epoch's or a stage's end (`Epoch 1/3: training complete, saving checkpoint`): a
-        # job stopped right after one (a preemption during its checkpoint) is not a finished job.
-        r"(?i)^(?!.*\b(?:epoch|stage|phase)\s*\[?\d).*\btraining (?:is )?(?:complete|completed|finished|done|over)\b",
+        # Not an epoch's own end (`Epoch 1/3: training complete, saving checkpoint`, `[Epoch 2]
+        # training finished`): a job stopped right after one (a preemption during its checkpoint)
+        # is not a finished job. `Epoch 10/10 done. Training complete!` is an end.
+        r"(?i)^(?!.*\bepoch\s*\[?\d+(?:\s*/\s*\d+)?\]?\W{0,3}training (?:is )?(?:complete|completed|finished|done|over)\b).*\btraining (?:is )?(?:complete|completed|finished|done|over)\b",
         r"(?i)\bafter training is done\b",
         r"(?i)\bend of training\b",
         r"`Trainer\.fit` stopped: `max_(?:epochs|steps)=",

@@ -128,10 +128,12 @@ def http_verdict(status: int, headers: Dict[str, str], text: str) -> Verdict:
         return Verdict(False, status, f"rate limited: {detail}", True, parse_retry_after(headers.get("Retry-After")))
     if status in (408, 425) or status >= 500:
         return Verdict(False, status, detail, True, parse_retry_after(headers.get("Retry-After")))
-    if status in (302, 303, 307):
-        # A temporary redirect (a proxy's or a portal's login page, a receiver being moved): not
-        # followed (the message would go to another host), and not dropped either: retried until
-        # the URL answers again or `max_age`, with a warning per attempt saying what answered.
+    if status == 307:
+        # A temporary redirect of the request itself (a receiver being moved, a proxy in front of
+        # it): the POST was not processed; not followed (the message would go to another host),
+        # not dropped either: retried until the URL answers again or `max_age`. Not 302/303: for a
+        # POST they usually mean "done, see elsewhere" (Apps Script web apps, post-redirect-get),
+        # and retrying them would deliver the message again at every attempt.
         return Verdict(False, status, "temporary redirect refused (check the URL and any proxy in front of it)", True)
     if 300 <= status < 400:
         return Verdict(False, status, "redirect refused (check the URL)", False)
@@ -299,15 +301,19 @@ def _never_connected(exc: BaseException) -> bool:
     """Whether a ConnectionError happened before the request could leave (refused, no route, a
     name that does not resolve): only then is the next attempt surely not a repeat."""
     import socket
+    import ssl
 
     from urllib3.exceptions import NewConnectionError
 
     seen = 0
     cur: Optional[BaseException] = exc
     while cur is not None and seen < 10:
-        if isinstance(cur, (NewConnectionError, ConnectionRefusedError, socket.gaierror)):
+        # (a TLS handshake that failed: certificate, protocol; it comes before the request)
+        if isinstance(cur, (NewConnectionError, ConnectionRefusedError, socket.gaierror, ssl.SSLError)):
             return True
         nxt = getattr(cur, "reason", None)  # urllib3's MaxRetryError keeps its cause here
+        if not isinstance(nxt, BaseException) and cur.args and isinstance(cur.args[0], BaseException):
+            nxt = cur.args[0]  # requests wraps urllib3's error as its first argument
         cur = nxt if isinstance(nxt, BaseException) else (cur.__cause__ or cur.__context__)
         seen += 1
     return False
