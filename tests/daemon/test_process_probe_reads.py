@@ -161,3 +161,22 @@ def test_identity_is_pid_and_start_time(procs):
     p.kill()
     p.wait()
     assert follow((p.pid, st.create_time)) is None
+
+
+def test_the_end_evidence_loses_secrets_before_it_can_reach_a_page(tmp_path):
+    """The failure and failure-shaped lines of an ended job's last lines go into its job_gone page:
+    a secret printed on them (`WANDB_API_KEY=...`) is redacted first, as the cause's lines are."""
+    from watchdog.probes.discovered import _Job
+
+    log = tmp_path / "rank0.log"
+    log.write_text("step 9\nRuntimeError: upload failed with WANDB_API_KEY=abcd1234efgh5678\n"
+                   "RuntimeError: NPU out of memory. token=abcd1234efgh5678\n")
+    probe = probe_for([])
+    try:
+        ev = probe._evidence(_Job(name="job", first_seen_at=0.0, expected=1, launcher_pid=None, logs={str(log)},
+                                  uid=os.getuid()))
+    finally:
+        probe.close()
+    assert "NPU out of memory" in ev.failure_line and "upload failed" in ev.shape_line, ev
+    assert "abcd1234efgh5678" not in ev.failure_line + ev.shape_line
+    assert "[REDACTED]" in ev.failure_line and "[REDACTED]" in ev.shape_line

@@ -29,6 +29,7 @@ from watchdog.logrules.matcher import Matcher, decode_line
 from watchdog.observations import EndEvidence, JobState, ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.probes.heartbeat import read_file
+from watchdog.privacy.redact import Redactor, config_secrets
 from watchdog.probes.procinfo import describe, follow
 from watchdog.host.procevents import ProcExits
 from watchdog.host.procstat import ProcStat, read_stat
@@ -167,12 +168,16 @@ class DiscoveredProcessProbe(Probe):
         self._end_res = [re.compile(p) for p in self.dcfg.end_patterns]
         self._failures = failure_matcher(config)
         self._shapes = failure_matcher(config, generic=True)
+        #: Log text that goes into a page (the failure and shape lines) loses the config's secrets
+        #: and secret-looking assignments first, as the cause's last lines do.
+        self._redactor = Redactor(config_secrets(config))
 
     def reconfigure(self, new: Probe) -> bool:
         if not isinstance(new, DiscoveredProcessProbe):
             return False
         self.cfg, self.dcfg, self.interval, self.timeout = new.cfg, new.dcfg, new.interval, new.timeout
         self._end_res, self._failures, self._shapes = new._end_res, new._failures, new._shapes
+        self._redactor = new._redactor
         new.discard()  # one listener per daemon: the running probe keeps its own
         return True
 
@@ -322,8 +327,8 @@ class DiscoveredProcessProbe(Probe):
         return EndEvidence(
             ranks=len(job.ranks), gone=len(job.done) + len(job.left), done=len(job.done),
             heartbeats=len(job.heartbeats), end_line=end_line(tails + launcher, self._end_res),
-            failure_line=failure_line(tails + launcher, self._failures),  # torchrun's ChildFailedError too
-            shape_line=failure_line(tails + launcher, self._shapes),
+            failure_line=self._redactor.text(failure_line(tails + launcher, self._failures)),  # torchrun's too
+            shape_line=self._redactor.text(failure_line(tails + launcher, self._shapes)),
             first_left_at=min(times) if times else None, last_left_at=max(times) if times else None,
             first_exit=first, first_stop=stop, first_exit_zh=first_zh, first_stop_zh=stop_zh,
             exit_source=source, exits=exits)
