@@ -138,3 +138,22 @@ def test_a_progress_file_that_cannot_be_saved_is_said_once_per_episode(tmp_path,
         logger.removeHandler(handler)
         logger.setLevel(level)
         logger.disabled = disabled
+
+
+def test_a_secret_on_a_matched_line_is_redacted_before_it_is_kept(tmp_path):
+    """A matched line goes into the finding's summary and evidence (pages, status) and the saved
+    state: a secret-looking assignment on it is redacted first."""
+    (tmp_path / "state").mkdir()
+    log = tmp_path / "rank0.log"
+    log.write_text("")
+    p = _logs_probe(tmp_path)
+    p.collect()
+    with open(log, "a") as f:
+        f.write("RuntimeError: NPU out of memory while uploading with WANDB_API_KEY=abcd1234efgh5678\n")
+    obs = p.collect().value
+    p.close()
+    [a] = obs.active
+    kept = " ".join([a.summary, a.first_summary, *a.evidence, *(e.text for e in obs.events)])
+    assert "NPU out of memory" in kept and "[REDACTED]" in a.summary
+    assert "abcd1234efgh5678" not in kept
+    assert "abcd1234efgh5678" not in (tmp_path / "state" / OFFSETS_FILE).read_text()

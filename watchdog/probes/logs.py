@@ -30,10 +30,15 @@ from watchdog.logrules.progress import ProgressMatcher
 from watchdog.logrules.tail import Followed, SourceSpec, SourceStats, Tailer
 from watchdog.observations import JobState, LogEvent, LogObservation, PaceLine
 from watchdog.parse.restarts import parse_restart
+from watchdog.privacy.redact import Redactor
 from watchdog.core.state import RecordKey
 from watchdog.probes.base import Collected, Probe
 
 log = logging.getLogger(__name__)
+
+#: Secret-looking assignments on matched lines (the config's own secrets are the snapshots' and
+#: causes' redactors' to know; a training log rarely prints a channel's URL).
+_REDACT = Redactor()
 
 OFFSETS_FILE = "log-offsets.json"
 #: Offsets are saved at least this often during rounds that read only changed files.
@@ -323,25 +328,29 @@ class LogsProbe(Probe):
     def _event(self, f: Followed, raw: RawEvent, now: float) -> LogEvent:
         r = raw.rule
         key = _match_key(r.id, f.job, f.rank, raw.device)
+        # The matched line goes into pages, status and the saved state: a secret-looking
+        # assignment on it (`WANDB_API_KEY=...`, `password: ...`) is redacted first.
+        text = _REDACT.text(raw.text)
+        lines = tuple(_REDACT.text(line) for line in raw.lines)
         a = self.active.get(key)
         if a is None:
             a = {"rule": r, "rank": f.rank, "job": f.job, "source": f.source, "path": f.path, "first_at": now,
                  "count": 0, "evidence": deque(maxlen=EVIDENCE_LINES), "device": raw.device,
-                 "first_summary": raw.text}
+                 "first_summary": text}
             self.active[key] = a
         a["last_at"] = now
         a["count"] += 1
         a["path"] = f.path
-        a["summary"] = raw.text
+        a["summary"] = text
         ev: Deque[str] = a["evidence"]
-        for line in raw.lines[-EVIDENCE_LINES:]:
+        for line in lines[-EVIDENCE_LINES:]:
             ev.append(line)
         if r.id == "launcher_exit_report":
             restart = parse_restart(raw.text)
             if restart is not None:
                 self._restart_lines.append((f.job, restart, raw.text))
         return LogEvent(source=f.source, path=f.path, line_no=raw.line_no, rule=r.id, category=r.category,
-                        severity=r.severity, role=r.role, text=raw.text, time=now, lines=raw.lines,
+                        severity=r.severity, role=r.role, text=text, time=now, lines=lines,
                         device=raw.device)
 
     def _count_restarts(self, now: float) -> None:
