@@ -3,12 +3,12 @@ files, the real probe), and the `job_restarting` rule's thresholds (page at 3, a
 
 from __future__ import annotations
 
-from watchdog.config.load import load_config_text
 from watchdog.detectors import restarts as restarts_det
 from watchdog.logrules.matcher import Matcher, re2_available
 from watchdog.logrules.model import build_ruleset
 from watchdog.parse.restarts import parse_restart
-from watchdog.probes.logs import JobRestarts, LogProbeObservation, LogsProbe
+from watchdog.probes.logs import JobRestarts, LogProbeObservation
+from tests.probe_kit import logs_probe
 from tests.synth import T0, Synth
 
 ENGINES = ("re", "re2") if re2_available() else ("re",)
@@ -74,17 +74,11 @@ def test_the_rule_reads_every_agent_restart_wording():
         assert m.match_text("[default] Detected 1 new nodes from group_rank=0; will restart worker group") == []
 
 
-def _probe(tmp_path):
-    cfg = load_config_text(
-        f"probes: {{logs: {{enabled: true, sources: [{{name: train, paths: ['{tmp_path}/train.log']}}]}}}}")
-    return LogsProbe(cfg.probes.logs, str(tmp_path / "state"))
-
-
 def test_the_probe_counts_restarts_per_cause_the_line_before_each_restart(tmp_path):
     (tmp_path / "state").mkdir()
     log = tmp_path / "train.log"
     log.write_text("")
-    p = _probe(tmp_path)
+    p = logs_probe(tmp_path, "train.log")
     p.collect()
     for left in (3, 2):  # two restarts after an HCCL timeout each, the line and the restart in one round
         with open(log, "a") as f:
@@ -104,7 +98,7 @@ def test_the_probe_counts_deepspeed_agent_restarts_per_cause(tmp_path):
     (tmp_path / "state").mkdir()
     log = tmp_path / "train.log"
     log.write_text("")
-    p = _probe(tmp_path)
+    p = logs_probe(tmp_path, "train.log")
     p.collect()
     for line in (DS_FAILED, DS_PEER_LEFT):
         with open(log, "a") as f:

@@ -16,7 +16,8 @@ from typing import List
 
 from watchdog.config.load import load_config_text
 from watchdog.probes.base import Collected, Probe
-from watchdog.probes.logs import OFFSETS_FILE, LogsProbe
+from watchdog.probes.logs import OFFSETS_FILE
+from tests.probe_kit import logs_probe
 from watchdog.runtime import Runtime
 from watchdog.service.sdnotify import Notifier
 from watchdog.wiring.reload import Prepared, Reloader
@@ -67,24 +68,18 @@ def test_a_superseded_reloads_probes_are_discarded_and_the_last_one_is_handed_ov
     assert events == [f"discard {other}"], events
 
 
-def _logs_probe(tmp_path) -> LogsProbe:
-    cfg = load_config_text(
-        f"probes: {{logs: {{enabled: true, sources: [{{name: train, paths: ['{tmp_path}/rank*.log']}}]}}}}")
-    return LogsProbe(cfg.probes.logs, str(tmp_path / "state"))
-
-
 def test_the_running_logs_probe_keeps_its_offsets_file_when_it_adopts_a_reload(tmp_path):
     (tmp_path / "state").mkdir()
     log = tmp_path / "rank0.log"
     log.write_text("step 1\n")
-    running = _logs_probe(tmp_path)
+    running = logs_probe(tmp_path)
     running.collect()  # follows from the end
     with open(log, "a") as fh:
         fh.write("step 2\n")
     running.collect()
     saved = json.loads((tmp_path / "state" / OFFSETS_FILE).read_text())["files"]
     assert saved[str(log)]["offset"] == log.stat().st_size
-    assert running.reconfigure(_logs_probe(tmp_path))  # what a reload does
+    assert running.reconfigure(logs_probe(tmp_path))  # what a reload does
     assert json.loads((tmp_path / "state" / OFFSETS_FILE).read_text())["files"] == saved
     running.close()
 
@@ -95,11 +90,11 @@ def test_a_logs_probe_that_never_ran_leaves_the_saved_offsets_as_they_are(tmp_pa
     (tmp_path / "state").mkdir()
     log = tmp_path / "rank0.log"
     log.write_text("step 1\n")
-    first = _logs_probe(tmp_path)
+    first = logs_probe(tmp_path)
     first.collect()
     first.close()
     before = (tmp_path / "state" / OFFSETS_FILE).read_text()
-    never_ran = _logs_probe(tmp_path)
+    never_ran = logs_probe(tmp_path)
     never_ran.close()
     assert (tmp_path / "state" / OFFSETS_FILE).read_text() == before
 
@@ -111,9 +106,9 @@ def test_a_replacing_logs_probe_starts_where_the_replaced_one_stopped(tmp_path):
     (tmp_path / "state").mkdir()
     log = tmp_path / "rank0.log"
     log.write_text("step 1\n")
-    old = _logs_probe(tmp_path)
+    old = logs_probe(tmp_path)
     old.collect()
-    new = _logs_probe(tmp_path)  # built by the reload thread
+    new = logs_probe(tmp_path)  # built by the reload thread
     with open(log, "a") as fh:
         fh.write("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity)\n")
     assert [a.category for a in old.collect().value.active] == ["oom"]  # the old probe's last round
@@ -136,10 +131,10 @@ def test_discovery_turned_on_or_off_by_a_reload_swaps_the_logs_and_heartbeat_pro
     from watchdog.probes.discovered_logs import DiscoveredLogsProbe
     from watchdog.probes.heartbeat import DiscoveredHeartbeatProbe, HeartbeatProbe
 
-    plain = _logs_probe(tmp_path)
+    plain = logs_probe(tmp_path)
     discovered = DiscoveredLogsProbe.__new__(DiscoveredLogsProbe)  # its kind is what is checked
     assert plain.reconfigure(discovered) is False
-    assert plain.reconfigure(_logs_probe(tmp_path)) is True
+    assert plain.reconfigure(logs_probe(tmp_path)) is True
     hb = HeartbeatProbe.__new__(HeartbeatProbe)
     assert hb.reconfigure(DiscoveredHeartbeatProbe.__new__(DiscoveredHeartbeatProbe)) is False
     plain.close()

@@ -10,7 +10,8 @@ import time
 
 from watchdog.config.load import load_config_text
 from watchdog.probes.heartbeat import PROGRESS_FILE, HeartbeatProbe
-from watchdog.probes.logs import OFFSETS_FILE, LogsProbe
+from watchdog.probes.logs import OFFSETS_FILE
+from tests.probe_kit import logs_probe
 
 
 def _hb_probe(tmp_path):
@@ -72,17 +73,11 @@ def test_progress_is_saved_at_most_once_a_minute_while_steps_advance(tmp_path, m
     assert len(writes) == 4 and writes[-1]["data"][str(tmp_path / "hb" / "rank0.json")]["step"] == 10
 
 
-def _logs_probe(tmp_path, hold="30m"):
-    cfg = load_config_text(
-        f"probes: {{logs: {{enabled: true, hold: {hold}, sources: [{{name: train, paths: ['{tmp_path}/rank*.log']}}]}}}}")
-    return LogsProbe(cfg.probes.logs, str(tmp_path / "state"))
-
-
 def test_active_log_matches_and_progress_survive_a_restart(tmp_path):
     (tmp_path / "state").mkdir()
     log = tmp_path / "rank0.log"
     log.write_text("")
-    p = _logs_probe(tmp_path)
+    p = logs_probe(tmp_path)
     p.collect()  # starts following at the end
     with open(log, "a") as f:
         f.write(" iteration      120/  100000 | lm loss: 2.31E+00 |\n")
@@ -92,7 +87,7 @@ def test_active_log_matches_and_progress_survive_a_restart(tmp_path):
     p.close()
     doc = json.loads((tmp_path / "state" / OFFSETS_FILE).read_text())
     assert doc["extra"]["active"] and doc["extra"]["progress_at"]
-    q = _logs_probe(tmp_path)  # the restarted daemon: the lines lie before the saved offset
+    q = logs_probe(tmp_path)  # the restarted daemon: the lines lie before the saved offset
     obs2 = q.collect().value
     assert [(a.category, a.first_at, a.count) for a in obs2.active] == [(a.category, a.first_at, a.count)
                                                                        for a in obs.active]
@@ -146,7 +141,7 @@ def test_a_secret_on_a_matched_line_is_redacted_before_it_is_kept(tmp_path):
     (tmp_path / "state").mkdir()
     log = tmp_path / "rank0.log"
     log.write_text("")
-    p = _logs_probe(tmp_path)
+    p = logs_probe(tmp_path)
     p.collect()
     with open(log, "a") as f:
         f.write("RuntimeError: NPU out of memory while uploading with WANDB_API_KEY=abcd1234efgh5678\n")

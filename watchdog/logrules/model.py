@@ -268,26 +268,22 @@ def current_rule_id(rid: str, where: str, warn: Any = None) -> str:
 
 def build_ruleset(packs: Sequence[str] = SHIPPED_PACKS, disable: Iterable[str] = (),
                   user_rules: Iterable[Dict[str, Any]] = ()) -> Tuple[Rule, ...]:
-    """Shipped rules of `packs` minus `disable`, then the user's rules; ids must be unique."""
+    """Shipped rules of `packs` minus `disable`, then the code tables', then the user's rules, then
+    the shipped generic ones (`fallback`); ids must be unique."""
     disabled = set(disable)
     known = shipped_rule_ids()
     for rid in disabled:
         if rid not in known:
             raise RuleError(f"disable: {rid!r} is not a shipped rule id")
     out: List[Rule] = []
-    seen = set()
+    generic: List[Rule] = []
     for p in packs:
         for r in load_pack(p):
-            if r.id not in disabled and not r.fallback:
-                out.append(r)
-                seen.add(r.id)
+            if r.id not in disabled:
+                (generic if r.fallback else out).append(r)
     # After the packs: per category the first matching rule wins, so a code rule fills only gaps.
-    for r in code_rules(packs):
-        if r.id not in disabled:
-            out.append(r)
-            seen.add(r.id)
-    generic = [r for p in packs for r in load_pack(p) if r.id not in disabled and r.fallback]
-    seen.update(r.id for r in generic)
+    out.extend(r for r in code_rules(packs) if r.id not in disabled)
+    seen = {r.id for r in out}
     for data in user_rules:
         r = make_rule(data, "custom")
         if r.id in seen or r.id in known:

@@ -530,16 +530,14 @@ class Tailer:
             self.files[p] = f
         elif st.st_size < f.offset:
             self._restart(f, src.name)  # copytruncate
-        if f.fh is None:
+        fd = f.fh
+        if fd is None:
             if f.polled and st.st_size == f.offset and st.st_mtime_ns == f.mtime_ns:
                 return 0  # read by polling and unchanged: not even opened
-            _, fst = self._open(f)
+            fd, fst = self._open(f)
             if (fst.st_dev, fst.st_ino) != (f.dev, f.ino):  # replaced between stat and open
                 self._close_fh(f)
                 return 0
-        fd = f.fh
-        if fd is None:  # not reached: opened above or kept open
-            return 0
         if f.fp_len and st.st_size >= f.fp_len and _fingerprint(fd, f.fp_len) != f.fp:
             self._restart(f, src.name)  # same inode, other content: inode reuse
         if f.fp_len < FINGERPRINT_BYTES and st.st_size > f.fp_len:

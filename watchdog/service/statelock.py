@@ -90,20 +90,19 @@ def _holder(state_dir: str) -> str:
 def same_dir(fd: Optional[int], state_dir: str) -> bool:
     """Whether `fd` (from `lock_dir`) is still the folder at `state_dir` (false once it was
     deleted or replaced)."""
-    if fd is None:
-        return False
-    try:
-        here, ours = os.stat(state_dir), os.fstat(fd)
-    except OSError:
-        return False
-    return (here.st_dev, here.st_ino) == (ours.st_dev, ours.st_ino)
+    return fd is not None and _is(fd, state_dir)
 
 
 def held(fd: int, state_dir: str) -> bool:
     """Whether `fd` is still the lock file of `state_dir`: false once the file or the whole folder
     was deleted (or replaced) under the daemon, when a second daemon could take a new lock there."""
+    return _is(fd, os.path.join(state_dir, LOCK_NAME))
+
+
+def _is(fd: int, path: str) -> bool:
+    """Whether `path` names the file open as `fd` (same device and inode)."""
     try:
-        here, ours = os.stat(os.path.join(state_dir, LOCK_NAME)), os.fstat(fd)
+        here, ours = os.stat(path), os.fstat(fd)
     except OSError:
         return False
     return (here.st_dev, here.st_ino) == (ours.st_dev, ours.st_ino)
