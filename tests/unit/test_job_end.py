@@ -136,6 +136,16 @@ def test_failure_lines_come_from_the_log_rules_of_warning_and_above():
     assert "NPU out of memory" in got and not got.startswith("python_traceback")
 
 
+def test_failure_matchers_hold_no_re2_program():
+    """The tails they read are a few 8 KiB pieces at a job's end: on Python's engine they cost
+    the idle daemon nothing, where two RE2 programs held 3.2 MB of its resident memory for life
+    (docs/benchmarks.md); the results are the same (the shapes tests run both engines)."""
+    config = load_config_text("discovery: {enabled: true}\n")
+    for generic in (False, True):
+        m = failure_matcher(config, generic=generic)
+        assert m is not None and m.engine == "re" and m._bulk is None
+
+
 def test_a_failure_shape_alone_never_decides_an_end_but_names_the_cause():
     """A generic vocabulary rule's line (an exception's last line printed without its frames, which
     a job that handled the error prints too) is not a failure sign: a job whose ranks all exit 0

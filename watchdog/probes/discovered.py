@@ -129,11 +129,15 @@ def failure_matcher(config: Config, generic: bool = False) -> Optional[Matcher]:
     when something else says the job failed, never the sign itself). Rules that fire on a count
     (`threshold`) or a loss scale's trend (`trend`) are left out: one of their lines is routine
     (a dynamic loss scaler's single overflow skip, `number of skipped iterations: 1`), and the
-    last lines hold one line, not the run the rule needs."""
+    last lines hold one line, not the run the rule needs.
+
+    On Python's engine whatever the logs probe runs on: the input is a few tails of TAIL_BYTES,
+    read when a job ends, and the two RE2 programs a busy log needs would hold 3 MB of the idle
+    daemon's memory for them (the engines give the same results: tests/unit/test_log_rules_shapes.py)."""
     lc = config.probes.logs
     rules = [r for r in lc.ruleset() if SEVERITY_RANK.get(r.severity, 0) >= SEVERITY_RANK["warning"]
              and r.fallback == generic and r.threshold is None and r.trend is None]
-    return Matcher(rules, engine=lc.engine, max_line_bytes=lc.max_line_bytes) if rules else None
+    return Matcher(rules, engine="re", max_line_bytes=lc.max_line_bytes) if rules else None
 
 
 def says_done(path: str, uid: Optional[int] = None) -> bool:

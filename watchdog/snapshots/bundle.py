@@ -12,7 +12,6 @@ import errno
 import io
 import os
 import queue
-import tarfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -203,6 +202,10 @@ def write_archive(final_path: str, top: str, files: Dict[str, bytes], file_mode:
     mtime = time.time() if mtime is None else mtime
     # exclusive: a leftover of a crashed write is refused, not overwritten; the mode is exactly
     # the configured one whatever the umask
+    # Imported here: a snapshot is rare, and tarfile with its compression modules is 0.4 MB of
+    # resident memory an idle daemon would otherwise carry all its life.
+    import tarfile
+
     with atomic_file(final_path, tmp=tmp, mode=file_mode, sync=True, exclusive=True) as fh:
         with tarfile.open(fileobj=fh, mode="w:gz") as tar:
             dinfo = tarfile.TarInfo(top)
