@@ -152,3 +152,31 @@ def test_a_secret_on_a_matched_line_is_redacted_before_it_is_kept(tmp_path):
     assert "NPU out of memory" in kept and "[REDACTED]" in a.summary
     assert "abcd1234efgh5678" not in kept
     assert "abcd1234efgh5678" not in (tmp_path / "state" / OFFSETS_FILE).read_text()
+
+
+def test_a_channels_url_on_a_matched_line_is_redacted_before_it_is_kept(tmp_path):
+    """A training script that posts to the same Slack webhook the daemon pages through prints its
+    URL in the traceback of a failed post: the config's own secrets (the URL and its long path
+    pieces) are redacted from the matched line like any secret-looking assignment."""
+    from watchdog.probes.base import ProbeContext
+    from watchdog.probes.discovered_logs import build
+
+    (tmp_path / "state").mkdir()
+    log = tmp_path / "rank0.log"
+    log.write_text("")
+    url = "https://hooks.slack.com/services/T0AAAAAAA/B0BBBBBBB/cccccccccccccccccccccccc"
+    cfg = load_config_text(
+        f"probes: {{logs: {{enabled: true, sources: [{{name: train, paths: ['{tmp_path}/rank*.log']}}]}}}}\n"
+        f"alerting: {{channels: [{{name: ops, type: slack, url: '{url}'}}]}}\n")
+    [p] = build(ProbeContext(config=cfg, state_dir=str(tmp_path / "state")))
+    p.collect()
+    with open(log, "a") as f:
+        f.write("Traceback (most recent call last):\n  File \"notify.py\", line 3, in <module>\n"
+                f"requests.exceptions.HTTPError: 404 Client Error: Not Found for url: {url}\n"
+                "RuntimeError: NPU out of memory (posted to /services/T0AAAAAAA/B0BBBBBBB/cccccccccccccccccccccccc)\n")
+    obs = p.collect().value
+    p.close()
+    kept = " ".join([e.text for e in obs.events] + [s for a in obs.active for s in (a.summary, *a.evidence)])
+    assert "NPU out of memory" in kept and "[REDACTED]" in kept
+    assert "cccccccccccccccccccccccc" not in kept and "B0BBBBBBB" not in kept
+    assert "cccccccccccccccccccccccc" not in (tmp_path / "state" / OFFSETS_FILE).read_text()

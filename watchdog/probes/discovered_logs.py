@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.discovery import DiscoveryConfig
@@ -18,6 +18,7 @@ from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.discovery.model import Discovered
 from watchdog.logrules.tail import SourceSpec
+from watchdog.privacy.redact import config_secrets
 from watchdog.probes.base import Probe, ProbeContext, ProbeError
 from watchdog.probes.logs import LogsProbe
 
@@ -69,9 +70,10 @@ def _rank_uids(found: Discovered) -> Dict[Tuple[str, Optional[str]], int]:
 
 
 class DiscoveredLogsProbe(LogsProbe):
-    def __init__(self, cfg: LogsProbeConfig, state_dir: str, dcfg: DiscoveryConfig, feed: DiscoveryFeed):
+    def __init__(self, cfg: LogsProbeConfig, state_dir: str, dcfg: DiscoveryConfig, feed: DiscoveryFeed,
+                 secrets: Iterable[str] = ()):
         cfg = cfg.model_copy(update={"sources": []})
-        super().__init__(cfg, state_dir)
+        super().__init__(cfg, state_dir, secrets)
         self.dcfg, self.feed = dcfg, feed
         self._files: Dict[str, Tuple[Labels, float]] = {}
         #: path -> the user of the rank writing it (the file must be that user's).
@@ -81,6 +83,7 @@ class DiscoveredLogsProbe(LogsProbe):
         if not isinstance(new, DiscoveredLogsProbe):
             return False
         self.cfg, self.interval, self.timeout, self.dcfg = new.cfg, new.interval, new.timeout, new.dcfg
+        self.redactor = new.redactor
         self._build_rules(new.cfg)
         self.tailer.slice_bytes, self.tailer.round_bytes = new.tailer.slice_bytes, new.tailer.round_bytes
         new.discard()
@@ -131,7 +134,8 @@ def build(ctx: ProbeContext) -> List[Probe]:
     if not cfg.enabled:
         return []
     if ctx.config.fed_by_discovery("logs"):
-        return [DiscoveredLogsProbe(cfg, ctx.state_dir, ctx.config.discovery, ctx.discovery_feed())]
+        return [DiscoveredLogsProbe(cfg, ctx.state_dir, ctx.config.discovery, ctx.discovery_feed(),
+                                    config_secrets(ctx.config))]
     if not cfg.sources:
         return []
-    return [LogsProbe(cfg, ctx.state_dir)]
+    return [LogsProbe(cfg, ctx.state_dir, config_secrets(ctx.config))]

@@ -17,7 +17,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
-from typing import Any, Deque, Dict, List, Optional, Set, Tuple
+from typing import Any, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from watchdog.host import clock
 from watchdog.config.sections.logs import LogsProbeConfig
@@ -35,10 +35,6 @@ from watchdog.core.state import RecordKey
 from watchdog.probes.base import Collected, Probe
 
 log = logging.getLogger(__name__)
-
-#: Secret-looking assignments on matched lines (the config's own secrets are the snapshots' and
-#: causes' redactors' to know; a training log rarely prints a channel's URL).
-_REDACT = Redactor()
 
 OFFSETS_FILE = "log-offsets.json"
 #: Offsets are saved at least this often during rounds that read only changed files.
@@ -144,8 +140,12 @@ def source_specs(cfg: LogsProbeConfig) -> List[SourceSpec]:
 class LogsProbe(Probe):
     name = "logs"
 
-    def __init__(self, cfg: LogsProbeConfig, state_dir: str):
+    def __init__(self, cfg: LogsProbeConfig, state_dir: str, secrets: Iterable[str] = ()):
         self.cfg = cfg
+        #: Matched lines go into pages, status and the saved state: the config's own secrets (a
+        #: channel's URL in a client's traceback, `requests` printing the webhook it failed to
+        #: reach) and secret-looking assignments on them are redacted first.
+        self.redactor = Redactor(secrets)
         self.interval = cfg.interval
         self.timeout = cfg.timeout
         self.state_dir = state_dir
@@ -217,6 +217,7 @@ class LogsProbe(Probe):
             return False
         self.cfg = new.cfg
         self.timeout = new.timeout
+        self.redactor = new.redactor
         if (self.watch is None) != (new.watch is None):
             self.watch, new.watch = new.watch, self.watch
         self._set_interval(new.cfg)
@@ -328,10 +329,9 @@ class LogsProbe(Probe):
     def _event(self, f: Followed, raw: RawEvent, now: float) -> LogEvent:
         r = raw.rule
         key = _match_key(r.id, f.job, f.rank, raw.device)
-        # The matched line goes into pages, status and the saved state: a secret-looking
-        # assignment on it (`WANDB_API_KEY=...`, `password: ...`) is redacted first.
-        text = _REDACT.text(raw.text)
-        lines = tuple(_REDACT.text(line) for line in raw.lines)
+        # The matched line goes into pages, status and the saved state (see `redactor`).
+        text = self.redactor.text(raw.text)
+        lines = tuple(self.redactor.text(line) for line in raw.lines)
         a = self.active.get(key)
         if a is None:
             a = {"rule": r, "rank": f.rank, "job": f.job, "source": f.source, "path": f.path, "first_at": now,
