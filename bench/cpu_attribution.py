@@ -50,7 +50,7 @@ def wrap(owner: Any, attr: str, label: str) -> None:
 
 
 def install() -> None:
-    import apscheduler.executors.pool as pool
+    import apscheduler.executors.debug as debug
     import watchdog.alerting.engine as engine
     import watchdog.daemon as daemon
     import watchdog.detectors as detectors
@@ -59,7 +59,10 @@ def install() -> None:
     import watchdog.metrics.collector as collector
     from watchdog.probes import command, discovered, heartbeat, logs, npu
 
-    wrap(pool, "run_job", "scheduler job (round or tick, with its detector pass)")
+    # The daemon's executor runs jobs in APScheduler's own thread (watchdog/scheduler.py).
+    wrap(debug, "run_job", "scheduler job (a round's start, or the tick with its pass)")
+    wrap(daemon.Daemon, "_periodic", "scheduler job: the periodic tick's detector pass")
+    wrap(daemon.Daemon, "_after_round", "a round batch's detector pass")
     wrap(feed, "discover", "discovery scan")
     wrap(procfs.ProcTable, "read", "discovery scan: process table")
     wrap(daemon.Daemon, "evaluate", "detector pass")

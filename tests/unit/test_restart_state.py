@@ -180,3 +180,33 @@ def test_a_channels_url_on_a_matched_line_is_redacted_before_it_is_kept(tmp_path
     assert "NPU out of memory" in kept and "[REDACTED]" in kept
     assert "cccccccccccccccccccccccc" not in kept and "B0BBBBBBB" not in kept
     assert "cccccccccccccccccccccccc" not in (tmp_path / "state" / OFFSETS_FILE).read_text()
+
+
+def test_a_round_that_clears_a_blind_spot_is_judged_at_once(tmp_path):
+    """A round with no new match is quiet (no detector pass after it), unless the probe's own
+    blind spots changed: the round whose save works again is judged at once, so a
+    log_offsets_unsaved alert still pending on the old answer does not fire after the cause
+    has gone (it did, a second after the daemon logged the offsets saved again)."""
+    (tmp_path / "state").mkdir()
+    log = tmp_path / "rank0.log"
+    log.write_text("")
+    p = logs_probe(tmp_path)
+    assert p.collect().quiet is True  # the first round: nothing new, nothing wrong
+    blocker = tmp_path / "state" / (OFFSETS_FILE + ".tmp")  # stops root's save too
+    blocker.mkdir()
+    (blocker / "keep").write_text("")
+    with open(log, "a") as f:
+        f.write("iteration 1 | loss 2.0\n")
+    first = p.collect()
+    assert first.value.state_error and first.quiet is False
+    with open(log, "a") as f:
+        f.write("iteration 2 | loss 2.0\n")
+    assert p.collect().quiet is True  # the same condition: nothing to judge again
+    (blocker / "keep").unlink()
+    blocker.rmdir()
+    with open(log, "a") as f:
+        f.write("iteration 3 | loss 2.0\n")
+    cleared = p.collect()
+    assert cleared.value.state_error is None and cleared.quiet is False
+    assert p.collect().quiet is True
+    p.close()

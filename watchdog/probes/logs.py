@@ -170,6 +170,8 @@ class LogsProbe(Probe):
         #: Restarts per (job, cause) and this round's restart lines waiting for their cause.
         self.restarts: Dict[Tuple[str, str], JobRestarts] = {}
         self._restart_lines: List[Tuple[Optional[str], Any, str]] = []
+        #: The last round's blind spots (offsets not saved, unreadable paths): see `collect`.
+        self._health: Tuple[Optional[str], Dict[str, Tuple[str, ...]]] = (None, {})
 
     def _set_interval(self, cfg: LogsProbeConfig) -> None:
         # With change events the scheduled round is only the safety rescan; events start the others.
@@ -288,8 +290,12 @@ class LogsProbe(Probe):
         if t.state_error:
             summary += "; offsets NOT saved"
         # Without new matches no detector answer changes now (holds and progress are judged by
-        # the periodic passes), so an event round spares the daemon a detector pass.
-        return Collected(obs, summary, quiet=not events)
+        # the periodic passes), so an event round spares the daemon a detector pass; unless the
+        # probe's own blind spots changed (offsets saved again, a path readable again): judged
+        # now, or an alert still pending on the old answer would fire after its cause was gone.
+        health = (t.state_error, obs.unreadable)
+        changed, self._health = health != self._health, health
+        return Collected(obs, summary, quiet=not events and not changed)
 
     def _restore_once(self, now: float) -> None:
         """At the first round, not when built (see `Tailer.load_saved`): the saved offsets and,
