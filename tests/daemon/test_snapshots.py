@@ -224,9 +224,11 @@ def test_secrets_never_enter_the_archive(tmp_path):
         f"using token {env_token} for the hub\n"
         "db password=hunter2PLANTED and api_key: akPLANTED555\n"
         "proxy http://user:proxypassPLANTED@10.0.0.1:3128\n"
-        "HCCL_CONNECT_TIMEOUT=1800\n")
+        "HCCL_CONNECT_TIMEOUT=1800\n"
+        f"checkpoint saved to {tmp_path}/ckpt-100\n")
+    # PWD (the shell's working directory) is no password: its value, the job's folder, stays.
     env = dict(os.environ, HF_TOKEN=env_token, DB_PASSWORD=env_password, HCCL_CONNECT_TIMEOUT="1800",
-               ASCEND_SECRET_KEY=env_password, RANK="0")
+               ASCEND_SECRET_KEY=env_password, RANK="0", PWD=str(tmp_path))
     proc, _ = start(tmp_path, BUSY, "busy", env=env, args=(f"--hub-token={env_token}",))
     try:
         raw = raw_config(tmp_path)
@@ -249,6 +251,7 @@ def test_secrets_never_enter_the_archive(tmp_path):
     assert f"ASCEND_SECRET_KEY={REDACTED}" in env_text
     log_text = next(top.glob("logs/train/**/train.log")).read_text()
     assert "step 1 loss 2.0" in log_text and REDACTED in log_text
+    assert f"checkpoint saved to {tmp_path}/ckpt-100" in log_text
     assert manifest["trigger"]["finding"]["summary"].startswith("stalled; webhook ")
 
 

@@ -96,9 +96,16 @@ def _chunks(text: str, size: int) -> List[str]:
     return out
 
 
+#: Names the patterns above match whose values are never credentials: the shell's working
+#: directory (`PWD`: taken for a password, the job's directory became [REDACTED] everywhere in its
+#: snapshot, every path under it too) and the SSH agent's socket path. `DB_PWD` stays a secret.
+_NOT_SECRET = frozenset({"PWD", "SSH_AUTH_SOCK"})
+
+
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable (or key) name looks like it holds a credential."""
-    return bool(_SECRET_NAME.search(name.replace("-", "_").upper()))
+    upper = name.replace("-", "_").upper()
+    return upper not in _NOT_SECRET and bool(_SECRET_NAME.search(upper))
 
 
 def config_secrets(node: Any) -> Set[str]:
