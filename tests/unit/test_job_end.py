@@ -183,3 +183,15 @@ def test_a_rule_that_needs_a_run_of_lines_is_no_failure_sign_alone():
     assert not any(r.threshold or r.trend for r in m.rules)
     assert {"fp16_loss_scale_collapse", "skipped_iterations_repeated"} <= {
         r.id for r in load_config_text("discovery: {enabled: true}\n").probes.logs.ruleset()}
+
+
+def test_the_last_lines_are_read_without_colour_codes_as_the_logs_probe_reads_them():
+    """A rank's coloured last lines (`exitcode  : ESC[1;31m-11`): the logs probe strips colour
+    codes before matching, the end-of-job reading did not, so the line the live probe reported
+    was missed at the end, and the evidence kept the escapes."""
+    config = load_config_text("discovery: {enabled: true}\n")
+    tail = b"step 9 | loss 2.0\n  exitcode  : \x1b[1;31m-11\x1b[0m (pid: 4242)\n"
+    got = failure_line([tail], failure_matcher(config))
+    assert "-11" in got and "\x1b" not in got
+    pats = [re.compile(p) for p in config.discovery.end_patterns]
+    assert end_line([b"\x1b[32mtraining complete\x1b[0m\n"], pats) == "training complete"

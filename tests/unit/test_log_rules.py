@@ -257,3 +257,18 @@ def test_the_loosened_stage_one_misses_no_line_an_exact_pattern_matches() -> Non
     for f in files:
         data = corpus.parse_annotated(f.read_text(encoding="utf-8"), f.name).data
         assert run_rules(data, "re") == run_rules(data, "re2"), f.name
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_line_that_is_not_utf8_is_matched_as_stage_two_reads_it(engine: str) -> None:
+    """A GBK-encoded word inside a failure line: RE2's stage 1 (UTF-8 mode) could not step over
+    its bytes with `.` or `\\S`, while stage 2 reads them as U+FFFD and matches; the line was lost
+    on RE2 only (found by an attack pass). Both engines now report the same lines."""
+    gbk = "内存不足".encode("gbk")
+    data = b"\n".join([
+        b"NCCL WARN " + gbk + b" failed", b"RuntimeError: " + gbk,
+        b"[rank3]: ValueError: " + gbk + b" npu device failed", b"2024-01-01 ERROR " + gbk + b" out of memory",
+        b"step 5 " + gbk + b" loss 2.0", "内存不足 ok".encode(), b"\xff" * 3000,
+    ]) + b"\n"
+    got = {no: ids for no, ids in run_rules(data, engine).items() if ids}
+    assert got == {1: {"hccl_call_failed"}, 2: {"traceback_generic"}, 3: {"device_generic"}, 4: {"oom_generic"}}

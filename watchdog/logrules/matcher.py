@@ -17,7 +17,7 @@ Python's `re` over a joined alternation is ~10x slower than grep, which is why s
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from watchdog.logrules.model import Rule
 
@@ -124,6 +124,30 @@ def decode_line(raw: bytes, max_bytes: int) -> str:
     return text.rstrip("\r\n")
 
 
+#: What `surrogateescape` makes of a byte that is not UTF-8.
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+
+
+def _invalid_utf8_lines(block: bytes, n: int, search: Any, add: Callable[[int], int]) -> None:
+    """Stage 1 again over each line of `block[:n]` that is not valid UTF-8, with every invalid byte
+    read as `?`. RE2 runs in UTF-8 mode, where `.`, `\\S` or `[^\\n]` cannot step over an invalid
+    byte, while stage 2 matches the decoded line, in which that byte became U+FFFD: a GBK-encoded
+    word inside an HCCL or OOM line hid the line from stage 1 although stage 2 reports it. One `?`
+    per byte keeps the offsets. Linear: an ASCII buffer costs one `isascii()`, a valid UTF-8 one
+    a decode and a search, an invalid one a pass over its lines."""
+    if block.isascii():
+        return
+    text = block[:n].decode("utf-8", "surrogateescape")
+    if _UNDECODABLE.search(text) is None:
+        return
+    pos = 0
+    for line in text.split("\n"):
+        size = len(line.encode("utf-8", "surrogateescape"))
+        if _UNDECODABLE.search(line) is not None and search(_UNDECODABLE.sub("?", line).encode("utf-8")):
+            add(pos)
+        pos += size + 1
+
+
 class Matcher:
     """Compiled once per rule set; `engine` is "auto" (RE2 if installed), "re2" or "re"."""
 
@@ -182,6 +206,7 @@ class Matcher:
             while m is not None:
                 end = add(m.start())
                 m = search(block, end + 1, n) if end + 1 < n else None
+            _invalid_utf8_lines(block, n, search, add)
         else:
             if stop is not None and stop < len(block):
                 block = block[:stop]

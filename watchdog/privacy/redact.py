@@ -96,16 +96,22 @@ def _chunks(text: str, size: int) -> List[str]:
     return out
 
 
-#: Names the patterns above match whose values are never credentials: the shell's working
-#: directory (`PWD`: taken for a password, the job's directory became [REDACTED] everywhere in its
-#: snapshot, every path under it too) and the SSH agent's socket path. `DB_PWD` stays a secret.
-_NOT_SECRET = frozenset({"PWD", "SSH_AUTH_SOCK"})
+#: Environment variables (exact, case-sensitive names) the patterns above match whose values are
+#: never credentials: the shell's working directory (`PWD`: taken for a password, the job's
+#: folder became [REDACTED] everywhere in its snapshot, every path under it too) and the SSH
+#: agent's socket path. An option `--pwd`, a URL's `pwd=` and `DB_PWD` stay secrets.
+SHELL_VARIABLES = frozenset({"PWD", "SSH_AUTH_SOCK"})
 
 
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable (or key) name looks like it holds a credential."""
-    upper = name.replace("-", "_").upper()
-    return upper not in _NOT_SECRET and bool(_SECRET_NAME.search(upper))
+    return bool(_SECRET_NAME.search(name.replace("-", "_").upper()))
+
+
+def is_secret_variable(name: str) -> bool:
+    """Whether an environment variable holds a credential: a secret name that is not one of the
+    shell's own variables (SHELL_VARIABLES)."""
+    return name not in SHELL_VARIABLES and is_secret_name(name)
 
 
 def config_secrets(node: Any) -> Set[str]:
@@ -131,6 +137,13 @@ def config_secrets(node: Any) -> Set[str]:
     return out
 
 
+def _token_like(piece: str) -> bool:
+    """A piece of a secret URL that is a credential on its own: long enough, and with a digit or
+    16 characters or more. A vendor's path words (Slack's `services`, Feishu's `open-apis`) are
+    not: as pieces they turned the word wherever a log line said it into [REDACTED]."""
+    return len(piece) >= MIN_PIECE_LEN and (len(piece) >= 16 or any(c.isdigit() for c in piece))
+
+
 def secret_pieces(secret: str) -> Set[str]:
     """The secret itself plus the parts of a secret URL that leak it on their own.
 
@@ -146,14 +159,40 @@ def secret_pieces(secret: str) -> Set[str]:
         if parts.password:
             pieces.add(parts.password)
         for seg in parts.path.split("/"):
-            if len(seg) >= MIN_PIECE_LEN:
+            if _token_like(seg):
                 pieces.add(seg)
         for _k, v in parse_qsl(parts.query, keep_blank_values=False):
-            if len(v) >= MIN_PIECE_LEN:
+            if _token_like(v):
                 pieces.add(v)
         if parts.query and len(parts.query) >= MIN_PIECE_LEN:
             pieces.add(parts.query)
     return pieces
+
+
+#: The run of token characters a text starts or ends with, where a cut may have split a secret.
+_LEADING_RUN = re.compile(r"^[A-Za-z0-9_~%+=-]{4,}")
+_TRAILING_RUN = re.compile(r"[A-Za-z0-9_~%+=-]{4,}(?=(?:\.\.\.)?\s*$)")
+
+
+def _cut_secret_ends(text: str, secrets: List[str]) -> str:
+    """A text cut to its display length before it was redacted (a matched line clipped to 400
+    characters) may end with the first part of a secret, or start with its last part: that part
+    is no longer the whole secret and escaped the replacement. A run of 4 or more token characters
+    at either end that a known secret starts (ends) with is replaced too."""
+    if not secrets:
+        return text
+    m = _TRAILING_RUN.search(text[-256:])
+    if m is not None:
+        run = m.group(0)
+        if any(s != run and s.startswith(run) for s in secrets):
+            start = len(text) - len(text[-256:]) + m.start()
+            text = text[:start] + REDACTED + text[start + len(run):]
+    m = _LEADING_RUN.match(text)
+    if m is not None:
+        run = m.group(0)
+        if any(s != run and s.endswith(run) for s in secrets):
+            text = REDACTED + text[len(run):]
+    return text
 
 
 class Redactor:
@@ -187,7 +226,7 @@ class Redactor:
             piece = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{REDACTED}@", piece)
             piece = _URL_QUERY.sub(_query, piece)
             out.append(_ASSIGNMENT.sub(_assignment, piece))
-        return "".join(out)
+        return _cut_secret_ends("".join(out), secrets)
 
     def data(self, data: bytes, cancel: Optional[threading.Event] = None) -> bytes:
         """Redact bytes of unknown encoding without corrupting the rest (surrogateescape round-trip)."""

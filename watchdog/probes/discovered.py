@@ -26,6 +26,7 @@ from watchdog.core.findings import SEVERITY_RANK
 from watchdog.parse.exits import STOP_SIGNALS, from_wait_status
 from watchdog.parse.heartbeat_format import HeartbeatFormatError, parse_heartbeat
 from watchdog.logrules.matcher import Matcher, decode_line
+from watchdog.logrules.normalize import normalize
 from watchdog.observations import EndEvidence, JobState, ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.probes.heartbeat import read_file
@@ -98,7 +99,7 @@ def log_tail(path: str, size: int = TAIL_BYTES, uid: Optional[int] = None) -> by
 def end_line(tails: List[bytes], patterns: List["re.Pattern[str]"]) -> str:
     """Pure: the last end-of-training line in the log tails ("" when there is none)."""
     for data in tails:
-        for raw in reversed(data.splitlines()):
+        for raw in reversed(normalize(data).splitlines()):
             line = decode_line(raw, 4096)
             if any(p.search(line) for p in patterns):
                 return line.strip()[:EVIDENCE_CHARS]
@@ -113,6 +114,7 @@ def failure_line(tails: List[bytes], matcher: Optional[Matcher]) -> str:
         return ""
     best: Optional[Tuple[Tuple[int, int], str]] = None
     for data in tails:
+        data = normalize(data)  # as the logs probe reads it: no colour codes, no NULs
         for start, stop in matcher.candidates(data):
             line = decode_line(data[start:stop], matcher.max_line_bytes)
             for rule in matcher.match_text(line):
@@ -135,7 +137,8 @@ def failure_matcher(config: Config, generic: bool = False) -> Optional[Matcher]:
     file, read when ranks leave, and the two RE2 programs a busy log needs would hold 3.2 MB of
     the idle daemon's memory for them (the engines give the same results:
     tests/unit/test_log_rules_shapes.py). The price is per tail: about 1 ms on a training log's
-    lines, at most about 8 ms on crafted ones (a tail of `nan `), growing linearly with its size."""
+    lines, up to about 25 ms on crafted ones (short lines of a rule's literal, `nan` or `ecc`;
+    the generic shapes up to about 40 ms on either engine), linear in its size."""
     lc = config.probes.logs
     rules = [r for r in lc.ruleset() if SEVERITY_RANK.get(r.severity, 0) >= SEVERITY_RANK["warning"]
              and r.fallback == generic and r.threshold is None and r.trend is None]
@@ -332,7 +335,7 @@ class DiscoveredProcessProbe(Probe):
         (first, first_zh), (stop, stop_zh), source, exits = self._exit_statuses(job)
         return EndEvidence(
             ranks=len(job.ranks), gone=len(job.done) + len(job.left), done=len(job.done),
-            heartbeats=len(job.heartbeats), end_line=end_line(tails + launcher, self._end_res),
+            heartbeats=len(job.heartbeats), end_line=self._redactor.text(end_line(tails + launcher, self._end_res)),
             failure_line=self._redactor.text(failure_line(tails + launcher, self._failures)),  # torchrun's too
             shape_line=self._redactor.text(failure_line(tails + launcher, self._shapes)),
             first_left_at=min(times) if times else None, last_left_at=max(times) if times else None,

@@ -354,7 +354,7 @@ class LogsProbe(Probe):
         if r.id == "launcher_exit_report":
             restart = parse_restart(raw.text)
             if restart is not None:
-                self._restart_lines.append((f.job, restart, raw.text))
+                self._restart_lines.append((f.job, restart, text))  # the job_restarting evidence
         return LogEvent(source=f.source, path=f.path, line_no=raw.line_no, rule=r.id, category=r.category,
                         severity=r.severity, role=r.role, text=text, time=now, lines=lines,
                         device=raw.device)

@@ -24,7 +24,7 @@ from watchdog.snapshots.context import CaptureContext, ProcRecord
 from watchdog.host.rankfiles import rank_file
 from watchdog.snapshots.files import tail_file
 from watchdog.privacy.argv import redact_argv
-from watchdog.privacy.redact import MIN_PIECE_LEN, REDACTED, is_secret_name
+from watchdog.privacy.redact import MIN_PIECE_LEN, REDACTED, is_secret_variable
 from watchdog.host.subproc import run_command
 
 _VERSION_ASSIGN = re.compile(r"""^\s*__version__\s*=\s*['"]([^'"]+)['"]""", re.MULTILINE)
@@ -244,7 +244,7 @@ def collect_environment(ctx: CaptureContext, item: Item) -> None:
             continue
         lines = []
         for k in sorted(env):
-            secret = is_secret_name(k)
+            secret = is_secret_variable(k)
             if secret and len(env[k]) >= MIN_PIECE_LEN:
                 # Its value may show up elsewhere (a log line, a command line): redact it everywhere.
                 # (Short values like "1" or "false" would only mangle the archive.)
