@@ -4,7 +4,7 @@ redacts the config's own secrets from matched log lines)."""
 
 from __future__ import annotations
 
-from tests.probe_kit import logs_probe
+from tests.probe_kit import following_logs_probe
 from watchdog.logrules.extract import clip
 from watchdog.privacy.redact import REDACTED, Redactor
 
@@ -35,11 +35,7 @@ def test_a_vendors_path_words_are_not_secrets_on_their_own():
 
 def test_a_restart_line_is_redacted_like_the_event_it_came_with(tmp_path):
     """The launcher's restart line is the job_restarting finding's evidence: it was kept raw."""
-    (tmp_path / "state").mkdir()
-    log = tmp_path / "rank0.log"
-    log.write_text("")
-    p = logs_probe(tmp_path)
-    p.collect()
+    p, log = following_logs_probe(tmp_path)
     with open(log, "a") as f:
         for left in (2, 1):
             f.write(f"[WARNING] agent api_key=SECRETVALUE123 [default] Worker group FAILED. {left}/3 attempts "

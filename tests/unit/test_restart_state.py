@@ -11,7 +11,7 @@ import time
 from watchdog.config.load import load_config_text
 from watchdog.probes.heartbeat import PROGRESS_FILE, HeartbeatProbe
 from watchdog.probes.logs import OFFSETS_FILE
-from tests.probe_kit import logs_probe
+from tests.probe_kit import following_logs_probe, logs_probe
 
 
 def _hb_probe(tmp_path):
@@ -74,11 +74,7 @@ def test_progress_is_saved_at_most_once_a_minute_while_steps_advance(tmp_path, m
 
 
 def test_active_log_matches_and_progress_survive_a_restart(tmp_path):
-    (tmp_path / "state").mkdir()
-    log = tmp_path / "rank0.log"
-    log.write_text("")
-    p = logs_probe(tmp_path)
-    p.collect()  # starts following at the end
+    p, log = following_logs_probe(tmp_path)
     with open(log, "a") as f:
         f.write(" iteration      120/  100000 | lm loss: 2.31E+00 |\n")
         f.write("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity)\n")
@@ -138,11 +134,7 @@ def test_a_progress_file_that_cannot_be_saved_is_said_once_per_episode(tmp_path,
 def test_a_secret_on_a_matched_line_is_redacted_before_it_is_kept(tmp_path):
     """A matched line goes into the finding's summary and evidence (pages, status) and the saved
     state: a secret-looking assignment on it is redacted first."""
-    (tmp_path / "state").mkdir()
-    log = tmp_path / "rank0.log"
-    log.write_text("")
-    p = logs_probe(tmp_path)
-    p.collect()
+    p, log = following_logs_probe(tmp_path)
     with open(log, "a") as f:
         f.write("RuntimeError: NPU out of memory while uploading with WANDB_API_KEY=abcd1234efgh5678\n")
     obs = p.collect().value
