@@ -14,7 +14,8 @@ from watchdog.privacy.redact import REDACTED, Redactor, is_secret_name, is_secre
 @pytest.mark.parametrize("name", [
     "TORCH_NPU_CREDS", "AWS_SECRETS", "DB_PASSWORDS", "GOOGLE_APPLICATION_CREDENTIALS", "HF_TOKEN",
     "WANDB_API_KEY", "MY_CREDENTIAL", "OBS_SECRET_ACCESS_KEY", "--db-password", "FEISHU_WEBHOOK",
-    "DB_PWD", "MYSQL_PWD",
+    "DB_PWD", "MYSQL_PWD", "HUAWEICLOUD_SDK_AK", "HUAWEICLOUD_SDK_SK", "OBS_SK", "MY_APPKEY", "AUTHORIZATION",
+    "SENTRY_DSN",
 ])
 def test_secret_names(name: str) -> None:
     assert is_secret_name(name)
@@ -22,7 +23,7 @@ def test_secret_names(name: str) -> None:
 
 @pytest.mark.parametrize("name", [
     "TOKENIZERS_PARALLELISM", "max_tokens", "MAX_NEW_TOKENS", "HCCL_CONNECT_TIMEOUT", "RANK", "CREDIT_LIMIT",
-    "ASCEND_RT_VISIBLE_DEVICES", "KEYBOARD",
+    "ASCEND_RT_VISIBLE_DEVICES", "KEYBOARD", "TASK_QUEUE_ENABLE", "MASK_RATIO", "SKIP_STEPS", "ASCEND_OPP_PATH",
 ])
 def test_ordinary_names(name: str) -> None:
     assert not is_secret_name(name)

@@ -27,8 +27,11 @@ MIN_PIECE_LEN = 8
 _SECRET_NAME = re.compile(
     # The lookahead keeps TOKENIZERS_PARALLELISM or max_tokens from counting as secrets; plurals
     # and short forms of the other words are secrets (TORCH_NPU_CREDS, AWS_SECRETS, DB_PASSWORDS).
-    r"((TOKEN|SECRETS?|PASSWORDS?|PASSWD|PASSPHRASE|CREDENTIALS?|CREDS|PRIVATE|APIKEY|ACCESSKEY|WEBHOOK|COOKIE|SESSION)(?![A-Z])"
-    r"|(^|_)(KEY|KEYS|PASS|PWD|AUTH|SIGN|SIGNATURE)($|_))",
+    r"((TOKEN|SECRETS?|PASSWORDS?|PASSWD|PASSPHRASE|CREDENTIALS?|CREDS|PRIVATE|APIKEY|APPKEY|ACCESSKEY|WEBHOOK"
+    r"|COOKIE|SESSION|AUTHORIZATION)(?![A-Z])"
+    # AK/SK: Huawei Cloud's access and secret keys (HUAWEICLOUD_SDK_AK, OBS_SK) on ModelArts and
+    # Ascend nodes; DSN: a Sentry DSN carries its key in the URL.
+    r"|(^|_)(KEY|KEYS|PASS|PWD|AUTH|SIGN|SIGNATURE|AK|SK|DSN)($|_))",
     re.IGNORECASE,
 )
 # Every pattern below runs on untrusted text (log tails, command lines, dmesg), so each one is
