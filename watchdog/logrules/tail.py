@@ -211,8 +211,9 @@ class Tailer:
         #: path (or directory) -> why it cannot be read now; `error_sources` maps it to its source.
         self.errors: Dict[str, str] = {}
         self.error_sources: Dict[str, str] = {}
-        #: Why the last offsets save failed (None once a save succeeds again).
-        self.state_error: Optional[str] = None
+        #: Why the last offsets save failed, said once per episode (see `state_error`).
+        self._save = statefiles.SaveEpisode(
+            "log offsets", state_path or "", log, "; log lines are still read and matched, offsets are kept in memory")
         #: When the offsets file was last fsynced (None: not yet).
         self._synced_at: Optional[float] = None
         self.state_save_errors_total = 0
@@ -306,15 +307,15 @@ class Tailer:
         try:
             self.save_state()
         except OSError as exc:
-            msg = f"cannot save log offsets to {self.state_path}: {exc.strerror or exc}"
             self.state_save_errors_total += 1
-            if self.state_error != msg:
-                log.warning("%s; log lines are still read and matched, offsets are kept in memory", msg)
-            self.state_error = msg
+            self._save.failed(exc)
             return
-        if self.state_error is not None:
-            log.info("log offsets saved to %s again", self.state_path)
-            self.state_error = None
+        self._save.saved()
+
+    @property
+    def state_error(self) -> Optional[str]:
+        """Why the last offsets save failed (None once a save succeeds again)."""
+        return self._save.error
 
     # -- the round ----------------------------------------------------------------------------
     def expand(self) -> Dict[str, SourceSpec]:

@@ -184,12 +184,12 @@ def _cut_secret_ends(text: str, secrets: List[str]) -> str:
     at either end that a known secret starts (ends) with is replaced too."""
     if not secrets:
         return text
-    m = _TRAILING_RUN.search(text[-256:])
+    base = max(0, len(text) - 256)
+    m = _TRAILING_RUN.search(text, base)
     if m is not None:
         run = m.group(0)
         if any(s != run and s.startswith(run) for s in secrets):
-            start = len(text) - len(text[-256:]) + m.start()
-            text = text[:start] + REDACTED + text[start + len(run):]
+            text = text[:m.start()] + REDACTED + text[m.end():]
     m = _LEADING_RUN.match(text)
     if m is not None:
         run = m.group(0)

@@ -28,7 +28,7 @@ from watchdog.parse.heartbeat_format import HeartbeatFormatError, ParsedBeat, pa
 from watchdog.observations import HeartbeatObservation, HeartbeatReading
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
 from watchdog.host.rankfiles import open_rank_file
-from watchdog.service.statefiles import read_json, write_json
+from watchdog.service.statefiles import SaveEpisode, read_json, write_json
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +139,9 @@ class HeartbeatProbe(Probe):
         self._state_path = os.path.join(state_dir, PROGRESS_FILE) if state_dir else None
         self._saved: Dict[str, Any] = {}
         self._saved_at: Optional[float] = None
-        #: Why the last progress save failed (None once one succeeds): said once per episode.
-        self._save_error: Optional[str] = None
+        #: A failing progress save, said once per episode (the state_unwritable alert covers the
+        #: folder itself).
+        self._save = SaveEpisode("heartbeat progress", self._state_path or "", log)
         self._restore_progress()
 
     # -- last progress across restarts ----------------------------------------------------------
@@ -176,16 +177,9 @@ class HeartbeatProbe(Probe):
             write_json(self._state_path, {"version": PROGRESS_VERSION, "data": doc})
             self._saved, self._saved_at = doc, now
         except OSError as exc:
-            # Said once per episode (a full disk lasts; a warning every round said nothing new),
-            # and when saving works again; the state_unwritable alert covers the folder itself.
-            msg = f"cannot save heartbeat progress to {self._state_path}: {exc.strerror or exc}"
-            if msg != self._save_error:
-                log.warning("%s", msg)
-            self._save_error = msg
+            self._save.failed(exc)
             return
-        if self._save_error is not None:
-            log.info("heartbeat progress saved to %s again", self._state_path)
-            self._save_error = None
+        self._save.saved()
 
     def _paths(self) -> List[str]:
         found: List[str] = []

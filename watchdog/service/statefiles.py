@@ -162,6 +162,28 @@ def save_probe_state(path: str, doc: Dict[str, Any], probe: str, what: str,
     return None
 
 
+class SaveEpisode:
+    """A state file that cannot be saved, said once per episode of failures (a full disk lasts: a
+    warning every round would say nothing new) and once more when a save works again. `error` is
+    the last failure's text while it lasts (a probe's observation carries it), None otherwise."""
+
+    def __init__(self, what: str, path: str, logger: logging.Logger, consequence: str = ""):
+        self.what, self.path, self.consequence = what, path, consequence
+        self._log = logger
+        self.error: Optional[str] = None
+
+    def failed(self, exc: OSError) -> None:
+        msg = f"cannot save {self.what} to {self.path}: {exc.strerror or exc}"
+        if msg != self.error:
+            self._log.warning("%s%s", msg, self.consequence)
+        self.error = msg
+
+    def saved(self) -> None:
+        if self.error is not None:
+            self._log.info("%s saved to %s again", self.what, self.path)
+            self.error = None
+
+
 #: A state file larger than this is refused (set aside): the daemon's own are a few hundred KB at
 #: most, and a file grown by someone else must not cost the daemon its memory or a minute of CPU.
 MAX_STATE_BYTES = 32 * 1024 * 1024
