@@ -34,8 +34,21 @@ ACC: Dict[str, List[float]] = collections.defaultdict(lambda: [0, 0.0])
 GC: Dict[int, List[float]] = collections.defaultdict(lambda: [0, 0.0])
 
 
+#: $CPU_ATTRIBUTION_PROFILE names one label (e.g. "probe round: logs") whose calls run under
+#: cProfile; its statistics are written beside the totals (`<out>.prof.txt`).
+PROFILED = os.environ.get("CPU_ATTRIBUTION_PROFILE", "")
+PROFILE: List[Any] = []
+
+
 def wrap(owner: Any, attr: str, label: str) -> None:
     fn = getattr(owner, attr)
+    if label == PROFILED:
+        import cProfile
+        PROFILE.append(cProfile.Profile())
+        plain = fn
+
+        def fn(*args: Any, **kwargs: Any) -> Any:
+            return PROFILE[0].runcall(plain, *args, **kwargs)
 
     def attributed(*args: Any, **kwargs: Any) -> Any:
         t = time.thread_time()
@@ -47,6 +60,38 @@ def wrap(owner: Any, attr: str, label: str) -> None:
             entry[1] += time.thread_time() - t
 
     setattr(owner, attr, attributed)
+
+
+def wrap_each_detector(detectors: Any) -> None:
+    """Each detector's own CPU, under its name (`run_detectors` is called once per detector)."""
+    fn = detectors.run_detectors
+
+    def attributed(pairs: Any, *args: Any, **kwargs: Any) -> Any:
+        t = time.thread_time()
+        try:
+            return fn(pairs, *args, **kwargs)
+        finally:
+            entry = ACC["detector: " + ",".join(name for name, _ in pairs)]
+            entry[0] += 1
+            entry[1] += time.thread_time() - t
+
+    detectors.run_detectors = attributed
+
+
+#: The rules of the answers that kept a periodic pass from being skipped (`Daemon._needless`).
+HELD: Dict[str, int] = collections.Counter()
+
+
+def wrap_last_findings(detectors: Any) -> None:
+    fn = detectors.IncrementalDetectors.last_findings
+
+    def counted(self: Any) -> Any:
+        got = fn(self)
+        for f in got:
+            HELD[f"{f.rule} ({f.severity})"] += 1
+        return got
+
+    detectors.IncrementalDetectors.last_findings = counted
 
 
 def install() -> None:
@@ -68,6 +113,8 @@ def install() -> None:
     wrap(daemon.Daemon, "evaluate", "detector pass")
     wrap(detectors.IncrementalDetectors, "run", "detector pass: detectors")
     wrap(detectors.IncrementalDetectors, "prepare", "detector pass: summaries")
+    wrap_each_detector(detectors)
+    wrap_last_findings(detectors)
     wrap(daemon, "evaluated_metrics", "detector pass: metrics")
     wrap(engine.AlertEngine, "process", "detector pass: alert engine")
     wrap(engine.AlertEngine, "tick", "alert engine timer pass")
@@ -82,10 +129,16 @@ def install() -> None:
 def dump(path: str, started: float) -> None:
     tick = os.sysconf("SC_CLK_TCK")
     names = {t.native_id: t.name for t in threading.enumerate()}
+    if PROFILE:
+        import pstats
+        with open(path + ".prof.txt", "w") as out:
+            pstats.Stats(PROFILE[0], stream=out).sort_stats("cumulative").print_stats(60)
     with open(path, "w") as fh:
         fh.write(f"process CPU since start: {time.process_time() - started:.3f} s\n")
         for label, (n, s) in sorted(ACC.items(), key=lambda kv: -kv[1][1]):
             fh.write(f"{label:58s} calls {int(n):6d}  CPU {s:8.3f} s  per call {1000 * s / max(n, 1):7.3f} ms\n")
+        for rule, n in sorted(HELD.items()):
+            fh.write(f"answer that kept a periodic pass: {rule}: {n} times\n")
         for gen, (n, s) in sorted(GC.items()):
             fh.write(f"cyclic collector, generation {gen}: {int(n)} passes, {s:.3f} s\n")
         for tid in sorted(int(x) for x in os.listdir("/proc/self/task")):

@@ -168,12 +168,11 @@ class Daemon:
         if not self.stopping:
             self.evaluate(probes, fresh_within=FRESH_WITHIN, next_check=self._next_check())
 
-    def _next_check(self) -> Optional[float]:
-        """The (wall-clock) time of the next periodic pass when it is less than FRESH_WITHIN
-        away: what a round's pass runs then spares that pass (probe rounds come in bursts every
-        10 s, periodic passes every 5 s, so every other one is spared at idle)."""
+    def _next_check(self) -> float:
+        """When the next periodic pass is due: a round's pass also runs what that one would
+        (see IncrementalDetectors.run), so that at idle the tick finds everything fresh."""
         ahead = self._last_periodic_eval + TICK_SECONDS - time.monotonic()
-        return clock.now() + ahead + TICK_LATENESS if 0 <= ahead < FRESH_WITHIN else None
+        return clock.now() + max(ahead, 0.0) + TICK_LATENESS
 
     def _after_complete_round(self) -> None:
         # Every probe finished a round: the alerting dead-man ping (if configured) goes out.

@@ -45,10 +45,45 @@ def test_a_periodic_pass_keeps_answers_a_round_just_computed():
     passes.run(store.view(now=101.0), config, "heartbeat")  # liveness ran at 101
     calls.clear()
     passes.run(store.view(now=104.0), config, fresh_within=4.0)
-    assert sorted(calls) == ["core", "npu"]  # npu last ran at 100: 4 s ago is not fresh
+    # npu last ran at 100: 4 s ago is not fresh (no probe registered: no cadence of rounds); core
+    # (no trigger list) ran with the heartbeat round and counts as judged for 11 s.
+    assert sorted(calls) == ["npu"]
     calls.clear()
     passes.run(store.view(now=105.5), config, fresh_within=4.0)
-    assert sorted(calls) == ["core", "liveness"]
+    assert sorted(calls) == ["liveness"]
+    calls.clear()
+    passes.run(store.view(now=112.5), config, fresh_within=4.0)
+    assert sorted(calls) == ["core", "liveness", "npu"]
+
+
+def test_a_periodic_pass_spares_detectors_whose_probes_rounds_keep_judging_them():
+    """Between two rounds of its probes only time changes a detector's answer: a periodic pass
+    re-runs it when those rounds are late (its cadence, capped at 10 s, plus 1 s), not every 5 s."""
+    calls = []
+    passes = IncrementalDetectors([(n, counting(n, calls)) for n in ("core", "liveness", "logs", "subhealth")])
+    config = load_config_text("")
+    store = StateStore()
+    for probe, interval in (("process", 10.0), ("heartbeat", 10.0), ("kernel", 10.0), ("logs", 3.0),
+                            ("subhealth", 60.0)):
+        store.register(probe, interval)
+    passes.run(store.view(now=100.0), config)
+    calls.clear()
+    passes.run(store.view(now=105.0), config, fresh_within=4.0)
+    assert calls == ["logs"]  # 3 s rounds: fresh for max(4 s, 3 + 1 s); the rest for 11 s
+    assert passes.all_fresh(108.9, 4.0) and not passes.all_fresh(109.0, 4.0)  # logs: 4 s
+    calls.clear()
+    passes.run(store.view(now=110.5), config, fresh_within=4.0)
+    assert sorted(calls) == ["logs"]  # 10.5 s: the 10 s rounds may still be on their way
+    calls.clear()
+    passes.run(store.view(now=111.0), config, fresh_within=4.0)
+    # Late rounds (a hung probe), a 60 s probe capped at 10 s, no trigger list: judged at 11 s.
+    assert sorted(calls) == ["core", "liveness", "subhealth"]
+    calls.clear()
+    passes.run(store.view(now=112.0), config, "heartbeat", fresh_within=4.0)
+    assert sorted(calls) == ["core", "liveness"]  # a round judges its detectors at once, as before
+    calls.clear()
+    passes.run(store.view(now=112.0), config)  # a full pass (start, reload) runs everything
+    assert sorted(calls) == ["core", "liveness", "logs", "subhealth"]
 
 
 def test_a_detector_that_raises_is_reported_and_others_still_run():
@@ -113,7 +148,7 @@ def test_daemon_skips_a_periodic_pass_only_when_it_would_change_nothing(tmp_path
 
         periodic(0.0)  # everything fresh, nothing found: skipped, no view built
         assert d.passes == 1 and d.periodic_skipped == 1
-        periodic(10.0)  # stale: runs
+        periodic(12.0)  # older than its inputs' cadence (10 s rounds + 1 s): runs
         assert d.passes == 2 and d.periodic_skipped == 1
         found.append(Finding(rule="heartbeat_stale", severity="warning", summary="x", labels={"rank": "0"}))
         d._after_round("heartbeat")

@@ -101,6 +101,19 @@ def run_detectors(detectors: List[Tuple[str, Detector]], view: StateView, config
 #: conditions stay current). Without this, the 3 s log rounds would re-run the NPU trend and stall
 #: detectors over an hour of history many times per NPU observation.
 
+#: A detector is judged again by every round of the probes that feed it, so between two of their
+#: rounds only time can change its answer (a heartbeat ages, a hold runs out). A periodic pass
+#: therefore re-runs it only when those rounds are late: when its last run is older than its
+#: inputs' cadence (the shortest interval of its trigger probes, at most CADENCE_CAP; a detector
+#: with no trigger list runs after every round of any probe and counts CADENCE_CAP) plus
+#: CADENCE_MARGIN, or than the pass's own `fresh_within` if that is longer. At the shipped 10 s
+#: rounds the periodic pass then spares the liveness, NPU, stall and kernel detectors that the
+#: rounds keep judging (two thirds of an idle daemon's detector CPU went to re-running them every
+#: 5 s on unchanged input), and every answer is still at most about 11 s old when nothing is late
+#: (docs/architecture.md, "When detectors run").
+CADENCE_CAP = 10.0
+CADENCE_MARGIN = 1.0
+
 
 class IncrementalDetectors:
     """The daemon's detector passes: full (trigger None) or after rounds of some probes (a probe
@@ -112,6 +125,8 @@ class IncrementalDetectors:
         self._last: Dict[str, List[Finding]] = {}
         #: View time of each detector's last run.
         self._ran_at: Dict[str, float] = {}
+        #: How old each detector's answer may get before a periodic pass runs it (`cadence`).
+        self._cadence: Dict[str, float] = {}
         self.summaries = Summaries()
         #: Per discovered job (watchdog.detectors.jobs): fed like the node's, job by job.
         self.jobs = JobSummaries()
@@ -124,12 +139,12 @@ class IncrementalDetectors:
 
     def run(self, view: StateView, config: Config, trigger: Optional[Union[str, AbstractSet[str]]] = None,
             fresh_within: float = 0.0, next_check: Optional[float] = None) -> Tuple[List[Finding], List[str]]:
-        """`fresh_within` (periodic passes): a detector that ran this recently keeps its answer
-        instead of running again. `next_check` (a probe round's pass, when the next periodic pass
-        is due in less than `fresh_within`): a detector that pass would run (it would not be
-        fresh then) runs now, while the view is at hand, so that pass finds everything fresh and
-        can be skipped (see `all_fresh`); it keeps the periodic passes' promise, every answer
-        less than `fresh_within` old at each of them."""
+        """`fresh_within` (periodic passes): a detector that ran this recently, or within its
+        inputs' cadence (`cadence`), keeps its answer instead of running again. `next_check` (a
+        probe round's pass: when the next periodic pass is due): a detector that pass would run
+        (it would not be fresh then) runs now, while the view is at hand, so that pass finds
+        everything fresh and can be skipped (see `all_fresh`); it keeps the periodic passes'
+        promise, every answer within its window at each of them."""
         if view.summaries is None:
             view = self.prepare(view, config)
         findings: List[Finding] = []
@@ -139,6 +154,7 @@ class IncrementalDetectors:
                 got, err = run_detectors([(name, fn)], view, config)
                 self._last[name] = got
                 self._ran_at[name] = view.now
+                self._cadence[name] = self.cadence(name, view)
                 errors.extend(err)
             findings.extend(self._last[name])
         return findings, errors
@@ -152,10 +168,20 @@ class IncrementalDetectors:
             fed = deps is not None and (trigger in deps if isinstance(trigger, str) else not trigger.isdisjoint(deps))
             return deps is None or fed or (
                 next_check is not None and not self._fresh(name, next_check, fresh_within))
-        return not (deps is not None and self._fresh(name, now, fresh_within))
+        return not self._fresh(name, now, fresh_within)
+
+    def cadence(self, name: str, view: StateView) -> float:
+        """How often the rounds of `name`'s trigger probes judge it again, plus CADENCE_MARGIN
+        (0 when none of them is registered: a periodic pass's own `fresh_within` applies)."""
+        deps = self._triggers.get(name)
+        if deps is None:
+            return CADENCE_CAP + CADENCE_MARGIN
+        intervals = [st.interval for st in map(view.status, deps) if st is not None and st.interval > 0]
+        return min(min(intervals), CADENCE_CAP) + CADENCE_MARGIN if intervals else 0.0
 
     def _fresh(self, name: str, now: float, fresh_within: float) -> bool:
-        return fresh_within > 0 and 0 <= now - self._ran_at.get(name, -1e18) < fresh_within
+        window = max(fresh_within, self._cadence.get(name, 0.0))
+        return fresh_within > 0 and 0 <= now - self._ran_at.get(name, -1e18) < window
 
     def all_fresh(self, now: float, fresh_within: float) -> bool:
         """Every detector ran within `fresh_within` of `now`: a periodic pass would run none of
