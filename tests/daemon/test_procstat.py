@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from tests.helpers import wait_for
+from watchdog.host import procstat
 from watchdog.host.procstat import long_name, parse_stat, read_cmdline, read_rss, read_stat
 
 #: Sets its own command name (one only a thread of the process may set), says so, then sleeps.
@@ -45,6 +46,22 @@ def as_procstat_sees_it(pid: int):
             st.threads, read_rss(pid))
 
 
+def under_one_boot_time(read):
+    """`read()` (procstat's and psutil's readings) under one boot time. The kernel's `btime` is
+    the wall clock minus the uptime, rounded to a second, so it flips between two neighbouring
+    seconds as a VM's clock is adjusted (seen here, minutes apart). procstat reads it once per
+    process (a rank's start time must not move between rounds); psutil reads it on every call. A
+    worker that read it before a flip saw create times 1 s apart: read it afresh, and again if it
+    flipped meanwhile."""
+    for _ in range(3):
+        before = psutil.boot_time()
+        procstat._boot.clear()
+        got = read()
+        if psutil.boot_time() == before:
+            return got
+    pytest.fail("the kernel's boot time changed during three readings in a row")
+
+
 @pytest.mark.parametrize("comm", ["a b) (c) d", "x)", "(", ") S 1 2 3"])
 def test_command_names_with_spaces_and_parentheses(procs, comm):
     p = renamed(procs, comm)
@@ -55,7 +72,8 @@ def test_command_names_with_spaces_and_parentheses(procs, comm):
     assert (st.pid, st.comm, st.ppid) == (p.pid, comm, os.getpid())
     os.kill(p.pid, signal.SIGSTOP)  # nothing moves while both read
     wait_for(lambda: read_stat(p.pid).state == "stopped", what="stopped")
-    assert as_procstat_sees_it(p.pid) == as_psutil_sees_it(p.pid)
+    ours, theirs = under_one_boot_time(lambda: (as_procstat_sees_it(p.pid), as_psutil_sees_it(p.pid)))
+    assert ours == theirs
 
 
 def test_values_equal_psutil_for_live_processes(procs):
@@ -71,10 +89,12 @@ def test_values_equal_psutil_for_live_processes(procs):
     wait_exec(sleeper.pid, ["sleep", "600"])
     wait_for(lambda: read_stat(sleeper.pid).state == "sleeping", what="asleep")
     for pid in (sleeper.pid, threads.pid):
-        assert as_procstat_sees_it(pid) == as_psutil_sees_it(pid)
+        ours, theirs = under_one_boot_time(lambda: (as_procstat_sees_it(pid), as_psutil_sees_it(pid)))
+        assert ours == theirs
     assert read_stat(threads.pid).threads == 4
-    assert read_stat(os.getppid()).create_time == psutil.Process(os.getppid()).create_time()
-    assert read_stat(1).create_time == psutil.Process(1).create_time()
+    for pid in (os.getppid(), 1):
+        ours, theirs = under_one_boot_time(lambda: (read_stat(pid).create_time, psutil.Process(pid).create_time()))
+        assert ours == theirs
 
 
 def test_stopped_and_zombie_states(procs):
@@ -86,8 +106,9 @@ def test_stopped_and_zombie_states(procs):
     short = procs(["true"])  # exits at once and is not reaped (no wait): a zombie
     wait_for(lambda: read_stat(short.pid).state == "zombie", what="zombie")
     assert psutil.Process(short.pid).status() == psutil.STATUS_ZOMBIE
-    st = read_stat(short.pid)
-    assert st.create_time == psutil.Process(short.pid).create_time()
+    ours, theirs = under_one_boot_time(lambda: (read_stat(short.pid).create_time,
+                                                psutil.Process(short.pid).create_time()))
+    assert ours == theirs
     assert (read_rss(short.pid), read_cmdline(short.pid)) == (0, [])
 
 
