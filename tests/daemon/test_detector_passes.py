@@ -119,9 +119,8 @@ def test_a_round_just_before_a_periodic_pass_runs_what_that_pass_would():
 
 
 def test_daemon_skips_a_periodic_pass_only_when_it_would_change_nothing(tmp_path):
-    import time
-
     from watchdog.daemon import Daemon
+    from watchdog.host import clock
 
     cfg = load_config_text(f"paths: {{state_dir: {tmp_path / 'state'}}}\nhttp: {{enabled: false}}\n")
     d = Daemon(cfg, None)
@@ -142,7 +141,9 @@ def test_daemon_skips_a_periodic_pass_only_when_it_would_change_nothing(tmp_path
         assert d.passes == 1 and sorted(calls) == ["core", "liveness"]
 
         def periodic(ran_ago: float) -> None:
-            d.detectors._ran_at = {n: time.time() - ran_ago for n in d.detectors._ran_at}
+            # The daemon's steady clock, not time.time(): the wall clock drifts from it (a VM's
+            # clock is adjusted), and "ran 0 s ago" on the wall clock could be in its future.
+            d.detectors._ran_at = {n: clock.now() - ran_ago for n in d.detectors._ran_at}
             d._last_periodic_eval = 0.0
             d._periodic()
 

@@ -71,8 +71,12 @@ class Muter:
     def next_change(self, now: float) -> float:
         """When the set of active silences changes next by time alone (a start or an end after
         `now`; infinity when none): the engine's timer wakes then."""
-        off = CLOCK.offset()
-        times = [t - off for s in self._silences for t in (s.starts_at, s.ends_at) if t - off > now]
+        # The same conversion as `load_silences` (a step, not the drift under STEP_SECONDS): with
+        # the raw offset a wall clock drifted ahead put the end of a silence before the moment
+        # `load_silences` lets it end, so the timer woke too early, found it still active and
+        # slept until the next pass (seconds late; a race of the engine's tests on a VM).
+        shift = CLOCK.to_wall(now) - now
+        times = [t - shift for s in self._silences for t in (s.starts_at, s.ends_at) if t - shift > now]
         return min(times, default=float("inf"))
 
     def view(self, now: float) -> ActiveSilences:
