@@ -12,7 +12,10 @@ entry points instead (the probes' rounds, the discovery scan, the detector pass 
 the engine's timer pass, the /metrics rendering) and adds up the calling thread's CPU time
 (`time.thread_time`) in each: nested entries are included in their callers. The totals (and the
 whole process's CPU since start, the CPU of each thread, and the cyclic collector's passes) are
-written at exit and on SIGUSR1 to $CPU_ATTRIBUTION_OUT (default: cpu-attribution.txt).
+written at exit and on SIGUSR1 to $CPU_ATTRIBUTION_OUT (default: cpu-attribution.txt), with
+each detector's own time and the rules of any answer that kept a periodic pass from being skipped.
+$CPU_ATTRIBUTION_PROFILE names one entry point (a label below, e.g. "probe round: logs") to run
+under cProfile as well (written to $CPU_ATTRIBUTION_OUT.prof.txt).
 """
 
 from __future__ import annotations
