@@ -104,8 +104,9 @@ def run_detectors(detectors: List[Tuple[str, Detector]], view: StateView, config
 #: A detector is judged again by every round of the probes that feed it, so between two of their
 #: rounds only time can change its answer (a heartbeat ages, a hold runs out). A periodic pass
 #: therefore re-runs it only when those rounds are late: when its last run is older than its
-#: inputs' cadence (the shortest interval of its trigger probes, at most CADENCE_CAP; a detector
-#: with no trigger list runs after every round of any probe and counts CADENCE_CAP) plus
+#: inputs' cadence (the shortest interval of its trigger probes that run on their interval, at
+#: most CADENCE_CAP; a detector with no trigger list runs after every round of any probe and
+#: counts CADENCE_CAP) plus
 #: CADENCE_MARGIN, or than the pass's own `fresh_within` if that is longer. At the shipped 10 s
 #: rounds the periodic pass then spares the liveness, NPU, stall and kernel detectors that the
 #: rounds keep judging (two thirds of an idle daemon's detector CPU went to re-running them every
@@ -171,12 +172,17 @@ class IncrementalDetectors:
         return not self._fresh(name, now, fresh_within)
 
     def cadence(self, name: str, view: StateView) -> float:
-        """How often the rounds of `name`'s trigger probes judge it again, plus CADENCE_MARGIN
-        (0 when none of them is registered: a periodic pass's own `fresh_within` applies)."""
+        """How often the rounds of `name`'s trigger probes judge it again, plus CADENCE_MARGIN;
+        0 (a periodic pass's own `fresh_within` applies) when none of them is a registered probe
+        that runs its rounds on its interval: the rounds of one that follows changes (the logs
+        and kernel probes) are mostly quiet and judge nothing, so a hold running out among its
+        answers is seen by the periodic passes, within `fresh_within` as before (a log finding
+        held past its time was released as a page when the stall that inhibited it resolved)."""
         deps = self._triggers.get(name)
         if deps is None:
             return CADENCE_CAP + CADENCE_MARGIN
-        intervals = [st.interval for st in map(view.status, deps) if st is not None and st.interval > 0]
+        intervals = [st.interval for st in map(view.status, deps)
+                     if st is not None and st.interval > 0 and not st.follows_changes]
         return min(min(intervals), CADENCE_CAP) + CADENCE_MARGIN if intervals else 0.0
 
     def _fresh(self, name: str, now: float, fresh_within: float) -> bool:
