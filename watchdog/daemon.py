@@ -174,8 +174,7 @@ class Daemon:
         ahead = self._last_periodic_eval + TICK_SECONDS - time.monotonic()
         return clock.now() + max(ahead, 0.0) + TICK_LATENESS
 
-    def _after_complete_round(self) -> None:
-        # Every probe finished a round: the alerting dead-man ping (if configured) goes out.
+    def _after_complete_round(self) -> None:  # every probe finished a round: the dead-man ping
         if not self.stopping:
             self.engine.round_complete()
 
@@ -223,6 +222,7 @@ class Daemon:
         self.runtime.config = new
         self.runtime.config_loaded_at = clock.now()
         self.engine.reconfigure(new)
+        self.detectors.reconfigured()
         self.scheduler.replace_probes(result.probes, new.probes.default_timeout, new.probes.jitter)
         self.runtime.bump("reload_success")
         log.info("config reloaded from %s: %d probes", self.config_path, len(result.probes))

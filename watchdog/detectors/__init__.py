@@ -189,6 +189,12 @@ class IncrementalDetectors:
         window = max(fresh_within, self._cadence.get(name, 0.0))
         return fresh_within > 0 and 0 <= now - self._ran_at.get(name, -1e18) < window
 
+    def reconfigured(self) -> None:
+        """After a reload every answer is stale: it may rest on settings that changed or on a
+        probe now gone, which no round of the remaining probes would judge again before their
+        cadence ran out (seconds late); the next pass, at the latest the next tick, runs all."""
+        self._ran_at.clear()
+
     def all_fresh(self, now: float, fresh_within: float) -> bool:
         """Every detector ran within `fresh_within` of `now`: a periodic pass would run none of
         those with trigger lists, so the daemon may skip it (checked before building a view)."""
