@@ -57,12 +57,14 @@ RELOAD_READY = -1
 #: hour of raw samples was most of the daemon's memory growth (~30 MB at 64 ranks). With discovery
 #: each job's summaries are fed the same way (watchdog.detectors.jobs.JobSummaries).
 RETAIN_SECONDS = 120.0
-#: A detector that ran this recently keeps its answer in a periodic pass (the tick comes every
-#: TICK_SECONDS; the margin only skips a coalesced double fire).
+#: A detector that ran this recently keeps its answer in a pass its probes' rounds did not start
+#: (the tick comes every TICK_SECONDS; the margin only skips a coalesced double fire).
 FRESH_WITHIN = 0.8 * TICK_SECONDS
-#: How late a periodic tick may come (a busy scheduler): a round's pass judges freshness this
-#: much after the tick's nominal time.
-TICK_LATENESS = 0.5
+#: While nothing is found, a periodic pass is skipped as long as every answer is this recent: the
+#: passes of the rounds (every 10 s at the shipped intervals) bring every answer older than
+#: FRESH_WITHIN up to date, so at idle the tick only has work when rounds stop or are slow
+#: (docs/architecture.md, "When detectors run").
+SKIP_WITHIN = 2 * TICK_SECONDS + 1.0
 #: Queued (like a signal) when every probe has finished its first round, so READY=1 goes out at
 #: once instead of at the main loop's next wake-up.
 FIRST_ROUND = -2
@@ -136,43 +138,36 @@ class Daemon:
         return self.runtime.config
 
     # -- evaluation ------------------------------------------------------------------------
-    def evaluate(self, trigger: Optional[Union[str, AbstractSet[str]]] = None, fresh_within: float = 0.0, periodic: bool = False,
-                 next_check: Optional[float] = None) -> None:
+    def evaluate(self, trigger: Optional[Union[str, AbstractSet[str]]] = None, fresh_within: float = 0.0,
+                 periodic: bool = False) -> None:
         """One detector pass over a consistent view, handed to the engine: all detectors, or after
-        a probe's round (`trigger`) those that probe feeds (and, see `IncrementalDetectors.run`,
-        those the periodic pass due at `next_check` would run). A `periodic` pass that would
-        change nothing is skipped (see `_needless`)."""
+        a probe's round (`trigger`) those that probe feeds and every answer older than
+        `fresh_within`. A `periodic` pass that would change nothing is skipped (`_needless`)."""
         with self._eval_lock:
-            if periodic and self._needless(fresh_within):
+            if periodic and self._needless():
                 self.periodic_skipped += 1
                 return
             self.passes += 1
             config = self.config
             view = self.detectors.prepare(self.state.view(), config)
-            findings, errors = self.detectors.run(view, config, trigger, fresh_within, next_check)
+            findings, errors = self.detectors.run(view, config, trigger, fresh_within)
             if errors:
                 self.runtime.bump("detector_errors")
             self.runtime.detector_errors = errors
             self.runtime.publish(evaluated_metrics(view, config))
             self.engine.process(findings, view.now, blind_rules(view))
 
-    def _needless(self, fresh_within: float) -> bool:
-        """A periodic pass is needless when every detector ran within `fresh_within` (the pass
-        would run none of those with trigger lists) and found nothing: the engine would be handed
-        the empty answer it already has, and its own timer keeps the alerts' times. Checked
-        before building a view: at idle this skips about half of the periodic passes."""
-        return self.detectors.all_fresh(clock.now(), fresh_within) and not self.detectors.last_findings()
+    def _needless(self) -> bool:
+        """A periodic pass is needless while nothing is found and every answer is less than
+        SKIP_WITHIN old: the rounds' passes keep the answers that recent, the engine would be
+        handed the empty answer it already has, and its own timer keeps the alerts' times.
+        While anything is found, every tick runs (holds, resolves: as before SKIP_WITHIN)."""
+        return self.detectors.all_fresh(clock.now(), SKIP_WITHIN) and not self.detectors.last_findings()
 
     def _after_round(self, probes: FrozenSet[str]) -> None:
         """A detector pass for a batch of rounds that finished together (see ProbeScheduler._gather)."""
         if not self.stopping:
-            self.evaluate(probes, fresh_within=FRESH_WITHIN, next_check=self._next_check())
-
-    def _next_check(self) -> float:
-        """When the next periodic pass is due: a round's pass also runs what that one would
-        (see IncrementalDetectors.run), so that at idle the tick finds everything fresh."""
-        ahead = self._last_periodic_eval + TICK_SECONDS - time.monotonic()
-        return clock.now() + max(ahead, 0.0) + TICK_LATENESS
+            self.evaluate(probes, fresh_within=FRESH_WITHIN)
 
     def _after_complete_round(self) -> None:  # every probe finished a round: the dead-man ping
         if not self.stopping:

@@ -142,7 +142,7 @@ class ProbeScheduler:
     def _add(self, probe: Probe) -> None:
         self.probes[probe.name] = probe
         self.rounds.register(probe.name)
-        self.store.register(probe.name, probe.interval, probe.follows_changes)
+        self.store.register(probe.name, probe.interval)
         # APScheduler's own interval trigger on the daemon's grid (see `_trigger`): it counts each
         # next run from the last one, so the first round runs here, at once, outside the schedule
         # (a run at once inside it would move the grid to the start's instant).
@@ -176,7 +176,7 @@ class ProbeScheduler:
             old = self.probes.get(p.name)
             if old is not None and old.reconfigure(p):
                 self._sched.reschedule_job(p.name, trigger=self._trigger(old.interval))
-                self.store.register(p.name, old.interval, old.follows_changes)
+                self.store.register(p.name, old.interval)
                 continue
             if old is not None:
                 old.close()

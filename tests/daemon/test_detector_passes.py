@@ -45,48 +45,10 @@ def test_a_periodic_pass_keeps_answers_a_round_just_computed():
     passes.run(store.view(now=101.0), config, "heartbeat")  # liveness ran at 101
     calls.clear()
     passes.run(store.view(now=104.0), config, fresh_within=4.0)
-    # npu last ran at 100: 4 s ago is not fresh (no probe registered: no cadence of rounds); core
-    # (no trigger list) ran with the heartbeat round and counts as judged for 11 s.
-    assert sorted(calls) == ["npu"]
+    assert sorted(calls) == ["core", "npu"]  # npu last ran at 100: 4 s ago is not fresh
     calls.clear()
     passes.run(store.view(now=105.5), config, fresh_within=4.0)
-    assert sorted(calls) == ["liveness"]
-    calls.clear()
-    passes.run(store.view(now=112.5), config, fresh_within=4.0)
-    assert sorted(calls) == ["core", "liveness", "npu"]
-
-
-def test_a_periodic_pass_spares_detectors_whose_probes_rounds_keep_judging_them():
-    """Between two rounds of its probes only time changes a detector's answer: a periodic pass
-    re-runs it when those rounds are late (its cadence, capped at 10 s, plus 1 s), not every 5 s."""
-    calls = []
-    passes = IncrementalDetectors([(n, counting(n, calls)) for n in ("core", "liveness", "logs", "subhealth")])
-    config = load_config_text("")
-    store = StateStore()
-    # The logs and kernel probes follow changes: most of their rounds are quiet and judge nothing
-    # (the logs probe registers its 30 s rescan as its interval), so they give no cadence.
-    for probe, interval, follows in (("process", 10.0, False), ("heartbeat", 10.0, False), ("kernel", 10.0, True),
-                                     ("logs", 30.0, True), ("subhealth", 60.0, False)):
-        store.register(probe, interval, follows)
-    passes.run(store.view(now=100.0), config)
-    calls.clear()
-    passes.run(store.view(now=105.0), config, fresh_within=4.0)
-    # A log finding's hold running out is seen within 4 s, as before; the rest count for 11 s.
-    assert calls == ["logs"]
-    assert passes.all_fresh(108.9, 4.0) and not passes.all_fresh(109.0, 4.0)  # logs: 4 s
-    calls.clear()
-    passes.run(store.view(now=110.5), config, fresh_within=4.0)
-    assert sorted(calls) == ["logs"]  # 10.5 s: the 10 s rounds may still be on their way
-    calls.clear()
-    passes.run(store.view(now=111.0), config, fresh_within=4.0)
-    # Late rounds (a hung probe), a 60 s probe capped at 10 s, no trigger list: judged at 11 s.
-    assert sorted(calls) == ["core", "liveness", "subhealth"]
-    calls.clear()
-    passes.run(store.view(now=112.0), config, "heartbeat", fresh_within=4.0)
-    assert sorted(calls) == ["core", "liveness"]  # a round judges its detectors at once, as before
-    calls.clear()
-    passes.run(store.view(now=112.0), config)  # a full pass (start, reload) runs everything
-    assert sorted(calls) == ["core", "liveness", "logs", "subhealth"]
+    assert sorted(calls) == ["core", "liveness"]
 
 
 def test_a_detector_that_raises_is_reported_and_others_still_run():
@@ -100,25 +62,40 @@ def test_a_detector_that_raises_is_reported_and_others_still_run():
     assert errors == ["npu: RuntimeError: bug"] and [f.rule for f in findings] == ["logs_rule"]
 
 
-def test_a_round_just_before_a_periodic_pass_runs_what_that_pass_would():
+def test_a_rounds_pass_also_brings_every_stale_answer_up_to_date():
+    """The view is at hand: a pass after a round also runs every detector whose answer is older
+    than `fresh_within`, so the periodic tick finds them recent and may be skipped."""
     calls = []
     passes = IncrementalDetectors([(n, counting(n, calls)) for n in ("core", "npu", "liveness", "logs")])
     config = load_config_text("")
     store = StateStore()
     passes.run(store.view(now=100.0), config)
     calls.clear()
-    passes.run(store.view(now=102.0), config, "heartbeat", fresh_within=4.0)
-    assert sorted(calls) == ["core", "liveness"]  # no periodic pass near: only its own detectors
-    calls.clear()
-    passes.run(store.view(now=103.0), config, "heartbeat", fresh_within=4.0, next_check=103.5)
-    assert sorted(calls) == ["core", "liveness"]  # npu and logs will still be fresh at 103.5
+    passes.run(store.view(now=103.0), config, "heartbeat", fresh_within=4.0)
+    assert sorted(calls) == ["core", "liveness"]  # npu and logs ran 3 s ago: only its own detectors
     assert passes.all_fresh(103.9, 4.0) and not passes.all_fresh(104.0, 4.0)
     calls.clear()
-    passes.run(store.view(now=105.0), config, "heartbeat", fresh_within=4.0, next_check=107.0)
-    # npu and logs would be 7 s old at the periodic pass due at 107: this round's pass runs them.
-    assert sorted(calls) == ["core", "liveness", "logs", "npu"]
-    assert passes.all_fresh(107.0, 4.0)
+    passes.run(store.view(now=105.0), config, "heartbeat", fresh_within=4.0)
+    assert sorted(calls) == ["core", "liveness", "logs", "npu"]  # npu and logs were 5 s old
+    assert passes.all_fresh(108.9, 4.0) and passes.all_fresh(115.9, 11.0) and not passes.all_fresh(116.0, 11.0)
     assert sorted(f.labels["d"] for f in passes.last_findings()) == ["core", "liveness", "logs", "npu"]
+    calls.clear()
+    passes.run(store.view(now=106.0), config, "heartbeat")  # no `fresh_within`: its own detectors only
+    assert sorted(calls) == ["core", "liveness"]
+
+
+def test_a_reload_makes_every_answer_stale():
+    calls = []
+    passes = IncrementalDetectors([(n, counting(n, calls)) for n in ("core", "npu", "liveness")])
+    config = load_config_text("")
+    store = StateStore()
+    passes.run(store.view(now=100.0), config)
+    assert passes.all_fresh(101.0, 4.0)
+    passes.reconfigured()
+    assert not passes.all_fresh(101.0, 11.0)
+    calls.clear()
+    passes.run(store.view(now=101.0), config, fresh_within=4.0)
+    assert sorted(calls) == ["core", "liveness", "npu"]
 
 
 def test_daemon_skips_a_periodic_pass_only_when_it_would_change_nothing(tmp_path):
@@ -152,11 +129,16 @@ def test_daemon_skips_a_periodic_pass_only_when_it_would_change_nothing(tmp_path
 
         periodic(0.0)  # everything fresh, nothing found: skipped, no view built
         assert d.passes == 1 and d.periodic_skipped == 1
-        periodic(12.0)  # older than its inputs' cadence (10 s rounds + 1 s): runs
-        assert d.passes == 2 and d.periodic_skipped == 1
+        periodic(10.5)  # nothing found and every answer younger than 11 s: the rounds keep them
+        assert d.passes == 1 and d.periodic_skipped == 2
+        periodic(11.5)  # rounds stopped or slow: runs
+        assert d.passes == 2 and d.periodic_skipped == 2
         found.append(Finding(rule="heartbeat_stale", severity="warning", summary="x", labels={"rank": "0"}))
         d._after_round("heartbeat")
         periodic(0.0)  # fresh, but something was found: the engine is handed it again, as before
-        assert d.passes == 4 and d.periodic_skipped == 1
+        assert d.passes == 4 and d.periodic_skipped == 2
+        calls.clear()
+        periodic(4.5)  # something found: every tick runs, and runs what is older than 4 s
+        assert d.passes == 5 and sorted(calls) == ["core", "liveness"]
     finally:
         d.stop()

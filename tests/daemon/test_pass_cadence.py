@@ -1,10 +1,10 @@
 """When detectors run (docs/architecture.md), through the real Daemon's `_after_round`,
-`_periodic` and `_apply_reload` on a simulated clock (no scheduler, no threads): the 5 s tick
-spares what the 10 s rounds keep judging, and still judges in time what only time changes.
+`_periodic` and `_apply_reload` on a simulated clock (no scheduler, no threads): at idle the 5 s
+tick is skipped while the 10 s rounds' passes keep every answer recent; while something is found
+every tick runs, so a hold running out is judged as soon as before; a reload's answers are stale.
 
-Registered as the shipped config registers them: process, heartbeat, npu at 10 s (rounds that
-always start a pass), kernel at 10 s and logs at 30 s (the logs probe registers its rescan), both
-following changes (their rounds without a new line are quiet and start no pass)."""
+As the shipped config runs them: the process, heartbeat and npu probes' rounds every 10 s in one
+batch (each starts a pass); the logs and kernel probes' rounds are quiet (no new line: no pass)."""
 
 from __future__ import annotations
 
@@ -29,36 +29,29 @@ def _daemon(tmp_path, monkeypatch, now):
     cfg = load_config_text(f"paths: {{state_dir: {tmp_path / 'state'}}}\nhttp: {{enabled: false}}\n"
                            "probes: {logs: {enabled: true}}\n")
     d = daemon_mod.Daemon(cfg, None)
-    runs = {"logs": [], "liveness": [], "core": []}
+    runs = {"logs": [], "liveness": [], "core": [], "hold_end": float("-inf")}
 
     def logs(view, config):
-        # A log match's hold: in force until the test's `hold_end`, and only while logs are enabled.
+        # A log match's hold: the finding stands until `hold_end`.
         runs["logs"].append(view.now)
-        if LOGS_CONFIG.of(config).enabled and view.now < runs.get("hold_end", float("inf")):
+        if view.now < runs["hold_end"]:
             return [Finding(rule="log_oom", severity="critical", summary="oom", labels={"rank": "0"})]
         return []
 
-    def other(name):
-        def detect(view, config):
-            runs[name].append(view.now)
-            if name == "liveness" and runs.get("config_answer") and LOGS_CONFIG.of(config).enabled:
-                # An answer that rests on a setting (any one: the reload test turns it off).
-                return [Finding(rule="heartbeat_stale", severity="critical", summary="stale", labels={"rank": "0"})]
-            return []
-        return detect
+    def liveness(view, config):
+        runs["liveness"].append(view.now)
+        if not LOGS_CONFIG.of(config).enabled:  # an answer that rests on a setting (the reload test)
+            return [Finding(rule="heartbeat_stale", severity="critical", summary="stale", labels={"rank": "0"})]
+        return []
 
-    d.detectors = IncrementalDetectors([("core", other("core")), ("liveness", other("liveness")), ("logs", logs)])
+    def core(view, config):
+        runs["core"].append(view.now)
+        return []
+
+    d.detectors = IncrementalDetectors([("core", core), ("liveness", liveness), ("logs", logs)])
     handed = []
     d.engine.process = lambda findings, now_, blind: handed.append((now_, [f.rule for f in findings]))
     return d, runs, handed
-
-
-def _register(d, batches: bool):
-    d.state.register("kernel", 10.0, follows_changes=True)
-    d.state.register("logs", 30.0, follows_changes=True)
-    if batches:
-        for name in BATCH:
-            d.state.register(name, 10.0)
 
 
 def _simulate(d, now, t0, until, batch_offset, batches=True, at=None):
@@ -66,7 +59,7 @@ def _simulate(d, now, t0, until, batch_offset, batches=True, at=None):
     {time: callable} run at that simulated time."""
     events = [(t0 + 5.0 * k, "tick") for k in range(1, int((until - t0) / 5) + 1)]
     if batches:
-        events += [(t0 + 10.0 * m + batch_offset, "batch") for m in range(0, int((until - t0) / 10) + 1)]
+        events += [(t0 + 10.0 * m + batch_offset, "batch") for m in range(0, int((until - t0) / 10))]
     events += [(t, "call") for t in (at or {})]
     for t, kind in sorted(events):
         now[0] = t
@@ -78,70 +71,72 @@ def _simulate(d, now, t0, until, batch_offset, batches=True, at=None):
             at[t]()
 
 
-@pytest.mark.parametrize("batch_offset,batches", [(0.6, True), (4.7, True), (0.0, False)],
-                         ids=["batch-0.6s-after-tick", "batch-0.3s-before-tick", "only-quiet-probes"])
-def test_what_the_rounds_judge_is_spared_and_a_log_hold_is_judged_as_before(tmp_path, monkeypatch, batch_offset,
-                                                                            batches):
-    """The log detectors (a hold running out; their own rounds are quiet) are judged every 4-5 s
-    as before the cadences; liveness, fed by the 10 s rounds, once per batch and not by the
-    ticks (by every tick, as before, where none of its probes runs rounds on its interval); a
-    detector without trigger list on a node of quiet probes at the first tick after 11 s."""
+def _start(tmp_path, monkeypatch):
     now = [1_800_000_000.0]
-    t0 = now[0]
-    d, runs, _ = _daemon(tmp_path, monkeypatch, now)
+    d, runs, handed = _daemon(tmp_path, monkeypatch, now)
+    d._last_periodic_eval = now[0]
+    d.evaluate()  # the full pass at READY
+    return d, runs, handed, now, now[0]
+
+
+def _gaps(runs, name, t0):
+    got = [t - t0 for t in runs[name]]
+    return got, [b - a for a, b in zip(got, got[1:])]
+
+
+@pytest.mark.parametrize("batch_offset", [0.6, 4.7], ids=["batch-0.6s-after-tick", "batch-0.3s-before-tick"])
+def test_at_idle_the_ticks_are_skipped_and_the_rounds_keep_every_answer_recent(tmp_path, monkeypatch, batch_offset):
+    d, runs, _, now, t0 = _start(tmp_path, monkeypatch)
     try:
-        _register(d, batches)
-        d._last_periodic_eval = t0
-        d.evaluate()  # the full pass at READY
-        _simulate(d, now, t0, t0 + 120.0, batch_offset, batches)
+        _simulate(d, now, t0, t0 + 120.0, batch_offset)
+        assert d.periodic_skipped == 24 and d.passes == 1 + 12  # the full pass and each batch's
+        for name in ("core", "liveness", "logs"):
+            got, gaps = _gaps(runs, name, t0)
+            assert all(round((t - batch_offset) % 10.0, 3) in (0.0, 10.0) for t in got[1:]), (name, got)
+            assert max(gaps) <= 11.0, (name, got)  # SKIP_WITHIN
+    finally:
+        d.stop()
 
-        def gaps(name):
-            got = [t - t0 for t in runs[name]]
-            return got, [b - a for a, b in zip(got, got[1:])]
 
-        got, logs_gaps = gaps("logs")
-        assert max(logs_gaps) <= 5.5, f"the logs detector ran at {got}: a hold's end judged up to {max(logs_gaps):.1f} s late"
-        got, live_gaps = gaps("liveness")
-        if batches:
-            # The full pass, then each batch's pass and no tick's.
-            assert all(round((t - batch_offset) % 10.0, 3) in (0.0, 10.0) for t in got[1:]), got
-            assert max(live_gaps) <= 10.0, got
-        else:
-            assert max(live_gaps) <= 5.0, got  # no probe of it runs rounds on its interval: as before
-        got, core_gaps = gaps("core")
-        assert max(core_gaps) <= (10.0 if batches else 15.5), got
+def test_when_rounds_stop_the_ticks_judge_every_answer_within_15_s(tmp_path, monkeypatch):
+    d, runs, _, now, t0 = _start(tmp_path, monkeypatch)
+    try:
+        _simulate(d, now, t0, t0 + 120.0, 0.0, batches=False)  # hung probes, or only quiet ones
+        for name in ("core", "liveness", "logs"):
+            got, gaps = _gaps(runs, name, t0)
+            assert max(gaps) <= 15.0 and len(got) >= 8, (name, got)
+    finally:
+        d.stop()
+
+
+@pytest.mark.parametrize("batch_offset", [0.6, 4.7], ids=["batch-0.6s-after-tick", "batch-0.3s-before-tick"])
+def test_while_a_log_finding_stands_every_tick_runs_and_its_hold_ends_in_time(tmp_path, monkeypatch, batch_offset):
+    """The logs probe's rounds are quiet, so only the ticks and the batches judge a hold running
+    out: while it stands every tick runs (as before the idle skip), and the alert's inhibitions
+    and resolve see its end within a tick (a NaN line's hold still in force when the stall that
+    inhibited it resolved paged, in a first version)."""
+    d, runs, handed, now, t0 = _start(tmp_path, monkeypatch)
+    runs["hold_end"] = t0 + 37.0
+    try:
+        d._after_round(BATCH)  # the match's pass
+        _simulate(d, now, t0, t0 + 60.0, batch_offset)
+        gone = [t for t, rules in handed if t >= runs["hold_end"] and "log_oom" not in rules]
+        assert gone and gone[0] - runs["hold_end"] <= 5.0, handed
     finally:
         d.stop()
 
 
 def test_a_reload_makes_every_answer_stale(tmp_path, monkeypatch):
     """A reload makes every answer stale (it may rest on a setting that changed, or on a probe now
-    gone): the next tick runs every detector, as it did before the cadences. Found by an attack
-    pass: with the cadences alone, an answer of a detector fed by the 10 s rounds that rested on
-    a setting the reload turned off was handed on for up to 15 s."""
-    now = [1_800_000_000.0]
-    t0 = now[0]
-    d, runs, handed = _daemon(tmp_path, monkeypatch, now)
-    runs["config_answer"] = True
-    runs["hold_end"] = t0  # no log finding: only the liveness answer is followed
+    gone): the next tick runs every detector. Found by an attack pass on a first version: an
+    answer resting on a setting the reload changed was handed on for up to 15 s."""
+    d, runs, handed, now, t0 = _start(tmp_path, monkeypatch)
     try:
-        _register(d, True)
-        d._last_periodic_eval = t0
-        d.evaluate()
         new = load_config_text(f"paths: {{state_dir: {tmp_path / 'state'}}}\nhttp: {{enabled: false}}\n"
                                "probes: {logs: {enabled: false}}\n")
         reload_at = t0 + 30.7
-
-        def reload():
-            d._apply_reload(Prepared(new, []))
-            for name in BATCH:  # kept across the reload
-                d.state.register(name, 10.0)
-            d.state.register("kernel", 10.0, follows_changes=True)
-
-        _simulate(d, now, t0, t0 + 60.0, 0.6, True, at={reload_at: reload})
-        assert any("heartbeat_stale" in rules for t, rules in handed if t < reload_at)
-        after = [t for t, rules in handed if t > reload_at and "heartbeat_stale" not in rules]
-        assert after, handed
-        assert after[0] - reload_at <= 5.5, f"an answer on the old config handed on {after[0] - reload_at:.1f} s after the reload"
+        _simulate(d, now, t0, t0 + 60.0, 0.6, True, at={reload_at: lambda: d._apply_reload(Prepared(new, []))})
+        found = [t for t, rules in handed if "heartbeat_stale" in rules]
+        assert found and found[0] - reload_at <= 5.0, handed
     finally:
         d.stop()

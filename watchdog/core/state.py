@@ -78,9 +78,6 @@ class ProbeStatus:
     hung: bool = False
     #: A short human summary of what the last successful round saw.
     last_result: Optional[str] = None
-    #: Its rounds come with change events (log lines, kernel messages) and most are quiet (start
-    #: no detector pass): its interval says how often it looks, not how often it judges.
-    follows_changes: bool = False
     #: Why the last round failed (None after a success, and for a round that timed out or is
     #: still stuck: `hung` says that).
     reason: Optional[FailureReason] = None
@@ -156,12 +153,11 @@ class StateStore:
             while len(hist) > 1 and hist[0].time < cutoff:
                 hist.popleft()
 
-    def register(self, name: str, interval: float, follows_changes: bool = False) -> None:
+    def register(self, name: str, interval: float) -> None:
         """Make a probe known (so it shows as down until its first success)."""
         with self._lock:
             old = self._statuses.get(name)
-            self._statuses[name] = (replace(old, interval=interval, follows_changes=follows_changes) if old
-                                    else ProbeStatus(name, interval, follows_changes=follows_changes))
+            self._statuses[name] = replace(old, interval=interval) if old else ProbeStatus(name, interval)
 
     def unregister_missing(self, names: Iterable[str]) -> None:
         keep = set(names)

@@ -101,21 +101,6 @@ def run_detectors(detectors: List[Tuple[str, Detector]], view: StateView, config
 #: conditions stay current). Without this, the 3 s log rounds would re-run the NPU trend and stall
 #: detectors over an hour of history many times per NPU observation.
 
-#: A detector is judged again by every round of the probes that feed it, so between two of their
-#: rounds only time can change its answer (a heartbeat ages, a hold runs out). A periodic pass
-#: therefore re-runs it only when those rounds are late: when its last run is older than its
-#: inputs' cadence (the shortest interval of its trigger probes that run on their interval, at
-#: most CADENCE_CAP; a detector with no trigger list runs after every round of any probe and
-#: counts CADENCE_CAP) plus
-#: CADENCE_MARGIN, or than the pass's own `fresh_within` if that is longer. At the shipped 10 s
-#: rounds the periodic pass then spares the liveness, NPU, stall and kernel detectors that the
-#: rounds keep judging (two thirds of an idle daemon's detector CPU went to re-running them every
-#: 5 s on unchanged input), and every answer is still at most about 11 s old when nothing is late
-#: (docs/architecture.md, "When detectors run").
-CADENCE_CAP = 10.0
-CADENCE_MARGIN = 1.0
-
-
 class IncrementalDetectors:
     """The daemon's detector passes: full (trigger None) or after rounds of some probes (a probe
     name, or a set of names: a batch of rounds that finished together)."""
@@ -126,8 +111,6 @@ class IncrementalDetectors:
         self._last: Dict[str, List[Finding]] = {}
         #: View time of each detector's last run.
         self._ran_at: Dict[str, float] = {}
-        #: How old each detector's answer may get before a periodic pass runs it (`cadence`).
-        self._cadence: Dict[str, float] = {}
         self.summaries = Summaries()
         #: Per discovered job (watchdog.detectors.jobs): fed like the node's, job by job.
         self.jobs = JobSummaries()
@@ -139,65 +122,46 @@ class IncrementalDetectors:
         return replace(self.summaries.attach(view, config), job_summaries=self.jobs)
 
     def run(self, view: StateView, config: Config, trigger: Optional[Union[str, AbstractSet[str]]] = None,
-            fresh_within: float = 0.0, next_check: Optional[float] = None) -> Tuple[List[Finding], List[str]]:
-        """`fresh_within` (periodic passes): a detector that ran this recently, or within its
-        inputs' cadence (`cadence`), keeps its answer instead of running again. `next_check` (a
-        probe round's pass: when the next periodic pass is due): a detector that pass would run
-        (it would not be fresh then) runs now, while the view is at hand, so that pass finds
-        everything fresh and can be skipped (see `all_fresh`); it keeps the periodic passes'
-        promise, every answer within its window at each of them."""
+            fresh_within: float = 0.0) -> Tuple[List[Finding], List[str]]:
+        """Run the detectors `trigger`'s rounds feed (all of them when it is None) and, with
+        `fresh_within`, every other detector whose answer is older than that: a pass that builds
+        a view brings every answer up to date, so the periodic tick may be skipped while every
+        answer is recent (see `all_fresh`, docs/architecture.md "When detectors run")."""
         if view.summaries is None:
             view = self.prepare(view, config)
         findings: List[Finding] = []
         errors: List[str] = []
         for name, fn in self.detectors:
-            if self._due(name, view.now, trigger, fresh_within, next_check):
+            if self._due(name, view.now, trigger, fresh_within):
                 got, err = run_detectors([(name, fn)], view, config)
                 self._last[name] = got
                 self._ran_at[name] = view.now
-                self._cadence[name] = self.cadence(name, view)
                 errors.extend(err)
             findings.extend(self._last[name])
         return findings, errors
 
-    def _due(self, name: str, now: float, trigger: Optional[Union[str, AbstractSet[str]]], fresh_within: float,
-             next_check: Optional[float] = None) -> bool:
-        if name not in self._last:
-            return True
-        deps = self._triggers.get(name)
-        if trigger is not None:
-            fed = deps is not None and (trigger in deps if isinstance(trigger, str) else not trigger.isdisjoint(deps))
-            return deps is None or fed or (
-                next_check is not None and not self._fresh(name, next_check, fresh_within))
-        return not self._fresh(name, now, fresh_within)
-
-    def cadence(self, name: str, view: StateView) -> float:
-        """How often the rounds of `name`'s trigger probes judge it again, plus CADENCE_MARGIN;
-        0 (a periodic pass's own `fresh_within` applies) when none of them is a registered probe
-        that runs its rounds on its interval: the rounds of one that follows changes (the logs
-        and kernel probes) are mostly quiet and judge nothing, so a hold running out among its
-        answers is seen by the periodic passes, within `fresh_within` as before (a log finding
-        held past its time was released as a page when the stall that inhibited it resolved)."""
+    def _due(self, name: str, now: float, trigger: Optional[Union[str, AbstractSet[str]]], fresh_within: float) -> bool:
+        if name not in self._last or (fresh_within > 0 and not self._fresh(name, now, fresh_within)):
+            return True  # never run, or stale: a pass that builds a view brings it up to date
         deps = self._triggers.get(name)
         if deps is None:
-            return CADENCE_CAP + CADENCE_MARGIN
-        intervals = [st.interval for st in map(view.status, deps)
-                     if st is not None and st.interval > 0 and not st.follows_changes]
-        return min(min(intervals), CADENCE_CAP) + CADENCE_MARGIN if intervals else 0.0
+            return True  # no trigger list: every pass
+        if trigger is None:
+            return fresh_within <= 0  # a full pass runs all; a periodic one only the stale
+        return trigger in deps if isinstance(trigger, str) else not trigger.isdisjoint(deps)
 
     def _fresh(self, name: str, now: float, fresh_within: float) -> bool:
-        window = max(fresh_within, self._cadence.get(name, 0.0))
-        return fresh_within > 0 and 0 <= now - self._ran_at.get(name, -1e18) < window
+        return fresh_within > 0 and 0 <= now - self._ran_at.get(name, -1e18) < fresh_within
 
     def reconfigured(self) -> None:
-        """After a reload every answer is stale: it may rest on settings that changed or on a
-        probe now gone, which no round of the remaining probes would judge again before their
-        cadence ran out (seconds late); the next pass, at the latest the next tick, runs all."""
+        """After a reload every answer is stale (it may rest on a setting that changed or on a
+        probe now gone): the next pass, at the latest the next tick, runs every detector."""
         self._ran_at.clear()
 
     def all_fresh(self, now: float, fresh_within: float) -> bool:
-        """Every detector ran within `fresh_within` of `now`: a periodic pass would run none of
-        those with trigger lists, so the daemon may skip it (checked before building a view)."""
+        """Every detector ran within `fresh_within` of `now` (checked before building a view:
+        the daemon skips a periodic pass while every answer is this recent and none found
+        anything)."""
         return all(name in self._last and self._fresh(name, now, fresh_within) for name, _ in self.detectors)
 
     def last_findings(self) -> List[Finding]:
