@@ -58,11 +58,16 @@ def wrap(owner: Any, attr: str, label: str) -> None:
         try:
             return fn(*args, **kwargs)
         finally:
-            entry = ACC[label]
-            entry[0] += 1
-            entry[1] += time.thread_time() - t
+            count(label, t)
 
     setattr(owner, attr, attributed)
+
+
+def count(label: str, started: float) -> None:
+    """One call of `label`, which began at thread time `started`."""
+    entry = ACC[label]
+    entry[0] += 1
+    entry[1] += time.thread_time() - started
 
 
 def wrap_each_detector(detectors: Any) -> None:
@@ -74,9 +79,7 @@ def wrap_each_detector(detectors: Any) -> None:
         try:
             return fn(pairs, *args, **kwargs)
         finally:
-            entry = ACC["detector: " + ",".join(name for name, _ in pairs)]
-            entry[0] += 1
-            entry[1] += time.thread_time() - t
+            count("detector: " + ",".join(name for name, _ in pairs), t)
 
     detectors.run_detectors = attributed
 

@@ -101,6 +101,7 @@ def run_detectors(detectors: List[Tuple[str, Detector]], view: StateView, config
 #: conditions stay current). Without this, the 3 s log rounds would re-run the NPU trend and stall
 #: detectors over an hour of history many times per NPU observation.
 
+
 class IncrementalDetectors:
     """The daemon's detector passes: full (trigger None) or after rounds of some probes (a probe
     name, or a set of names: a batch of rounds that finished together)."""
