@@ -55,7 +55,7 @@ def detect(view: StateView, config: Config) -> List[Finding]:
             severity=check.severity,
             summary=f"check {check.name} {what}",
             labels={**base, "check": check.name},
-            hint=check.hint or f"Run the check by hand: {' '.join(check.argv)}",
+            hint=check.hint or f"Run the check by hand: {' '.join(res.argv)}",
             value=what,
             since=sample.time,
             evidence=tuple(res.output_tail.splitlines()[-10:]),

@@ -1,19 +1,28 @@
-"""Command checks: run a configured program each round; its exit status is the observation."""
+"""Command checks: run a configured program each round; its exit status is the observation.
+
+A check's output and command line reach findings, alerts, `status` and the alert state, so both
+are redacted here, at the source, as log lines and discovered command lines are: the config's
+secrets (a check that prints the webhook URL it failed to reach), credential options of its
+own command line (`--token VALUE`), and secret-looking assignments (`password=...`)."""
 
 from __future__ import annotations
 
-from typing import List
+from typing import Iterable, List
 
 from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.commands import CommandCheck
 from watchdog.observations import CommandResult
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
 from watchdog.host.subproc import run_command
+from watchdog.privacy.argv import redact_argv
+from watchdog.privacy.redact import Redactor, config_secrets
 
 
 class CommandProbe(Probe):
-    def __init__(self, check: CommandCheck):
+    def __init__(self, check: CommandCheck, secrets: Iterable[str] = ()):
         self.check = check
+        self.argv, found = redact_argv(check.argv)
+        self.redactor = Redactor([*secrets, *found])
         self.name = f"command:{check.name}"
         self.interval = check.interval
         # The scheduler's own timeout is a little longer than the command's, so the command's
@@ -24,9 +33,9 @@ class CommandProbe(Probe):
         out = run_command(self.check.argv, timeout=self.check.timeout)
         if out.start_error:
             raise ProbeError(f"cannot run {self.check.argv[0]!r}: {out.start_error}")
-        tail = (out.stdout + out.stderr).strip()[-2000:]
+        tail = self.redactor.text((out.stdout + out.stderr).strip()[-2000:])
         result = CommandResult(
-            name=self.check.name, argv=tuple(self.check.argv), returncode=out.returncode,
+            name=self.check.name, argv=self.argv, returncode=out.returncode,
             timed_out=out.timed_out, duration_seconds=out.duration, output_tail=tail,
         )
         if out.timed_out:
@@ -53,4 +62,5 @@ SECTION: ProbeSection[List[CommandCheck]] = ProbeSection("commands", List[Comman
 
 
 def build(ctx: ProbeContext) -> List[Probe]:
-    return [CommandProbe(c) for c in ctx.config.probes.commands]
+    secrets = config_secrets(ctx.config)
+    return [CommandProbe(c, secrets) for c in ctx.config.probes.commands]

@@ -21,7 +21,7 @@ import os
 import select
 import time
 from dataclasses import replace
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from watchdog.host import clock
 from watchdog.service import statefiles
@@ -33,6 +33,7 @@ from watchdog.logrules.device import device_of
 from watchdog.logrules.matcher import Matcher
 from watchdog.observations import KernelEvent, KernelObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
+from watchdog.privacy.redact import Redactor, config_secrets
 from watchdog.host.procstat import boot_time, read_boot_id, read_stat
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,11 @@ MAX_COMMS = 8
 class KernelProbe(Probe):
     name = "kernel"
 
-    def __init__(self, cfg: KernelProbeConfig, state_dir: str, feed: Any = None):
+    def __init__(self, cfg: KernelProbeConfig, state_dir: str, feed: Any = None, secrets: Iterable[str] = ()):
         self.cfg = cfg
+        #: A record's text reaches findings, alerts and `status`: the config's secrets are taken
+        #: out of it as out of log lines (a driver or a user's `logger` line may quote a URL).
+        self.redactor = Redactor(secrets)
         self.interval = cfg.interval
         self.timeout = cfg.timeout
         self.state_path = os.path.join(state_dir, STATE_FILE)
@@ -83,6 +87,7 @@ class KernelProbe(Probe):
         if not isinstance(new, KernelProbe) or new.cfg.device != self.cfg.device:
             return False
         self.cfg, self.interval, self.timeout = new.cfg, new.interval, new.timeout
+        self.redactor = new.redactor
         self._set_rules(new.cfg)
         for k in self.rules:
             self.matches_total.setdefault(k.rule.id, 0)
@@ -211,8 +216,8 @@ class KernelProbe(Probe):
         text = rec.message[:MAX_TEXT]
         pid, comm = task_of(k, text)
         ev = KernelEvent(seq=rec.seq, time=boot + rec.usec / 1e6, rule=k.rule.id, category=k.rule.category,
-                         severity=k.rule.severity, title=k.rule.title, text=text, hint=k.rule.hint, pid=pid,
-                         device=device_of(text), comm=comm)
+                         severity=k.rule.severity, title=k.rule.title, text=self.redactor.text(text),
+                         hint=k.rule.hint, pid=pid, device=device_of(text), comm=comm)
         labels = self._ranks.get(pid) if pid is not None else None
         if labels is None and pid is not None:
             # A rank discovered since this probe last looked (it may have died at once): the
@@ -265,4 +270,4 @@ def build(ctx: ProbeContext) -> List[Probe]:
     if not cfg.enabled:
         return []
     feed = ctx.discovery_feed() if ctx.config.discovery.enabled else None
-    return [KernelProbe(cfg, ctx.state_dir, feed)]
+    return [KernelProbe(cfg, ctx.state_dir, feed, config_secrets(ctx.config))]
