@@ -28,7 +28,8 @@ from watchdog.config import Config
 from watchdog.detectors import IncrementalDetectors, blind_rules, load_detectors
 from watchdog.discovery.feed import feed_for, scan_options
 from watchdog.http.server import HttpEndpoint, MetricsSource
-from watchdog.service.logsetup import set_level
+from watchdog.privacy.redact import Redactor, config_secrets
+from watchdog.service.logsetup import redact_with, set_level
 from watchdog.metrics.collector import evaluated_metrics, make_registry
 from watchdog.probes import ProbeContext, build_probes
 from watchdog.probes.base import Probe
@@ -214,6 +215,7 @@ class Daemon:
             log.warning("reload: %s changed; %s at the next restart (everything else applies now)",
                         ", ".join(later), "takes effect" if len(later) == 1 else "take effect")
         set_level(new.logging.level)
+        redact_with(Redactor(config_secrets(new)).text)
         self.runtime.config = new
         self.runtime.config_loaded_at = clock.now()
         self.engine.reconfigure(new)

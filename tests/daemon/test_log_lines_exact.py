@@ -1,7 +1,8 @@
-"""Log lines reach every chat platform byte for byte (docs/alerting.md: "log lines stay exactly as
-they are"): a line copied from Feishu, DingTalk, WeCom or Slack greps in the plog it came from.
+"""Log lines reach the chat platforms with code blocks byte for byte (docs/alerting.md: "log lines
+stay exactly as they are"): a line copied from Feishu or Slack greps in the plog it came from.
 The code block around them is escaped (a fence no line can close), not the lines; the one change
-is a zero-width space that keeps a mention tag (`<at ...>`, `<@id>`) from paging anybody."""
+is a zero-width space that keeps a mention tag (`<at ...>`, `<@id>`) from paging anybody.
+DingTalk's and WeCom's robot markdown has no code block: there each line is escaped as text."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def _block(text: str) -> list:
     return m.group(2).split("\n")
 
 
-@pytest.mark.parametrize("kind", ["feishu", "dingtalk", "wecom"])
+@pytest.mark.parametrize("kind", ["feishu"])
 def test_log_lines_are_byte_exact_in_a_markdown_code_block(kind):
     text = chat_text(kind, deliver(kind, _body()))
     assert _block(text) == LINES, text
@@ -53,11 +54,27 @@ def test_log_lines_in_slack_read_back_exactly():
     assert shown[:4] == LINES[:4], shown
 
 
+@pytest.mark.parametrize("kind", ["dingtalk", "wecom"])
+def test_log_lines_are_escaped_line_by_line_without_a_fence(kind):
+    """Their words stay readable (one line each, the digits and codes as printed); what markdown
+    would render (a heading, a link, a tag, emphasis, a fence) is defused."""
+    text = chat_text(kind, deliver(kind, _body()))
+    assert "```" not in text
+    for keep in ("Stream synchronize failed, stream_id=3, errcode=507011", "EI0002", "lm loss: nan",
+                 "after a tab", "iteration     5426/  100000"):
+        assert keep in text, (kind, keep)
+    for live in ("](http://x)", "<b>", "**bold**", "\n# >"):
+        assert live not in text, (kind, live)
+
+
 @pytest.mark.parametrize("kind", ["feishu", "wecom"])
 def test_a_mention_tag_in_a_log_line_pings_nobody(kind):
     lines = ['user said <at id=all></at> and <@zhangsan> in a log line']
     body = note([alert("log_custom", {"rank": "0", "log_rule": "mine"}, 1_764_500_000.0, evidence=lines)])
     text = chat_text(kind, deliver(kind, body))
+    if kind == "wecom":  # no code block: the line is escaped as text
+        assert "<at" not in text and "<@zhangsan" not in text and "user said" in text
+        return
     [shown] = _block(text)
     assert "<at" not in shown and "<@" not in shown
     assert shown.replace("\u200b", "") == lines[0]

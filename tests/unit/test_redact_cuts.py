@@ -45,3 +45,27 @@ def test_a_restart_line_is_redacted_like_the_event_it_came_with(tmp_path):
     assert obs.restarts and all("SECRETVALUE123" not in r.line for r in obs.restarts)
     assert any("Worker group FAILED" in r.line for r in obs.restarts)
     assert all("SECRETVALUE123" not in e.text for e in obs.events)
+
+
+def test_a_secret_in_another_letter_case_is_replaced_too():
+    from watchdog.privacy.redact import replace_any_case
+
+    url = "https://hooks.slack.com/services/T0AAAA/B0BBBB/SeCrEtToKeN1234567abcdef"
+    red = Redactor([url])
+    for text in (url.upper(), url.lower(), "posted to " + url.upper() + " and failed"):
+        out = red.text(text)
+        assert "SECRETTOKEN1234567" not in out.upper() and REDACTED in out, out
+    assert replace_any_case("a Token b TOKEN c token", "token", "X") == "a X b X c X"
+    # A character whose lower case is longer (İ) keeps the exact match only, and no misplaced cut.
+    assert replace_any_case("İ token İ", "TOKEN", "X") == "İ token İ"
+    assert replace_any_case("İ TOKEN", "TOKEN", "X") == "İ X"
+
+
+def test_a_secret_file_ending_in_spaces_or_tabs_is_read_without_them(tmp_path):
+    from watchdog.config.load import load_config_text
+    from watchdog.privacy.redact import config_secrets
+
+    hook = tmp_path / "url"
+    hook.write_text("https://hooks.example/x/T0kenInTheHookPath9876543210 \t\r\n")
+    cfg = load_config_text(f"alerting:\n  channels:\n    - type: webhook\n      name: h\n      url_file: {hook}\n")
+    assert "https://hooks.example/x/T0kenInTheHookPath9876543210" in config_secrets(cfg)

@@ -24,7 +24,8 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 def main(args: argparse.Namespace) -> int:
     from watchdog.config.load import ConfigError
-    from watchdog.service.logsetup import setup_logging
+    from watchdog.privacy.redact import Redactor, config_secrets
+    from watchdog.service.logsetup import redact_with, setup_logging
     from watchdog.relay.config import load_relay_config
     from watchdog.service.signals import deliver_to, inbox
 
@@ -39,6 +40,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"warning: {config.exposure()}")
         return 0
     setup_logging(args.log_level, args.log_format)
+    redact_with(Redactor(config_secrets(config)).text)
     from watchdog.relay.server import Relay, make_server
 
     try:

@@ -22,7 +22,8 @@ def main(args: argparse.Namespace) -> int:
 
     from watchdog.config.load import with_state_dir
     from watchdog.daemon import Daemon
-    from watchdog.service.logsetup import setup_logging
+    from watchdog.privacy.redact import Redactor, config_secrets
+    from watchdog.service.logsetup import redact_with, setup_logging
     from watchdog.service.malloc import limit_arenas
     from watchdog.service.statelock import StateFolderBusy
 
@@ -33,6 +34,7 @@ def main(args: argparse.Namespace) -> int:
     if args.state_dir:
         config = with_state_dir(config, args.state_dir)
     setup_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
+    redact_with(Redactor(config_secrets(config)).text)
     from watchdog.config.placeholders import refusal
 
     refused = refusal(config)

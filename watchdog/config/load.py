@@ -20,6 +20,7 @@ import watchdog.config.schema as schema
 from watchdog.compat import Annotated, get_args, get_origin
 from watchdog.config.schema import Config
 from watchdog.config.types import read_bounded
+from watchdog.privacy.redact import is_secret_name
 from watchdog.service.defaults import DEFAULT_CONFIG_PATH
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -122,9 +123,10 @@ def is_secret_loc(model: Any, loc: Sequence[Union[str, int]]) -> bool:
 
 
 def format_validation_error(exc: ValidationError, raw: Any, secret_paths: Sequence[str] = (),
-                            model: Any = None) -> List[str]:
+                            model: Any = None, env_secrets: Sequence[str] = ()) -> List[str]:
     """Turn pydantic's errors into `key.path: message, got 'value'` lines; a value at a Secret's
-    place in `model`'s schema is never shown."""
+    place in `model`'s schema is never shown, nor one holding a URL (a channel's webhook written
+    where the list of channels is expected) or a credential-named `${NAME}`'s value."""
     lines = []
     for err in exc.errors(include_url=False):
         loc = _clean_loc(err["loc"])
@@ -146,6 +148,8 @@ def format_validation_error(exc: ValidationError, raw: Any, secret_paths: Sequen
             or "token" in path or path.endswith("url") or (model is not None and is_secret_loc(model, loc))
         if redact and found and kind == "string_type":
             msg += " (YAML reads an unquoted number or true/false as such: quote the secret)"
+        if found and not redact and _may_hold_secret(value, env_secrets):
+            redact = True
         if found and not isinstance(value, dict) and not redact:
             lines.append(f"{path}: {msg}, got {_show(value)}")
         else:
@@ -153,16 +157,26 @@ def format_validation_error(exc: ValidationError, raw: Any, secret_paths: Sequen
     return lines
 
 
-def _substitute_env(node: Any, path: str, errors: List[str], env_paths: List[str]) -> Any:
+def _may_hold_secret(value: Any, env_secrets: Sequence[str]) -> bool:
+    text = value if isinstance(value, str) else repr(value)[:4096]
+    return "://" in text or any(s in text for s in env_secrets)
+
+
+def _substitute_env(node: Any, path: str, errors: List[str], env_paths: List[str],
+                    env_secrets: Optional[List[str]] = None) -> Any:
+    """`${NAME}` and `${NAME:-default}` replaced from the environment; the values of variables
+    whose name says they hold a credential are collected in `env_secrets`."""
     if isinstance(node, dict):
-        return {k: _substitute_env(v, f"{path}.{k}" if path else str(k), errors, env_paths)
+        return {k: _substitute_env(v, f"{path}.{k}" if path else str(k), errors, env_paths, env_secrets)
                 for k, v in node.items()}
     if isinstance(node, list):
-        return [_substitute_env(v, f"{path}[{i}]", errors, env_paths) for i, v in enumerate(node)]
+        return [_substitute_env(v, f"{path}[{i}]", errors, env_paths, env_secrets) for i, v in enumerate(node)]
     if isinstance(node, str) and "${" in node:
         def repl(m: "re.Match[str]") -> str:
             name, default = m.group(1), m.group(2)
             if name in os.environ:
+                if env_secrets is not None and is_secret_name(name) and os.environ[name]:
+                    env_secrets.append(os.environ[name])
                 return os.environ[name]
             if default is not None:
                 return default
@@ -215,14 +229,17 @@ def validate_text(model: Type[M], text: str, source: str) -> M:
     raw = parse_yaml(text, source)
     errors: List[str] = []
     env_paths: List[str] = []
-    data = _substitute_env(raw, "", errors, env_paths)
+    env_secrets: List[str] = []
+    data = _substitute_env(raw, "", errors, env_paths, env_secrets)
     try:
         config = model.model_validate(data)
     except ValidationError as exc:
-        errors.extend(format_validation_error(exc, data, env_paths, model))
+        errors.extend(format_validation_error(exc, data, env_paths, model, env_secrets))
         raise ConfigError(source, errors) from None
     if errors:
         raise ConfigError(source, errors)
+    if env_secrets and "_env_secrets" in (getattr(model, "__private_attributes__", None) or {}):
+        config._env_secrets = tuple(sorted(set(env_secrets), key=len, reverse=True))  # type: ignore[attr-defined]
     return config
 
 
@@ -255,11 +272,17 @@ def with_state_dir(config: Config, state_dir: str) -> Config:
 
 
 def redacted_dump(config: Config) -> dict:
-    """The effective config as plain data with every secret replaced by `<redacted>`."""
+    """The effective config as plain data with every secret replaced by `<redacted>`: `Secret`
+    fields, and a credential given as `${NAME}` wherever it was written (`config._env_secrets`)."""
+    from_env = getattr(config, "_env_secrets", ())
 
     def walk(node: Any) -> Any:
         if isinstance(node, SecretStr):
             return "<redacted>"
+        if isinstance(node, str):
+            for value in from_env:
+                node = node.replace(value, "<redacted>")
+            return node
         if isinstance(node, BaseModel):
             return {name: walk(getattr(node, name)) for name in type(node).model_fields}
         if isinstance(node, dict):

@@ -189,6 +189,10 @@ class Config(StrictModel):
     #: This config is one discovered job's (watchdog.detectors.jobs.job_config): its findings
     #: carry the job's name.
     _job_scoped: bool = PrivateAttr(default=False)
+    #: Values given as `${NAME}` where NAME says it holds a credential (`${CHECK_TOKEN}` in a
+    #: check's argv): secrets wherever they were written, not only in `Secret` fields
+    #: (watchdog.privacy.redact.config_secrets; set by watchdog.config.load.validate_text).
+    _env_secrets: tuple = PrivateAttr(default=())
 
     @model_validator(mode="after")
     def _resolve_discovery(self) -> "Config":

@@ -131,7 +131,7 @@ class StrictModel(BaseModel):
             if not isinstance(path, str):
                 raise ValueError(f"{key}: expected a file path")
             try:
-                data[name] = read_bounded(path, MAX_SECRET_FILE_BYTES).decode("utf-8").rstrip("\r\n")
+                data[name] = read_bounded(path, MAX_SECRET_FILE_BYTES).decode("utf-8").rstrip()
             except OSError as exc:
                 raise ValueError(f"{key}: cannot read {path!r} ({exc.strerror or exc})") from None
             except UnicodeDecodeError:

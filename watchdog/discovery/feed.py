@@ -17,6 +17,7 @@ from typing import Any, Dict, Mapping, Optional
 from watchdog.discovery.model import Discovered
 from watchdog.discovery.procfs import ProcTable
 from watchdog.discovery.scan import ScanOptions, discover
+from watchdog.privacy.redact import Redactor, config_secrets
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,8 @@ def own_pids() -> tuple:
 def scan_options(config: Any) -> ScanOptions:
     """Scan options from the config: job-name keys, an explicit job name, and who we are."""
     return ScanOptions(name_env=tuple(config.discovery.name_env), ignore=own_pids(), only=config.discovery.only_pairs,
-                       first_job_name=config.job.name if config.job_name_explicit else None)
+                       first_job_name=config.job.name if config.job_name_explicit else None,
+                       redact=Redactor(config_secrets(config)).text)
 
 
 #: Beyond its jitter, how late a process-probe round (which rescans) may come before the logs

@@ -48,6 +48,9 @@ class ScanOptions:
     first_job_name: Optional[str] = None
     #: Home folder of a uid (the plog default lives there); replaceable in tests.
     home_of: Callable[[int], Optional[str]] = field(default=lambda uid: _home(uid))
+    #: Takes the config's secrets out of a launcher's command line: what no option name marks
+    #: (`--notify-url <the channel's webhook>`; only a URL's user and query are cut here).
+    redact: Callable[[str], str] = field(default=lambda text: text)
 
 
 _HOMES: Dict[int, Tuple[float, Optional[str]]] = {}
@@ -190,7 +193,7 @@ def describe_job(raw: RawJob, records: Dict[int, ProcRecord], logs: Mapping[int,
     started_at = boot + first.start_ticks / procfs.CLOCK_TICKS
     launcher = None
     if raw.launcher in records:
-        launcher = LauncherInfo(pid=raw.launcher, cmdline=redact_argv(records[raw.launcher].cmdline))
+        launcher = LauncherInfo(pid=raw.launcher, cmdline=opts.redact(redact_argv(records[raw.launcher].cmdline)))
     return JobInfo(name=job_name(raw, records, opts.name_env, started_at), launcher=launcher,
                    world_size=next((v for v in (first_int(e, WORLD_SIZE_KEYS) for e in envs) if v is not None), None),
                    local_world_size=next((v for v in (first_int(e, LOCAL_WORLD_SIZE_KEYS) for e in envs)

@@ -118,7 +118,8 @@ def is_secret_variable(name: str) -> bool:
 
 
 def config_secrets(node: Any) -> Set[str]:
-    """Every Secret value in a config, found by walking models, dicts and lists generically."""
+    """Every Secret value in a config, found by walking models, dicts and lists generically, and
+    the values of credential-named `${NAME}` references (watchdog.config.load)."""
     out: Set[str] = set()
 
     def walk(n: Any) -> None:
@@ -127,6 +128,8 @@ def config_secrets(node: Any) -> Set[str]:
             if value:
                 out.add(value)
         elif isinstance(n, BaseModel):
+            # A credential given as `${NAME}` outside a Secret field (the config keeps those).
+            out.update(v for v in getattr(n, "_env_secrets", ()) or () if v)
             for name in type(n).model_fields:
                 walk(getattr(n, name, None))
         elif isinstance(n, dict):
@@ -138,6 +141,27 @@ def config_secrets(node: Any) -> Set[str]:
 
     walk(node)
     return out
+
+
+def replace_any_case(text: str, secret: str, replacement: str) -> str:
+    """`text` with `secret` replaced in any letter case (an endpoint or a library may echo a
+    token or a URL upper- or lower-cased); linear in the text's length."""
+    if secret in text:
+        text = text.replace(secret, replacement)
+    low, key = text.lower(), secret.lower()
+    if key not in low or len(low) != len(text):  # (a character whose lower case is longer: exact only)
+        return text
+    out: List[str] = []
+    at = 0
+    while True:
+        hit = low.find(key, at)
+        if hit < 0:
+            break
+        out.append(text[at:hit])
+        out.append(replacement)
+        at = hit + len(key)
+    out.append(text[at:])
+    return "".join(out)
 
 
 def _token_like(piece: str) -> bool:
@@ -225,6 +249,10 @@ class Redactor:
             for s in secrets:
                 if s in piece:
                     piece = piece.replace(s, REDACTED)
+            low = piece.lower()  # then, rarely, a secret in another letter case (one pass to look)
+            for s in secrets:
+                if s.lower() in low:
+                    piece = replace_any_case(piece, s, REDACTED)
             piece = _LONG_LINE.sub(_cut_line, piece)
             piece = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{REDACTED}@", piece)
             piece = _URL_QUERY.sub(_query, piece)

@@ -285,7 +285,7 @@ class DiscoveredProcessProbe(Probe):
             try:
                 tracked = self._jobs.get(job)
                 info = describe(st, self._known.get(ident), self._comms.get(ident), rank, job=job,
-                                hccl_env=tracked.hccl_env if tracked is not None else ())
+                                hccl_env=tracked.hccl_env if tracked is not None else (), redactor=self._redactor)
                 if tracked is not None and ident[0] in tracked.npus:
                     info = replace(info, npu=tracked.npus[ident[0]])
             except (OSError, ValueError):

@@ -29,6 +29,7 @@ from watchdog.observations import ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeContext, ProbeError
 from watchdog.probes.discovered import DiscoveredProcessProbe
 from watchdog.probes.procinfo import Identity, describe, follow
+from watchdog.privacy.redact import Redactor, config_secrets
 from watchdog.host.procstat import ProcStat, read_stat
 from watchdog.parse.untrusted import ascii_int
 
@@ -129,8 +130,11 @@ def one_per_rank(infos: Dict[Identity, ProcessInfo]) -> Dict[Identity, ProcessIn
 class ProcessProbe(Probe):
     name = "process"
 
-    def __init__(self, cfg: ProcessProbeConfig, user: Optional[str], launcher: Optional[str]):
+    def __init__(self, cfg: ProcessProbeConfig, user: Optional[str], launcher: Optional[str],
+                 secrets: Iterable[str] = ()):
         self.cfg = cfg
+        #: The config's secrets, taken out of the ranks' command lines (see `describe`).
+        self.redactor = Redactor(secrets)
         self.interval = cfg.interval
         self.timeout = cfg.timeout
         self.user = cfg.user or user
@@ -241,7 +245,7 @@ class ProcessProbe(Probe):
                 new.append((ident, st))
                 continue
             try:
-                infos[ident] = describe(st, prev, self._comms.get(ident), prev.rank)
+                infos[ident] = describe(st, prev, self._comms.get(ident), prev.rank, redactor=self.redactor)
             except (OSError, ValueError):
                 continue
         # New processes: rank from the environment, else the lowest free rank in start order.
@@ -258,7 +262,7 @@ class ProcessProbe(Probe):
                 rank = next(r for r in range(len(taken) + len(pending) + 1) if r not in taken)
                 taken.add(rank)
             try:
-                infos[ident] = describe(st, None, None, rank)
+                infos[ident] = describe(st, None, None, rank, redactor=self.redactor)
             except (OSError, ValueError):
                 continue
         infos = one_per_rank(infos)
@@ -294,6 +298,7 @@ class ProcessProbe(Probe):
             return False
         self.cfg, self.interval, self.timeout = new.cfg, new.interval, new.timeout
         self.user, self._parent_re, self._cmd_re = new.user, new._parent_re, new._cmd_re
+        self.redactor = new.redactor
         return True
 
 
@@ -309,4 +314,4 @@ def build(ctx: ProbeContext) -> List[Probe]:
         return []
     if ctx.config.fed_by_discovery("process"):
         return [DiscoveredProcessProbe(ctx.config, ctx.discovery_feed())]
-    return [ProcessProbe(cfg, ctx.config.job.user, ctx.config.job.launcher)]
+    return [ProcessProbe(cfg, ctx.config.job.user, ctx.config.job.launcher, config_secrets(ctx.config))]

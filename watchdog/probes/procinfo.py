@@ -10,19 +10,22 @@ from typing import Optional, Tuple
 from watchdog.host.procstat import PROC, ProcStat, long_name, read_cmdline, read_rss, read_stat
 from watchdog.observations import ProcessInfo
 from watchdog.privacy.argv import redact_argv
+from watchdog.privacy.redact import Redactor
 
 #: A process: (pid, start time); a pid alone is reused.
 Identity = Tuple[int, float]
 
 
 def describe(st: ProcStat, prev: Optional[ProcessInfo], prev_comm: Optional[str], rank: Optional[int],
-             job: Optional[str] = None, hccl_env: Tuple[Tuple[str, str], ...] = (), proc: str = PROC) -> ProcessInfo:
+             job: Optional[str] = None, hccl_env: Tuple[Tuple[str, str], ...] = (), proc: str = PROC,
+             redactor: Optional[Redactor] = None) -> ProcessInfo:
     """A rank's record from its stat line read this round (`st`), one statm read for its memory,
     and its command line only when the process is new or its command name changed (an exec)
     since `prev` was made (`prev_comm`: its command name then). The values are psutil's; the name
     is psutil's name() when first seen, then kept while the command name stays (so a zombie keeps
     the full name of a long command). Raises OSError or ValueError when the process went
-    meanwhile: the rank is then left out this round."""
+    meanwhile: the rank is then left out this round. `redactor` (the config's secrets) takes
+    out of the command line what no option name marks (`--notify-url <the channel's webhook>`)."""
     try:
         rss = read_rss(st.pid, proc)
     except PermissionError:
@@ -36,6 +39,8 @@ def describe(st: ProcStat, prev: Optional[ProcessInfo], prev_comm: Optional[str]
         except PermissionError:
             argv = []
         cmd = redact_argv(argv)[0] if argv else ()  # alerts and status show it: no credentials
+        if redactor is not None:
+            cmd = tuple(redactor.text(a) for a in cmd)
         if fresh or argv:  # (a process caught mid-exec shows no command line yet)
             name = long_name(st.comm, argv)
     if not cmd and prev is not None:

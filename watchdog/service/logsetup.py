@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 import time
-from typing import Optional, TextIO
+from typing import Callable, List, Optional, TextIO
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 _STD_ATTRS = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
@@ -69,6 +69,32 @@ class PriorityPrefix(logging.Formatter):
         return "\n".join(tag + line for line in self.inner.format(record).split("\n"))
 
 
+#: What takes the config's secrets out of a logged line (see `Redacting`); set by `redact_with`.
+_REDACT: List[Optional[Callable[[str], str]]] = [None]
+
+
+def redact_with(redact: Optional[Callable[[str], str]]) -> None:
+    """Pass every logged line through `redact` from now on (the config's secrets' redactor, set
+    at start and at each reload by the commands that load a config)."""
+    _REDACT[0] = redact
+
+
+class Redacting(logging.Formatter):
+    """The last step of every line the daemon logs: its own messages never hold a secret, but a
+    library's may (urllib3 logs `Failed to parse headers (url=<the webhook URL>)` when an endpoint
+    answers with a malformed header), so the whole formatted line, traceback included, passes the
+    config's secrets' redaction."""
+
+    def __init__(self, inner: logging.Formatter):
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = self.inner.format(record)
+        redact = _REDACT[0]
+        return redact(text) if redact is not None else text
+
+
 def setup_logging(level: str = "info", fmt: str = "text", stream: Optional[TextIO] = None) -> None:
     root = logging.getLogger()
     for h in list(root.handlers):
@@ -81,6 +107,7 @@ def setup_logging(level: str = "info", fmt: str = "text", stream: Optional[TextI
     else:
         # journald timestamps each line; when run by hand, the time still helps.
         formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    formatter = Redacting(formatter)
     handler.setFormatter(PriorityPrefix(formatter) if is_journal_stream(out) else formatter)
     root.addHandler(handler)
     set_level(level)

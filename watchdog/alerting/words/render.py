@@ -71,6 +71,19 @@ def md_inline(text: str) -> str:
 #: A dialect: how escaped text is marked up (bold, links, code blocks, inline code).
 MARKDOWN = Style(escape_md, lambda s: f"**{s}**", lambda t, u: f"[{t}]({u})", _md_code, md_inline)
 
+
+def _md_escaped_lines(lines: List[str]) -> str:
+    """Log lines for a markdown without code blocks (some chat robots': headings, quotes, emphasis,
+    links, images, lists, at most inline code on one line), which shows a fence as text and
+    renders the lines inside it, so a log line's link, image, `<font>` tag or heading would be
+    live. Each line is escaped as text instead (`escape_md`), one per line (a hard break: two
+    spaces before the newline)."""
+    return "  \n".join(escape_md(ln) or ZWSP for ln in lines)
+
+
+#: A robot markdown: the `MARKDOWN` dialect without code blocks (the channels that use it say why).
+ROBOT_MARKDOWN = Style(escape_md, lambda s: f"**{s}**", lambda t, u: f"[{t}]({u})", _md_escaped_lines, md_inline)
+
 #: The line a chat message carries when it is sent again after a kill interrupted its first
 #: attempt: the vendor may already show it, and chat vendors have no key to deduplicate by.
 REPEAT_NOTICE = EN.t("repeat_notice")

@@ -28,6 +28,7 @@ from watchdog.alerting.decide.notification import Notification
 from watchdog.alerting.words.render import Message
 from watchdog.config.sections.alerting import AlertingConfig, ChannelConfig
 from watchdog.config.types import Secret, secret_value
+from watchdog.privacy.redact import replace_any_case
 from watchdog.words import Words, words
 
 if TYPE_CHECKING:  # imported on the first send (see channels.http.make_session)
@@ -88,7 +89,7 @@ def scrub(text: str, secrets: List[str]) -> str:
     """Remove secrets, and every URL-looking token, from a message meant for humans."""
     for s in secrets:
         if s:
-            text = text.replace(s, REDACTED)
+            text = replace_any_case(text, s, REDACTED)
     return _URL_IN_TEXT.sub(lambda m: m.group(1) + REDACTED if not m.group(1).startswith("http") else REDACTED, text)
 
 
@@ -270,6 +271,9 @@ class Channel:
         if deadline.expired:  # the answer ended when the deadline shut the socket
             return Verdict(False, status, f"no complete answer within the attempt deadline ({self.cfg.attempt_timeout:g}s)",
                            maybe_delivered=True)
+        # The whole answer is scrubbed before a verdict cuts it: a token quoted near the cut would
+        # otherwise keep its first part, which no longer is the whole secret.
+        text = self.scrub(text)
         try:
             v = self.verdict(status, rheaders, text)
         except Exception as exc:

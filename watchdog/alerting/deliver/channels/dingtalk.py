@@ -15,7 +15,7 @@ from watchdog.compat import Literal  # 3.7: from typing_extensions
 
 from watchdog.alerting.deliver.channels.base import Channel, SignedChannelConfig, Verdict, as_int, json_body, not_vendor_json
 from watchdog.alerting.words.digest import fit_groups
-from watchdog.alerting.words.render import MARKDOWN, Message, buttons, compose, escape_md, mentions_for, repeat_prefix
+from watchdog.alerting.words.render import ROBOT_MARKDOWN, Message, buttons, compose, escape_md, mentions_for, repeat_prefix
 from watchdog.alerting.words.text import cut_bytes, cut_chars
 from watchdog.words import EN, Words
 
@@ -34,11 +34,14 @@ def dingtalk_sign(secret: str, timestamp_ms: int) -> str:
 def markdown_body(msg: Message, alerting: Any, max_bytes: int, head: str, tail: str, w: Words = EN,
                   now: Optional[float] = None) -> str:
     """The markdown of DingTalk and WeCom: the title, the rules, links, the tail; at most
-    `max_bytes` of UTF-8 (the rules give up detail, then places, never silently)."""
-    links = " · ".join(MARKDOWN.link(label, url) for label, url in buttons(msg, alerting, w))
+    `max_bytes` of UTF-8 (the rules give up detail, then places, never silently). Neither robot's
+    markdown has code blocks (DingTalk's: headings, quotes, emphasis, links, images, lists;
+    WeCom's `markdown`: inline code on one line only), so log lines are escaped line by line
+    (`ROBOT_MARKDOWN`), not fenced as for Slack and Feishu."""
+    links = " · ".join(ROBOT_MARKDOWN.link(label, url) for label, url in buttons(msg, alerting, w))
 
     def build(shown, detail, names) -> str:
-        parts = compose(msg, MARKDOWN, shown, detail, names, alerting, now, w=w)
+        parts = compose(msg, ROBOT_MARKDOWN, shown, detail, names, alerting, now, w=w)
         body = [head, parts.notice] + parts.groups + [parts.more, parts.snapshot, links, tail, parts.footer]
         return "\n\n".join(p for p in body if p)
 
