@@ -69,3 +69,22 @@ def test_a_secret_file_ending_in_spaces_or_tabs_is_read_without_them(tmp_path):
     hook.write_text("https://hooks.example/x/T0kenInTheHookPath9876543210 \t\r\n")
     cfg = load_config_text(f"alerting:\n  channels:\n    - type: webhook\n      name: h\n      url_file: {hook}\n")
     assert "https://hooks.example/x/T0kenInTheHookPath9876543210" in config_secrets(cfg)
+
+
+def test_a_reload_adding_a_secret_redacts_the_matches_already_kept(tmp_path):
+    """A matched line kept before the reload that added the URL it quotes (the state, `status`
+    and a page while the match holds) is redacted once the new secrets are in."""
+    from watchdog.probes.logs import LogsProbe
+
+    url = "https://hooks.example/x/T0kenInTheHookPath9876543210"
+    p, log = following_logs_probe(tmp_path)
+    with open(log, "a") as f:
+        f.write(f"RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB; posting to {url} failed\n")
+    obs = p.collect().value
+    assert any(url in a.summary for a in obs.active)
+    newer = LogsProbe(p.cfg, str(tmp_path / "state2"), secrets=[url])
+    assert p.reconfigure(newer)
+    after = p.collect().value
+    p.close()
+    assert after.active and all("T0kenInTheHookPath" not in a.summary + "".join(a.evidence) for a in after.active)
+    assert any("out of memory" in a.summary for a in after.active)

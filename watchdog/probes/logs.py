@@ -220,6 +220,7 @@ class LogsProbe(Probe):
         self.cfg = new.cfg
         self.timeout = new.timeout
         self.redactor = new.redactor
+        self._redact_active()  # a secret the reload added is taken out of the lines kept too
         if (self.watch is None) != (new.watch is None):
             self.watch, new.watch = new.watch, self.watch
         self._set_interval(new.cfg)
@@ -229,6 +230,15 @@ class LogsProbe(Probe):
         self.tailer.round_bytes = new.tailer.round_bytes
         new.discard()
         return True
+
+    def _redact_active(self) -> None:
+        """The kept matches' lines (summaries, evidence) through the current redactor: they were
+        redacted with the secrets of their time (an older config, before a reload or restart)."""
+        red = self.redactor.text
+        for a in self.active.values():
+            a["summary"] = red(a.get("summary", ""))
+            a["first_summary"] = red(a.get("first_summary", ""))
+            a["evidence"] = deque((red(x) for x in a["evidence"]), maxlen=EVIDENCE_LINES)
 
     def close(self) -> None:
         self.tailer.close()
@@ -441,6 +451,7 @@ class LogsProbe(Probe):
             except (KeyError, TypeError, ValueError):
                 log.warning("dropped an unreadable saved log match: %.200r", row)
         if self.active:
+            self._redact_active()
             log.info("restored %d active log match(es) from the saved offsets", len(self.active))
 
     def _active_records(self) -> List[ActiveMatch]:
