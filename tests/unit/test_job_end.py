@@ -195,3 +195,28 @@ def test_the_last_lines_are_read_without_colour_codes_as_the_logs_probe_reads_th
     assert "-11" in got and "\x1b" not in got
     pats = [re.compile(p) for p in config.discovery.end_patterns]
     assert end_line([b"\x1b[32mtraining complete\x1b[0m\n"], pats) == "training complete"
+
+
+def test_a_failure_the_job_went_on_from_is_not_how_it_ended():
+    """A handled traceback (frames and all) followed by the training's end line, or the agent's
+    restart of the worker group followed by the new attempt's lines, is not the end's failure
+    line: only what a tail holds after its last end or restart line counts. A crash after the end
+    line still does."""
+    config = load_config_text("discovery: {enabled: true}\n")
+    m = failure_matcher(config)
+    ends = [re.compile(p) for p in config.discovery.end_patterns]
+    handled = (b"Traceback (most recent call last):\n  File \"train.py\", line 80, in save\n"
+               b"OSError: [Errno 28] No space left on device\nstep 410 | loss 1.9\nTraining completed.\n")
+    assert failure_line([handled], m) != ""  # without the end patterns: as before
+    assert failure_line([handled], m, ends) == ""
+    failed = (b"ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 1 "
+              b"(pid: 4242) of binary: /usr/bin/python3\n")
+    restart = (b"WARNING:torch.distributed.elastic.agent.server.api:[default] Worker group FAILED. "
+               b"2/3 attempts left; will restart worker group\n")
+    assert failure_line([failed], m, ends).startswith("launcher_exit_report: ")
+    assert failure_line([failed + restart + b"step 12 | loss 2.2\n"], m, ends) == ""
+    crashed_after = b"Training completed.\nFatal Python error: Segmentation fault\n"
+    assert "Segmentation fault" in failure_line([crashed_after], m, ends)
+    # Each tail is read on its own: another file's end line hides nothing.
+    oom = b"RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB\n"
+    assert "out of memory" in failure_line([b"Training completed.\n", oom], m, ends)

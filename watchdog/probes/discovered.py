@@ -25,6 +25,7 @@ from watchdog.discovery.procfs import rank_logs
 from watchdog.core.findings import SEVERITY_RANK
 from watchdog.parse.exits import STOP_SIGNALS, from_wait_status
 from watchdog.parse.heartbeat_format import HeartbeatFormatError, parse_heartbeat
+from watchdog.parse.restarts import parse_restart
 from watchdog.logrules.matcher import Matcher, decode_line
 from watchdog.logrules.normalize import normalize
 from watchdog.observations import EndEvidence, JobState, ProcessInfo, ProcessObservation
@@ -106,16 +107,35 @@ def end_line(tails: List[bytes], patterns: List["re.Pattern[str]"]) -> str:
     return ""
 
 
-def failure_line(tails: List[bytes], matcher: Optional[Matcher]) -> str:
+def handled_until(data: bytes, ends: List["re.Pattern[str]"]) -> int:
+    """Pure: the offset in a (normalized) tail after its last line that says what came before it
+    was lived through: an end-of-training line (a handled traceback, then `Training completed`)
+    or the agent's restart of the worker group (the failure it restarts on pages as itself and
+    as a restart; a later attempt may finish cleanly). 0 when there is none."""
+    at = len(data)
+    for raw in reversed(data.splitlines(keepends=True)):
+        at -= len(raw)
+        line = decode_line(raw.rstrip(b"\r\n"), 4096)
+        if any(p.search(line) for p in ends) or parse_restart(line) is not None:
+            return at + len(raw)
+    return 0
+
+
+def failure_line(tails: List[bytes], matcher: Optional[Matcher], ends: List["re.Pattern[str]"] = ()) -> str:
     """Pure: the gravest line of the log tails a failure rule matches, as `rule: line` ("" if
     none): the most severe, a root cause before a cascade (the OOM, not the traceback header
-    above it), else the first."""
+    above it), else the first. Only lines after a tail's last end-of-training or restart line
+    count (`handled_until`, with `ends` the end patterns): a failure the job went on from is not
+    how it ended."""
     if matcher is None:
         return ""
     best: Optional[Tuple[Tuple[int, int], str]] = None
     for data in tails:
         data = normalize(data)  # as the logs probe reads it: no colour codes, no NULs
+        since = handled_until(data, list(ends))
         for start, stop in matcher.candidates(data):
+            if start < since:
+                continue
             line = decode_line(data[start:stop], matcher.max_line_bytes)
             for rule in matcher.match_text(line):
                 rank = (SEVERITY_RANK.get(rule.severity, 0), 1 if rule.role == "root" and rule.kind == "line" else 0)
@@ -336,8 +356,8 @@ class DiscoveredProcessProbe(Probe):
         return EndEvidence(
             ranks=len(job.ranks), gone=len(job.done) + len(job.left), done=len(job.done),
             heartbeats=len(job.heartbeats), end_line=self._redactor.text(end_line(tails + launcher, self._end_res)),
-            failure_line=self._redactor.text(failure_line(tails + launcher, self._failures)),  # torchrun's too
-            shape_line=self._redactor.text(failure_line(tails + launcher, self._shapes)),
+            failure_line=self._redactor.text(failure_line(tails + launcher, self._failures, self._end_res)),  # torchrun's too
+            shape_line=self._redactor.text(failure_line(tails + launcher, self._shapes, self._end_res)),
             first_left_at=min(times) if times else None, last_left_at=max(times) if times else None,
             first_exit=first, first_stop=stop, first_exit_zh=first_zh, first_stop_zh=stop_zh,
             exit_source=source, exits=exits)
