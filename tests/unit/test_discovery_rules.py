@@ -215,3 +215,25 @@ def test_plog_folder_created_after_the_daemon_started_is_followed_from_the_next_
     (plog / "plog-4242_20261201.log").write_text("[ERROR] HCCL ...\n")
     (plog / "plog-999_20261201.log").write_text("another process\n")
     assert plan_files(found) == {str(plog / "plog-4242_20261201.log"): ("plog", "j", "0")}
+
+
+def test_two_jobs_of_orphaned_ranks_are_two_jobs():
+    """Launch scripts that start their ranks in the background and leave (`python train.py &`,
+    MindSpore's samples): the ranks' parent is init and they carry no rendezvous address. Two
+    such jobs of one user are split by their names or rank tables, or, when nothing tells them
+    apart, by a rank number held twice on other NPUs; a helper on the same NPU stays a helper."""
+    def job(pid, rank, dev, **extra):
+        return rec(pid, 1, "python3 train.py", {"RANK_ID": str(rank), "DEVICE_ID": str(dev), **extra}, start=pid)
+
+    named = {50: job(50, 0, 0, NPU_WATCHDOG_JOB="msA"), 51: job(51, 1, 1, NPU_WATCHDOG_JOB="msA"),
+             52: job(52, 0, 2, NPU_WATCHDOG_JOB="msB"), 53: job(53, 1, 3, NPU_WATCHDOG_JOB="msB")}
+    jobs = group_jobs(named, name_env=("NPU_WATCHDOG_JOB",))
+    assert sorted(j.ranks for j in jobs) == [((0, 50), (1, 51)), ((0, 52), (1, 53))]
+    tables = {60: job(60, 0, 0, RANK_TABLE_FILE="/a.json"), 61: job(61, 0, 4, RANK_TABLE_FILE="/b.json")}
+    assert sorted(j.ranks for j in group_jobs(tables)) == [((0, 60),), ((0, 61),)]
+    alike = {70: job(70, 0, 0), 71: job(71, 1, 1), 72: job(72, 0, 2), 73: job(73, 1, 3)}
+    assert sorted(j.ranks for j in group_jobs(alike)) == [((0, 70), (1, 71)), ((0, 72), (1, 73))]
+    helper = {80: job(80, 0, 0), 81: job(81, 0, 0)}  # double-forked, same NPU: a helper
+    assert [j.ranks for j in group_jobs(helper)] == [((0, 80),)]
+    child = {90: job(90, 0, 0), 91: rec(91, 90, "python3 train.py", {"RANK_ID": "0", "DEVICE_ID": "5"}, start=91)}
+    assert [j.ranks for j in group_jobs(child)] == [((0, 90),)]  # a descendant: a helper whatever its NPU

@@ -21,6 +21,10 @@ DEVICE_KEYS = ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_DEVICE_ID", "DEVICE_ID")
 #: in the order the runtime numbers them from 0): the visible list when the rank sets none.
 CONTAINER_DEVICES_KEY = "ASCEND_VISIBLE_DEVICES"
 RENDEZVOUS_KEYS = ("MASTER_ADDR", "MASTER_PORT")
+#: What the ranks of one job share when no launcher, rendezvous address or parent groups them (a
+#: launch script that started them in the background and left): the HCCL rank table (MindSpore's
+#: and the CANN samples' launch scripts) and msrun's scheduler address.
+JOB_SHARED_KEYS = ("RANK_TABLE_FILE", "MS_SCHED_HOST", "MS_SCHED_PORT")
 HCCL_KEYS = ("HCCL_EXEC_TIMEOUT", "HCCL_CONNECT_TIMEOUT", "HCCL_EVENT_TIMEOUT", "HCCL_ASYNC_ERROR_HANDLING")
 #: Where CANN writes the process's plog files.
 PLOG_KEYS = ("ASCEND_PROCESS_LOG_PATH",)
@@ -29,7 +33,7 @@ HEARTBEAT_ENV = "NPU_WATCHDOG_HEARTBEAT"
 
 BASE_KEYS: FrozenSet[str] = frozenset(
     RANK_KEYS + LOCAL_RANK_KEYS + WORLD_SIZE_KEYS + LOCAL_WORLD_SIZE_KEYS + DEVICE_KEYS + (CONTAINER_DEVICES_KEY,)
-    + RENDEZVOUS_KEYS + HCCL_KEYS + PLOG_KEYS + (HEARTBEAT_ENV,))
+    + RENDEZVOUS_KEYS + JOB_SHARED_KEYS + HCCL_KEYS + PLOG_KEYS + (HEARTBEAT_ENV,))
 
 #: A value longer than this is cut (a path or a number never needs more).
 MAX_VALUE_CHARS = 1024

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from watchdog.discovery.environ import rank_of
+from watchdog.discovery.environ import DEVICE_KEYS, JOB_SHARED_KEYS, rank_of
 from watchdog.discovery.model import ProcRecord
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
@@ -112,7 +112,7 @@ def classify(records: Dict[int, ProcRecord], ignore: Iterable[int] = (),
 
 
 def _job_key(pid: int, records: Dict[int, ProcRecord], launchers: Set[int],
-             spawners: Set[int]) -> Tuple[str, Optional[int]]:
+             spawners: Set[int], name_env: Tuple[str, ...] = ()) -> Tuple[str, Optional[int]]:
     rec = records[pid]
     for a in ancestors(pid, records):
         if a in launchers:
@@ -126,7 +126,10 @@ def _job_key(pid: int, records: Dict[int, ProcRecord], launchers: Set[int],
     parent = _wrapper_parent(rec, records)
     if parent is not None:
         return f"parent:{parent}", parent
-    return f"uid:{rec.uid}", None
+    # Orphans (their launch script started them in the background and left): one user's ranks,
+    # split by what a job's ranks share, its name (`NPU_WATCHDOG_JOB`, ...) and rank table.
+    shared = [env.get(k, "") for k in tuple(name_env) + JOB_SHARED_KEYS]
+    return f"uid:{rec.uid}:" + "\x1f".join(shared), None
 
 
 def _wrapper_parent(rec: ProcRecord, records: Dict[int, ProcRecord]) -> Optional[int]:
@@ -137,9 +140,23 @@ def _wrapper_parent(rec: ProcRecord, records: Dict[int, ProcRecord]) -> Optional
     return None
 
 
+def _another_job(pid: int, holder: int, key: str, records: Dict[int, ProcRecord]) -> bool:
+    """A process carrying a rank number its group already holds is a helper (a data loader worker
+    inherits RANK; a double-forked one even leaves the tree), except among orphans grouped only by
+    their user: there a process on other NPUs than the holder's, not descending from it, is the
+    rank of another job started alike (two jobs' launch scripts that left)."""
+    if not key.startswith("uid:") or holder in set(ancestors(pid, records)):
+        return False
+    devices = lambda p: tuple((records[p].env or {}).get(k, "") for k in DEVICE_KEYS)  # noqa: E731
+    return devices(pid) != devices(holder)
+
+
 def group_jobs(records: Dict[int, ProcRecord], ignore: Iterable[int] = (),
-               only: Tuple[Tuple[str, str], ...] = ()) -> List[RawJob]:
-    """The jobs on the node: ranks grouped by launcher (else rendezvous, else parent)."""
+               only: Tuple[Tuple[str, str], ...] = (), name_env: Tuple[str, ...] = ()) -> List[RawJob]:
+    """The jobs on the node: ranks grouped by launcher (else rendezvous, else parent, else the
+    user and what the job's ranks share). A process whose rank number its group already holds is
+    a helper when it descends from that group's ranks (a data loader worker inherits RANK), else
+    the rank of another job grouped alike (two jobs' orphaned ranks): a group of its own."""
     ranks, launchers = classify(records, ignore, only)
     per_parent: Dict[int, int] = {}
     for pid in ranks:
@@ -148,8 +165,16 @@ def group_jobs(records: Dict[int, ProcRecord], ignore: Iterable[int] = (),
     spawners = {ppid for ppid, n in per_parent.items() if n >= 2 and ppid > 1 and ppid in records}
     groups: Dict[str, Tuple[Optional[int], Dict[int, int]]] = {}
     for pid in sorted(ranks, key=lambda p: (records[p].start_ticks, p)):
-        key, launcher = _job_key(pid, records, launchers, spawners)
-        entry = groups.setdefault(key, (launcher, {}))
-        entry[1].setdefault(ranks[pid], pid)  # a rank number already held: the later one is a helper
+        base, launcher = _job_key(pid, records, launchers, spawners, name_env)
+        key = base
+        for n in range(2, len(ranks) + 2):
+            entry = groups.setdefault(key, (launcher, {}))
+            held = entry[1]
+            if ranks[pid] not in held:
+                held[ranks[pid]] = pid
+                break
+            if not _another_job(pid, held[ranks[pid]], base, records):
+                break  # a helper of the rank that holds the number
+            key = f"{base}#{n}"
     jobs = [RawJob(key=k, launcher=l, ranks=tuple(sorted(rs.items()))) for k, (l, rs) in groups.items()]
     return sorted(jobs, key=lambda j: min(records[p].start_ticks for _, p in j.ranks))

@@ -219,7 +219,7 @@ def _unique_names(jobs: List[JobInfo]) -> List[JobInfo]:
 def _describe_jobs(records: Dict[int, ProcRecord], logs_of: Callable[[int, str], Tuple[str, ...]],
                    npu_by_pid: Mapping[int, int], opts: ScanOptions,
                    skipped: Optional[List[int]] = None) -> List[JobInfo]:
-    raw_jobs = group_jobs(records, opts.ignore, opts.only)
+    raw_jobs = group_jobs(records, opts.ignore, opts.only, tuple(opts.name_env))
     logs = {pid: logs_of(pid, opts.proc) for j in raw_jobs for _, pid in j.ranks}
     boot = procfs.boot_time(opts.proc)
     out: List[JobInfo] = []
