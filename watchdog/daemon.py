@@ -215,7 +215,7 @@ class Daemon:
             log.warning("reload: %s changed; %s at the next restart (everything else applies now)",
                         ", ".join(later), "takes effect" if len(later) == 1 else "take effect")
         set_level(new.logging.level)
-        redact_with(Redactor(config_secrets(new)).text)
+        redact_with(Redactor(config_secrets(new)).known)
         self.runtime.config = new
         self.runtime.config_loaded_at = clock.now()
         self.engine.reconfigure(new)

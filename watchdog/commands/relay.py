@@ -40,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"warning: {config.exposure()}")
         return 0
     setup_logging(args.log_level, args.log_format)
-    redact_with(Redactor(config_secrets(config)).text)
+    redact_with(Redactor(config_secrets(config)).known)
     from watchdog.relay.server import Relay, make_server
 
     try:

@@ -34,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
     if args.state_dir:
         config = with_state_dir(config, args.state_dir)
     setup_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
-    redact_with(Redactor(config_secrets(config)).text)
+    redact_with(Redactor(config_secrets(config)).known)
     from watchdog.config.placeholders import refusal
 
     refused = refusal(config)
