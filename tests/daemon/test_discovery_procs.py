@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, wait_for
 from tests.jobkit import TrainJob
 from watchdog.discovery.feed import own_pids
 from watchdog.discovery.scan import ScanOptions, discover
@@ -120,3 +121,24 @@ def test_doctor_reports_what_discovery_sees(tmp_path):
         assert check["status"] == "pass" and "doc-job: 2 ranks" in check["reason"]
         assert check["details"]["feeds"]["process"] == "discovery"
 
+
+
+def test_a_rank_with_a_large_environment_keeps_its_rank_keys(tmp_path):
+    """torchrun appends RANK and LOCAL_RANK after the environment it copies: a rank whose
+    environment holds 1.5 MB of other variables (Linux allows 2 MiB by default) is still a rank."""
+    from watchdog.discovery.environ import wanted_keys
+    from watchdog.discovery.procfs import read_record
+
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK")}
+    env.update({f"BIG_{i}": "x" * 100_000 for i in range(15)})
+    env.update(RANK="3", LOCAL_RANK="3")  # last, as torchrun sets them
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    try:
+        # (right after Popen returns the new program may still be setting up: no command line yet)
+        rec = wait_for(lambda: read_record(proc.pid, wanted_keys()), timeout=10, what="the rank's record")
+        assert rec is not None and rec.env is not None
+        assert rec.env.get("RANK") == "3" and rec.env.get("LOCAL_RANK") == "3"
+        assert not any(k.startswith("BIG_") for k in rec.env)  # only the whitelisted keys are kept
+    finally:
+        proc.kill()
+        proc.wait()

@@ -24,7 +24,14 @@ MAX_CMDLINE = 8192
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
 
 
-def _read(path: str, limit: int = 1 << 20) -> bytes:
+#: Bytes of an environment read: all of it (Linux allows arguments and environment together a
+#: quarter of the stack limit, 2 MiB by default); torchrun appends RANK and LOCAL_RANK after the
+#: environment it copies, so a rank with a large one cut at 1 MiB was no rank. Read once per new
+#: process; only the whitelisted keys are kept.
+MAX_ENVIRON = 1 << 22
+
+
+def _read(path: str, limit: int = MAX_ENVIRON) -> bytes:
     with open(path, "rb", buffering=0) as fh:
         return fh.read(limit)
 
