@@ -30,6 +30,7 @@ from watchdog.logrules.matcher import Matcher, decode_line
 from watchdog.logrules.normalize import normalize
 from watchdog.observations import EndEvidence, JobState, ProcessInfo, ProcessObservation
 from watchdog.probes.base import Collected, Probe, ProbeError
+from watchdog.probes.gonestate import GoneRanks
 from watchdog.probes.heartbeat import read_file
 from watchdog.privacy.redact import Redactor, config_secrets
 from watchdog.probes.procinfo import describe, follow
@@ -178,9 +179,11 @@ def says_done(path: str, uid: Optional[int] = None) -> bool:
 class DiscoveredProcessProbe(Probe):
     name = "process"
 
-    def __init__(self, config: Config, feed: DiscoveryFeed):
+    def __init__(self, config: Config, feed: DiscoveryFeed, state_dir: Optional[str] = None):
         self.feed = feed
         self._apply(config)
+        #: The ranks lost while their peers run, saved for the next run of the daemon.
+        self._gone_state = GoneRanks(state_dir)
         self._known: Dict[Identity, ProcessInfo] = {}
         #: Command name of each known rank when it was described (a change means an exec).
         self._comms: Dict[Identity, str] = {}
@@ -247,6 +250,7 @@ class DiscoveredProcessProbe(Probe):
                 t.relook = t.end_stale and t.ended_at is not None
                 t.end, t.end_stale = self._evidence(t), False
         self._known = infos
+        self._gone_state.save({name: (t.pids, t.left) for name, t in self._jobs.items()}, self._gone)
         # Only the exits of what is watched wake the listener (the host's other exits are
         # dropped in the kernel): the ranks alive now and their launchers.
         self._exits.watch([i.pid for i in infos.values()] + [t.launcher_pid for t in self._jobs.values() if t.launcher_pid])
@@ -276,6 +280,7 @@ class DiscoveredProcessProbe(Probe):
             self._jobs[job.name] = t
             for key in [k for k in self._gone if k[0] == job.name]:
                 del self._gone[key]  # a new run of the same job name starts afresh
+            self._restore_gone(t, job)
             if job.launcher is not None:
                 try:
                     t.launcher_logs.update(rank_logs(job.launcher.pid))
@@ -297,6 +302,19 @@ class DiscoveredProcessProbe(Probe):
                 t.uid = r.uid
             if r.heartbeat:
                 t.heartbeats[r.rank] = r.heartbeat
+
+    def _restore_gone(self, t: _Job, job) -> None:
+        """The ranks this job lost before the daemon restarted (watchdog.probes.gonestate): gone
+        still, with the pid and the time they were seen gone, so the page they had goes on."""
+        here = {r.rank for r in job.ranks}
+        for rank, left_at, info in self._gone_state.take(job.name, [(r.pid, r.started_at) for r in job.ranks]):
+            if rank in here:
+                continue  # back (restarted) meanwhile
+            self._gone[(job.name, rank)] = replace(info, job=job.name)
+            t.ranks.add(rank)
+            t.left[rank] = left_at
+            t.pids.add((info.pid, info.create_time))
+            t.end_stale = True
 
     def _describe_all(self, live: Live) -> Dict[Identity, ProcessInfo]:
         """One ProcessInfo per (job, rank): a running process wins over a zombie, then the newest."""

@@ -313,5 +313,5 @@ def build(ctx: ProbeContext) -> List[Probe]:
     if not cfg.enabled:
         return []
     if ctx.config.fed_by_discovery("process"):
-        return [DiscoveredProcessProbe(ctx.config, ctx.discovery_feed())]
+        return [DiscoveredProcessProbe(ctx.config, ctx.discovery_feed(), ctx.state_dir)]
     return [ProcessProbe(cfg, ctx.config.job.user, ctx.config.job.launcher, config_secrets(ctx.config))]
