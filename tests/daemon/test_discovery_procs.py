@@ -142,3 +142,50 @@ def test_a_rank_with_a_large_environment_keeps_its_rank_keys(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_job_keeps_its_name_when_its_launch_script_leaves(tmp_path):
+    """A site's launch script starts two ranks in the background (`nohup python train.py &`) and
+    exits: while it runs the job is named after it (`run-<time>`), after it the ranks' script
+    would name it (`train-<time>`). The feed keeps the first name while a rank of the job lives,
+    so the process probe never sees the running job end and a new one start."""
+    import os as _os
+    import time as _time
+
+    from tests.jobkit import TAG, TRAIN
+    from watchdog.discovery.feed import DiscoveryFeed
+
+    tag = f"t-keep{_os.getpid()}"
+    (tmp_path / "ctl").mkdir()
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/bash\nfor i in 0 1; do\n  RANK=$i LOCAL_RANK=$i WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "
+                      f"MASTER_PORT={29800 + _os.getpid() % 100} nohup '{sys.executable}' '{TRAIN}' "
+                      f"> '{tmp_path}'/rank$i.log 2>&1 &\ndone\nwhile [ ! -e '{tmp_path}/leave' ]; do sleep 0.1; done\n")
+    script.chmod(0o755)
+    env = dict(_os.environ, FAKE_TRAIN_CONTROL=str(tmp_path / "ctl"), **{TAG: tag})
+    env.pop("RANK", None)
+    sh = subprocess.Popen([str(script)], env=env, start_new_session=True, cwd=str(tmp_path))
+    feed = DiscoveryFeed(ScanOptions(ignore=own_pids(), only=((TAG, tag),)))
+    pids = []
+    try:
+        first = wait_for(lambda: (lambda f: f.jobs[0] if f.jobs and len(f.jobs[0].ranks) == 2 else None)(feed.refresh()),
+                         timeout=30, what="the job and its two ranks")
+        pids = [r.pid for r in first.ranks]
+        assert first.launcher is not None and first.launcher.pid == sh.pid and first.name.startswith("run-")
+        (tmp_path / "leave").touch()
+        assert sh.wait(30) == 0
+        _time.sleep(1.1)  # another second on the clock: a name made afresh would differ
+        (after,) = feed.refresh().jobs
+        assert after.launcher is None and sorted(r.pid for r in after.ranks) == sorted(pids)
+        assert after.name == first.name
+        # Without the feed's memory the name is the ranks' script's: what the feed keeps it from.
+        (fresh,) = DiscoveryFeed(feed.opts).refresh().jobs
+        assert fresh.name.startswith("train-") and fresh.name != first.name
+    finally:
+        for p in pids:
+            try:
+                _os.kill(p, 9)
+            except OSError:
+                pass
+        if sh.poll() is None:
+            sh.kill()

@@ -12,11 +12,12 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Dict, Mapping, Optional
+from dataclasses import replace
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from watchdog.discovery.model import Discovered
 from watchdog.discovery.procfs import ProcTable
-from watchdog.discovery.scan import ScanOptions, discover
+from watchdog.discovery.scan import ScanOptions, discover, unique_names
 from watchdog.privacy.redact import Redactor, config_secrets
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,11 @@ def feed_for(config: Any) -> "DiscoveryFeed":
     return DiscoveryFeed(scan_options(config), slack=float(config.probes.jitter) + REUSE_SLACK)
 
 
+#: Seconds two readings of one process's start time may differ by (the boot time it is computed
+#: from moves by a second now and then).
+SAME_START = 2.0
+
+
 class DiscoveryFeed:
     def __init__(self, opts: ScanOptions, slack: float = 0.0):
         self.opts = opts
@@ -72,6 +78,9 @@ class DiscoveryFeed:
         self._said_none = False
         self._names: Dict[str, int] = {}
         self._log_lock = threading.Lock()
+        #: rank pid -> (its start time, the name its job was given first): see `_keep_names`.
+        self._given: Dict[int, Tuple[float, str]] = {}
+        self._given_opts: Optional[ScanOptions] = None
 
     def set_npu_processes(self, mapping: Mapping[int, int]) -> None:
         with self._lock:
@@ -87,7 +96,7 @@ class DiscoveryFeed:
         with self._lock:
             npu = dict(self._npu_by_pid)
         try:
-            found = discover(self.opts, npu, self._table)
+            found = self._keep_names(discover(self.opts, npu, self._table))
         except Exception:
             with self._lock:
                 self.errors_total += 1
@@ -98,6 +107,24 @@ class DiscoveryFeed:
         with self._log_lock:
             self._log_change(found)
         return found
+
+    def _keep_names(self, found: Discovered) -> Discovered:
+        """A job keeps the name it was first given while one of its rank processes lives. A name
+        made from the launcher's script while the launcher runs would become the ranks' script's
+        once a launch script that started them in the background has left: the process probe
+        would then see the job end (and call it finished) and a new one start, and a stall of the
+        one running job would page under a name `status` no longer shows. Forgotten on a reload
+        (new scan options: `job.name` or the name keys may have changed)."""
+        if self._given_opts is not self.opts:
+            self._given, self._given_opts = {}, self.opts
+        jobs = []
+        for job in found.jobs:
+            kept = next((self._given[r.pid][1] for r in job.ranks if r.pid in self._given and r.started_at is not None
+                         and abs(self._given[r.pid][0] - r.started_at) <= SAME_START), None)
+            jobs.append(job if kept is None or kept == job.name else replace(job, name=kept))
+        jobs = unique_names(jobs)
+        self._given = {r.pid: (r.started_at, j.name) for j in jobs for r in j.ranks if r.started_at is not None}
+        return found if all(a is b for a, b in zip(jobs, found.jobs)) else replace(found, jobs=tuple(jobs))
 
     def current(self, max_age: float) -> Discovered:
         """The latest result when younger than `max_age` seconds (plus the slack), else a fresh scan."""

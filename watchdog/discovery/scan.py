@@ -202,7 +202,7 @@ def describe_job(raw: RawJob, records: Dict[int, ProcRecord], logs: Mapping[int,
                    started_at=started_at)
 
 
-def _unique_names(jobs: List[JobInfo]) -> List[JobInfo]:
+def unique_names(jobs: List[JobInfo]) -> List[JobInfo]:
     """Two jobs never share a name (a second job is a second label): later ones get `-<pid>`."""
     from dataclasses import replace
 
@@ -256,6 +256,6 @@ def discover(opts: ScanOptions, npu_by_pid: Optional[Mapping[int, int]] = None,
 
         jobs = [replace(jobs[0], name=opts.first_job_name)] + [j for j in jobs[1:] if j.name != opts.first_job_name]
     unreadable = sum(1 for r in records.values() if r.env is None)
-    return Discovered(jobs=tuple(_unique_names(jobs)), at=clock.now(), duration_seconds=time.monotonic() - started,
+    return Discovered(jobs=tuple(unique_names(jobs)), at=clock.now(), duration_seconds=time.monotonic() - started,
                       processes_scanned=len(records), unreadable=unreadable,
                       skipped=len(set(skipped)) + (table.unparsable if table is not None else 0))
