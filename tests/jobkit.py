@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import psutil
 
@@ -417,6 +417,17 @@ def write_scenario(path: Path, pids: List[int]) -> None:
     os.replace(tmp, path)
 
 
+def fake_npu_smi(root: Path) -> Tuple[Dict[str, str], Path]:
+    """The environment that puts the fake npu-smi first on PATH, reading the scenario file it
+    returns (write it with `write_scenario`; idle chips, no process, to begin with)."""
+    bindir = Path(root) / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / "npu-smi").symlink_to(REPO / "tests" / "fakes" / "npu-smi")
+    scenario = Path(root) / "npu.json"
+    write_scenario(scenario, [])
+    return {"PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_NPU_SMI_SCENARIO": str(scenario)}, scenario
+
+
 class ShippedNode:
     """A `ShippedDaemon` with a Feishu and an ops-webhook receiver and a fake npu-smi whose table
     the test writes (`write_scenario(node.scenario, pids)`), shared by several rows of one file:
@@ -428,16 +439,10 @@ class ShippedNode:
         #: The command the daemon runs under (see ShippedDaemon).
         self.prefix = tuple(prefix)
         self.tag = f"t-{uuid.uuid4().hex[:12]}"
-        bindir = self.root / "bin"
-        bindir.mkdir(parents=True)
-        (bindir / "npu-smi").symlink_to(REPO / "tests" / "fakes" / "npu-smi")
-        self.scenario = self.root / "npu.json"
-        write_scenario(self.scenario, [])
+        env, self.scenario = fake_npu_smi(self.root)
         self.feishu = Receiver("feishu").start()
         self.hook = Receiver("webhook").start()
-        self.daemon = ShippedDaemon(self.root, {"PATH": f"{bindir}:{os.environ['PATH']}",
-                                                "FAKE_NPU_SMI_SCENARIO": str(self.scenario)},
-                                    f"{TAG}={self.tag}", self.feishu.url, self.hook.url, prefix=prefix)
+        self.daemon = ShippedDaemon(self.root, env, f"{TAG}={self.tag}", self.feishu.url, self.hook.url, prefix=prefix)
         self.url = self.daemon.url
         self.mark = (0, 0)
         self.files = 0

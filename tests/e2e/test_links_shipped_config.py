@@ -30,7 +30,7 @@ import pytest
 
 from tests.fakes.receivers import Receiver
 from tests.helpers import REPO, http_get, run_cli, wait_for
-from tests.jobkit import TAG, ShippedDaemon, ShippedNode, write_scenario
+from tests.jobkit import TAG, ShippedDaemon, ShippedNode, fake_npu_smi
 
 pytestmark = pytest.mark.slow
 OVERRIDES = {"probes": {"links": {"devices": list(range(8))}, "subhealth": {"interval": "5s"}}}
@@ -191,12 +191,7 @@ def test_only_read_only_queries_were_sent(node):
 
 
 def test_a_node_without_hccn_tool_says_so_once_and_nothing_else(tmp_path):
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "npu-smi").symlink_to(REPO / "tests" / "fakes" / "npu-smi")
-    scenario = tmp_path / "npu.json"
-    write_scenario(scenario, [])
-    env = {"PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_NPU_SMI_SCENARIO": str(scenario)}
+    env, _ = fake_npu_smi(tmp_path)
     feishu, hook = Receiver("feishu").start(), Receiver("webhook").start()
     daemon = ShippedDaemon(tmp_path / "d", env, f"{TAG}=t-{uuid.uuid4().hex[:12]}", feishu.url, hook.url)
     try:

@@ -13,20 +13,15 @@ import time
 import pytest
 
 from tests.fakes.receivers import Receiver
-from tests.helpers import REPO, wait_for
-from tests.jobkit import TAG, ShippedDaemon, TrainJob, write_scenario
+from tests.helpers import wait_for
+from tests.jobkit import TAG, ShippedDaemon, TrainJob, fake_npu_smi, write_scenario
 
 pytestmark = pytest.mark.slow
 OVERRIDES = {"probes": {"process": {"start_grace": "10s"}}, "alerting": {"resolve_delay": "5s"}}
 
 
 def test_a_restart_while_a_rank_is_paged_missing_neither_pages_nor_resolves_it_again(tmp_path):
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "npu-smi").symlink_to(REPO / "tests" / "fakes" / "npu-smi")
-    scenario = tmp_path / "npu.json"
-    write_scenario(scenario, [])
-    env = {"PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_NPU_SMI_SCENARIO": str(scenario)}
+    env, scenario = fake_npu_smi(tmp_path)
     feishu, hook = Receiver("feishu").start(), Receiver("webhook").start()
     tag = f"t-lost{os.getpid()}"
     job = TrainJob(tmp_path / "job", ranks=4, tag=tag, port=str(29600 + os.getpid() % 100),
