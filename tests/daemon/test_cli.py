@@ -76,6 +76,26 @@ def test_probe_runs_each_probe_once(tmp_path):
     assert "[critical] command_check: check bad exited 3" in text.stdout
 
 
+def test_probe_prints_no_secret_of_a_heartbeat_or_the_config(tmp_path):
+    """`probe` prints observations whole (a heartbeat's extra fields): what the daemon redacts is
+    redacted there too, a credential-named field and the configured webhook's URL."""
+    hook = "https://hooks.example/x/T0kenInTheHookPath9876543210"
+    hb = tmp_path / "hb.json"
+    hb.write_text(json.dumps({"step": 12, "time": 1.0e9, "wandb_api_key": "wb-9f8e7d6c5b4a", "notify": hook}))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "node": {"name": "n1"}, "job": {"name": "j1"}, "paths": {"state_dir": str(tmp_path / "s")},
+        "probes": {"heartbeat": {"enabled": True, "paths": [str(hb)]}},
+        "alerting": {"channels": [{"type": "webhook", "name": "h", "url": hook}]},
+    }))
+    for args in (("--json",), ()):
+        res = run_cli("probe", "-c", str(cfg), *args)
+        assert res.returncode in (0, 1), res.stderr
+        out = res.stdout + res.stderr
+        assert "heartbeat" in out and "wb-9f8e7d6c5b4a" not in out and "T0kenInTheHookPath" not in out, out
+    assert "wandb_api_key" in run_cli("probe", "-c", str(cfg), "--json").stdout  # the field, not its value
+
+
 def test_status_talks_to_the_daemon(make_daemon):
     d = make_daemon({"probes": {"jitter": "0s", "commands": [{"name": "ok", "argv": ["/bin/true"], "interval": "1s"}]}})
     wait_for(lambda: d.status()["probes"][0]["up"], what="first round")

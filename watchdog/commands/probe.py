@@ -39,6 +39,21 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _text(out: Dict[str, Any], findings: Any, errors: Any, any_probe: bool) -> str:
+    lines = [] if any_probe else ["no probes configured"]
+    for p in out["probes"]:
+        state = "up  " if p["up"] else "DOWN"
+        lines.append(f"{state} {p['name']}: {p['summary'] or p['error']}")
+    lines.append(f"\n{len(findings)} finding(s)")
+    for f in findings:
+        lines.append(f"  [{f.severity}] {f.rule}: {f.summary}  {f.labels}")
+        if f.hint:
+            lines.append(f"      hint: {f.hint}")
+    lines += [f"  detector error: {e}" for e in errors]
+    lines += [f"warning: {line}" for line in out["unmatched_paths"]]
+    return "\n".join(lines)
+
+
 def main(args: argparse.Namespace) -> int:
     config = load_config_or_report(args.config)
     if config is None:
@@ -59,6 +74,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, config: Any) -> int:
     from watchdog.config.pathcheck import unmatched_paths
+    from watchdog.privacy.redact import Redactor, config_secrets
     from watchdog.detectors import load_detectors, run_detectors
     from watchdog.service.logsetup import setup_logging
     from watchdog.probes import ProbeContext, build_probes
@@ -93,23 +109,11 @@ def _run(args: argparse.Namespace, config: Any) -> int:
     for p in probes:
         p.close()
     out["unmatched_paths"] = unmatched_paths(config)
-    if args.json:
-        print(json.dumps(out, indent=2, default=str, ensure_ascii=False))
-    else:
-        if not probes:
-            print("no probes configured")
-        for p in out["probes"]:
-            state = "up  " if p["up"] else "DOWN"
-            print(f"{state} {p['name']}: {p['summary'] or p['error']}")
-        print(f"\n{len(findings)} finding(s)")
-        for f in findings:
-            print(f"  [{f.severity}] {f.rule}: {f.summary}  {f.labels}")
-            if f.hint:
-                print(f"      hint: {f.hint}")
-        for e in errors:
-            print(f"  detector error: {e}")
-        for line in out["unmatched_paths"]:
-            print(f"warning: {line}")
+    # Observations are printed whole (a heartbeat's extra fields, a check's output): what the
+    # daemon redacts before it shows anything is redacted here too.
+    redact = Redactor(config_secrets(config)).text
+    print(redact(json.dumps(out, indent=2, default=str, ensure_ascii=False) if args.json
+                 else _text(out, findings, errors, bool(probes))))
     if errors:
         return 1
     return 1 if findings or any(not p["up"] for p in out["probes"]) else 0
