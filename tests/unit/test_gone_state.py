@@ -34,7 +34,13 @@ def test_the_same_run_takes_its_lost_rank_back_once(tmp_path):
 def test_another_run_under_the_same_name_takes_nothing(tmp_path):
     g = saved(tmp_path)
     assert g.take("j", [(11, 1500.0), (99, 1000.0)]) == []  # pid reused later; another pid
-    assert saved(tmp_path).take("other", [(11, 1000.0)]) == []
+    assert g.take("other", [(98, 1000.0)]) == []
+
+
+def test_the_same_run_under_another_name_takes_its_lost_rank_back(tmp_path):
+    """The processes decide, not the name (a job named anew after a restart keeps its lost ranks)."""
+    (got,) = saved(tmp_path).take("renamed", [(12, 1000.5)])
+    assert got[0] == 2 and got[2].pid == 13
 
 
 def test_a_damaged_or_foreign_file_restores_nothing(tmp_path):

@@ -220,3 +220,37 @@ def test_a_failure_the_job_went_on_from_is_not_how_it_ended():
     # Each tail is read on its own: another file's end line hides nothing.
     oom = b"RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB\n"
     assert "out of memory" in failure_line([b"Training completed.\n", oom], m, ends)
+
+
+def test_an_earlier_attempts_log_file_is_not_read_at_the_end(tmp_path):
+    """torchrun's `--log-dir` keeps one folder per attempt: the failing attempt's OOM sits in
+    attempt_0's rank file, the agent's restart and success lines in the launcher's file. A file
+    last written before the current attempt's ranks started holds nothing of how it ended."""
+    import os
+    import time
+
+    from watchdog.discovery.feed import DiscoveryFeed
+    from watchdog.discovery.scan import ScanOptions
+    from watchdog.probes.discovered import DiscoveredProcessProbe, _Job
+
+    config = load_config_text("discovery: {enabled: true}\n")
+    old = tmp_path / "attempt_0" / "3" / "stderr.log"
+    new = tmp_path / "attempt_1" / "3" / "stderr.log"
+    launcher = tmp_path / "launcher.log"
+    for path, text in ((old, b"step 40 | loss 2.1\nRuntimeError: NPU out of memory. Tried to allocate 2.00 GiB\n"),
+                       (new, b"step 900 | loss 1.2\n"),
+                       (launcher, b"WARNING:torch.distributed.elastic.agent.server.api:[default] Worker group FAILED. "
+                                  b"2/3 attempts left; will restart worker group\n")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text)
+    now = time.time()
+    os.utime(old, (now - 120, now - 120))  # attempt 0 ended two minutes ago; attempt 1 started a minute ago
+    probe = DiscoveredProcessProbe(config, DiscoveryFeed(ScanOptions()))
+    try:
+        job = _Job(name="j", first_seen_at=now - 300, expected=None, launcher_pid=None,
+                   logs={str(old), str(new)}, launcher_logs={str(launcher)}, started={3: now - 60})
+        assert probe._evidence(job).failure_line == ""
+        job.started = {}  # no attempt start known: every file is read, as before
+        assert "out of memory" in probe._evidence(job).failure_line
+    finally:
+        probe.close()

@@ -20,7 +20,7 @@ import watchdog.config.schema as schema
 from watchdog.compat import Annotated, get_args, get_origin
 from watchdog.config.schema import Config
 from watchdog.config.types import read_bounded
-from watchdog.privacy.redact import is_secret_name
+from watchdog.privacy.redact import is_secret_variable, token_like
 from watchdog.service.defaults import DEFAULT_CONFIG_PATH
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -175,7 +175,7 @@ def _substitute_env(node: Any, path: str, errors: List[str], env_paths: List[str
         def repl(m: "re.Match[str]") -> str:
             name, default = m.group(1), m.group(2)
             if name in os.environ:
-                if env_secrets is not None and is_secret_name(name) and os.environ[name]:
+                if env_secrets is not None and is_secret_variable(name) and token_like(os.environ[name]):
                     env_secrets.append(os.environ[name])
                 return os.environ[name]
             if default is not None:

@@ -13,10 +13,12 @@ import os
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Dict, Mapping, Optional, Tuple
+from functools import partial
+from typing import Any, Dict, Mapping, Optional
 
 from watchdog.discovery.model import Discovered
 from watchdog.discovery.procfs import ProcTable
+from watchdog.discovery.names import GivenNames
 from watchdog.discovery.scan import ScanOptions, discover, unique_names
 from watchdog.privacy.redact import Redactor, config_secrets
 
@@ -44,7 +46,7 @@ def scan_options(config: Any) -> ScanOptions:
     """Scan options from the config: job-name keys, an explicit job name, and who we are."""
     return ScanOptions(name_env=tuple(config.discovery.name_env), ignore=own_pids(), only=config.discovery.only_pairs,
                        first_job_name=config.job.name if config.job_name_explicit else None,
-                       redact=Redactor(config_secrets(config)).text)
+                       redact=partial(Redactor(config_secrets(config)).text, cut=False))
 
 
 #: Beyond its jitter, how late a process-probe round (which rescans) may come before the logs
@@ -53,16 +55,17 @@ REUSE_SLACK = 1.0
 
 
 def feed_for(config: Any) -> "DiscoveryFeed":
-    return DiscoveryFeed(scan_options(config), slack=float(config.probes.jitter) + REUSE_SLACK)
+    return DiscoveryFeed(scan_options(config), slack=float(config.probes.jitter) + REUSE_SLACK,
+                         state_dir=config.paths.state_dir)
 
 
-#: Seconds two readings of one process's start time may differ by (the boot time it is computed
-#: from moves by a second now and then).
-SAME_START = 2.0
+def naming_key(opts: ScanOptions) -> tuple:
+    """The settings a job's name follows: the names given are forgotten when these change."""
+    return (opts.first_job_name, tuple(opts.name_env), tuple(opts.only))
 
 
 class DiscoveryFeed:
-    def __init__(self, opts: ScanOptions, slack: float = 0.0):
+    def __init__(self, opts: ScanOptions, slack: float = 0.0, state_dir: Optional[str] = None):
         self.opts = opts
         #: `current` also reuses a result this much older than asked: the process probe rescans
         #: every interval plus up to its jitter, and a second scan just before it is wasted.
@@ -78,9 +81,8 @@ class DiscoveryFeed:
         self._said_none = False
         self._names: Dict[str, int] = {}
         self._log_lock = threading.Lock()
-        #: rank pid -> (its start time, the name its job was given first): see `_keep_names`.
-        self._given: Dict[int, Tuple[float, str]] = {}
-        self._given_opts: Optional[ScanOptions] = None
+        #: The names given to the jobs, kept while their ranks live and across restarts.
+        self._given = GivenNames(state_dir, naming_key(opts))
 
     def set_npu_processes(self, mapping: Mapping[int, int]) -> None:
         with self._lock:
@@ -109,21 +111,8 @@ class DiscoveryFeed:
         return found
 
     def _keep_names(self, found: Discovered) -> Discovered:
-        """A job keeps the name it was first given while one of its rank processes lives. A name
-        made from the launcher's script while the launcher runs would become the ranks' script's
-        once a launch script that started them in the background has left: the process probe
-        would then see the job end (and call it finished) and a new one start, and a stall of the
-        one running job would page under a name `status` no longer shows. Forgotten on a reload
-        (new scan options: `job.name` or the name keys may have changed)."""
-        if self._given_opts is not self.opts:
-            self._given, self._given_opts = {}, self.opts
-        jobs = []
-        for job in found.jobs:
-            kept = next((self._given[r.pid][1] for r in job.ranks if r.pid in self._given and r.started_at is not None
-                         and abs(self._given[r.pid][0] - r.started_at) <= SAME_START), None)
-            jobs.append(job if kept is None or kept == job.name else replace(job, name=kept))
-        jobs = unique_names(jobs)
-        self._given = {r.pid: (r.started_at, j.name) for j in jobs for r in j.ranks if r.started_at is not None}
+        """Each job under the name it was first given (watchdog.discovery.names)."""
+        jobs = self._given.keep(found.jobs, naming_key(self.opts), unique_names)
         return found if all(a is b for a, b in zip(jobs, found.jobs)) else replace(found, jobs=tuple(jobs))
 
     def current(self, max_age: float) -> Discovered:

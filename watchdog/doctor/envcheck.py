@@ -11,7 +11,7 @@ from watchdog.config.sections.doctor import EnvRule
 from watchdog.config.types import format_duration
 from watchdog.doctor.model import FAIL, PASS, SKIPPED, WARN, CheckResult
 from watchdog.parse.hccl import CANN_CONNECT_TIMEOUT, CANN_EXEC_TIMEOUT
-from watchdog.privacy.redact import is_secret_name
+from watchdog.privacy.redact import is_secret_variable
 
 GROUP = "env"
 
@@ -106,7 +106,7 @@ def key_environment(env: Dict[str, str]) -> Dict[str, str]:
 
 def _looks_secret(name: str) -> bool:
     # The snapshots' and command lines' rule (PASSWD, AK/SK, AUTH, ... too), plus a credential.
-    return is_secret_name(name) or "CREDENTIAL" in name.upper()
+    return is_secret_variable(name) or "CREDENTIAL" in name.upper()
 
 
 def _int(value: str) -> Optional[int]:

@@ -164,10 +164,11 @@ def replace_any_case(text: str, secret: str, replacement: str) -> str:
     return "".join(out)
 
 
-def _token_like(piece: str) -> bool:
-    """A piece of a secret URL that is a credential on its own: long enough, and with a digit or
-    16 characters or more. A vendor's path words (Slack's `services`, Feishu's `open-apis`) are
-    not: as pieces they turned the word wherever a log line said it into [REDACTED]."""
+def token_like(piece: str) -> bool:
+    """A piece of a secret URL (or a credential-named variable's value) that is a credential on
+    its own: long enough, and with a digit or 16 characters or more. A vendor's path words
+    (Slack's `services`, Feishu's `open-apis`) are not: as pieces they turned the word wherever a
+    log line said it into [REDACTED]; nor are `none`, `8080` or `true`."""
     return len(piece) >= MIN_PIECE_LEN and (len(piece) >= 16 or any(c.isdigit() for c in piece))
 
 
@@ -186,10 +187,10 @@ def secret_pieces(secret: str) -> Set[str]:
         if parts.password:
             pieces.add(parts.password)
         for seg in parts.path.split("/"):
-            if _token_like(seg):
+            if token_like(seg):
                 pieces.add(seg)
         for _k, v in parse_qsl(parts.query, keep_blank_values=False):
-            if _token_like(v):
+            if token_like(v):
                 pieces.add(v)
         if parts.query and len(parts.query) >= MIN_PIECE_LEN:
             pieces.add(parts.query)
@@ -239,8 +240,11 @@ class Redactor:
         # Longest first, so a URL is replaced whole before its pieces are looked for.
         return sorted(self._secrets, key=len, reverse=True)
 
-    def text(self, text: str, cancel: Optional[threading.Event] = None) -> str:
-        """Redact `text`; linear in its length. Raises Cancelled when `cancel` is set meanwhile."""
+    def text(self, text: str, cancel: Optional[threading.Event] = None, cut: bool = True) -> str:
+        """Redact `text`; linear in its length. Raises Cancelled when `cancel` is set meanwhile.
+        `cut`: the text may have been cut to a display length (`_cut_secret_ends`); a command
+        line's argument was not, and one that a secret merely starts or ends with (`http`,
+        `webhook`) is shown as written."""
         secrets = self._ordered()
         out: List[str] = []
         for piece in _chunks(text, CHUNK_CHARS):
@@ -257,7 +261,7 @@ class Redactor:
             piece = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{REDACTED}@", piece)
             piece = _URL_QUERY.sub(_query, piece)
             out.append(_ASSIGNMENT.sub(_assignment, piece))
-        return _cut_secret_ends("".join(out), secrets)
+        return _cut_secret_ends("".join(out), secrets) if cut else "".join(out)
 
     def known(self, text: str) -> str:
         """Only the known secrets taken out (in any letter case), nothing guessed: for the

@@ -24,7 +24,7 @@ class CommandProbe(Probe):
         argv, found = redact_argv(check.argv)
         self.redactor = Redactor([*secrets, *found])
         #: As findings show it ("run the check by hand: ..."): `PRIVATE-TOKEN: ${CHECK_TOKEN}` too.
-        self.argv = tuple(self.redactor.text(a) for a in argv)
+        self.argv = tuple(self.redactor.text(a, cut=False) for a in argv)
         self.name = f"command:{check.name}"
         self.interval = check.interval
         # The scheduler's own timeout is a little longer than the command's, so the command's

@@ -12,6 +12,7 @@ rank left); whether that is a clean end or a failure is the liveness detector's 
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass, field, replace
@@ -80,6 +81,9 @@ class _Job:
     #: The HCCL variables the ranks' environments set (watchdog.parse.hccl reads them per job); empty
     #: when none does, so the config or the CANN defaults apply.
     hccl_env: Tuple[Tuple[str, str], ...] = ()
+    #: rank -> start time of its newest process: the earliest is when the current attempt of the
+    #: job started (an elastic agent's restart replaces every rank's process).
+    started: Dict[int, float] = field(default_factory=dict)
     #: rank pid -> its NPU: npu-smi's process table wins, else the first the environment gave;
     #: kept while the rank lives, so a card that drops out of npu-smi still names its job.
     npus: Dict[int, int] = field(default_factory=dict)
@@ -96,6 +100,22 @@ def log_tail(path: str, size: int = TAIL_BYTES, uid: Optional[int] = None) -> by
             return fh.read(size)
     except OSError:
         return b""
+
+
+#: Seconds two readings of one process's start time may differ by (the boot time moves).
+SAME_START = 2.0
+
+
+def written_since(path: str, since: Optional[float]) -> bool:
+    """Whether a log file was written since the current attempt of its job started: a file last
+    written before (an earlier attempt's, as torchrun's `--log-dir` keeps one folder per attempt)
+    holds no line of how this attempt ended. Unknown (no attempt start, no stat): yes."""
+    if since is None:
+        return True
+    try:
+        return os.stat(path).st_mtime >= since
+    except OSError:
+        return True
 
 
 def end_line(tails: List[bytes], patterns: List["re.Pattern[str]"]) -> str:
@@ -293,6 +313,8 @@ class DiscoveredProcessProbe(Probe):
         for r in job.ranks:
             t.ranks.add(r.rank)
             t.pids.add((r.pid, r.started_at))
+            if r.started_at is not None and r.started_at > t.started.get(r.rank, 0.0):
+                t.started[r.rank] = r.started_at
             if r.npu is not None:
                 table = self.feed.npu_processes() if table is None else table
                 if r.pid in table or r.pid not in t.npus:
@@ -367,8 +389,9 @@ class DiscoveredProcessProbe(Probe):
 
     def _evidence(self, job: _Job) -> EndEvidence:
         """What the departed ranks left behind, read once per departure (not every round)."""
-        tails = [log_tail(p, uid=job.uid) for p in sorted(job.logs)]
-        launcher = [log_tail(p, uid=job.uid) for p in sorted(job.launcher_logs - job.logs)]
+        since = min(job.started.values()) - SAME_START if job.started else None
+        tails = [log_tail(p, uid=job.uid) for p in sorted(job.logs) if written_since(p, since)]
+        launcher = [log_tail(p, uid=job.uid) for p in sorted(job.launcher_logs - job.logs) if written_since(p, since)]
         times = list(job.left.values())
         (first, first_zh), (stop, stop_zh), source, exits = self._exit_statuses(job)
         return EndEvidence(

@@ -36,6 +36,24 @@ KEEP_UNTAKEN_ROUNDS = 30
 Identity = Tuple[int, Optional[float]]
 
 
+def _peers(saved: Dict[str, Any]) -> Dict[int, float]:
+    out: Dict[int, float] = {}
+    for p in saved.get("peers") or ():
+        if isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and isinstance(p[1], (int, float)):
+            out[p[0]] = float(p[1])
+    return out
+
+
+def _rows(saved: Dict[str, Any]) -> List[Tuple[int, float, ProcessInfo]]:
+    out = []
+    for row in (saved.get("gone") or ())[:MAX_GONE]:
+        info = _info(row.get("info") if isinstance(row, dict) else None)
+        left = row.get("left_at") if isinstance(row, dict) else None
+        if info is not None and info.rank is not None and isinstance(left, (int, float)):
+            out.append((info.rank, float(left), info))
+    return out
+
+
 def _info_doc(info: ProcessInfo) -> Dict[str, Any]:
     return {"pid": info.pid, "rank": info.rank, "state": info.state, "create_time": info.create_time,
             "name": info.name, "cmdline": list(info.cmdline), "job": info.job, "npu": info.npu}
@@ -77,26 +95,17 @@ class GoneRanks:
         return self._episode.error
 
     def take(self, job: str, identities: Iterable[Identity]) -> List[Tuple[int, float, ProcessInfo]]:
-        """The saved lost ranks of `job` as (rank, when it was seen gone, its record), when one of
-        `identities` (the rank processes found now) was one of that run's; once per job."""
-        saved = self._saved.pop(job, None)
-        if not saved:
-            return []
-        peers: Dict[int, float] = {}
-        for p in saved.get("peers") or ():
-            if isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and isinstance(p[1], (int, float)):
-                peers[p[0]] = float(p[1])
-        # The same process: its pid, and its start time within the boot time's rounding (a start
-        # time is the boot time plus ticks, and /proc/stat's boot time moves by a second).
-        if not any(pid in peers and abs(peers[pid] - t) <= SAME_START for pid, t in identities if t is not None):
-            return []  # another run under the same name
-        out = []
-        for row in (saved.get("gone") or ())[:MAX_GONE]:
-            info = _info(row.get("info") if isinstance(row, dict) else None)
-            left = row.get("left_at") if isinstance(row, dict) else None
-            if info is not None and info.rank is not None and isinstance(left, (int, float)):
-                out.append((info.rank, float(left), info))
-        return out
+        """The saved lost ranks of the run that one of `identities` (the rank processes of `job`
+        found now) belonged to, as (rank, when it was seen gone, its record); each run's once.
+        Looked up by `job`'s name first, then by the processes alone (a name given anew)."""
+        ids = [(pid, float(t)) for pid, t in identities if t is not None]
+        for name in [job] * (job in self._saved) + [n for n in self._saved if n != job]:
+            peers = _peers(self._saved[name])
+            # The same process: its pid, and its start time within the boot time's rounding (a
+            # start time is the boot time plus ticks, and /proc/stat's boot time moves by a second).
+            if any(pid in peers and abs(peers[pid] - t) <= SAME_START for pid, t in ids):
+                return _rows(self._saved.pop(name))
+        return []
 
     def save(self, jobs: Dict[str, Tuple[Iterable[Identity], Dict[int, float]]],
              gone: Dict[Tuple[str, int], ProcessInfo]) -> None:

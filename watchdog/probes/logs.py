@@ -146,6 +146,7 @@ class LogsProbe(Probe):
         #: channel's URL in a client's traceback, `requests` printing the webhook it failed to
         #: reach) and secret-looking assignments on them are redacted first.
         self.redactor = Redactor(secrets)
+        self._redact_kept = False
         self.interval = cfg.interval
         self.timeout = cfg.timeout
         self.state_dir = state_dir
@@ -220,7 +221,9 @@ class LogsProbe(Probe):
         self.cfg = new.cfg
         self.timeout = new.timeout
         self.redactor = new.redactor
-        self._redact_active()  # a secret the reload added is taken out of the lines kept too
+        # A secret the reload added is taken out of the lines kept too, at the next round (this
+        # runs on the reloading thread while a round may be changing the matches).
+        self._redact_kept = True
         if (self.watch is None) != (new.watch is None):
             self.watch, new.watch = new.watch, self.watch
         self._set_interval(new.cfg)
@@ -248,6 +251,9 @@ class LogsProbe(Probe):
     # -- the round ------------------------------------------------------------------------------
     def collect(self) -> Collected:
         now = clock.now()
+        if self._redact_kept:
+            self._redact_kept = False
+            self._redact_active()
         events: List[LogEvent] = []
         pace: List[PaceLine] = []
 

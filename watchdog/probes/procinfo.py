@@ -40,7 +40,7 @@ def describe(st: ProcStat, prev: Optional[ProcessInfo], prev_comm: Optional[str]
             argv = []
         cmd = redact_argv(argv)[0] if argv else ()  # alerts and status show it: no credentials
         if redactor is not None:
-            cmd = tuple(redactor.text(a) for a in cmd)
+            cmd = tuple(redactor.text(a, cut=False) for a in cmd)
         if fresh or argv:  # (a process caught mid-exec shows no command line yet)
             name = long_name(st.comm, argv)
     if not cmd and prev is not None:

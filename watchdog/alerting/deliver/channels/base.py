@@ -85,11 +85,17 @@ def secret_fragments(values: List[str]) -> List[str]:
     return sorted(out, key=len, reverse=True)
 
 
-def scrub(text: str, secrets: List[str]) -> str:
-    """Remove secrets, and every URL-looking token, from a message meant for humans."""
+def known_secrets_out(text: str, secrets: List[str]) -> str:
+    """`text` with the secret strings replaced, in any letter case, and nothing else changed."""
     for s in secrets:
         if s:
             text = replace_any_case(text, s, REDACTED)
+    return text
+
+
+def scrub(text: str, secrets: List[str]) -> str:
+    """Remove secrets, and every URL-looking token, from a message meant for humans."""
+    text = known_secrets_out(text, secrets)
     return _URL_IN_TEXT.sub(lambda m: m.group(1) + REDACTED if not m.group(1).startswith("http") else REDACTED, text)
 
 
@@ -271,9 +277,11 @@ class Channel:
         if deadline.expired:  # the answer ended when the deadline shut the socket
             return Verdict(False, status, f"no complete answer within the attempt deadline ({self.cfg.attempt_timeout:g}s)",
                            maybe_delivered=True)
-        # The whole answer is scrubbed before a verdict cuts it: a token quoted near the cut would
-        # otherwise keep its first part, which no longer is the whole secret.
-        text = self.scrub(text)
+        # The known secrets are taken out of the whole answer before a verdict cuts it (a token
+        # quoted near the cut would otherwise keep its first part, which no longer is the whole
+        # secret); URL-looking words only from the verdict's detail below, since a vendor's JSON
+        # ends its message with one (WeCom's `more info at https://...`) and the answer must parse.
+        text = known_secrets_out(text, self._secrets)
         try:
             v = self.verdict(status, rheaders, text)
         except Exception as exc:
