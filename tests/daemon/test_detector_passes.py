@@ -15,9 +15,14 @@ def counting(name, calls):
     return detect
 
 
-def test_round_of_one_probe_reruns_only_its_detectors():
+def counted(*names):
+    """Passes over detectors that only record that they ran (in `calls`, returned beside them)."""
     calls = []
-    passes = IncrementalDetectors([(n, counting(n, calls)) for n in ("core", "npu", "stall", "logs", "liveness")])
+    return IncrementalDetectors([(n, counting(n, calls)) for n in names]), calls
+
+
+def test_round_of_one_probe_reruns_only_its_detectors():
+    passes, calls = counted("core", "npu", "stall", "logs", "liveness")
     view, config = StateStore().view(), load_config_text("")
     findings, errors = passes.run(view, config)  # full pass
     assert sorted(calls) == ["core", "liveness", "logs", "npu", "stall"] and not errors
@@ -37,8 +42,7 @@ def test_round_of_one_probe_reruns_only_its_detectors():
 
 
 def test_a_periodic_pass_keeps_answers_a_round_just_computed():
-    calls = []
-    passes = IncrementalDetectors([(n, counting(n, calls)) for n in ("core", "npu", "liveness")])
+    passes, calls = counted("core", "npu", "liveness")
     config = load_config_text("")
     store = StateStore()
     passes.run(store.view(now=100.0), config)
@@ -65,8 +69,7 @@ def test_a_detector_that_raises_is_reported_and_others_still_run():
 def test_a_rounds_pass_also_brings_every_stale_answer_up_to_date():
     """The view is at hand: a pass after a round also runs every detector whose answer is older
     than `fresh_within`, so the periodic tick finds them recent and may be skipped."""
-    calls = []
-    passes = IncrementalDetectors([(n, counting(n, calls)) for n in ("core", "npu", "liveness", "logs")])
+    passes, calls = counted("core", "npu", "liveness", "logs")
     config = load_config_text("")
     store = StateStore()
     passes.run(store.view(now=100.0), config)
@@ -85,8 +88,7 @@ def test_a_rounds_pass_also_brings_every_stale_answer_up_to_date():
 
 
 def test_a_reload_makes_every_answer_stale():
-    calls = []
-    passes = IncrementalDetectors([(n, counting(n, calls)) for n in ("core", "npu", "liveness")])
+    passes, calls = counted("core", "npu", "liveness")
     config = load_config_text("")
     store = StateStore()
     passes.run(store.view(now=100.0), config)

@@ -22,15 +22,13 @@ from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from watchdog.discovery.model import JobInfo
 from watchdog.discovery.scan import label_safe
+from watchdog.host.procstat import same_start
 from watchdog.service import statefiles
 
 log = logging.getLogger(__name__)
 
 STATE_FILE = "discovery-names.json"
 STATE_VERSION = 1
-#: Seconds two readings of one process's start time may differ by (the boot time it is computed
-#: from moves by a second now and then, within a run and between runs of the daemon).
-SAME_START = 2.0
 #: Rank processes remembered at most (a node runs a few jobs of a few hundred ranks at most).
 MAX_RANKS = 65536
 
@@ -57,7 +55,7 @@ class GivenNames:
             for job in jobs:
                 kept = next((self._given[r.pid][1] for r in job.ranks if r.pid in self._given
                              and r.started_at is not None
-                             and abs(self._given[r.pid][0] - r.started_at) <= SAME_START), None)
+                             and same_start(self._given[r.pid][0], r.started_at)), None)
                 out.append(job if kept is None or kept == job.name else replace(job, name=kept))
             out = list(unique(out))
             given = {r.pid: (float(r.started_at), j.name) for j in out for r in j.ranks if r.started_at is not None}

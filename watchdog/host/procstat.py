@@ -98,6 +98,16 @@ def read_rss(pid: int, proc: str = PROC) -> int:
 
 _boot: Dict[str, float] = {}
 
+#: Seconds two readings of one process's start time may differ by: a start time is the boot time
+#: plus ticks, and `btime` moves by a second now and then (between runs of the daemon, and where
+#: a reading is not under the cached `boot_time`).
+SAME_START = 2.0
+
+
+def same_start(a: float, b: float) -> bool:
+    """Whether two readings of start times can be one process's (see SAME_START)."""
+    return abs(a - b) <= SAME_START
+
 
 def boot_time(proc: str = PROC) -> float:
     """`btime` of /proc/stat (epoch seconds), read once per proc root. psutil reads it anew for

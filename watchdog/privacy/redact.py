@@ -146,10 +146,10 @@ def config_secrets(node: Any) -> Set[str]:
 def replace_any_case(text: str, secret: str, replacement: str) -> str:
     """`text` with `secret` replaced in any letter case (an endpoint or a library may echo a
     token or a URL upper- or lower-cased); linear in the text's length."""
-    if secret in text:
-        text = text.replace(secret, replacement)
     low, key = text.lower(), secret.lower()
-    if key not in low or len(low) != len(text):  # (a character whose lower case is longer: exact only)
+    if len(low) != len(text):  # (a character whose lower case is longer: exact only)
+        return text.replace(secret, replacement)
+    if key not in low:
         return text
     out: List[str] = []
     at = 0
@@ -162,6 +162,16 @@ def replace_any_case(text: str, secret: str, replacement: str) -> str:
         at = hit + len(key)
     out.append(text[at:])
     return "".join(out)
+
+
+def secrets_out(text: str, secrets: Iterable[str], replacement: str = REDACTED) -> str:
+    """`text` with each of `secrets` (longest first, so a URL goes whole before its pieces)
+    replaced in any letter case, and nothing else changed: nothing guessed from names."""
+    low = text.lower()
+    for s in secrets:
+        if s and s.lower() in low:
+            text = replace_any_case(text, s, replacement)
+    return text
 
 
 def token_like(piece: str) -> bool:
@@ -250,13 +260,7 @@ class Redactor:
         for piece in _chunks(text, CHUNK_CHARS):
             if cancel is not None and cancel.is_set():
                 raise Cancelled()
-            for s in secrets:
-                if s in piece:
-                    piece = piece.replace(s, REDACTED)
-            low = piece.lower()  # then, rarely, a secret in another letter case (one pass to look)
-            for s in secrets:
-                if s.lower() in low:
-                    piece = replace_any_case(piece, s, REDACTED)
+            piece = secrets_out(piece, secrets)
             piece = _LONG_LINE.sub(_cut_line, piece)
             piece = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{REDACTED}@", piece)
             piece = _URL_QUERY.sub(_query, piece)
@@ -267,11 +271,7 @@ class Redactor:
         """Only the known secrets taken out (in any letter case), nothing guessed: for the
         daemon's own log, whose words (`no bearer_token: any local user can post`) would read as
         assignments to the name-based guesses of `text`."""
-        low = text.lower()
-        for s in self._ordered():
-            if s.lower() in low:
-                text = replace_any_case(text, s, REDACTED)
-        return text
+        return secrets_out(text, self._ordered())
 
     def data(self, data: bytes, cancel: Optional[threading.Event] = None) -> bytes:
         """Redact bytes of unknown encoding without corrupting the rest (surrogateescape round-trip)."""

@@ -36,7 +36,7 @@ from watchdog.probes.heartbeat import read_file
 from watchdog.privacy.redact import Redactor, config_secrets
 from watchdog.probes.procinfo import describe, follow
 from watchdog.host.procevents import ProcExits
-from watchdog.host.procstat import ProcStat, read_stat
+from watchdog.host.procstat import SAME_START, ProcStat, read_stat
 from watchdog.host.rankfiles import rank_file
 
 Identity = Tuple[int, float]
@@ -100,10 +100,6 @@ def log_tail(path: str, size: int = TAIL_BYTES, uid: Optional[int] = None) -> by
             return fh.read(size)
     except OSError:
         return b""
-
-
-#: Seconds two readings of one process's start time may differ by (the boot time moves).
-SAME_START = 2.0
 
 
 def written_since(path: str, since: Optional[float]) -> bool:

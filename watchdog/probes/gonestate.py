@@ -18,6 +18,7 @@ import logging
 import os
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from watchdog.host.procstat import same_start
 from watchdog.observations import ProcessInfo
 from watchdog.service import statefiles
 
@@ -27,8 +28,6 @@ STATE_FILE = "process-gone.json"
 STATE_VERSION = 1
 #: Jobs kept at most, and lost ranks per job (a node runs a few jobs; a job loses a few ranks).
 MAX_JOBS, MAX_GONE = 64, 4096
-#: Seconds two start times of one process may differ by across runs of the daemon.
-SAME_START = 2.0
 #: Rounds the saved ranks of jobs not found again are kept in the file (a restart right after a
 #: restart must not lose them before discovery found their job).
 KEEP_UNTAKEN_ROUNDS = 30
@@ -101,9 +100,8 @@ class GoneRanks:
         ids = [(pid, float(t)) for pid, t in identities if t is not None]
         for name in [job] * (job in self._saved) + [n for n in self._saved if n != job]:
             peers = _peers(self._saved[name])
-            # The same process: its pid, and its start time within the boot time's rounding (a
-            # start time is the boot time plus ticks, and /proc/stat's boot time moves by a second).
-            if any(pid in peers and abs(peers[pid] - t) <= SAME_START for pid, t in ids):
+            # The same process: its pid, and its start time (read in another run of the daemon).
+            if any(pid in peers and same_start(peers[pid], t) for pid, t in ids):
                 return _rows(self._saved.pop(name))
         return []
 

@@ -28,7 +28,7 @@ from watchdog.alerting.decide.notification import Notification
 from watchdog.alerting.words.render import Message
 from watchdog.config.sections.alerting import AlertingConfig, ChannelConfig
 from watchdog.config.types import Secret, secret_value
-from watchdog.privacy.redact import replace_any_case
+from watchdog.privacy.redact import secrets_out
 from watchdog.words import Words, words
 
 if TYPE_CHECKING:  # imported on the first send (see channels.http.make_session)
@@ -85,17 +85,9 @@ def secret_fragments(values: List[str]) -> List[str]:
     return sorted(out, key=len, reverse=True)
 
 
-def known_secrets_out(text: str, secrets: List[str]) -> str:
-    """`text` with the secret strings replaced, in any letter case, and nothing else changed."""
-    for s in secrets:
-        if s:
-            text = replace_any_case(text, s, REDACTED)
-    return text
-
-
 def scrub(text: str, secrets: List[str]) -> str:
     """Remove secrets, and every URL-looking token, from a message meant for humans."""
-    text = known_secrets_out(text, secrets)
+    text = secrets_out(text, secrets, REDACTED)
     return _URL_IN_TEXT.sub(lambda m: m.group(1) + REDACTED if not m.group(1).startswith("http") else REDACTED, text)
 
 
@@ -281,7 +273,7 @@ class Channel:
         # quoted near the cut would otherwise keep its first part, which no longer is the whole
         # secret); URL-looking words only from the verdict's detail below, since a vendor's JSON
         # ends its message with one (WeCom's `more info at https://...`) and the answer must parse.
-        text = known_secrets_out(text, self._secrets)
+        text = secrets_out(text, self._secrets, REDACTED)
         try:
             v = self.verdict(status, rheaders, text)
         except Exception as exc:
