@@ -61,3 +61,26 @@ def test_a_receiver_with_a_malformed_header_does_not_put_the_url_in_the_log(tmp_
         assert URL_TOKEN not in d.log(), d.log()[-2000:]
     finally:
         srv.close()
+
+
+def test_test_alert_through_a_malformed_header_does_not_print_the_url(tmp_path):
+    """`test-alert` (like every command that loads a config and then logs: probe, snapshot,
+    doctor, discover, relay, run) logs through the daemon's redaction (`commands.log_for`). Before,
+    `test-alert` set up no logging at all, so the library's warning about the receiver was dropped
+    (nothing on stderr), and `probe` and `snapshot` logged without the config's secrets."""
+    import json
+
+    from tests.helpers import run_cli
+
+    srv, got = _bad_header_server()
+    try:
+        url = f"http://127.0.0.1:{srv.getsockname()[1]}/hook/{URL_TOKEN}"
+        cfg = tmp_path / "config.yaml"
+        cfg.write_text(json.dumps({"paths": {"state_dir": str(tmp_path / "state")},
+                                   "alerting": {"channels": [{"type": "webhook", "name": "hook", "url": url}]}}))
+        res = run_cli("test-alert", "-c", str(cfg))
+        assert got, res.stderr
+        assert "Failed to parse headers" in res.stderr, res.stderr  # the library's warning is logged ...
+        assert URL_TOKEN not in res.stderr + res.stdout, res.stderr  # ... without the URL's token
+    finally:
+        srv.close()

@@ -28,6 +28,17 @@ def load_config_or_report(path: str) -> "Optional[Config]":
         return None
 
 
+def log_for(config: object, level: str, fmt: str) -> None:
+    """Set up logging for a command that loaded `config`: every line it logs (its own, or a
+    library's that quotes a URL) passes the config's secrets' redaction. Every command that logs
+    after loading a config goes through here, so none logs unredacted."""
+    from watchdog.privacy.redact import Redactor, config_secrets
+    from watchdog.service.logsetup import redact_with, setup_logging
+
+    setup_logging(level, fmt)
+    redact_with(Redactor(config_secrets(config)).known)
+
+
 def config_or_defaults(path: str) -> "Optional[Config]":
     """For commands that talk to a running daemon (`status`, `silence`): the config at `path`, or,
     where there is no file at the default path, the defaults (said on stderr), so the answer is

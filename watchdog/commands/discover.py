@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Dict, List
 
-from watchdog.commands import add_config_arg
+from watchdog.commands import add_config_arg, log_for
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -71,6 +71,7 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc.render(), file=sys.stderr)
         return 2
+    log_for(config, "warning", "text")  # command lines quoting the config's URL are redacted in logs too
     try:
         found = discover(scan_options(config), _npu_table(config))
     except Exception as exc:  # /proc unreadable, etc.: an error, not "no job"

@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any, Dict
 
-from watchdog.commands import add_config_arg, load_config_or_report
+from watchdog.commands import add_config_arg, load_config_or_report, log_for
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -76,12 +76,11 @@ def _run(args: argparse.Namespace, config: Any) -> int:
     from watchdog.config.pathcheck import unmatched_paths
     from watchdog.privacy.redact import Redactor, config_secrets
     from watchdog.detectors import load_detectors, run_detectors
-    from watchdog.service.logsetup import setup_logging
     from watchdog.probes import ProbeContext, build_probes
     from watchdog.scheduler import ProbeScheduler
     from watchdog.core.state import StateStore
 
-    setup_logging("warning", "text")
+    log_for(config, "warning", "text")
     store = StateStore(config.probes.history)
     probes = build_probes(ProbeContext(config=config, state_dir=config.paths.state_dir))
     sched = ProbeScheduler(store, config.probes.default_timeout, 0, on_round=lambda _n: None, tick=lambda: None)

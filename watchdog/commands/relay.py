@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 
+from watchdog.commands import log_for
 from watchdog.service.defaults import DEFAULT_RELAY_CONFIG
 
 
@@ -24,8 +25,6 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 def main(args: argparse.Namespace) -> int:
     from watchdog.config.load import ConfigError
-    from watchdog.privacy.redact import Redactor, config_secrets
-    from watchdog.service.logsetup import redact_with, setup_logging
     from watchdog.relay.config import load_relay_config
     from watchdog.service.signals import deliver_to, inbox
 
@@ -39,8 +38,7 @@ def main(args: argparse.Namespace) -> int:
         if config.exposure():
             print(f"warning: {config.exposure()}")
         return 0
-    setup_logging(args.log_level, args.log_format)
-    redact_with(Redactor(config_secrets(config)).known)
+    log_for(config, args.log_level, args.log_format)
     from watchdog.relay.server import Relay, make_server
 
     try:

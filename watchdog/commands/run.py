@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from watchdog.commands import add_config_arg, load_config_or_report
+from watchdog.commands import add_config_arg, load_config_or_report, log_for
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -22,8 +22,6 @@ def main(args: argparse.Namespace) -> int:
 
     from watchdog.config.load import with_state_dir
     from watchdog.daemon import Daemon
-    from watchdog.privacy.redact import Redactor, config_secrets
-    from watchdog.service.logsetup import redact_with, setup_logging
     from watchdog.service.malloc import limit_arenas
     from watchdog.service.statelock import StateFolderBusy
 
@@ -33,8 +31,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if args.state_dir:
         config = with_state_dir(config, args.state_dir)
-    setup_logging(args.log_level or config.logging.level, args.log_format or config.logging.format)
-    redact_with(Redactor(config_secrets(config)).known)
+    log_for(config, args.log_level or config.logging.level, args.log_format or config.logging.format)
     from watchdog.config.placeholders import refusal
 
     refused = refusal(config)

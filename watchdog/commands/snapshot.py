@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from watchdog.commands import add_config_arg, load_config_or_report
+from watchdog.commands import add_config_arg, load_config_or_report, log_for
 
 
 def register(sub: "argparse._SubParsersAction") -> None:
@@ -25,13 +25,12 @@ def register(sub: "argparse._SubParsersAction") -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from watchdog.service.logsetup import setup_logging
     from watchdog.snapshots.taker import SnapshotTaker, manual_finding
 
     config = load_config_or_report(args.config)
     if config is None:
         return 2
-    setup_logging("warning", config.logging.format)
+    log_for(config, "warning", config.logging.format)
     import logging
 
     logging.getLogger("watchdog.snapshots").setLevel(logging.ERROR)
