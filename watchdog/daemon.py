@@ -38,6 +38,7 @@ from watchdog.scheduler import TICK_SECONDS, ProbeScheduler
 from watchdog.snapshots import build_snapshot_taker
 from watchdog.service.sdnotify import Notifier, watchdog_interval
 from watchdog.service.signals import deliver_to, inbox
+from watchdog.core.delivery import LOST
 from watchdog.core.state import StateStore
 from watchdog.wiring.health import LOOP_STALL_SECONDS, Liveness, health
 from watchdog.wiring.keepalive import KeepAlive
@@ -129,6 +130,8 @@ class Daemon:
         metrics) and the dead-man pinger; the engine closes them when it closes."""
         store = AlertStore(config.paths.state_dir, quarantine_damaged=True, defer_faults=True)
         outbox = Outbox(store, config.alerting)
+        # A page a channel drops reaches the others as `notifications_failing` (detectors.delivery).
+        outbox.on_lost = lambda lost: self.state.put(LOST, lost, at=lost.at)
         engine = AlertEngine(config, store, outbox, DeadMan(config.alerting), snapshots)
         outbox.start()
         self.runtime.outbox = outbox

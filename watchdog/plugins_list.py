@@ -39,7 +39,7 @@ from watchdog.alerting.deliver.channels import dingtalk, feishu, slack, webhook,
 from watchdog.alerting.deliver.channels.base import Channel
 from watchdog.detectors import core as core_detector
 from watchdog.detectors import links as links_detector, pace as pace_detector, subhealth as subhealth_detector
-from watchdog.detectors import restarts as restarts_detector
+from watchdog.detectors import delivery as delivery_detector, restarts as restarts_detector
 from watchdog.detectors import (kernel as kernel_detector, liveness as liveness_detector,
                                 log_health as log_health_detector, logs as logs_detector,
                                 npu as npu_detector, npu_smi as npu_smi_detector,
@@ -65,7 +65,7 @@ PROBE_MODULES: Tuple[ModuleType, ...] = (process, heartbeat, npu, discovered_log
 DETECTOR_MODULES: Tuple[ModuleType, ...] = (
     core_detector, kernel_detector, liveness_detector, log_health_detector, logs_detector,
     npu_detector, npu_smi_detector, paths_detector, selfstate_detector, stall_detector,
-    links_detector, pace_detector, subhealth_detector, restarts_detector,
+    links_detector, pace_detector, subhealth_detector, restarts_detector, delivery_detector,
 )
 
 #: Summary modules (`PROBE`, `Summary`): what the detectors read of a probe's past rounds.

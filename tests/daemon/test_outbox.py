@@ -77,6 +77,8 @@ def test_gives_up_after_max_age_and_fails_fast_on_bad_token(tmp_path):
             {"type": "webhook", "name": "down", "url": f"http://127.0.0.1:{closed_port()}/h"},
             {"type": "wecom", "name": "badkey", "url": bad.url},
         ], max_age="1500ms")
+        lost = []
+        ob.on_lost = lost.append
         ob.enqueue([("down", "k1", "firing", note(1)), ("badkey", "k2", "firing", note(2))])
         ob.start()
         try:
@@ -84,6 +86,11 @@ def test_gives_up_after_max_age_and_fails_fast_on_bad_token(tmp_path):
             assert ob.counts[("down", "retried")] >= 2
             assert ob.counts[("badkey", "failed")] == 1 and len(bad.requests) == 1
             assert store.outbox_stats()[0] == 0
+            # Each drop is reported once (the daemon raises notifications_failing from these).
+            by = {x.channel: x for x in lost}
+            assert len(lost) == 2 and by["down"].outcome == "expired" and by["badkey"].outcome == "failed"
+            assert by["badkey"].rules == ("stall",) and by["badkey"].severity == "critical"
+            assert "permanent failure" in by["badkey"].error and "connection" in by["down"].error
         finally:
             ob.stop()
 

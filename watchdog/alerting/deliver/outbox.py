@@ -33,7 +33,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, replace
-from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.host import clock
 from watchdog.alerting.deliver.channels import Channel, build_channels
@@ -43,6 +43,8 @@ from watchdog.alerting.decide.notification import Notification, OutboxItem, from
 from watchdog.alerting.deliver.store import AlertStore
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.config.types import secret_value
+from watchdog.core.delivery import EXPIRED, REJECTED, LostNotification
+from watchdog.core.findings import SEVERITY_RANK
 
 log = logging.getLogger("watchdog.alerts.outbox")
 
@@ -190,7 +192,7 @@ class _ChannelSender:
         cfg = self.outbox.config
         if now - row.created > cfg.max_age:
             store.done(row.id)
-            self.outbox.count(ch.name, "expired")
+            self._lost(row.note, EXPIRED, row.last_error or "no answer recorded")
             log.error("channel %s: gave up on a %s notification after %d attempts over %.0fs (max_age %.0fs);"
                       " last error: %s", ch.name, row.kind, row.attempts, now - row.created, cfg.max_age,
                       row.last_error or "none", extra={"channel": ch.name, "event": "notification_expired"})
@@ -211,7 +213,7 @@ class _ChannelSender:
             return 0.0
         if not verdict.retryable:
             store.done(row.id)
-            self.outbox.count(ch.name, "failed")
+            self._lost(row.note, REJECTED, verdict.line())
             log.error("channel %s: notification %s REJECTED and dropped, fix the channel config: %s",
                       ch.name, row.ikey, verdict.line(), extra={"channel": ch.name, "event": "notification_rejected"})
             return 0.0
@@ -232,6 +234,22 @@ class _ChannelSender:
         return 0.0
 
 
+    def _lost(self, note: Notification, outcome: str, error: str) -> None:
+        """Count a notification this channel dropped (rejected or expired) and report it to the
+        outbox's `on_lost` (the daemon keeps it for the `notifications_failing` detector)."""
+        name = self.channel.name
+        self.outbox.count(name, outcome)
+        hook = self.outbox.on_lost
+        if hook is None:
+            return
+        worst = max((a.severity for a in note.alerts), key=lambda s: SEVERITY_RANK.get(s, 0), default="warning")
+        lost = LostNotification(name, outcome, note.status, worst, tuple(a.rule for a in note.alerts),
+                                scrub(error, self.channel.secrets())[:300], clock.now())
+        try:
+            hook(lost)
+        except Exception:  # the report is best effort: the row is dropped and counted either way
+            log.exception("channel %s: could not record a lost notification", name)
+
     def _step_memory(self, mem: MemoryRow, now: float) -> float:
         """One attempt of a memory-only notification: what `_step` does for a stored row, with
         the bookkeeping in the row itself instead of SQLite."""
@@ -239,7 +257,7 @@ class _ChannelSender:
         cfg = self.outbox.config
         if now - mem.created > cfg.max_age:
             self.outbox.memory_done(ch.name, mem)
-            self.outbox.count(ch.name, "expired")
+            self._lost(mem.note, EXPIRED, "gave up after max_age")
             log.error("channel %s: gave up on a %s notification after %d attempts (max_age %.0fs)", ch.name,
                       mem.kind, mem.attempts, cfg.max_age, extra={"channel": ch.name, "event": "notification_expired"})
             return 0.0
@@ -251,7 +269,10 @@ class _ChannelSender:
         self.outbox.last_verdict[ch.name] = verdict
         if verdict.ok or not verdict.retryable:
             self.outbox.memory_done(ch.name, mem)
-            self.outbox.count(ch.name, "sent" if verdict.ok else "failed")
+            if verdict.ok:
+                self.outbox.count(ch.name, "sent")
+            else:
+                self._lost(mem.note, REJECTED, verdict.line())
             log.log(logging.INFO if verdict.ok else logging.ERROR, "channel %s: %s %s notification %s (from memory): %s",
                     ch.name, "delivered" if verdict.ok else "REJECTED and dropped", mem.kind, mem.ikey,
                     verdict.line(), extra={"channel": ch.name})
@@ -280,6 +301,8 @@ class Outbox:
         self.channels: Dict[str, Channel] = build_channels(config)
         self.counts: Dict[Tuple[str, str], int] = {}
         self.last_verdict: Dict[str, Verdict] = {}
+        #: Told of every notification a channel drops (rejected or expired); set by the daemon.
+        self.on_lost: Optional[Callable[[LostNotification], None]] = None
         self._lock = threading.Lock()
         self._workers: Dict[str, _ChannelSender] = {}
         #: Memory-only notifications per channel, oldest first (see `send_from_memory`).

@@ -340,6 +340,9 @@ class AlertingConfig(StrictModel):
     deadman_timeout: Duration = Field(default="5s")
     #: Give up delivering a notification this old (logged and counted as `expired`).
     max_age: Duration = Field(default="6h")
+    #: How long one notification a channel dropped (rejected, or given up on at `max_age`) keeps
+    #: `notifications_failing` up; it resolves this long after the last drop.
+    dropped_hold: Duration = Field(default="15m", gt=0)
     #: Retry backoff: doubles from `retry_initial` up to `retry_max`, with jitter.
     retry_initial: Duration = Field(default="2s")
     #: Longest wait between two delivery attempts (the backoff doubles up to it).
