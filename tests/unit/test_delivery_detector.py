@@ -23,6 +23,8 @@ def test_one_finding_per_channel_at_the_worst_severity_dropped():
     assert found["slack"].since == T0 + 1 and found["slack"].details["last"] == T0 + 2
     assert "2 notification(s)" in found["slack"].summary and "2 rejected" in found["slack"].summary
     assert "1 given up on" in found["feishu"].summary
+    # The facts reach a Chinese message too (appended to the rule's Chinese summary).
+    assert found["slack"].details["said"]["zh"].startswith("：15 分钟内 2 条（2 条被拒绝）；最后的回答：HTTP 404")
     assert [e.split(" ", 1)[1] for e in found["slack"].evidence] == [
         "firing warning stall: rejected: HTTP 404, permanent failure: gone",
         "firing critical job_gone: rejected: HTTP 404, permanent failure: gone"]

@@ -38,6 +38,10 @@ def _span(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
 
 
+def _zh_span(seconds: float) -> str:
+    return f"{seconds / 60:g} 分钟" if seconds >= 60 else f"{seconds:g} 秒"
+
+
 def _line(lost: LostNotification) -> str:
     at = time.strftime("%H:%M:%S", time.localtime(lost.at))
     what = "rejected" if lost.outcome == REJECTED else "given up on"
@@ -51,6 +55,9 @@ def _finding(config: Config, channel: str, losses: List[LostNotification]) -> Fi
     parts = [f"{rejected} rejected"] if rejected else []
     if len(losses) > rejected:
         parts.append(f"{len(losses) - rejected} given up on")
+    zh = [f"{rejected} 条被拒绝"] if rejected else []
+    if len(losses) > rejected:
+        zh.append(f"{len(losses) - rejected} 条放弃重试")
     last = losses[-1]
     return Finding(
         rule=RULE, severity="critical" if worst == "critical" else "warning",
@@ -59,7 +66,8 @@ def _finding(config: Config, channel: str, losses: List[LostNotification]) -> Fi
         labels={**config.base_labels, "channel": channel},
         hint=HINT, value=f"{len(losses)} dropped", since=losses[0].at,
         evidence=tuple(_line(x) for x in losses[-EVIDENCE:]), snapshot=False,
-        details={"channel": channel, "dropped": len(losses), "last": last.at},
+        details={"channel": channel, "dropped": len(losses), "last": last.at,
+                 "said": {"zh": f"：{_zh_span(hold)}内 {len(losses)} 条（{'，'.join(zh)}）；最后的回答：{last.error[:200]}"}},
     )
 
 
