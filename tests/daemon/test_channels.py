@@ -270,16 +270,62 @@ def test_an_unended_control_string_hides_nothing_and_stays_linear():
     assert clean(hostile).count("a") == 5000 * 200
 
 
+#: Captive portals' and proxies' pages as they open: a doctype, an XHTML prologue, a comment
+#: first, a bare <head>, a UTF-8 byte order mark (each answered with 200).
+PORTAL_PAGES = (
+    "<!DOCTYPE html><html><body>Sign in to the proxy</body></html>",
+    '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Strict//EN" '
+    '"http://www.w3.org/TR/xhtml1/DTD/xhtml1-strict.dtd">\n<html xmlns="http://www.w3.org/1999/xhtml"><body>Login</body></html>',
+    "<!-- portal v2 -->\n<html><body>Accept the terms</body></html>",
+    "<head><title>Network login</title></head><body>...</body>",
+    "\ufeff<html><body>Sign in</body></html>",
+)
+
+
 @pytest.mark.parametrize("kind", ["slack", "webhook", "alertmanager"])
 def test_an_html_page_with_200_is_not_a_delivery_for_receivers_without_json_codes(kind):
     """Slack answers `ok`, a webhook or Alertmanager plain text or JSON; a captive portal's HTML
-    page with 200 (by its body, or by its Content-Type alone) is retried, not counted as sent."""
-    page = "<!DOCTYPE html><html><body>Sign in to the proxy</body></html>"
+    page with 200 (a doctype, a prologue, a comment or a BOM before it) is retried, not counted as
+    sent."""
     with Receiver(kind) as rx:
-        rx.script(Answer(200, page), Answer(200, "portal", headers={"Content-Type": "text/html"}))
+        rx.script(*[Answer(200, page) for page in PORTAL_PAGES])
         ch = channel(kind, rx.url)
-        verdicts = [ch.deliver(body()) for _ in range(2)]
+        verdicts = [ch.deliver(body()) for _ in PORTAL_PAGES]
         assert all(not v.ok and v.retryable and "HTML page" in v.detail for v in verdicts), \
             [v.line() for v in verdicts]
         assert ch.deliver(body()).ok
-        assert len(rx.requests) == 3 and len(rx.accepted()) == 1
+        assert len(rx.requests) == len(PORTAL_PAGES) + 1 and len(rx.accepted()) == 1
+
+
+@pytest.mark.parametrize("kind", ["slack", "webhook"])
+def test_ok_served_as_text_html_is_a_delivery(kind):
+    """Slack's incoming webhooks answer success as `ok` with `Content-Type: text/html`, and so does
+    any receiver returning a bare string (Flask, Express): delivered at the first attempt. Before,
+    the Content-Type alone made it "an HTML page" and the page was sent again at every retry
+    until max_age."""
+    with Receiver(kind) as rx:
+        rx.script(Answer(200, "ok", headers={"Content-Type": "text/html; charset=utf-8"}))
+        v = channel(kind, rx.url).deliver(body())
+        assert v.ok, v.line()
+        assert len(rx.requests) == 1
+
+
+@pytest.mark.parametrize("kind", ["slack", "feishu", "dingtalk", "wecom"])
+def test_a_redirect_from_a_chat_vendor_is_a_detour_and_retried(kind):
+    """Chat vendors never redirect a webhook POST: a 302 is a captive portal or a login proxy in
+    between, retried (until it goes away or max_age), not dropped as a wrong URL."""
+    with Receiver(kind) as rx:
+        rx.script(Answer(302, "", headers={"Location": "http://portal.example/login"}))
+        ch = channel(kind, rx.url)
+        first = ch.deliver(body())
+        assert not first.ok and first.retryable and "captive portal" in first.detail, first.line()
+        assert ch.deliver(body()).ok
+
+
+def test_a_generic_webhooks_302_stays_a_permanent_answer():
+    """A generic receiver's 302/303 usually means "done, see elsewhere" (post-redirect-get): not
+    retried (it would deliver again at every attempt)."""
+    with Receiver("webhook") as rx:
+        rx.script(Answer(302, "", headers={"Location": "http://elsewhere.example/"}))
+        v = channel("webhook", rx.url).deliver(body())
+        assert not v.ok and not v.retryable, v.line()

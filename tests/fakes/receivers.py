@@ -228,7 +228,11 @@ class Receiver:
             ctype = "application/json"
         else:
             data = (payload or "").encode("utf-8")
-            ctype = "text/plain; charset=utf-8"
+            # Slack's incoming webhooks answer `ok` (and their errors) as text/html, as the real
+            # service does (slackapi/node-slack-sdk#480, grafana/alerting#67).
+            ctype = "text/html" if self.kind == "slack" else "text/plain; charset=utf-8"
+        if any(k.lower() == "content-type" for k in ans.headers):
+            ctype = next(v for k, v in ans.headers.items() if k.lower() == "content-type")
         rec.status = ans.status
         rec.answer = data.decode("utf-8", "replace")
         rec.accepted = scripted is None and self._is_success(ans)
@@ -243,7 +247,8 @@ class Receiver:
             h.send_header("Content-Type", ctype)
             h.send_header("Content-Length", str(len(data)))
             for k, v in ans.headers.items():
-                h.send_header(k, v)
+                if k.lower() != "content-type":
+                    h.send_header(k, v)
             h.end_headers()
             h.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):

@@ -106,16 +106,28 @@ def parse_retry_after(value: Optional[str]) -> Optional[float]:
     return max(0.0, ts - time.time())
 
 
+#: What an HTML document has near its start, after any prologue or comment.
+_HTML_MARKS = ("<!doctype html", "<html", "<head", "<body")
+
+
 def is_html_page(headers: Dict[str, str], text: str) -> bool:
-    """Whether an answer is a web page (by its Content-Type, or a body that opens like one)."""
-    ctype = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
-    head = text.lstrip()[:15].lower()
-    return "text/html" in ctype.lower() or head.startswith(("<!doctype html", "<html"))
+    """Whether an answer is a web page: markup (after a BOM and blanks) with a doctype, an
+    `<html>`, `<head>` or `<body>` within its first 2 KiB, behind an XML prologue or a comment
+    too. Not by its Content-Type: Slack's own success answer is `ok` served as `text/html`, and so
+    is any receiver's that returns a bare string (Flask, Express), which were retried until
+    `max_age` as if a proxy had answered, one copy of the page per attempt."""
+    head = text[:2048].lstrip("\ufeff\u00ef\u00bb\u00bf \t\r\n").lower()
+    return head.startswith("<") and any(mark in head for mark in _HTML_MARKS)
 
 
-def http_verdict(status: int, headers: Dict[str, str], text: str) -> Verdict:
-    """The generic reading of an HTTP status (used when the body says nothing)."""
+def http_verdict(status: int, headers: Dict[str, str], text: str, vendor: bool = False) -> Verdict:
+    """The generic reading of an HTTP status (used when the body says nothing). `vendor`: the
+    receiver is a chat vendor's API, which never redirects a webhook POST: any redirect is
+    something in between (a captive portal, a login proxy) and is retried, not dropped."""
     detail = " ".join(text.split())[:200] or "(empty body)"
+    if vendor and 300 <= status < 400:
+        return Verdict(False, status, "redirected: the vendor never redirects a webhook, so a captive portal or "
+                       "proxy answered (check the node's network path to it)", True)
     if 200 <= status < 300 and is_html_page(headers, text):
         # A proxy, captive portal or login page answered in the receiver's place: nothing was
         # delivered, and counting it as sent would lose the alert in silence.
@@ -348,7 +360,7 @@ def not_vendor_json(status: int, headers: Dict[str, str], text: str, field: str)
     An HTML page with HTTP 200 (a proxy, a captive portal, a maintenance page) delivered nothing:
     the attempt failed and is retried. Error statuses keep their generic reading."""
     if not 200 <= status < 300:
-        return http_verdict(status, headers, text)
+        return http_verdict(status, headers, text, vendor=True)
     shown = " ".join(text.split())[:120] or "(empty body)"
     what = f"JSON with no {field}" if json_body(text) is not None else "not JSON"
     return Verdict(False, status, f"answer is {what}, so not from the vendor's API: {shown}", True)

@@ -115,7 +115,7 @@ class SlackChannel(Channel):
         return fit_groups(msg.groups(), build, ok, self.alerting.max_log_lines)
 
     def verdict(self, status: int, headers: Dict[str, str], text: str) -> Verdict:
-        v = http_verdict(status, headers, text)
+        v = http_verdict(status, headers, text, vendor=True)
         if v.ok and text.strip() not in ("", "ok"):
             v.detail = text.strip()[:200]
         return v
