@@ -91,3 +91,29 @@ def test_a_database_that_cannot_be_written_at_start_is_not_set_aside(tmp_path):
         subprocess.run(["chattr", "-i", str(state)], capture_output=True)
     assert len(statefiles.events()) == before
     assert sorted(p.name for p in state.iterdir()) == [DB_NAME]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "devzero"])
+def test_log_offsets_that_are_not_a_file_are_set_aside_not_read(make_daemon, tmp_path, kind):
+    """A FIFO there blocked the log probe's first round in open() for good (probe_down, and a NaN
+    line never paged); a link to /dev/zero was read until memory ran out. Both are damage: set
+    aside unread, and the logs are followed."""
+    import os
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    if kind == "fifo":
+        os.mkfifo(state / LOGS)
+    else:
+        os.symlink("/dev/zero", state / LOGS)
+    log = tmp_path / "rank3.log"
+    log.write_text("step 1\n")
+    d = make_daemon({"probes": {"logs": {"enabled": True, "interval": "1s", "sources": [{"name": "train", "paths": [str(log)]}]}}})
+    wait_for(lambda: _damaged(d, LOGS), what="state_damaged finding for the offsets")
+    assert "not a regular file" in _damaged(d, LOGS)[0]["summary"] or "not a regular file" in d.log()
+    assert len(list(state.glob(LOGS + ".corrupt-*"))) == 1
+    time.sleep(1.5)
+    with open(log, "a") as fh:
+        fh.write("{'loss': nan, 'grad_norm': nan}\n")
+    wait_for(lambda: [f for f in d.status()["findings"] if f["rule"] == "log_nan"], what="log_nan after fresh start")
+    assert not [p for p in d.status()["probes"] if p["name"] == "logs" and not p["up"]]

@@ -31,7 +31,6 @@ from __future__ import annotations
 import errno
 import glob
 import hashlib
-import json
 import logging
 import os
 import re
@@ -263,8 +262,7 @@ class Tailer:
         if not self.state_path:
             return {}
         try:
-            with open(self.state_path, "r", encoding="utf-8") as fh:
-                doc = json.load(fh)
+            doc = statefiles.load_json(self.state_path)  # a FIFO or /dev/zero here is damage, not a hang
             if not isinstance(doc, dict) or (doc.get("version") == STATE_VERSION and not _valid_files(doc.get("files"))):
                 raise ValueError("not an offsets document")
             files = doc.get("files", {}) if doc.get("version") == STATE_VERSION else {}

@@ -189,36 +189,40 @@ class SaveEpisode:
 MAX_STATE_BYTES = 32 * 1024 * 1024
 
 
+def load_json(path: str, max_bytes: int = MAX_STATE_BYTES) -> Any:
+    """A state file's JSON, read without blocking or unbounded memory. Raises FileNotFoundError
+    when it is missing, ValueError (its problem: not a regular file, a FIFO would block the reader
+    forever and /dev/zero never ends; larger than `max_bytes`; unreadable JSON) when it is
+    damaged, OSError when it cannot be opened or read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > max_bytes:
+            raise ValueError(f"{st.st_size} bytes, more than the {max_bytes} a state file may hold")
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"more than the {max_bytes} bytes a state file may hold")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ValueError(f"unreadable JSON: {str(exc)[:200]}") from None
+
+
 def read_json(path: str, version: int, max_bytes: int = MAX_STATE_BYTES) -> Dict[str, Any]:
     """The `data` of a `{"version": version, "data": {...}}` file; {} when it is missing. A damaged
-    file (unreadable JSON, nested past the parser's depth, larger than `max_bytes`, not a regular
-    file: a FIFO would block the reader forever) is set aside and reported like any other
-    (`quarantine`); one that cannot be opened is logged."""
+    file (see `load_json`) is set aside and reported like any other (`quarantine`); one that
+    cannot be opened is logged."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        doc = load_json(path, max_bytes)
     except FileNotFoundError:
         return {}
+    except ValueError as exc:
+        quarantine(path, str(exc))
+        return {}
     except OSError as exc:
         log.warning("state file %s unreadable (%s); starting without it", path, exc)
-        return {}
-    doc: Any = None
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                problem = "not a regular file"
-            elif st.st_size > max_bytes:
-                problem = f"{st.st_size} bytes, more than the {max_bytes} a state file may hold"
-            else:
-                problem = ""
-                doc = json.loads(fh.read(max_bytes + 1).decode("utf-8"))
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        problem = f"unreadable JSON: {str(exc)[:200]}"
-    except OSError as exc:
-        log.warning("state file %s unreadable (%s); starting without it", path, exc)
-        return {}
-    if problem:
-        quarantine(path, problem)
         return {}
     if not isinstance(doc, dict) or doc.get("version") != version or not isinstance(doc.get("data"), dict):
         quarantine(path, "not the expected document")
