@@ -24,6 +24,7 @@ import logging
 import os
 import selectors
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -92,6 +93,17 @@ class _Server(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self._forget(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """socketserver prints a traceback to stderr for every handler error: a client that sends a
+        request and leaves before the answer (a scraper's timeout, a port scan, curl ^C) would put
+        one in the journal per connection. A connection the client broke is a debug line; anything
+        else is logged once per error with its traceback, through the daemon's (redacting) log."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, socket.timeout)):
+            log.debug("http client %s went away: %s", client_address[0] if client_address else "?", exc)
+            return
+        log.exception("http: a connection from %s failed", client_address[0] if client_address else "?")
 
     def request_read(self, request: Any) -> None:
         """The handler has the whole request: this connection is no longer evictable."""
