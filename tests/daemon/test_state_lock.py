@@ -51,3 +51,25 @@ def test_a_deleted_lock_file_lets_no_second_daemon_in(make_daemon, tmp_path):
     assert first.alive()
     wait_for(lambda: lock.exists() and lock.read_text().strip() == str(first.proc.pid), timeout=30,
              what="the first daemon's lock file written again")
+
+
+def test_a_fifo_at_the_lock_file_is_set_aside_and_a_second_daemon_still_refused(make_daemon, tmp_path):
+    """A FIFO at daemon.lock: the second daemon blocked for good reading the holder's pid from
+    it instead of exiting 1. The first daemon sets it aside (damage) and writes a real lock file;
+    the second is refused naming the first."""
+    import os
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    os.mkfifo(state / "daemon.lock")
+    cfg = {"probes": {"commands": [{"name": "ok", "argv": ["/bin/true"], "interval": "1s", "timeout": "5s"}]}}
+    first = make_daemon(cfg)
+    assert (state / "daemon.lock").read_text().strip() == str(first.proc.pid)
+    assert len(list(state.glob("daemon.lock.corrupt-*"))) == 1
+    second = Daemon(tmp_path, cfg)
+    second.config_path = tmp_path / "second.yaml"
+    second.write_config(second.config)
+    out = subprocess.run([sys.executable, "-m", "watchdog", "run", "-c", str(second.config_path)],
+                         capture_output=True, text=True, cwd=str(REPO), timeout=30)
+    assert out.returncode == 1, out.stderr
+    assert f"another npu-watchdog (pid {first.proc.pid}) is already using the state folder" in out.stderr

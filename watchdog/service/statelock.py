@@ -15,7 +15,10 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 from typing import Optional
+
+from watchdog.service import statefiles
 
 LOCK_NAME = "daemon.lock"
 
@@ -33,9 +36,13 @@ def acquire(state_dir: str) -> int:
     """Take the folder's lock and write our pid into it; the returned descriptor must stay open
     for the daemon's lifetime (closing it releases the lock)."""
     path = os.path.join(state_dir, LOCK_NAME)
-    cloexec = getattr(os, "O_CLOEXEC", 0)
+    cloexec = getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK  # a FIFO there must not block the open
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | cloexec, 0o600)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device put there: damage, set aside
+            os.close(fd)
+            statefiles.quarantine(path, "not a regular file")
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | cloexec, 0o600)
         writable = True
     except OSError as exc:
         # A read-only state folder (a filesystem remounted read-only): flock needs no write
@@ -81,10 +88,17 @@ def lock_dir(state_dir: str) -> Optional[int]:
 def _holder(state_dir: str) -> str:
     """The pid the lock file names ("unknown" when it is gone or unreadable)."""
     try:
-        with open(os.path.join(state_dir, LOCK_NAME), "rb") as f:
-            return f.read(32).decode("ascii", "replace").strip() or "unknown"
+        fd = os.open(os.path.join(state_dir, LOCK_NAME), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return "unknown"
+    try:  # not a regular file (a FIFO would block the read): no pid to say
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "unknown"
+        return os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+    except OSError:
+        return "unknown"
+    finally:
+        os.close(fd)
 
 
 def same_dir(fd: Optional[int], state_dir: str) -> bool:
