@@ -11,13 +11,14 @@ that may reach a log, a metric or the outbox's `last_error`.
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import json
 import re
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Mapping, Optional, Set, Tuple, Type, Union
 
 from pydantic import Field
 
@@ -75,14 +76,26 @@ def secret_fragments(values: List[str]) -> List[str]:
                 out.add(parts.query)
                 for _, qv in urllib.parse.parse_qsl(parts.query):
                     if len(qv) >= 6:
-                        out.add(qv)
-                        out.add(urllib.parse.quote(qv, safe=""))
+                        once = urllib.parse.quote(qv, safe="")
+                        out.update((qv, once, urllib.parse.quote(once, safe="")))  # echoed re-encoded too
             for seg in parts.path.split("/"):
                 if len(seg) >= 8:
                     out.add(seg)
             if parts.password:
-                out.add(parts.password)
+                out.update(_userinfo_forms(parts.username or "", parts.password))
     return sorted(out, key=len, reverse=True)
+
+
+def _userinfo_forms(user: str, password: str) -> Set[str]:
+    """A URL's password as a receiver may echo it: as written, decoded, and inside the Basic
+    `Authorization` header the HTTP library makes of `user:password` (base64, which a proxy's
+    error page or a debugging receiver quotes back)."""
+    plain_user, plain_pw = urllib.parse.unquote(user), urllib.parse.unquote(password)
+    out = {password, plain_pw}
+    for u, pw in {(user, password), (plain_user, plain_pw)}:
+        b64 = base64.b64encode(f"{u}:{pw}".encode("latin-1", "replace")).decode("ascii")
+        out.update((b64, b64.rstrip("=")))
+    return {password} | {x for x in out if len(x) >= 4}
 
 
 def scrub(text: str, secrets: List[str]) -> str:
