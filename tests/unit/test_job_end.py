@@ -58,6 +58,21 @@ def judged(ev: EndEvidence, running: int = 0, now: float = T + 10):
     # preempted, not a clean end (a warning job_gone)
     (EndEvidence(ranks=4, gone=4, first_left_at=T, last_left_at=T + 1,
                  first_stop="rank 0 (pid 7) terminated (signal 15)"), 0, T + 10, (FAILURE, "stopped")),
+    # ... also when the gravest line of the end is only the launcher saying it got the stop
+    # (torch elastic on a scancel: `Received 15 death signal`, `SignalException ... got signal: 15`)
+    (EndEvidence(ranks=4, gone=4, first_left_at=T, last_left_at=T + 1, first_stop="rank 1 (pid 8) terminated (signal 15)",
+                 failure_line="launcher_exit_report: torch.distributed.elastic.multiprocessing.api.SignalException: "
+                              "Process 6 got signal: 15"), 0, T + 10, (FAILURE, "stopped")),
+    (replace(BLIND, failure_line="launcher_exit_report: [WARNING] Received 15 death signal, shutting down workers"),
+     0, T + 10, (FAILURE, "stopped")),
+    # ... but a real failure line, or a rank's own failing exit first, is still a crash
+    (EndEvidence(ranks=4, gone=4, first_left_at=T, last_left_at=T + 1, first_stop="rank 1 (pid 8) terminated (signal 15)",
+                 failure_line="oom_npu: NPU out of memory"), 0, T + 10, (FAILURE, "failure_line")),
+    (EndEvidence(ranks=4, gone=4, first_left_at=T, last_left_at=T + 1, first_exit="rank 1 (pid 8) exit status 1",
+                 failure_line="launcher_exit_report: SignalException: Process 6 got signal: 15"), 0, T + 10,
+     (FAILURE, "exit_status")),
+    (replace(BLIND, failure_line="launcher_exit_report: SignalException: Process 6 got signal: 3"), 0, T + 10,
+     (FAILURE, "failure_line")),
     # ... but a stop after the end line or every heartbeat's done is the end's teardown
     (EndEvidence(ranks=4, gone=4, end_line="Training completed.", first_left_at=T, last_left_at=T,
                  first_stop="the launcher (pid 6) terminated (signal 15)"), 0, T + 10, (FINISHED, "end_line")),

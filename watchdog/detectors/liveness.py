@@ -16,6 +16,7 @@ Two principles keep the pager quiet at the wrong moments:
 from __future__ import annotations
 
 import math
+import re
 from bisect import bisect_left
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
@@ -129,6 +130,19 @@ class EndVerdict:
         return self.outcome == FAILURE
 
 
+#: A launcher's words on receiving a stop request itself (torch elastic's agent: `Received 15 death
+#: signal, shutting down workers`, `SignalException: Process 1234 got signal: 15`): a failure line
+#: to the log rules, but when it is the end's gravest line the job was stopped (SIGHUP, SIGINT or
+#: SIGTERM: a scheduler's cancel, a preemption), not crashed: the `stopped` row, a warning.
+_STOP_ECHO = re.compile(r"Received (?:1|2|15|Signals\.SIG(?:HUP|INT|TERM)) death signal, shutting down workers"
+                        r"|SignalException: Process \d+ got signal: (?:1|2|15)\b")
+
+
+def stop_echo(ev: EndEvidence) -> str:
+    """The failure line when it is only the launcher reporting its own stop request ("" if not)."""
+    return ev.failure_line if ev.failure_line and _STOP_ECHO.search(ev.failure_line) else ""
+
+
 def judge_end(ev: EndEvidence, running: int, now: float, window: float) -> EndVerdict:
     """Pure: is the departure of a job's ranks a failure or a clean end? The first matching row
     of the decision table wins; failure signs come first, so no end line can hide a crash. A
@@ -136,7 +150,8 @@ def judge_end(ev: EndEvidence, running: int, now: float, window: float) -> EndVe
     running, since the ranks of a job that ends leave within moments of each other."""
     if ev.kernel_kill:
         return EndVerdict(FAILURE, "kernel_kill", f"the kernel killed one of its processes: {ev.kernel_kill}")
-    if ev.failure_line:
+    echo = stop_echo(ev)
+    if ev.failure_line and not echo:
         return EndVerdict(FAILURE, "failure_line", f"failure line in the ranks' last lines: {ev.failure_line}")
     if ev.first_exit:
         return EndVerdict(FAILURE, "exit_status", f"the first to go: {ev.first_exit} (the kernel's process events)")
@@ -153,10 +168,11 @@ def judge_end(ev: EndEvidence, running: int, now: float, window: float) -> EndVe
         return EndVerdict(FINISHED, "heartbeats_done", f"every heartbeat said done ({ev.done} of {ev.ranks} ranks)")
     if ev.end_line:
         return EndVerdict(FINISHED, "end_line", f"end-of-training line: {ev.end_line}")
-    if ev.first_stop:
+    if ev.first_stop or echo:
         # Asked to stop, with nothing saying the job was done: a cancel or a preemption. Not a
         # crash (a warning, not a page to the critical channels), but not a clean end either.
-        return EndVerdict(FAILURE, "stopped", f"the first to go: {ev.first_stop}: cancelled or preempted?")
+        return EndVerdict(FAILURE, "stopped", f"the first to go: {ev.first_stop or _echo_words(echo)}: "
+                                              "cancelled or preempted?")
     if not ev.exit_source:
         # No exit status can be known (the kernel's process events need root and CAP_NET_ADMIN),
         # and nothing said the job was done: a rank's silent `exit 1` torn down by a quiet launcher
@@ -166,6 +182,11 @@ def judge_end(ev: EndEvidence, running: int, now: float, window: float) -> EndVe
                                                      "no end line, no heartbeat `done`, no launcher success line, "
                                                      "and no exit status (the kernel's process events need root)")
     return EndVerdict(FINISHED, "left_together", f"all {ev.ranks} ranks left together with no failure line")
+
+
+def _echo_words(echo: str) -> str:
+    """The launcher's stop report as the first to go: `the launcher (Received 15 death signal ...)`."""
+    return f"the launcher ({echo.split(': ', 1)[-1][:200]})"
 
 
 def _job_end(obs: ProcessObservation, running: int, view: StateView, config: Config
@@ -236,8 +257,9 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
         summary += f": {end.first_exit} first"
         said_zh += f"：{end.first_exit_zh} {zh.t('first_to_go')}"
     if row == "stopped" and end is not None:
-        summary += f": {end.first_stop} first: cancelled or preempted?"
-        said_zh += f"：{end.first_stop_zh} {zh.t('first_to_go')}，{zh.t('stopped_question')}"
+        echo = _echo_words(stop_echo(end)) if stop_echo(end) else ""
+        summary += f": {end.first_stop or echo} first: cancelled or preempted?"
+        said_zh += f"：{end.first_stop_zh or echo} {zh.t('first_to_go')}，{zh.t('stopped_question')}"
     if row == "status_unknown":
         summary += f": {STATUS_UNKNOWN}"
         said_zh += f"：{zh.t('status_unknown')}"
