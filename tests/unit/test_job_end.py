@@ -269,3 +269,36 @@ def test_an_earlier_attempts_log_file_is_not_read_at_the_end(tmp_path):
         assert "out of memory" in probe._evidence(job).failure_line
     finally:
         probe.close()
+
+
+def test_a_crash_page_names_who_went_and_how_even_when_the_failure_line_does_not():
+    """Rank 1 segfaults under torchrun: its agent prints `failed (exitcode: -11) local_rank: 1
+    (pid: N)` and then its error summary, headed `train.py FAILED`. Both are the same rule's lines,
+    so the first used to win and the page said only "all training processes are gone"; the line
+    naming the rank and the signal wins the tie. Where no line names them (msrun's `kill all
+    other workers`), the kernel's process events still do."""
+    from watchdog.detectors.liveness import _job_gone
+    from watchdog.observations import JobState, ProcessObservation
+
+    config = load_config_text("discovery: {enabled: true}\n")
+    launcher = [b"============================================================\ntrain.py FAILED\n"
+                b"------------------------------------------------------------\n"
+                b"E1201 torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -11) local_rank: 1 "
+                b"(pid: 4242) of binary: /usr/bin/python\n"]
+    line = failure_line(launcher, failure_matcher(config))
+    assert "failed (exitcode: -11) local_rank: 1" in line, line
+    ev = EndEvidence(ranks=2, gone=2, first_left_at=T, last_left_at=T + 1, failure_line=line,
+                     first_exit="rank 1 (pid 4242) segmentation fault (signal 11)")
+    verdict = judge_end(ev, 0, T + 10, W)
+    page = _job_gone({"host": "h"}, ProcessObservation(processes=(), jobs=(JobState("j", T - 100, end=ev),)),
+                     T, T + 10, verdict)
+    assert "rank 1 segmentation fault (signal 11)" in page.summary, page.summary
+
+    quiet = replace(ev, failure_line="launcher_exit_report: There's worker exits with exception, kill all other workers.",
+                    first_exit="rank 1 (pid 4242) aborted (signal 6)", first_exit_zh="rank 1（pid 4242）中止（信号 6）")
+    verdict = judge_end(quiet, 0, T + 10, W)
+    assert verdict.row == "failure_line"
+    page = _job_gone({"host": "h"}, ProcessObservation(processes=(), jobs=(JobState("j", T - 100, end=quiet),)),
+                     T, T + 10, verdict)
+    assert page.summary.endswith(": rank 1 (pid 4242) aborted (signal 6) first"), page.summary
+    assert "rank 1（pid 4242）中止（信号 6）" in page.details["said"]["zh"]

@@ -275,6 +275,11 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
         judged["exit_report"] = {"launcher": report.launcher, "rank": report.rank, "pid": report.pid,
                                  "code": report.status.code, "signal": report.status.signal,
                                  "en": report.words(), "zh": report.words("zh")}
+    elif row in ("failure_line", "kernel_kill") and end is not None and end.first_exit:
+        # The failure line names no rank or status (`train.py FAILED`, msrun's `kill all other
+        # workers`): the kernel's process events still know who went first and how.
+        summary += f": {end.first_exit} first"
+        said_zh += f"：{end.first_exit_zh} {zh.t('first_to_go')}"
     return Finding(
         rule="job_gone", severity="warning" if row in WARNING_ROWS else "critical",
         summary=summary + goodput[0],

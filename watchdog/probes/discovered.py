@@ -24,7 +24,7 @@ from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.discovery.model import Discovered
 from watchdog.discovery.procfs import rank_logs
 from watchdog.core.findings import SEVERITY_RANK
-from watchdog.parse.exits import STOP_SIGNALS, from_wait_status
+from watchdog.parse.exits import STOP_SIGNALS, from_wait_status, parse_exit
 from watchdog.parse.heartbeat_format import HeartbeatFormatError, parse_heartbeat
 from watchdog.parse.restarts import parse_restart
 from watchdog.logrules.matcher import Matcher, decode_line
@@ -146,7 +146,7 @@ def failure_line(tails: List[bytes], matcher: Optional[Matcher], ends: List["re.
     how it ended."""
     if matcher is None:
         return ""
-    best: Optional[Tuple[Tuple[int, int], str]] = None
+    best: Optional[Tuple[Tuple[int, int, int], str]] = None
     for data in tails:
         data = normalize(data)  # as the logs probe reads it: no colour codes, no NULs
         since = handled_until(data, list(ends))
@@ -155,7 +155,10 @@ def failure_line(tails: List[bytes], matcher: Optional[Matcher], ends: List["re.
                 continue
             line = decode_line(data[start:stop], matcher.max_line_bytes)
             for rule in matcher.match_text(line):
-                rank = (SEVERITY_RANK.get(rule.severity, 0), 1 if rule.role == "root" and rule.kind == "line" else 0)
+                # Ties go to a line that names who went and how (a launcher's `failed (exitcode:
+                # -11) local_rank: 1`, not its summary table's `train.py FAILED`).
+                rank = (SEVERITY_RANK.get(rule.severity, 0), 1 if rule.role == "root" and rule.kind == "line" else 0,
+                        1 if parse_exit(line) is not None else 0)
                 if best is None or rank > best[0]:
                     best = (rank, f"{rule.id}: {line.strip()}"[:EVIDENCE_CHARS])
     return best[1] if best is not None else ""
