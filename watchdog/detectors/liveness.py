@@ -497,6 +497,21 @@ def _nan_finding(view: StateView, config: Config, r: HeartbeatReading, label: st
                  "first_at": streak_at, **({"count": lines} if lines is not None else {})},
     )
 
+def _unreadable(r: HeartbeatReading, labels: Dict[str, str], common: Dict[str, Any],
+                cfg: HeartbeatProbeConfig, now: float) -> List[Finding]:
+    """`heartbeat_unreadable` once the file has failed to read for `unreadable_after`."""
+    if not r.error or r.error_since is None or now - r.error_since < cfg.unreadable_after:
+        return []
+    return [Finding(
+        rule="heartbeat_unreadable", severity="warning",
+        summary=f"heartbeat of rank {labels['rank']} unreadable for {_fmt(now - r.error_since)}: {r.error}",
+        labels=labels, value=r.error, since=r.error_since,
+        hint="The file keeps being empty, half-written or not JSON. Write it atomically (temp file + rename), "
+             "e.g. with contrib/heartbeat/heartbeat.py.",
+        details={**common, "read_errors_total": r.read_errors_total},
+    )]
+
+
 def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List[Finding]:
     cfg = HEARTBEAT_CONFIG.of(config)
     sample = view.latest("heartbeat")
@@ -508,6 +523,11 @@ def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List
     now = view.now
 
     started = [r for r in obs.readings if r.beat_time is not None]
+    # A file never read well (a FIFO, binary or plain text from the start) has no beat to age:
+    # without this it was never reported, and a hung rank behind it never paged.
+    for r in obs.readings:
+        if r.beat_time is None and _rank_label(r) not in done:
+            out.extend(_unreadable(r, {**base, "rank": _rank_label(r)}, {"path": r.path, "pid": r.pid}, cfg, now))
     if not started:
         waited = now - view.started_at
         if not PROCESS_CONFIG.of(config).enabled and waited >= cfg.start_grace:
@@ -529,15 +549,7 @@ def _heartbeat_findings(view: StateView, config: Config, done: Set[str]) -> List
         labels = {**base, "rank": label}
         pid = _pid_of(view, r)
         common = {"path": r.path, "pid": pid, "phase": r.phase, "step": r.step}
-        if r.error and r.error_since is not None and now - r.error_since >= cfg.unreadable_after:
-            out.append(Finding(
-                rule="heartbeat_unreadable", severity="warning",
-                summary=f"heartbeat of rank {label} unreadable for {_fmt(now - r.error_since)}: {r.error}",
-                labels=labels, value=r.error, since=r.error_since,
-                hint="The file keeps being empty or half-written. Write it atomically (temp file + rename), "
-                     "e.g. with contrib/heartbeat/heartbeat.py.",
-                details={**common, "read_errors_total": r.read_errors_total},
-            ))
+        out.extend(_unreadable(r, labels, common, cfg, now))
         ahead = max((r.beat_time or 0) - sample.time, (r.mtime or 0) - sample.time)
         if ahead > cfg.clock_skew_tolerance:
             out.append(Finding(
