@@ -63,3 +63,36 @@ def test_a_channel_that_rejects_a_page_is_reported_through_the_other_once(tmp_pa
         rules = sorted(a["labels"]["alertname"] for r in tried for a in r.json["alerts"])
         assert rules == ["command_check", "command_check", "notifications_failing", "notifications_failing"], rules
         assert d.metrics().get('npu_watchdog_notifications_total{channel="revoked",result="failed"}') == 4
+
+
+def test_a_page_queued_for_a_channel_renamed_by_reload_reaches_the_new_one_as_evidence(tmp_path, make_daemon):
+    """The page waits for a channel whose URL is wrong; on-call fixes the URL and renames the
+    channel in one edit and reloads. The queued page is dropped with the old name; before, the
+    renamed channel got only the RESOLVED, so the incident was never paged anywhere. Now the drop
+    raises notifications_failing for the old name, through the renamed channel, naming the page."""
+    import signal
+
+    from tests.fakes.receivers import closed_port
+
+    with Receiver("webhook") as rx:
+        script = tmp_path / "check.sh"
+        script.write_text(CHECK)
+        script.chmod(0o755)
+        wrong = {"type": "webhook", "name": "oncall", "url": f"http://127.0.0.1:{closed_port()}/hook"}
+        d = make_daemon({
+            "probes": {"jitter": "0s", "commands": [
+                {"name": "disk", "argv": [str(script)], "interval": "1s", "timeout": "5s", "severity": "critical"}]},
+            "alerting": {"group_window": "1s", "resolve_delay": "1s", "max_age": "1h", "retry_initial": "500ms",
+                         "channels": [wrong]}})
+        wait_for(lambda: "attempt 1 of notification" in d.log(), timeout=90, what="the page failing on the wrong URL")
+        cfg = dict(d.config)
+        cfg["alerting"] = dict(cfg["alerting"], channels=[dict(wrong, name="oncall-fixed", url=rx.url)])
+        d.write_config(cfg)
+        d.signal(signal.SIGHUP)
+        wait_for(lambda: "notifications_failing" in _by_rule(rx, "firing"), timeout=60, what="the dropped page's alert")
+        (dropped,) = _by_rule(rx, "firing")["notifications_failing"]
+        assert dropped["labels"]["channel"] == "oncall" and dropped["labels"]["severity"] == "critical", dropped
+        (line,) = dropped["annotations"]["log_lines"].splitlines()
+        assert "firing critical command_check: channel removed" in line, line
+        assert "removed from the config" in dropped["annotations"]["summary"]
+        assert "dropped 1 notification(s) for channel oncall" in d.log()

@@ -18,12 +18,15 @@ from watchdog.core.state import RecordKey
 #: Outcomes of a lost notification (the `result` label of `npu_watchdog_notifications_total`).
 REJECTED = "failed"
 EXPIRED = "expired"
+#: Still queued when its channel was removed from the config (a rename, by reload or restart).
+REMOVED = "removed"
 
 
 @dataclass(frozen=True)
 class LostNotification:
     channel: str
-    #: REJECTED (the vendor refused it: a wrong URL, token or secret) or EXPIRED (max_age).
+    #: REJECTED (the vendor refused it: a wrong URL, token or secret), EXPIRED (max_age) or
+    #: REMOVED (its channel left the config first).
     outcome: str
     #: firing or resolved.
     status: str

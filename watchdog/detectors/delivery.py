@@ -16,7 +16,7 @@ import time
 from typing import Dict, List
 
 from watchdog.config.schema import Config
-from watchdog.core.delivery import LOST, REJECTED, LostNotification
+from watchdog.core.delivery import EXPIRED, LOST, REJECTED, REMOVED, LostNotification
 from watchdog.core.findings import SEVERITY_RANK, Finding
 from watchdog.core.rulecatalog import Rule
 from watchdog.core.state import StateView
@@ -44,20 +44,18 @@ def _zh_span(seconds: float) -> str:
 
 def _line(lost: LostNotification) -> str:
     at = time.strftime("%H:%M:%S", time.localtime(lost.at))
-    what = "rejected" if lost.outcome == REJECTED else "given up on"
+    what = {REJECTED: "rejected", REMOVED: "channel removed"}.get(lost.outcome, "given up on")
     return f"{at} {lost.status} {lost.severity} {', '.join(lost.rules) or '-'}: {what}: {lost.error}"
 
 
 def _finding(config: Config, channel: str, losses: List[LostNotification]) -> Finding:
     hold = config.alerting.dropped_hold
     worst = max((x.severity for x in losses), key=lambda s: SEVERITY_RANK.get(s, 0))
-    rejected = sum(1 for x in losses if x.outcome == REJECTED)
-    parts = [f"{rejected} rejected"] if rejected else []
-    if len(losses) > rejected:
-        parts.append(f"{len(losses) - rejected} given up on")
-    zh = [f"{rejected} 条被拒绝"] if rejected else []
-    if len(losses) > rejected:
-        zh.append(f"{len(losses) - rejected} 条放弃重试")
+    n = {o: sum(1 for x in losses if x.outcome == o) for o in (REJECTED, EXPIRED, REMOVED)}
+    parts = [f"{n[o]} {en}" for o, en in ((REJECTED, "rejected"), (EXPIRED, "given up on"),
+                                            (REMOVED, "dropped with the channel, removed from the config")) if n[o]]
+    zh = [f"{n[o]} 条{w}" for o, w in ((REJECTED, "被拒绝"), (EXPIRED, "放弃重试"), (REMOVED, "随通道从配置中删除而丢弃"))
+          if n[o]]
     last = losses[-1]
     return Finding(
         rule=RULE, severity="critical" if worst == "critical" else "warning",

@@ -43,7 +43,7 @@ from watchdog.alerting.decide.notification import Notification, OutboxItem, from
 from watchdog.alerting.deliver.store import AlertStore
 from watchdog.config.sections.alerting import AlertingConfig
 from watchdog.config.types import secret_value
-from watchdog.core.delivery import EXPIRED, REJECTED, LostNotification
+from watchdog.core.delivery import EXPIRED, REJECTED, REMOVED, LostNotification
 from watchdog.core.findings import SEVERITY_RANK
 
 log = logging.getLogger("watchdog.alerts.outbox")
@@ -237,18 +237,8 @@ class _ChannelSender:
     def _lost(self, note: Notification, outcome: str, error: str) -> None:
         """Count a notification this channel dropped (rejected or expired) and report it to the
         outbox's `on_lost` (the daemon keeps it for the `notifications_failing` detector)."""
-        name = self.channel.name
-        self.outbox.count(name, outcome)
-        hook = self.outbox.on_lost
-        if hook is None:
-            return
-        worst = max((a.severity for a in note.alerts), key=lambda s: SEVERITY_RANK.get(s, 0), default="warning")
-        lost = LostNotification(name, outcome, note.status, worst, tuple(a.rule for a in note.alerts),
-                                scrub(error, self.channel.secrets())[:300], clock.now())
-        try:
-            hook(lost)
-        except Exception:  # the report is best effort: the row is dropped and counted either way
-            log.exception("channel %s: could not record a lost notification", name)
+        self.outbox.count(self.channel.name, outcome)
+        self.outbox.report_lost(self.channel.name, note, outcome, scrub(error, self.channel.secrets()))
 
     def _step_memory(self, mem: MemoryRow, now: float) -> float:
         """One attempt of a memory-only notification: what `_step` does for a stored row, with
@@ -320,6 +310,20 @@ class Outbox:
             log.warning("outbox: %d notification(s) were being sent when the daemon stopped; they are sent again,"
                         " marked as possible repeats", n, extra={"event": "notification_interrupted"})
 
+    def report_lost(self, channel: str, note: Notification, outcome: str, error: str) -> None:
+        """Tell `on_lost` of a notification dropped undelivered (the daemon raises
+        `notifications_failing` from it); `error` is already free of the channel's secrets."""
+        hook = self.on_lost
+        if hook is None:
+            return
+        worst = max((a.severity for a in note.alerts), key=lambda s: SEVERITY_RANK.get(s, 0), default="warning")
+        lost = LostNotification(channel, outcome, note.status, worst, tuple(a.rule for a in note.alerts),
+                                error[:300], clock.now())
+        try:
+            hook(lost)
+        except Exception:  # the report is best effort: the row is dropped and counted either way
+            log.exception("channel %s: could not record a lost notification", channel)
+
     def count(self, channel: str, result: str) -> None:
         with self._lock:
             self.counts[(channel, result)] = self.counts.get((channel, result), 0) + 1
@@ -349,11 +353,16 @@ class Outbox:
         for name in self.store.outbox_channels():
             if name not in self.channels:
                 try:
-                    n = self.store.drop_channel(name)
+                    dropped = self.store.drop_channel(name)
                 except (sqlite3.Error, OSError) as exc:  # their sender is gone: they wait, harmless
                     log.error("outbox: cannot drop the notifications of removed channel %s now: %s", name, exc)
                     continue
-                log.warning("outbox: dropped %d notification(s) for channel %s, which is no longer configured", n, name)
+                log.warning("outbox: dropped %d notification(s) for channel %s, which is no longer configured",
+                            len(dropped), name)
+                # A channel renamed while its page waited: that page reaches on-call through the
+                # channels configured now, as notifications_failing's evidence.
+                for note in dropped:
+                    self.report_lost(name, note, REMOVED, "the channel was removed from the config before delivery")
 
     def send_from_memory(self, items: Sequence[OutboxItem]) -> None:
         """Queue (channel, ikey, kind, note) rows in memory only and wake their senders: for what

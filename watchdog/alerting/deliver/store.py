@@ -199,9 +199,19 @@ class OutboxQueue:
         with self._lock:
             return [r[0] for r in self._db.execute("SELECT DISTINCT channel FROM outbox").fetchall()]
 
-    def drop_channel(self, channel: str) -> int:
+    def drop_channel(self, channel: str) -> List[Notification]:
+        """Delete a removed channel's undelivered rows; returns their notifications (unreadable
+        bodies left out: they are dropped all the same)."""
         with self._tx() as db:
-            return db.execute("DELETE FROM outbox WHERE channel=?", (channel,)).rowcount
+            bodies = [r[0] for r in db.execute("SELECT body FROM outbox WHERE channel=? ORDER BY id", (channel,))]
+            db.execute("DELETE FROM outbox WHERE channel=?", (channel,))
+        out = []
+        for body in bodies:
+            try:
+                out.append(from_json(json.loads(body)))
+            except (ValueError, TypeError, KeyError):
+                continue
+        return out
 
 
 class InterruptionCounts:
