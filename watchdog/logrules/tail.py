@@ -33,6 +33,7 @@ import glob
 import hashlib
 import logging
 import os
+import stat
 import re
 import time
 from dataclasses import dataclass, field
@@ -244,6 +245,42 @@ class Tailer:
         if self._saved is None:
             self._saved = self._load_state()
 
+    def written_while_down(self) -> Dict[str, Tuple[str, str, Optional[str]]]:
+        """path -> (source, job, rank) of the saved discovered files that are still the same file
+        (device and inode) and grew since the offsets were saved: lines a job wrote while the
+        daemon was down (a rank's OOM before its elastic agent restarted the group into a new
+        attempt's folder, or before the job ended). Read at the first round only."""
+        self.load_saved()
+        out: Dict[str, Tuple[str, str, Optional[str]]] = {}
+        for path, v in (self._saved or {}).items():
+            job, rank = v.get("job"), v.get("rank")
+            if not isinstance(job, str) or not isinstance(v.get("source"), str):
+                continue
+            if self._same_and_grown(path, v):
+                out[path] = (v["source"], job, rank if isinstance(rank, str) else None)
+        return out
+
+    @staticmethod
+    def _same_and_grown(path: str, saved: dict) -> bool:
+        """The saved file still (a regular file, not through a link; same device, inode and first
+        bytes: an inode is reused by a file made after a delete) and longer than its offset."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return False
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (saved.get("dev"), saved.get("ino")):
+                return False
+            fp_len = int(saved.get("fp_len") or 0)
+            if fp_len and (st.st_size < fp_len or _fingerprint(fd, fp_len) != saved.get("fp")):
+                return False
+            return st.st_size > int(saved.get("offset") or 0)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+
     # -- configuration ------------------------------------------------------------------------
     def set_sources(self, sources: Sequence[SourceSpec]) -> None:
         """Adopt a reloaded source list, keeping offsets and counters of what stays."""
@@ -288,7 +325,8 @@ class Tailer:
         if not self.state_path or self._saved is None:
             return  # nothing read yet: the file holds what the last tailer saved, which stays
         files = {p: {"source": f.source, "dev": f.dev, "ino": f.ino, "offset": f.offset, "fp": f.fp,
-                     "fp_len": f.fp_len, "line": f.stream.line_no, "tail_fp": f.tail_fp, "tail_len": f.tail_len}
+                     "fp_len": f.fp_len, "line": f.stream.line_no, "tail_fp": f.tail_fp, "tail_len": f.tail_len,
+                     **({"job": f.job, "rank": f.rank} if f.job is not None else {})}
                  for p, f in self.files.items()}
         doc = {"version": STATE_VERSION, "files": files, "saved_at": time.time()}
         if self.extra_state is not None:

@@ -78,6 +78,8 @@ class DiscoveredLogsProbe(LogsProbe):
         self._files: Dict[str, Tuple[Labels, float]] = {}
         #: path -> the user of the rank writing it (the file must be that user's).
         self._uids: Dict[str, int] = {}
+        #: The files written while the daemon was down were taken up (the first refresh).
+        self._resumed = False
 
     def reconfigure(self, new: Probe) -> bool:
         if not isinstance(new, DiscoveredLogsProbe):
@@ -98,6 +100,13 @@ class DiscoveredLogsProbe(LogsProbe):
         if hccl + 120 > self.cfg.cascade_window:  # keep roots active as long as detectors/jobs.py folds
             self.cfg = self.cfg.model_copy(update={"cascade_window": float(hccl + 120)})
         uids = _rank_uids(found)
+        if not self._resumed:
+            # Files of the ranks the daemon followed before its restart that grew meanwhile are
+            # read from their saved offsets once, whoever writes them now (their job may have
+            # restarted into new files, or ended): what was written while it was down is scanned.
+            self._resumed = True
+            for path, labels in self.tailer.written_while_down().items():
+                self._files[path] = (labels, now)
         for path, labels in plan_files(found).items():
             self._files[path] = (labels, now)
             uid = uids.get((labels[1], labels[2]))
