@@ -117,3 +117,34 @@ def test_log_offsets_that_are_not_a_file_are_set_aside_not_read(make_daemon, tmp
         fh.write("{'loss': nan, 'grad_norm': nan}\n")
     wait_for(lambda: [f for f in d.status()["findings"] if f["rule"] == "log_nan"], what="log_nan after fresh start")
     assert not [p for p in d.status()["probes"] if p["name"] == "logs" and not p["up"]]
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "dangling link", "journal directory"])
+def test_a_database_that_is_not_a_file_is_set_aside_and_pages_go_out(make_daemon, tmp_path, kind):
+    """alerting.sqlite3 (or its -journal) as a directory, a FIFO or a dangling link: SQLite cannot
+    use it, and the daemon ran on in-memory state with every page held for as long as it stayed
+    (restarts included). Set aside as damage; a fresh database takes the pages."""
+    import os
+
+    from tests.fakes.receivers import Receiver
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    db = state / "alerting.sqlite3"
+    if kind == "directory":
+        db.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(db)
+    elif kind == "dangling link":
+        os.symlink(tmp_path / "nowhere.sqlite3", db)
+    else:
+        (state / "alerting.sqlite3-journal").mkdir()
+    with Receiver("webhook") as rx:
+        d = make_daemon({"probes": {"jitter": "0s", "commands": [
+            {"name": "fail", "argv": ["/bin/false"], "interval": "1s", "timeout": "5s"}]},
+            "alerting": {"group_window": "1s", "channels": [{"type": "webhook", "name": "h", "url": rx.url}]}})
+        wait_for(lambda: any(a["labels"]["alertname"] == "command_check" for r in rx.accepted() for a in r.json["alerts"]),
+                 timeout=60, what="the page, not held")
+        assert db.is_file() and not db.is_symlink()
+        assert list(state.glob("alerting.sqlite3*.corrupt-*")), sorted(p.name for p in state.iterdir())
+        assert not [f for f in d.status()["findings"] if f["rule"] == "state_unwritable"]

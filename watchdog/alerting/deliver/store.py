@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import sqlite3
 import threading
 import uuid
@@ -258,6 +259,8 @@ class AlertStore(OutboxQueue, InterruptionCounts, LateOpen):
             self._stand_in(exc, _SCHEMA)
 
     def _open_or_quarantine(self, quarantine_damaged: bool) -> None:
+        if quarantine_damaged:
+            self._set_aside_non_files()
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
@@ -266,6 +269,23 @@ class AlertStore(OutboxQueue, InterruptionCounts, LateOpen):
             self._close_quietly()
             statefiles.quarantine(self.path, f"not a usable SQLite database: {exc}", ("-journal", "-wal", "-shm"))
             self._open()
+
+    def _set_aside_non_files(self) -> None:
+        """The database or its journal as something that is not a regular file (a directory, a
+        FIFO, a dangling link): SQLite cannot use it, and the daemon ran on in-memory
+        state holding every page for as long as it stayed. Set aside as damage, like a corrupt
+        file, before the open."""
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            path = self.path + suffix
+            if not os.path.lexists(path):
+                continue
+            try:
+                regular = stat.S_ISREG(os.stat(path).st_mode)  # a link to a database elsewhere is fine
+            except FileNotFoundError:
+                regular = False  # a dangling link
+            if not regular:
+                statefiles.quarantine(path, "not a regular file (a directory, FIFO or dangling link), "
+                                            "not a usable SQLite database")
 
     def _close_quietly(self) -> None:
         db = getattr(self, "_db", None)
