@@ -236,6 +236,33 @@ class InterruptionCounts:
             db.execute("UPDATE interruptions SET count = count + ? WHERE domain=? AND cause=?", (n, domain, cause))
 
 
+def set_aside_non_files(db: str) -> None:
+    """The database or its journal as something that is not a regular file (a directory, a
+    FIFO, a dangling link): SQLite cannot use it, and the daemon ran on in-memory
+    state holding every page for as long as it stayed. Set aside as damage, like a corrupt
+    file, before the open."""
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        path = db + suffix
+        if not os.path.lexists(path):
+            continue
+        try:
+            regular = stat.S_ISREG(os.stat(path).st_mode)  # a link to a database elsewhere is fine
+        except FileNotFoundError:
+            regular = False  # a dangling link
+        if not regular:
+            statefiles.quarantine(path, "not a regular file (a directory, FIFO or dangling link), "
+                                        "not a usable SQLite database")
+
+
+def _close(db: Optional[sqlite3.Connection]) -> None:
+    """Close a connection that may be broken (its errors are the reason it is being closed)."""
+    if db is not None:
+        try:
+            db.close()
+        except sqlite3.Error:
+            pass
+
+
 class AlertStore(OutboxQueue, InterruptionCounts, LateOpen):
     """Thread-safe access to the alerting database (one connection, one lock)."""
 
@@ -260,7 +287,7 @@ class AlertStore(OutboxQueue, InterruptionCounts, LateOpen):
 
     def _open_or_quarantine(self, quarantine_damaged: bool) -> None:
         if quarantine_damaged:
-            self._set_aside_non_files()
+            set_aside_non_files(self.path)
         try:
             self._open()
         except sqlite3.DatabaseError as exc:
@@ -270,30 +297,8 @@ class AlertStore(OutboxQueue, InterruptionCounts, LateOpen):
             statefiles.quarantine(self.path, f"not a usable SQLite database: {exc}", ("-journal", "-wal", "-shm"))
             self._open()
 
-    def _set_aside_non_files(self) -> None:
-        """The database or its journal as something that is not a regular file (a directory, a
-        FIFO, a dangling link): SQLite cannot use it, and the daemon ran on in-memory
-        state holding every page for as long as it stayed. Set aside as damage, like a corrupt
-        file, before the open."""
-        for suffix in ("", "-journal", "-wal", "-shm"):
-            path = self.path + suffix
-            if not os.path.lexists(path):
-                continue
-            try:
-                regular = stat.S_ISREG(os.stat(path).st_mode)  # a link to a database elsewhere is fine
-            except FileNotFoundError:
-                regular = False  # a dangling link
-            if not regular:
-                statefiles.quarantine(path, "not a regular file (a directory, FIFO or dangling link), "
-                                            "not a usable SQLite database")
-
     def _close_quietly(self) -> None:
-        db = getattr(self, "_db", None)
-        if db is not None:
-            try:
-                db.close()
-            except sqlite3.Error:
-                pass
+        _close(getattr(self, "_db", None))
 
     def _connect(self, path: str) -> sqlite3.Connection:
         db = sqlite3.connect(path, timeout=15.0, isolation_level=None, check_same_thread=False)
