@@ -140,3 +140,32 @@ def test_unreadable_file_and_directory_are_reported_then_read(make_daemon, tmp_p
     finally:
         locked.chmod(0o644)
         hidden.chmod(0o755)
+
+
+def test_a_fifo_a_device_and_a_dangling_link_where_logs_should_be_are_reported(make_daemon, tmp_path: Path) -> None:
+    """Matched by a source's glob or named by it: a FIFO, a link to /dev/zero and a dangling link
+    were skipped in silence (no finding, no warning, the metric 0), while a real file beside them
+    was read. They are `log_unreadable` now, never opened (a FIFO's reader blocks, /dev/zero never
+    ends), and the real file's NaN still pages."""
+    import os
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    os.mkfifo(logdir / "rank0.log")
+    os.symlink("/dev/zero", logdir / "rank1.log")
+    os.symlink(logdir / "gone.log", logdir / "rank2.log")
+    real = logdir / "rank3.log"
+    real.write_bytes(b"step 1\n")
+    with Receiver("webhook") as pager, Receiver("webhook") as ops:
+        d = make_daemon(config(logdir, pager, ops))
+        f = wait_for(lambda: findings(d, "log_unreadable"), what="log_unreadable finding")[0]
+        for n in (0, 1, 2):
+            assert any(f"rank{n}.log: not a regular file" in e for e in f["evidence"]), f["evidence"]
+        assert d.metrics()['npu_watchdog_log_unreadable_paths{source="train"}'] == 3
+        with open(real, "ab") as fh:
+            fh.write(b"{'loss': nan, 'grad_norm': nan}\n")
+        pager.wait_for(1)
+        settle(d)
+        assert messages(pager) == [("firing", ["log_nan"])]
+        assert messages(ops) == [("firing", ["log_unreadable"])]
+        assert "Traceback" not in d.log()

@@ -218,6 +218,8 @@ class Tailer:
         self._synced_at: Optional[float] = None
         self.state_save_errors_total = 0
         self._gone: set = set()
+        #: Paths a source matches that are not regular files (see `expand`): reported, not read.
+        self._odd: set = set()
         self._polled = False
         #: Descriptors of followed files open now, and at most how many may stay open between
         #: rounds (None: half of what the open-files limit leaves, `fdbudget.log_file_budget`).
@@ -360,6 +362,7 @@ class Tailer:
         A configured directory that exists but cannot be listed (or searched) is recorded in
         `errors`: glob would silently match nothing there."""
         out: Dict[str, SourceSpec] = {}
+        odd: Dict[str, str] = {}
         for src in self.sources:
             for pattern in src.paths:
                 pattern = os.path.expanduser(pattern)
@@ -368,6 +371,15 @@ class Tailer:
                 for p in matches:
                     if p not in out and os.path.isfile(p):
                         out[p] = src
+                    elif os.path.lexists(p) and not os.path.isdir(p):
+                        odd.setdefault(p, src.name)
+        # A FIFO, a device (a link to /dev/zero) or a dangling link where a log should be is not
+        # read (a FIFO's reader would block, /dev/zero never ends), and said, not skipped in silence.
+        for p, source in odd.items():
+            msg = f"{p}: not a regular file (a FIFO, a device or a dangling link); not read"
+            if p not in out and self.errors.get(p, msg) == msg:  # a loop's own error (ELOOP) stays
+                self._set_error(p, source, msg)
+        self._odd = set(odd)
         return out
 
     def _check_dir(self, pattern: str, source: str) -> None:
@@ -424,7 +436,7 @@ class Tailer:
             except OSError as exc:
                 self._set_error(p, src.name, f"{p}: {exc.strerror or exc}")
         dirs = {_error_key(os.path.expanduser(p)) for src in self.sources for p in src.paths}
-        for key in [k for k in self.errors if k not in current and k not in dirs]:
+        for key in [k for k in self.errors if k not in current and k not in dirs and k not in self._odd]:
             self._clear_error(key)  # an unreadable file that is gone, or a source no longer configured
         self._close_idle(now)
         self._update_gauges(now)
