@@ -9,14 +9,19 @@ import sys
 from tests.helpers import REPO, Daemon
 
 
+def _second_daemon(tmp_path, cfg) -> "subprocess.CompletedProcess":
+    """A second daemon on the same state folder (its own port and config file), run to its end."""
+    second = Daemon(tmp_path, cfg)
+    second.config_path = tmp_path / "second.yaml"
+    second.write_config(second.config)
+    return subprocess.run([sys.executable, "-m", "watchdog", "run", "-c", str(second.config_path)],
+                          capture_output=True, text=True, cwd=str(REPO), timeout=60)
+
+
 def test_second_daemon_refuses_and_a_killed_ones_lock_does_not_block(make_daemon, tmp_path):
     cfg = {"probes": {"commands": [{"name": "ok", "argv": ["/bin/true"], "interval": "1s", "timeout": "5s"}]}}
     first = make_daemon(cfg)
-    second = Daemon(tmp_path, cfg)  # same state folder, its own port and config file
-    second.config_path = tmp_path / "second.yaml"
-    second.write_config(second.config)
-    out = subprocess.run([sys.executable, "-m", "watchdog", "run", "-c", str(second.config_path)],
-                         capture_output=True, text=True, cwd=str(REPO), timeout=60)
+    out = _second_daemon(tmp_path, cfg)  # same state folder, its own port and config file
     assert out.returncode == 1, out.stderr
     assert f"another npu-watchdog (pid {first.proc.pid}) is already using the state folder" in out.stderr
     assert str(tmp_path / "state") in out.stderr
@@ -41,11 +46,7 @@ def test_a_deleted_lock_file_lets_no_second_daemon_in(make_daemon, tmp_path):
     first = make_daemon(cfg)
     lock = tmp_path / "state" / "daemon.lock"
     lock.unlink()
-    second = Daemon(tmp_path, cfg)
-    second.config_path = tmp_path / "second.yaml"
-    second.write_config(second.config)
-    out = subprocess.run([sys.executable, "-m", "watchdog", "run", "-c", str(second.config_path)],
-                         capture_output=True, text=True, cwd=str(REPO), timeout=60)
+    out = _second_daemon(tmp_path, cfg)
     assert out.returncode == 1, out.stderr
     assert "is already using the state folder" in out.stderr and "Traceback" not in out.stderr
     assert first.alive()
@@ -66,10 +67,6 @@ def test_a_fifo_at_the_lock_file_is_set_aside_and_a_second_daemon_still_refused(
     first = make_daemon(cfg)
     assert (state / "daemon.lock").read_text().strip() == str(first.proc.pid)
     assert len(list(state.glob("daemon.lock.corrupt-*"))) == 1
-    second = Daemon(tmp_path, cfg)
-    second.config_path = tmp_path / "second.yaml"
-    second.write_config(second.config)
-    out = subprocess.run([sys.executable, "-m", "watchdog", "run", "-c", str(second.config_path)],
-                         capture_output=True, text=True, cwd=str(REPO), timeout=30)
+    out = _second_daemon(tmp_path, cfg)
     assert out.returncode == 1, out.stderr
     assert f"another npu-watchdog (pid {first.proc.pid}) is already using the state folder" in out.stderr
