@@ -36,7 +36,7 @@ RULE_FIELDS: Tuple[str, ...] = ("title", "summary", "meaning", "first_check", "h
 #: Fields a rule's summary template may name: the alert's place in words, its identity labels and
 #: its value (a bare count, for rules whose English value would otherwise be shown untranslated).
 SUMMARY_FIELDS = frozenset({"where", "rank", "npu", "chip", "device_id", "probe", "source", "check",
-                            "log_rule", "host", "training_job", "file", "cause", "value"})
+                            "log_rule", "host", "training_job", "file", "cause", "value", "channel"})
 
 _HERE = Path(__file__).resolve().parent
 
