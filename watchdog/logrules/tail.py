@@ -180,6 +180,15 @@ def _fingerprint(fd: int, length: int) -> str:
     return _digest(os.pread(fd, length, 0)) if length > 0 else ""
 
 
+def _is_saved_file(fd: int, st: os.stat_result, saved: dict) -> bool:
+    """Whether the open file is the one the offsets were saved for: the same device and inode,
+    and the same first bytes (an inode is reused by a file made after a delete)."""
+    if (saved.get("dev"), saved.get("ino")) != (st.st_dev, st.st_ino):
+        return False
+    fp_len = int(saved.get("fp_len") or 0)
+    return not fp_len or st.st_size < fp_len or _fingerprint(fd, fp_len) == saved.get("fp")
+
+
 def _digest(data: bytes) -> str:
     return hashlib.sha1(data).hexdigest()
 
@@ -272,12 +281,8 @@ class Tailer:
             return False
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (saved.get("dev"), saved.get("ino")):
-                return False
-            fp_len = int(saved.get("fp_len") or 0)
-            if fp_len and (st.st_size < fp_len or _fingerprint(fd, fp_len) != saved.get("fp")):
-                return False
-            return st.st_size > int(saved.get("offset") or 0)
+            return (stat.S_ISREG(st.st_mode) and _is_saved_file(fd, st, saved)
+                    and st.st_size > int(saved.get("offset") or 0))
         except OSError:
             return False
         finally:
@@ -623,10 +628,8 @@ class Tailer:
         if saved is not None:
             f = self._new(p, src, st, 0, 0)
             fd, fst = self._open(f)
-            same = (saved.get("dev"), saved.get("ino")) == (fst.st_dev, fst.st_ino)
+            same = _is_saved_file(fd, fst, saved)
             fp_len = int(saved.get("fp_len") or 0)
-            if same and fp_len and fst.st_size >= fp_len and _fingerprint(fd, fp_len) != saved.get("fp"):
-                same = False
             offset = int(saved.get("offset") or 0)
             if same and offset <= fst.st_size and self._rewritten(f, saved, offset):
                 same = False

@@ -123,7 +123,7 @@ def parse_retry_after(value: Optional[str]) -> Optional[float]:
 _HTML_MARKS = ("<!doctype html", "<html", "<head", "<body")
 
 
-def is_html_page(headers: Dict[str, str], text: str) -> bool:
+def is_html_page(text: str) -> bool:
     """Whether an answer is a web page: markup (after a BOM and blanks) with a doctype, an
     `<html>`, `<head>` or `<body>` within its first 2 KiB, behind an XML prologue or a comment
     too. Not by its Content-Type: Slack's own success answer is `ok` served as `text/html`, and so
@@ -141,7 +141,7 @@ def http_verdict(status: int, headers: Dict[str, str], text: str, vendor: bool =
     if vendor and 300 <= status < 400:
         return Verdict(False, status, "redirected: the vendor never redirects a webhook, so a captive portal or "
                        "proxy answered (check the node's network path to it)", True)
-    if 200 <= status < 300 and is_html_page(headers, text):
+    if 200 <= status < 300 and is_html_page(text):
         # A proxy, captive portal or login page answered in the receiver's place: nothing was
         # delivered, and counting it as sent would lose the alert in silence.
         return Verdict(False, status, f"an HTML page answered, not the receiver (a proxy or login page?): {detail}",
