@@ -98,3 +98,23 @@ def rank_file(path: str, uid: Optional[int] = None) -> Iterator[BinaryIO]:
     """`open_rank_file` as a binary file object (closed on exit)."""
     with os.fdopen(open_rank_file(path, uid), "rb") as fh:
         yield fh
+
+
+#: A file's last write must be this much older than a job's start to be taken for an earlier
+#: run's (an NFS server's clock may lag the node's; a relaunch within seconds is still read).
+BEFORE_START_MARGIN = 60.0
+
+
+def earlier_run_ends(path: str, started_at: Optional[float]) -> int:
+    """Where the lines of a job that started at `started_at` can begin in the log file at `path`:
+    its size now when it was last written well before the job started (a relaunch appending to
+    an earlier run's file: what is there is that run's), else 0. Not opened, only stat'ed."""
+    if not started_at:
+        return 0
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 0
+    if stat.S_ISREG(st.st_mode) and st.st_size and st.st_mtime < started_at - BEFORE_START_MARGIN:
+        return st.st_size
+    return 0

@@ -18,7 +18,10 @@ quickly on ext4/xfs, so an inode alone would silently skip a recreated file). Pe
 Offsets are persisted (0600 JSON) so that after a restart each known file continues where it was
 left, unless it was written again from its start meanwhile (the bytes before the offset differ, or
 a process started since the save writes it without O_APPEND: a relaunch with `>`); a file first
-seen at daemon start (not in the saved state) is read from its end. Descriptors are budgeted
+seen at daemon start (not in the saved state) is read from its end. A file that left the followed
+set and comes back (a job relaunched into an earlier run's log folder, appending) continues where
+reading stopped (`watchdog.logrules.retired`); a discovered file first seen later whose last
+write is older than its job is read from its end (what it holds is an earlier run's). Descriptors are budgeted
 (`fdbudget.log_file_budget`): files beyond are read by polling, opened and closed each round. A save that
 fails (state folder read-only or full) never stops the reading: matching goes on in memory,
 `state_error` says why, and the next successful save clears it.
@@ -41,8 +44,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.service import fdbudget, statefiles
 from watchdog.logrules.extract import StreamState
+from watchdog.logrules.retired import FILE_NAME as RETIRED_FILE, RetiredFiles
 from watchdog.host import openfiles
-from watchdog.host.rankfiles import check_fd, open_rank_file
+from watchdog.host.rankfiles import BEFORE_START_MARGIN, check_fd, open_rank_file
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,9 @@ class SourceSpec:
     #: (path, uid) of discovered files: each must belong to the user of the rank that writes it
     #: (see `watchdog.host.rankfiles`); files of configured sources have no known owner.
     path_owners: Tuple[Tuple[str, int], ...] = ()
+    #: (path, epoch seconds its job started) of discovered files: a file first seen after the
+    #: first round whose last write is older than its job holds nothing of that job yet.
+    path_since: Tuple[Tuple[str, float], ...] = ()
 
 
 @dataclass
@@ -189,6 +196,13 @@ def _is_saved_file(fd: int, st: os.stat_result, saved: dict) -> bool:
     return not fp_len or st.st_size < fp_len or _fingerprint(fd, fp_len) == saved.get("fp")
 
 
+def _record(f: Followed) -> dict:
+    """What the offsets file (and the retired files' memory) keeps of a followed file."""
+    return {"source": f.source, "dev": f.dev, "ino": f.ino, "offset": f.offset, "fp": f.fp,
+            "fp_len": f.fp_len, "line": f.stream.line_no, "tail_fp": f.tail_fp, "tail_len": f.tail_len,
+            **({"job": f.job, "rank": f.rank} if f.job is not None else {})}
+
+
 def _digest(data: bytes) -> str:
     return hashlib.sha1(data).hexdigest()
 
@@ -250,6 +264,8 @@ class Tailer:
         #: The saved offsets, read at the first round (`load_saved`), not when the tailer is
         #: built: a tailer built for a reload starts from what the running one saved last.
         self._saved: Optional[Dict[str, dict]] = None
+        #: Where reading stopped in files no longer followed (a relaunch appending to them).
+        self.retired = RetiredFiles(os.path.join(os.path.dirname(state_path), RETIRED_FILE) if state_path else None)
 
     def load_saved(self) -> None:
         """Read the saved offsets (and `saved_extra`) once, before the first round."""
@@ -331,10 +347,7 @@ class Tailer:
         much: an fsync per round was most of a quiet log round's CPU)."""
         if not self.state_path or self._saved is None:
             return  # nothing read yet: the file holds what the last tailer saved, which stays
-        files = {p: {"source": f.source, "dev": f.dev, "ino": f.ino, "offset": f.offset, "fp": f.fp,
-                     "fp_len": f.fp_len, "line": f.stream.line_no, "tail_fp": f.tail_fp, "tail_len": f.tail_len,
-                     **({"job": f.job, "rank": f.rank} if f.job is not None else {})}
-                 for p, f in self.files.items()}
+        files = {p: _record(f) for p, f in self.files.items()}
         doc = {"version": STATE_VERSION, "files": files, "saved_at": time.time()}
         if self.extra_state is not None:
             doc["extra"] = self.extra_state()
@@ -349,6 +362,7 @@ class Tailer:
         """Save after a round; a failure is reported once per episode and never stops reading."""
         try:
             self.save_state()
+            self.retired.save()
         except OSError as exc:
             self.state_save_errors_total += 1
             self._save.failed(exc)
@@ -462,6 +476,7 @@ class Tailer:
                 self._rotated(f.source)
             else:
                 self._gone.add(p)
+                self.retired.retire(p, _record(f))
             del self.files[p]
             if f.fh is not None:
                 f.drain_since = now
@@ -480,6 +495,9 @@ class Tailer:
             self._close_fh(f)
         if f.fh is None:
             self.draining.remove(f)
+            rec = self.retired.records.get(f.path)
+            if rec is not None and (rec["dev"], rec["ino"]) == (f.dev, f.ino):
+                self.retired.retire(f.path, _record(f))  # read to its end since it retired
         return used
 
     def _adopt(self, p: str, st: os.stat_result) -> Optional[Followed]:
@@ -624,43 +642,69 @@ class Tailer:
         f.tail_fp, f.tail_len = "", 0
 
     def _start(self, p: str, src: SourceSpec, st: os.stat_result, first: bool) -> Followed:
+        """Where a file not followed until now is read from: its saved offset (a restart), where
+        reading stopped when it was last followed (a relaunch appending to it), its end (first
+        seen at daemon start, or last written before its job started), else its beginning."""
         saved = self._saved.pop(p, None) if self._saved else None
         if saved is not None:
             f = self._new(p, src, st, 0, 0)
-            fd, fst = self._open(f)
-            same = _is_saved_file(fd, fst, saved)
-            fp_len = int(saved.get("fp_len") or 0)
-            offset = int(saved.get("offset") or 0)
-            if same and offset <= fst.st_size and self._rewritten(f, saved, offset):
-                same = False
-            if same and offset <= fst.st_size:
-                f.offset = offset
-                f.fp, f.fp_len = str(saved.get("fp") or ""), fp_len
-                f.tail_fp, f.tail_len = str(saved.get("tail_fp") or ""), int(saved.get("tail_len") or 0)
-                line = saved.get("line")
-                f.stream = StreamState(line_no=int(line) if isinstance(line, int) else None)
-            else:
+            if not self._resume(f, saved, restart=True):
                 self._rotated(src.name)  # replaced or truncated while we were down: read it all
             return f
-        if first and src.start == "end":
+        retired = self.retired.take(p)
+        if retired is not None:
+            f = self._new(p, src, st, 0, 0)
+            if self._resume(f, retired, restart=False):
+                self._gone.discard(p)
+                return f
+            self._close_fh(f)
+        since = dict(src.path_since).get(p) if src.path_since else None
+        before_job = since is not None and st.st_size > 0 and st.st_mtime < since - BEFORE_START_MARGIN
+        if (first and src.start == "end") or before_job:
             f = self._new(p, src, st, 0, None)
             fd, fst = self._open(f)
             f.offset = self._end_of_last_line(fd, fst.st_size)
+            self._gone.discard(p)
             return f
         if p in self._gone:
             self._gone.discard(p)
             self._rotated(src.name)  # deleted and re-created
         return self._new(p, src, st, 0, 0)
 
+    def _resume(self, f: Followed, saved: dict, restart: bool) -> bool:
+        """Continue `f` at a saved position if it is still that file (same identity, not shorter,
+        not written again from its start); `restart`: saved before this daemon started."""
+        fd, fst = self._open(f)
+        offset = int(saved.get("offset") or 0)
+        if not _is_saved_file(fd, fst, saved) or offset > fst.st_size:
+            return False
+        if restart and self._rewritten(f, saved, offset):
+            return False
+        if not restart and not self._same_tail(f, saved, offset):
+            return False
+        f.offset = offset
+        f.fp, f.fp_len = str(saved.get("fp") or ""), int(saved.get("fp_len") or 0)
+        f.tail_fp, f.tail_len = str(saved.get("tail_fp") or ""), int(saved.get("tail_len") or 0)
+        line = saved.get("line")
+        f.stream = StreamState(line_no=int(line) if isinstance(line, int) else None)
+        return True
+
+    @staticmethod
+    def _same_tail(f: Followed, saved: dict, offset: int) -> bool:
+        """The bytes just before the saved offset are still those read there (true where none
+        were noted: a file taken up at its end and not read since)."""
+        tail_len = int(saved.get("tail_len") or 0)
+        if not tail_len or offset < tail_len or f.fh is None:
+            return True
+        return _digest(os.pread(f.fh, tail_len, offset - tail_len)) == saved.get("tail_fp")
+
     def _rewritten(self, f: Followed, saved: dict, offset: int) -> bool:
         """Whether a saved file with the same inode and first bytes was written again from its
         start while the daemon was down (`> train.log` of a relaunched job; torchrun's banner makes
         the first bytes alike): the bytes just before the saved offset differ, or a process that
         started after the offsets were saved writes it without O_APPEND (so from its start)."""
-        tail_len = int(saved.get("tail_len") or 0)
-        if tail_len and offset >= tail_len and f.fh is not None:
-            if _digest(os.pread(f.fh, tail_len, offset - tail_len)) != saved.get("tail_fp"):
-                return True
+        if not self._same_tail(f, saved, offset):
+            return True
         if self._saved_at is None or f.fh is None:
             return False
         if self._relaunched is None:
@@ -756,6 +800,7 @@ class Tailer:
         """Write the offsets (nothing before the first round: see `save_state`) and close every file."""
         try:
             self.save_state(sync=True)
+            self.retired.save()
         except OSError:
             pass
         for f in list(self.files.values()) + self.draining:

@@ -16,7 +16,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from watchdog.host import clock
 from watchdog.config.schema import Config
@@ -37,7 +37,7 @@ from watchdog.privacy.redact import Redactor, config_secrets
 from watchdog.probes.procinfo import describe, follow
 from watchdog.host.procevents import ProcExits
 from watchdog.host.procstat import SAME_START, ProcStat, read_stat
-from watchdog.host.rankfiles import rank_file
+from watchdog.host.rankfiles import earlier_run_ends, rank_file
 
 Identity = Tuple[int, float]
 #: A rank alive this round: its stat line, job and rank number.
@@ -69,6 +69,9 @@ class _Job:
     #: the same run; a reused pid is another process).
     pids: Set[Tuple[int, Optional[float]]] = field(default_factory=set)
     launcher_logs: Set[str] = field(default_factory=set)
+    #: log path -> where this run's lines begin in it (a relaunch appending to an earlier run's
+    #: file: that run's failure is not how this one ended). Absent: from the start.
+    log_from: Dict[str, int] = field(default_factory=dict)
     #: Ranks gone whose heartbeat said `done`; the others, with when they were seen gone.
     done: Set[int] = field(default_factory=set)
     left: Dict[int, float] = field(default_factory=dict)
@@ -89,14 +92,15 @@ class _Job:
     npus: Dict[int, int] = field(default_factory=dict)
 
 
-def log_tail(path: str, size: int = TAIL_BYTES, uid: Optional[int] = None) -> bytes:
-    """The last `size` bytes of a log file (b"" when it cannot be read, or is not the ranks' own
-    regular file: see watchdog.host.rankfiles)."""
+def log_tail(path: str, size: int = TAIL_BYTES, uid: Optional[int] = None, start: int = 0) -> bytes:
+    """The last `size` bytes of a log file after `start` (where this run's lines begin: see
+    `earlier_run_ends`; ignored when the file is shorter now, rewritten since), b"" when it
+    cannot be read, or is not the ranks' own regular file: see watchdog.host.rankfiles."""
     try:
         with rank_file(path, uid) as fh:
             fh.seek(0, 2)
             end = fh.tell()
-            fh.seek(max(0, end - size))
+            fh.seek(max(0, end - size, start if start <= end else 0))
             return fh.read(size)
     except OSError:
         return b""
@@ -305,6 +309,7 @@ class DiscoveredProcessProbe(Probe):
                     t.launcher_logs.update(rank_logs(job.launcher.pid))
                 except OSError:
                     pass  # gone already, or not ours to read: the ranks' logs still count
+                self._mark_run_start(t, t.launcher_logs, job.started_at)
         t.hccl_env = () if job.hccl.source != "environment" else tuple(
             (k, str(v)) for k, v in (("HCCL_EXEC_TIMEOUT", job.hccl.exec_timeout_s),
                                      ("HCCL_CONNECT_TIMEOUT", job.hccl.connect_timeout_s)) if v is not None)
@@ -318,11 +323,20 @@ class DiscoveredProcessProbe(Probe):
                 table = self.feed.npu_processes() if table is None else table
                 if r.pid in table or r.pid not in t.npus:
                     t.npus[r.pid] = r.npu
+            self._mark_run_start(t, [p for p in r.logs if p not in t.logs], job.started_at)
             t.logs.update(r.logs)
             if r.uid is not None:
                 t.uid = r.uid
             if r.heartbeat:
                 t.heartbeats[r.rank] = r.heartbeat
+
+    @staticmethod
+    def _mark_run_start(t: _Job, paths: Iterable[str], started_at: Optional[float]) -> None:
+        """Note where this run's lines begin in log files first seen now (see `earlier_run_ends`)."""
+        for p in paths:
+            at = earlier_run_ends(p, started_at)
+            if at:
+                t.log_from[p] = at
 
     def _restore_gone(self, t: _Job, job) -> None:
         """The ranks this job lost before the daemon restarted (watchdog.probes.gonestate): gone
@@ -389,8 +403,10 @@ class DiscoveredProcessProbe(Probe):
     def _evidence(self, job: _Job) -> EndEvidence:
         """What the departed ranks left behind, read once per departure (not every round)."""
         since = min(job.started.values()) - SAME_START if job.started else None
-        tails = [log_tail(p, uid=job.uid) for p in sorted(job.logs) if written_since(p, since)]
-        launcher = [log_tail(p, uid=job.uid) for p in sorted(job.launcher_logs - job.logs) if written_since(p, since)]
+        tails = [log_tail(p, uid=job.uid, start=job.log_from.get(p, 0))
+                 for p in sorted(job.logs) if written_since(p, since)]
+        launcher = [log_tail(p, uid=job.uid, start=job.log_from.get(p, 0))
+                    for p in sorted(job.launcher_logs - job.logs) if written_since(p, since)]
         times = list(job.left.values())
         (first, first_zh), (stop, stop_zh), source, exits = self._exit_statuses(job)
         return EndEvidence(

@@ -78,6 +78,8 @@ class DiscoveredLogsProbe(LogsProbe):
         self._files: Dict[str, Tuple[Labels, float]] = {}
         #: path -> the user of the rank writing it (the file must be that user's).
         self._uids: Dict[str, int] = {}
+        #: path -> when its job started (a file last written before that holds nothing of it).
+        self._since: Dict[str, float] = {}
         #: The files written while the daemon was down were taken up (the first refresh).
         self._resumed = False
 
@@ -100,6 +102,7 @@ class DiscoveredLogsProbe(LogsProbe):
         if hccl + 120 > self.cfg.cascade_window:  # keep roots active as long as detectors/jobs.py folds
             self.cfg = self.cfg.model_copy(update={"cascade_window": float(hccl + 120)})
         uids = _rank_uids(found)
+        started = {j.name: j.started_at for j in found.jobs if j.started_at}
         if not self._resumed:
             # Files of the ranks the daemon followed before its restart that grew meanwhile are
             # read from their saved offsets once, whoever writes them now (their job may have
@@ -112,9 +115,12 @@ class DiscoveredLogsProbe(LogsProbe):
             uid = uids.get((labels[1], labels[2]))
             if uid is not None:
                 self._uids[path] = uid
+            if labels[1] in started:
+                self._since[path] = started[labels[1]]
         for path in [p for p, (_, seen) in self._files.items() if now - seen > self.dcfg.forget_after]:
             del self._files[path]
             self._uids.pop(path, None)
+            self._since.pop(path, None)
         jobs = {lab[1] for lab, _ in self._files.values()}
         for job in [j for j in self.job_progress_at if j not in jobs]:
             del self.job_progress_at[job]
@@ -124,7 +130,8 @@ class DiscoveredLogsProbe(LogsProbe):
             if files or source in self.tailer.stats:
                 specs.append(SourceSpec(name=source, paths=tuple(p for p, _, _ in files),
                                         path_labels=tuple(files), start="end",
-                                        path_owners=tuple((p, self._uids[p]) for p, _, _ in files if p in self._uids)))
+                                        path_owners=tuple((p, self._uids[p]) for p, _, _ in files if p in self._uids),
+                                        path_since=tuple((p, self._since[p]) for p, _, _ in files if p in self._since)))
         if [s.paths for s in specs] != [s.paths for s in self.tailer.sources]:
             self.tailer.set_sources(specs)
         else:

@@ -1,0 +1,124 @@
+"""A relaunch appending to log files the tailer no longer follows (`watchdog.logrules.retired`),
+and a file first seen after the first round that was last written before its job started."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+from typing import List
+
+from watchdog.logrules import retired
+from watchdog.logrules.tail import SourceSpec, Tailer
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.lines: List[bytes] = []
+
+    def __call__(self, f, data: bytes, stop: int) -> None:
+        self.lines.extend(data[:stop].splitlines())
+
+
+def spec(*paths: Path, since: float = 0.0) -> SourceSpec:
+    return SourceSpec("train", tuple(str(p) for p in paths), start="end",
+                      path_labels=tuple((str(p), "job", "0") for p in paths),
+                      path_since=tuple((str(p), since) for p in paths) if since else ())
+
+
+def append(p: Path, data: bytes) -> None:
+    with open(p, "ab") as fh:
+        fh.write(data)
+
+
+def _forget_and_drain(t: Tailer, sink: Sink, now: float) -> None:
+    t.set_sources([])  # the job was forgotten (discovery.forget_after)
+    t.poll(sink, now)
+    t.poll(sink, now + t.drain_grace + 1)  # its handle drained and closed
+
+
+def test_a_relaunch_appending_to_a_forgotten_file_is_read_from_where_reading_stopped(tmp_path: Path) -> None:
+    log = tmp_path / "rank0.log"
+    t, sink = Tailer([spec(log)], str(tmp_path / "offsets.json")), Sink()
+    t.poll(sink, 1.0)  # first round: nothing yet
+    log.write_bytes(b"step 1\nRuntimeError: NPU out of memory\n")
+    t.poll(sink, 2.0)
+    assert sink.lines == [b"step 1", b"RuntimeError: NPU out of memory"]
+    _forget_and_drain(t, sink, 3.0)
+    assert t.files == {} and str(log) in t.retired.records
+    append(log, b"relaunched: step 1\n")
+    sink.lines.clear()
+    t.set_sources([spec(log)])
+    t.poll(sink, 100.0)
+    assert sink.lines == [b"relaunched: step 1"]  # not the previous run's OOM
+    assert t.stats["train"].rotations_total == 0
+
+
+def test_the_position_survives_a_daemon_restart_and_a_rewrite_from_the_start_is_read_again(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    t, sink = Tailer([spec(a, b)], str(tmp_path / "offsets.json")), Sink()
+    t.poll(sink, 1.0)
+    a.write_bytes(b"torchrun banner\nold run: HCCL timeout\n")
+    b.write_bytes(b"torchrun banner\nold run: HCCL timeout\n")
+    t.poll(sink, 2.0)
+    _forget_and_drain(t, sink, 3.0)
+    t.close()
+    mode = stat.S_IMODE(os.stat(tmp_path / retired.FILE_NAME).st_mode)
+    assert mode == 0o600
+    append(a, b"new run appends\n")
+    with open(b, "r+b") as fh:  # `> b.log`: the same first bytes, then this run's own lines
+        fh.write(b"torchrun banner\nnew run from the start, longer than before\n")
+    t2, sink2 = Tailer([], str(tmp_path / "offsets.json")), Sink()
+    t2.poll(sink2, 10.0)
+    t2.set_sources([spec(a, b)])
+    t2.poll(sink2, 11.0)
+    assert sorted(sink2.lines) == [b"new run appends", b"new run from the start, longer than before",
+                                   b"torchrun banner"]
+
+
+def test_a_file_last_written_before_its_job_started_is_read_from_its_end(tmp_path: Path) -> None:
+    old, fresh = tmp_path / "old.log", tmp_path / "fresh.log"
+    old.write_bytes(b"yesterday: RuntimeError: NPU out of memory\n")
+    day = time.time() - 86400
+    os.utime(old, (day, day))
+    t, sink = Tailer([], str(tmp_path / "offsets.json")), Sink()
+    t.poll(sink, 1.0)
+    fresh.write_bytes(b"this run's first line\n")
+    t.set_sources([spec(old, fresh, since=time.time() - 5)])
+    t.poll(sink, 2.0)
+    assert sink.lines == [b"this run's first line"]
+    append(old, b"this run appends\n")
+    t.poll(sink, 3.0)
+    assert sink.lines[-1] == b"this run appends"
+
+
+def test_written_just_before_the_job_started_is_still_read(tmp_path: Path) -> None:
+    """Within the margin (a clock that lags, a relaunch within seconds): read from the start."""
+    log = tmp_path / "rank0.log"
+    log.write_bytes(b"Traceback (most recent call last):\n")
+    t, sink = Tailer([], str(tmp_path / "offsets.json")), Sink()
+    t.poll(sink, 1.0)
+    t.set_sources([spec(log, since=time.time() + 10)])
+    t.poll(sink, 2.0)
+    assert sink.lines == [b"Traceback (most recent call last):"]
+
+
+def test_the_memory_is_bounded_and_a_damaged_one_is_set_aside(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(retired, "MAX_RECORDS", 3)
+    mem = retired.RetiredFiles(str(tmp_path / retired.FILE_NAME))
+    rec = {"dev": 1, "ino": 2, "offset": 3, "fp_len": 0, "tail_len": 0, "fp": ""}
+    for i in range(5):
+        mem.retire(f"/l/{i}.log", rec, now=100.0 + i)
+    assert list(mem.records) == ["/l/2.log", "/l/3.log", "/l/4.log"]
+    mem.retire("/l/5.log", rec, now=100.0 + retired.KEEP_SECONDS + 3.5)
+    assert list(mem.records) == ["/l/4.log", "/l/5.log"]  # older than KEEP_SECONDS: dropped
+    mem.save()
+    assert json.loads((tmp_path / retired.FILE_NAME).read_text())["files"].keys() == {"/l/4.log", "/l/5.log"}
+    (tmp_path / retired.FILE_NAME).write_bytes(b"\x00garbage")
+    damaged = retired.RetiredFiles(str(tmp_path / retired.FILE_NAME))
+    assert damaged.take("/l/4.log") is None
+    assert [p.name for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    os.mkfifo(tmp_path / "fifo.json")
+    assert retired.RetiredFiles(str(tmp_path / "fifo.json")).take("/x") is None  # no hang on a FIFO
