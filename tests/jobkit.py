@@ -40,7 +40,7 @@ class TrainJob:
     def __init__(self, root: Path, ranks: int = 4, style: str = "torchrun", workers: int = 0,
                  env: Optional[Dict[str, str]] = None, tag: Optional[str] = None, port: str = "29500",
                  shared_log: bool = False, first_device: int = 0, flavor: str = "torchrun", quiet: bool = False,
-                 max_restarts: int = 0):
+                 max_restarts: int = 0, no_reap: bool = False):
         self.root = Path(root)
         self.logs = self.root / "logs"
         self.ctl = self.root / "ctl"
@@ -57,6 +57,8 @@ class TrainJob:
         self.flavor, self.quiet = flavor, quiet
         #: torch elastic's `--max-restarts`: a failed rank restarts the whole group while any are left.
         self.max_restarts = max_restarts
+        #: The launcher never reaps its ranks: one that exits stays a zombie.
+        self.no_reap = no_reap
         self.env = dict(os.environ, FAKE_TRAIN_CONTROL=str(self.ctl), **{TAG: self.tag}, **(env or {}))
         self.env.pop("RANK", None)
         self.proc: Optional[subprocess.Popen] = None
@@ -70,6 +72,7 @@ class TrainJob:
         logdir = [] if self.shared_log else ["--log-dir", str(self.logs)]
         flavor = (["--flavor", self.flavor] if self.flavor != "torchrun" else []) + (["--quiet"] if self.quiet else [])
         flavor += ["--max-restarts", str(self.max_restarts)] if self.max_restarts else []
+        flavor += ["--no-reap"] if self.no_reap else []
         launch = [sys.executable, str(TORCHRUN), "--nproc-per-node", str(self.ranks), *logdir,
                   "--master-port", self.port, *flavor, str(TRAIN)] + work
         if self.style == "torchrun":
@@ -456,11 +459,11 @@ class ShippedNode:
                 if f["rule"] == rule and f["labels"].get("training_job") == job]
 
     def job(self, name: str, ranks: int = 4, flavor: str = "torchrun", quiet: bool = False, max_restarts: int = 0,
-            shared_log: bool = False, **env: str) -> TrainJob:
+            shared_log: bool = False, no_reap: bool = False, **env: str) -> TrainJob:
         self.port_seq += 1
         return TrainJob(self.root / name, ranks=ranks, tag=self.tag, port=str(self.port_seq),
                         env={"NPU_WATCHDOG_JOB": name, **env}, flavor=flavor, quiet=quiet, max_restarts=max_restarts,
-                        shared_log=shared_log)
+                        shared_log=shared_log, no_reap=no_reap)
 
     def follow(self, job: TrainJob, name: str) -> None:
         """The ranks on the chips (npu-smi's table), and the daemon following them and their logs."""

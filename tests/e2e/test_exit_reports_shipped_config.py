@@ -12,6 +12,7 @@ import os
 import signal
 import time
 
+import psutil
 import pytest
 
 from tests.helpers import wait_for
@@ -97,3 +98,32 @@ def test_deepspeed_silent_exit_pages_once_naming_the_rank_and_its_exit_status(no
         assert gone["details"]["evidence"]["exit_source"] == "process events"
         assert [a["alertname"] for a in node.hook_alerts()] == ["job_gone"]
         assert node.findings(name, "job_finished") == []
+
+
+def test_a_zombie_rank_pages_at_once_as_gone_naming_its_exit_status(node):
+    """Rank 1 of 2 exits 1 without a word under a launcher that never reaps it (a zombie) while
+    rank 0 trains on. The kernel's process events report the exit with its status at once, so it
+    is a rank gone (`rank_missing`, naming `exit status 1`), paged once, not only a `rank_zombie`
+    with no status after `zombie_after` (which is then the same event, folded into it). Last in
+    this file: its job is killed at the end and its `job_gone` may follow."""
+    if os.geteuid() != 0:
+        pytest.skip("the kernel's process events need root")
+    name = "zombie-exit"
+    job = node.job(name, ranks=2, no_reap=True, FAKE_TRAIN_NO_DONE="1")
+    with job:
+        node.follow(job, name)
+        node.start_row()
+        victim = job.rank_pids()[1]
+        job.exit_rank(1)
+        wait_for(lambda: psutil.Process(victim).status() == psutil.STATUS_ZOMBIE, timeout=30, what="the zombie")
+        (missing,) = wait_for(lambda: node.findings(name, "rank_missing") or None, timeout=PAGE_BUDGET_S,
+                              what="rank_missing")
+        wait_for(lambda: node.counts()["hook"]["firing"] >= 1, timeout=PAGE_BUDGET_S, what="the page")
+        # past zombie_after (30 s on the shipped config) and a group window: nothing may follow
+        time.sleep(40)
+        counts = node.counts()
+        assert counts["hook"] == {"firing": 1, "resolved": 0} and counts["feishu"] == 1, node.messages()
+        assert [(a["alertname"], a["rank"]) for a in node.hook_alerts()] == [("rank_missing", "1")]
+        said = f"rank 1 (pid {victim}) exited (exit status 1)"
+        assert said in missing["summary"] and said in str(node.messages()), missing
+        assert psutil.Process(victim).status() == psutil.STATUS_ZOMBIE  # still not reaped

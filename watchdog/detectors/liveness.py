@@ -307,7 +307,7 @@ def _missing_ranks(view: StateView, config: Config, obs: ProcessObservation, ali
     out: List[Finding] = []
     alive_ranks = {p.rank for p in alive}
     ends = [j.end for j in obs.jobs if j.end is not None]
-    exits = dict(ends[0].exits) if ends else {}  # how each departed pid ended, when the kernel said
+    exits = {pid: how for e in ends for pid, how in e.exits}  # how each departed pid ended, when the kernel said
     for g in obs.gone:
         if str(g.rank) in done or g.rank in alive_ranks or leaving:
             continue

@@ -369,8 +369,25 @@ class DiscoveredProcessProbe(Probe):
                 by_key[key] = (ident, info)
         return {ident: info for ident, info in by_key.values()}
 
+    def _dead_zombies(self, infos: Dict[Identity, ProcessInfo]) -> Set[Identity]:
+        """Zombie ranks whose exit the kernel reported (their launcher does not reap them): gone
+        now, with their exit status, not only a `rank_zombie` after `zombie_after`."""
+        out: Set[Identity] = set()
+        for ident, i in infos.items():
+            if i.state == "zombie" and i.rank is not None:
+                ex = self._exits.get(i.pid)
+                if ex is not None and ex.time >= i.create_time - SAME_START:
+                    out.add(ident)
+        return out
+
     def _update_gone(self, infos: Dict[Identity, ProcessInfo], now: float) -> None:
-        alive = {(i.job, i.rank) for i in infos.values()}
+        dead = self._dead_zombies(infos)
+        alive = {(i.job, i.rank) for ident, i in infos.items() if ident not in dead}
+        for ident in dead:
+            info, job = infos[ident], self._jobs.get(infos[ident].job or "")
+            if job is not None and (info.job, info.rank) not in alive:
+                self._left(job, info.rank, now)  # type: ignore[arg-type]
+                self._gone[(info.job or "", info.rank)] = info  # type: ignore[index]
         for ident, old in self._known.items():
             if ident in infos or old.rank is None:
                 continue

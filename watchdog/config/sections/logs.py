@@ -39,7 +39,8 @@ class LogSource(StrictModel):
     #: Regex with one group matching the rank in the file's path; default by kind.
     rank_pattern: Optional[str] = None
     #: Where files that already exist when the daemon starts (and are not in its saved offsets)
-    #: are read from. Files appearing later are always read from their beginning.
+    #: are read from. Files appearing later are read from their beginning, except a file followed
+    #: before (it left the glob and came back): it is read on from where reading stopped.
     start: Literal["end", "beginning"] = "end"
 
     @field_validator("name")
