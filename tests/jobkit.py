@@ -443,6 +443,7 @@ class ShippedNode:
         self.prefix = tuple(prefix)
         self.tag = f"t-{uuid.uuid4().hex[:12]}"
         env, self.scenario = fake_npu_smi(self.root)
+        self.env = env
         self.feishu = Receiver("feishu").start()
         self.hook = Receiver("webhook").start()
         self.daemon = ShippedDaemon(self.root, env, f"{TAG}={self.tag}", self.feishu.url, self.hook.url, prefix=prefix)
@@ -453,6 +454,14 @@ class ShippedNode:
 
     def status(self) -> Dict:
         return self.daemon.status()
+
+    def restart_daemon(self) -> None:
+        """Stop the daemon (SIGTERM, as systemd does) and start it again on the same state."""
+        self.daemon.stop()
+        self.daemon = ShippedDaemon(self.root, self.env, f"{TAG}={self.tag}", self.feishu.url, self.hook.url,
+                                    prefix=self.prefix)
+        self.url = self.daemon.url
+        wait_for(lambda: self.status()["discovery"]["enabled"], timeout=60, what="daemon up again")
 
     def findings(self, job: str, rule: str) -> List[Dict]:
         return [f for f in self.status().get("findings", [])

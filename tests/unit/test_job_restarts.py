@@ -109,6 +109,26 @@ def test_the_probe_counts_deepspeed_agent_restarts_per_cause(tmp_path):
     p.close()
 
 
+def test_the_counts_are_saved_with_the_offsets_and_taken_back_by_the_next_daemon(tmp_path):
+    (tmp_path / "state").mkdir()
+    log = tmp_path / "train.log"
+    log.write_text("")
+    p = logs_probe(tmp_path, "train.log")
+    p.collect()
+    with open(log, "a") as f:
+        f.write(HCCL + "\n" + DS_FAILED + "\n")
+    (before,) = p.collect().value.restarts
+    p.close()
+    p2 = logs_probe(tmp_path, "train.log")
+    (after,) = p2.collect().value.restarts
+    assert after == before and after.count == 1
+    with open(log, "a") as f:  # the next restart's cause is read since the restart before it
+        f.write(DS_FAILED + "\n")
+    got = {(r.cause, r.count) for r in p2.collect().value.restarts}
+    assert got == {("hccl_notify_wait_timeout", 1), ("unknown", 1)}, got
+    p2.close()
+
+
 def _restarts(s, count, last_at):
     r = JobRestarts(job=None, cause="hccl_notify_wait_timeout", cause_title="HCCL timeout", count=count,
                     first_at=T0, last_at=last_at, line="... will restart worker group", cause_line=HCCL, limit=20)
@@ -122,6 +142,7 @@ def test_job_restarting_pages_at_the_third_restart_and_escalates_at_the_tenth():
     (f,) = _restarts(s, 3, T0 + 20)
     assert f.rule == "job_restarting" and f.severity == "warning" and f.value == "3"
     assert f.labels["cause"] == "hccl_notify_wait_timeout" and "3 times" in f.summary
+    assert f.since == T0  # since the first restart on the cause (the message's "since")
     assert [x.severity for x in _restarts(s, 9, T0 + 30)] == ["warning"]  # same alert, no new page
     assert [x.severity for x in _restarts(s, 10, T0 + 40)] == ["critical"]  # an escalation pages again
     assert _restarts(s, 1, T0) == []

@@ -47,7 +47,8 @@ def _detect_job(view: StateView, config: Config) -> List[Finding]:
         out.append(Finding(
             rule="job_restarting", severity="critical" if r.count >= THRESHOLDS[1] else "warning",
             summary=f"the worker group restarted {r.count} times on the same cause: {what} ({r.cause})"[:600],
-            labels=labels, hint=HINT, value=str(r.count),  # the count alone: the messages' summaries say it in their language since=r.first_at,
+            # value: the count alone (the messages' summaries say it in their language)
+            labels=labels, hint=HINT, value=str(r.count), since=r.first_at,
             details={"restarts": r.count, "cause": r.cause, "cause_title": r.cause_title, "limit": r.limit,
                      "first_at": r.first_at, "last_at": r.last_at, "thresholds": list(THRESHOLDS),
                      "resolves_at": r.last_at + cfg.hold},

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from watchdog.host import clock
@@ -321,6 +321,7 @@ class LogsProbe(Probe):
             self.tailer.load_saved()
             self._restore_active(self.tailer.saved_extra.get("active"), now)
             self._restore_progress(self.tailer.saved_extra.get("progress_at"))
+            self._restore_restarts(self.tailer.saved_extra.get("restarts"), now)
 
     def _read(self, consume: Any, now: float) -> None:
         """A full round (globs expanded, every file looked at, rotation handled), or after change
@@ -417,7 +418,27 @@ class LogsProbe(Probe):
                          "summary": a.get("summary", ""), "evidence": list(a["evidence"]),
                          "device": a.get("device"), "first_summary": a.get("first_summary", ""),
                          "job": a.get("job")})
-        return {"active": rows, "progress_at": dict(self.progress_at)}
+        return {"active": rows, "progress_at": dict(self.progress_at),
+                "restarts": [asdict(r) for r in self.restarts.values()]}
+
+    def _restore_restarts(self, rows: Any, now: float) -> None:
+        """The worker-group restarts counted before a daemon restart: the count per job and cause
+        goes on (a third restart on one cause pages as the third), and the next restart's cause is
+        read since the previous one, not since the daemon started. Expired or malformed rows are
+        dropped."""
+        if not isinstance(rows, list):
+            return
+        for row in rows:
+            try:
+                r = JobRestarts(**{k: row[k] for k in _RESTART_FIELDS if k in row})
+                ok = (isinstance(r.cause, str) and isinstance(r.count, int) and r.count > 0
+                      and isinstance(r.last_at, (int, float)) and isinstance(r.first_at, (int, float))
+                      and isinstance(r.limit, int) and (r.job is None or isinstance(r.job, str)))
+                if ok and now - float(r.last_at) <= ROOT_RETENTION:
+                    self.restarts[(r.job or "", r.cause)] = replace(
+                        r, line=str(r.line)[:600], cause_line=str(r.cause_line)[:600], cause_title=str(r.cause_title))
+            except (KeyError, TypeError, ValueError):
+                log.warning("dropped an unreadable saved restart count: %.200r", row)
 
     def _restore_progress(self, saved: Any) -> None:
         """The last progress line per source from before a restart: its line lies before the saved
@@ -471,6 +492,9 @@ class LogsProbe(Probe):
                 hint_late=r.hint_late, device=a["device"], job=a.get("job"),
                 first_summary=a.get("first_summary") or a["summary"], generic=r.fallback))
         return out
+
+
+_RESTART_FIELDS = tuple(f.name for f in fields(JobRestarts))
 
 
 def _match_key(rule: str, job: Any, rank: Any, device: Any) -> tuple:
