@@ -258,3 +258,42 @@ def test_deleted_state_folder_is_recreated_and_the_page_arrives_once(make_daemon
         assert second.proc.wait(30) == 1, second.log()
         assert "already using the state folder" in second.log()
         assert pager.accepted() and len(pager.accepted()) == 1
+
+
+@pytest.mark.parametrize("how", ["truncated", "overwritten"])
+def test_a_database_damaged_in_place_is_set_aside_and_rebuilt_and_the_page_arrives_once(make_daemon, tmp_path, how):
+    """`: > alerting.sqlite3` or garbage written over it under the running daemon, then a failure
+    line. The folder stays writable, so this is damage, not `state_unwritable`: the file is set
+    aside (`state_damaged`), a fresh one is rebuilt from the engine's memory (a silence added
+    before carries over) and the page is sent once. Before, every commit failed as if the folder
+    could not be written, and the page was held until a restart."""
+    from tests.helpers import run_cli
+
+    log = logfile(tmp_path)
+    state = tmp_path / "state"
+    with Receiver("webhook") as pager, Receiver("webhook") as ops:
+        d = make_daemon(config(tmp_path, pager, ops))
+        followed(d)
+        out = run_cli("silence", "add", "-c", str(d.config_path), "--match", "rule=log_nan", "--for", "1h",
+                      "--comment", "known loss spikes")
+        assert out.returncode == 0, out.stderr
+        sid = out.stdout.split()[1]
+        wait_for(lambda: d.metrics()["npu_watchdog_silences_active"] == 1, what="silence picked up")
+        with open(state / "alerting.sqlite3", "r+b") as fh:
+            if how == "truncated":
+                fh.truncate(0)
+            else:
+                fh.write(b"garbage!" * 4096)
+        with open(log, "ab") as fh:
+            fh.write(OOM)
+        pager.wait_for(1)
+        settle(d)
+        check_page(pager)
+        assert messages(pager) == [("firing", ["log_oom"])]
+        assert messages(ops) == []  # the folder could be written all along
+        (damaged,) = [f for f in d.status()["findings"] if f["rule"] == "state_damaged"]
+        kept = list(state.glob("alerting.sqlite3.corrupt-*"))
+        assert len(kept) == 1 and str(kept[0]) in damaged["summary"], damaged
+        assert "damaged under the running daemon" in d.log() and "1 silences carried over" in d.log()
+        assert d.metrics()["npu_watchdog_state_writable"] == 1
+        assert sid in run_cli("silence", "list", "-c", str(d.config_path)).stdout

@@ -27,6 +27,7 @@ them in. The clock is injected, so tests drive the engine on a fake clock (`time
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
 
@@ -36,6 +37,7 @@ from watchdog.alerting.decide.core import EngineCore, SnapshotRequester
 from watchdog.alerting.silences import Muter
 from watchdog.alerting.deliver.outbox import DeadMan, Outbox
 from watchdog.alerting.decide.storagefault import STORAGE_ERRORS, STORAGE_RETRY, RedoQuiet, StorageHealth, describe
+from watchdog.alerting.deliver.rebuild import storage_fault
 from watchdog.alerting.deliver.store import AlertRow, AlertStore
 from watchdog.alerting.timer import MAX_SLEEP, EngineTimer, Schedule
 from watchdog.alerting.unwritable import UnwritableEpisode
@@ -228,7 +230,7 @@ class AlertEngine:
                 if not isinstance(exc, STORAGE_ERRORS):
                     raise
                 readonly = getattr(exc, "sqlite_errorname", "").startswith("SQLITE_READONLY")
-                if attempt == 1 and self._heal(reopen=readonly):
+                if attempt == 1 and (self._heal(reopen=readonly) or self._rebuild_if_damaged(exc)):
                     observe = True  # the pass again, with what it had observed
                     continue
                 self.episode.failed(exc, now, self.config.paths.state_dir, self._unwritable_finding)
@@ -268,6 +270,22 @@ class AlertEngine:
         if what:
             log.error("%s", what, extra={"event": "state_recreated"})
         return bool(what)
+
+    def _rebuild_if_damaged(self, exc: BaseException) -> bool:
+        """A commit failed on a database damaged in place (not a disk fault): set it aside and
+        rebuild it from memory (see AlertStore.replace_damaged); True if it did."""
+        if not isinstance(exc, sqlite3.Error) or storage_fault(exc) or self.store.unopened:
+            return False
+        why = self.store.damaged()
+        if why is None:
+            return False
+        try:
+            what = self.store.replace_damaged(why, list(self.core.alerts.values()), self.muter.known())
+        except STORAGE_ERRORS as exc2:
+            log.debug("cannot rebuild the damaged alert state now: %s", describe(exc2))
+            return False
+        log.error("%s", what, extra={"event": "state_damaged"})
+        return True
 
     def _unwritable_finding(self) -> Finding:
         """The finding of the current episode; its evidence names the findings whose alerts wait."""

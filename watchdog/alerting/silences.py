@@ -64,6 +64,10 @@ class Muter:
             except (sqlite3.Error, OSError) as exc:  # housekeeping: the state folder's fault is reported elsewhere
                 log.debug("pruning old silences failed: %s", exc)
 
+    def known(self) -> List[Silence]:
+        """Every silence as last read from the store (what a rebuilt database must hold again)."""
+        return list(self._silences)
+
     def changed(self) -> bool:
         """Whether the silences may have changed since the last read (one cheap query)."""
         return self.store.silences_version() != self._version

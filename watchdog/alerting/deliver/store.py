@@ -23,6 +23,7 @@ from typing import ContextManager, Dict, Iterator, List, Mapping, Optional, Sequ
 
 from watchdog.host import clock
 from watchdog.alerting.deliver.lateopen import LateOpen
+from watchdog.alerting.deliver.rebuild import DamageRebuild, storage_fault
 from watchdog.service import statefiles
 from watchdog.core.findings import JOB_LABEL, LEGACY_JOB_LABEL, fingerprint, upgrade_labels
 # The decide stage's records, which this module saves and loads (importable from here too).
@@ -84,17 +85,6 @@ CREATE TABLE IF NOT EXISTS interruptions (
 
 def db_path(state_dir: str) -> str:
     return os.path.join(state_dir, DB_NAME)
-
-
-#: SQLite's errors that tell of the disk or of another process, not of the file's content.
-_STORAGE_CODES = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_BUSY",
-                  "SQLITE_LOCKED", "SQLITE_PERM", "SQLITE_NOMEM")
-
-
-def storage_fault(exc: BaseException) -> bool:
-    """Whether an SQLite error is the storage's (full, read-only, locked) rather than damage."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    return name.startswith(_STORAGE_CODES)
 
 
 def _identity(path: str) -> Optional[tuple]:
@@ -263,7 +253,7 @@ def _close(db: Optional[sqlite3.Connection]) -> None:
             pass
 
 
-class AlertStore(OutboxQueue, InterruptionCounts, LateOpen):
+class AlertStore(OutboxQueue, InterruptionCounts, LateOpen, DamageRebuild):
     """Thread-safe access to the alerting database (one connection, one lock)."""
 
     def __init__(self, state_dir: str, quarantine_damaged: bool = False, defer_faults: bool = False):
