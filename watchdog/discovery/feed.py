@@ -83,6 +83,10 @@ class DiscoveryFeed:
         self._log_lock = threading.Lock()
         #: The names given to the jobs, kept while their ranks live and across restarts.
         self._given = GivenNames(state_dir, naming_key(opts))
+        #: Grows when a scan finds a rank's log file or plog folder the one before did not: the
+        #: logs probe then looks at once (a new job's first lines), not at its next rescan.
+        self.logs_version = 0
+        self._log_places: frozenset = frozenset()
 
     def set_npu_processes(self, mapping: Mapping[int, int]) -> None:
         with self._lock:
@@ -103,9 +107,14 @@ class DiscoveryFeed:
             with self._lock:
                 self.errors_total += 1
             raise
+        places = frozenset(p for j in found.jobs for r in j.ranks for p in r.logs) | frozenset(
+            d for j in found.jobs for d in j.plog_dirs)
         with self._lock:
             self._latest, self._mono = found, time.monotonic()
             self.scans_total += 1
+            if places - self._log_places:
+                self.logs_version += 1
+            self._log_places = places
         with self._log_lock:
             self._log_change(found)
         return found

@@ -17,6 +17,7 @@ from watchdog.config.sections.discovery import DiscoveryConfig
 from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.discovery.model import Discovered
+from watchdog.logrules.inotify import EVERYTHING
 from watchdog.logrules.tail import SourceSpec
 from watchdog.privacy.redact import config_secrets
 from watchdog.probes.base import Probe, ProbeContext, ProbeError
@@ -80,8 +81,22 @@ class DiscoveredLogsProbe(LogsProbe):
         self._uids: Dict[str, int] = {}
         #: path -> when its job started (a file last written before that holds nothing of it).
         self._since: Dict[str, float] = {}
+        #: The feed's `logs_version` as of the last round this probe was woken for.
+        self._logs_version = feed.logs_version
         #: The files written while the daemon was down were taken up (the first refresh).
         self._resumed = False
+
+    def wait_change(self, timeout: float) -> bool:
+        """As the logs probe's, and at once when discovery found a rank's log file or plog folder
+        it had not seen: a new job's files are followed within seconds of the process scan that
+        found them, not at the next rescan (`probes.logs.rescan`)."""
+        version = self.feed.logs_version
+        if version != self._logs_version:
+            self._logs_version = version
+            with self._pending_lock:
+                self._pending.add(EVERYTHING)
+            return True
+        return super().wait_change(timeout)
 
     def reconfigure(self, new: Probe) -> bool:
         if not isinstance(new, DiscoveredLogsProbe):
