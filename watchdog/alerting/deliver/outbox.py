@@ -113,7 +113,8 @@ def vendor_delay(cfg: AlertingConfig, retry_after: float) -> float:
 
 def _capped(cfg: AlertingConfig, retry_after: Optional[float]) -> str:
     if retry_after is not None and retry_after > vendor_delay(cfg, retry_after):
-        return f" (the vendor asked for {retry_after:.0f}s; capped by alerting.retry_max)"
+        asked = f"{retry_after:.0f}s" if retry_after < 1e7 else "more than 100 days"  # not "inf" or 29 digits
+        return f" (the vendor asked for {asked}; capped by alerting.retry_max)"
     return ""
 
 
