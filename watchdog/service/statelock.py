@@ -61,6 +61,7 @@ def acquire(state_dir: str) -> int:
         raise
     if writable:
         try:
+            os.fchmod(fd, 0o600)  # a lock file left 0666 (an old umask, another tool) is tightened
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         except OSError:  # a full disk: the lock holds all the same, only the pid stays unsaid

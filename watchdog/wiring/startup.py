@@ -20,9 +20,16 @@ log = logging.getLogger("watchdog.daemon")
 
 
 def ensure_private_dir(path: str) -> None:
-    """Create a directory the daemon writes to, owner-only (0700)."""
+    """Create a directory the daemon writes to, owner-only (0700). One that another user owns is
+    taken over (that user could otherwise read and change the alert state, the silences and the
+    snapshots through the owner's rights, whatever the mode): said in a warning."""
     os.makedirs(path, mode=0o700, exist_ok=True)
     try:
+        owner = os.stat(path).st_uid
+        if owner != os.geteuid():
+            os.chown(path, os.geteuid(), os.getegid())
+            log.warning("%s belonged to uid %d; it is the daemon's private folder: now owned by uid %d, mode 0700",
+                        path, owner, os.geteuid())
         os.chmod(path, 0o700)
     except OSError as exc:  # not ours, or read-only: writes there report themselves
         log.warning("cannot tighten permissions of %s: %s", path, exc.strerror or exc)
