@@ -151,3 +151,42 @@ def test_job_restarting_pages_at_the_third_restart_and_escalates_at_the_tenth():
     r = JobRestarts(job=None, cause="unknown", cause_title="", count=4, first_at=T0, last_at=T0, line="x")
     s.put("logs", LogProbeObservation(events=(), restarts=(r,)), T0 + hold + 1)
     assert restarts_det.detect(s.view(T0 + hold + 1), s.config) == []
+
+
+def test_the_count_is_on_disk_with_the_offsets_past_its_line_without_a_clean_stop(tmp_path):
+    """The offsets and the count are one write, made after the round's restarts are counted: a
+    daemon killed (no close) right after the round that read a restart line keeps that restart.
+    Before, the save inside the round wrote the offsets past the line with the older count."""
+    (tmp_path / "state").mkdir()
+    log = tmp_path / "train.log"
+    log.write_text("")
+    p = logs_probe(tmp_path, "train.log")
+    p.collect()
+    for _ in range(3):
+        with open(log, "a") as f:
+            f.write(HCCL + "\n" + DS_FAILED + "\n")
+        p.collect()
+    # killed here: no close()
+    p2 = logs_probe(tmp_path, "train.log")
+    assert [(r.cause, r.count) for r in p2.collect().value.restarts] == [("hccl_notify_wait_timeout", 3)]
+    p2.close()
+
+
+def test_saved_counts_of_odd_shape_or_from_the_future_are_not_taken_back(tmp_path):
+    import json
+    import time
+
+    (tmp_path / "state").mkdir()
+    (tmp_path / "train.log").write_text("")
+    now = time.time()
+    base = dict(job="j", cause="oom_torch_npu", cause_title="NPU OOM", count=3, first_at=now - 60, last_at=now - 30,
+                line="... will restart worker group", cause_line="OOM", limit=5)
+    rows = [dict(base, job="future", last_at=now + 30 * 86400), dict(base, job="nan_first", first_at=float("nan")),
+            dict(base, job="inf_last", last_at=float("inf")), dict(base, job="bool_count", count=True),
+            dict(base, job="backwards", first_at=now, last_at=now - 60), "a string", [1, 2], None,
+            {"job": "partial"}, dict(base, job="good")]
+    doc = {"version": 1, "files": {}, "saved_at": now, "extra": {"restarts": rows}}
+    (tmp_path / "state" / "log-offsets.json").write_text(json.dumps(doc))
+    p = logs_probe(tmp_path, "train.log")
+    assert [r.job for r in p.collect().value.restarts] == ["good"]
+    p.close()

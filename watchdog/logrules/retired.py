@@ -18,6 +18,7 @@ the worst case is the old behaviour (a returning file read from its beginning).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any, Dict, Optional
 
@@ -35,11 +36,15 @@ _INTS = ("dev", "ino", "offset", "fp_len", "tail_len")
 
 
 def _valid(rec: Any) -> bool:
+    """The shape `retire` writes: non-negative integers (a negative offset would make every read
+    fail), a finite time, a string fingerprint."""
     if not isinstance(rec, dict):
         return False
-    if not all(isinstance(rec.get(k), int) and not isinstance(rec.get(k), bool) for k in _INTS):
+    if not all(isinstance(rec.get(k), int) and not isinstance(rec.get(k), bool) and rec[k] >= 0 for k in _INTS):
         return False
-    return isinstance(rec.get("at"), (int, float)) and isinstance(rec.get("fp", ""), str)
+    at = rec.get("at")
+    return (isinstance(at, (int, float)) and not isinstance(at, bool) and math.isfinite(at)
+            and isinstance(rec.get("fp", ""), str))
 
 
 class RetiredFiles:
@@ -62,6 +67,7 @@ class RetiredFiles:
             if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("files"), dict):
                 raise ValueError("not a retired-files document")
             self.records = {p: r for p, r in doc["files"].items() if isinstance(p, str) and _valid(r)}
+            self._trim(time.time())  # a file written by hand or by a bigger limit: cut to size once
         except FileNotFoundError:
             return
         except ValueError as exc:
@@ -87,10 +93,12 @@ class RetiredFiles:
         return rec
 
     def _trim(self, now: float) -> None:
-        for p in [p for p, r in self.records.items() if now - float(r["at"]) > KEEP_SECONDS]:
-            del self.records[p]
-        while len(self.records) > MAX_RECORDS:
-            del self.records[next(iter(self.records))]
+        """Drop what is older than KEEP_SECONDS (or stamped in the future: a clock stepped back)
+        and keep the newest MAX_RECORDS; one pass, rebuilt (never deleting from the front in a
+        loop, which is quadratic on a large dict)."""
+        kept = [(p, r) for p, r in self.records.items() if -86400.0 <= now - float(r["at"]) <= KEEP_SECONDS]
+        if len(kept) != len(self.records) or len(kept) > MAX_RECORDS:
+            self.records = dict(kept[-MAX_RECORDS:])
 
     def save(self) -> None:
         """Write when something changed; raises OSError (the caller reports it with the offsets)."""

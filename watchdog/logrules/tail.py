@@ -196,6 +196,16 @@ def _is_saved_file(fd: int, st: os.stat_result, saved: dict) -> bool:
     return not fp_len or st.st_size < fp_len or _fingerprint(fd, fp_len) == saved.get("fp")
 
 
+def _truncating_writer(path: str, since: object) -> bool:
+    """Whether a process started after `since` (epoch seconds) writes `path` without O_APPEND: a
+    relaunch with `>` that wrote again from the start, byte for byte as the last run did up to
+    where reading stopped (a run that fails the same way each time), is not read on from there."""
+    if not isinstance(since, (int, float)) or isinstance(since, bool) or since != since:
+        return False
+    link = os.path.realpath(path)
+    return any(not w.appends for w in openfiles.writers({link: None}, None, started_after=float(since)).get(link, ()))
+
+
 def _record(f: Followed) -> dict:
     """What the offsets file (and the retired files' memory) keeps of a followed file."""
     return {"source": f.source, "dev": f.dev, "ino": f.ino, "offset": f.offset, "fp": f.fp,
@@ -213,8 +223,8 @@ def _valid_files(files: object) -> bool:
         return False
     for v in files.values():
         if not isinstance(v, dict) or not all(isinstance(v.get(k, 0), int) and not isinstance(v.get(k, 0), bool)
-                                              for k in ("offset", "fp_len", "dev", "ino")):
-            return False
+                                              and v.get(k, 0) >= 0 for k in ("offset", "fp_len", "dev", "ino", "tail_len")):
+            return False  # a negative offset would make every read of the file fail
     return True
 
 
@@ -358,7 +368,7 @@ class Tailer:
         if sync:
             self._synced_at = now
 
-    def _save_round(self) -> None:
+    def save_round(self) -> None:
         """Save after a round; a failure is reported once per episode and never stops reading."""
         try:
             self.save_state()
@@ -429,8 +439,10 @@ class Tailer:
             log.info("log path %s is readable again", key)
         self.error_sources.pop(key, None)
 
-    def poll(self, consume: Consumer, now: float) -> int:
-        """Read what is new in every followed file (bounded); returns the bytes read."""
+    def poll(self, consume: Consumer, now: float, save: bool = True) -> int:
+        """Read what is new in every followed file (bounded); returns the bytes read. `save`
+        False: the caller saves (`save_round`) once what it derived from the lines is in its
+        `extra_state`, so the offsets never get ahead of it on disk."""
         first = not self._polled
         self._polled = True
         self.load_saved()
@@ -459,7 +471,8 @@ class Tailer:
             self._clear_error(key)  # an unreadable file that is gone, or a source no longer configured
         self._close_idle(now)
         self._update_gauges(now)
-        self._save_round()
+        if save:
+            self.save_round()
         return self.round_bytes - budget
 
     def _rotate_away(self, current: Dict[str, SourceSpec], now: float) -> None:
@@ -680,7 +693,7 @@ class Tailer:
             return False
         if restart and self._rewritten(f, saved, offset):
             return False
-        if not restart and not self._same_tail(f, saved, offset):
+        if not restart and (not self._same_tail(f, saved, offset) or _truncating_writer(f.path, saved.get("at"))):
             return False
         f.offset = offset
         f.fp, f.fp_len = str(saved.get("fp") or ""), int(saved.get("fp_len") or 0)

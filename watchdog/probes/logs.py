@@ -12,6 +12,7 @@ feeds the logs, its subclass (that module imports this one, so the choice is mad
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -270,8 +271,10 @@ class LogsProbe(Probe):
                     self.job_progress_at.setdefault(f.job, {})[f.source] = now
 
         self._refresh_sources(now)
-        self._read(consume, now)
+        due = self._read(consume, now)
         self._count_restarts(now)
+        if due:  # after the count: the restarts are saved with the offsets past their lines
+            self.tailer.save_round()
         for key in [k for k, a in self.active.items() if now - a["last_at"] > self._horizon(a["rule"])]:
             del self.active[key]
         stats = self.tailer.stats
@@ -323,28 +326,31 @@ class LogsProbe(Probe):
             self._restore_progress(self.tailer.saved_extra.get("progress_at"))
             self._restore_restarts(self.tailer.saved_extra.get("restarts"), now)
 
-    def _read(self, consume: Any, now: float) -> None:
+    def _read(self, consume: Any, now: float) -> bool:
         """A full round (globs expanded, every file looked at, rotation handled), or after change
-        events of files already followed and still the same files, only those files."""
+        events of files already followed and still the same files, only those files. True when
+        the offsets are due to be saved (every full round; a partial one every SAVE_EVERY)."""
         self._restore_once(now)
         pending = self._take_pending()
         partial = (self.watch is not None and pending and EVERYTHING not in pending
                    and now - self._last_full < self.interval * 0.9
                    and follow.unchanged_files(self.tailer, pending) and not follow.behind(self.tailer))
+        due = True
         if partial:
             follow.poll_paths(self.tailer, consume, now, pending)
-            if now - self._last_save >= SAVE_EVERY:
+            due = now - self._last_save >= SAVE_EVERY
+            if due:
                 self._last_save = now
-                self.tailer._save_round()
         else:
             if self.watch is not None:
                 # Watch before reading: a line written between this read and a watch added only
                 # after it would raise no event and wait for the next write or the rescan.
                 self.watch.sync(follow.watch_dirs(self.tailer))
-            self.tailer.poll(consume, now)
+            self.tailer.poll(consume, now, save=False)
             self._last_full = self._last_save = now
         if self.watch is not None:
             self.watch.sync(follow.watch_dirs(self.tailer))
+        return due
 
     def _refresh_sources(self, now: float) -> None:
         """Configured sources never change between reloads; discovered ones do (see below)."""
@@ -431,9 +437,12 @@ class LogsProbe(Probe):
         for row in rows:
             try:
                 r = JobRestarts(**{k: row[k] for k in _RESTART_FIELDS if k in row})
-                ok = (isinstance(r.cause, str) and isinstance(r.count, int) and r.count > 0
-                      and isinstance(r.last_at, (int, float)) and isinstance(r.first_at, (int, float))
-                      and isinstance(r.limit, int) and (r.job is None or isinstance(r.job, str)))
+                times = (r.first_at, r.last_at)
+                ok = (isinstance(r.cause, str) and type(r.count) is int and r.count > 0 and type(r.limit) is int
+                      and all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
+                              for t in times)
+                      and r.first_at <= r.last_at <= now + 60  # none from the future: it would never expire
+                      and (r.job is None or isinstance(r.job, str)))
                 if ok and now - float(r.last_at) <= ROOT_RETENTION:
                     self.restarts[(r.job or "", r.cause)] = replace(
                         r, line=str(r.line)[:600], cause_line=str(r.cause_line)[:600], cause_title=str(r.cause_title))
