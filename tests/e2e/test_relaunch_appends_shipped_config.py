@@ -11,6 +11,7 @@ relaunch paged the earlier run's OOM as a new `log_oom`."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import pytest
@@ -115,6 +116,59 @@ def test_a_relaunch_into_files_read_and_forgotten_does_not_page_their_oom_again(
         first.stop()
         if relaunch is not None:
             relaunch.stop()
+        d.stop()
+        feishu.stop()
+        hook.stop()
+
+
+def test_a_relaunch_seconds_after_a_failure_is_judged_on_its_own_lines(tmp_path):
+    """A retry loop relaunches the job seconds after its rank died of an OOM, into the same
+    `--log-dir` (appending); the relaunch is cancelled soon after (the group SIGTERMed). Its end
+    is judged on its own lines: `stopped` (a warning, "cancelled or preempted?"), not the earlier
+    run's OOM, which lies within the tail the end judgement reads. Before, a file written less
+    than a minute before the relaunch started was read from the start of that tail."""
+    if os.geteuid() != 0:
+        pytest.skip("the kernel's process events need root")
+    env, scenario = fake_npu_smi(tmp_path)
+    feishu, hook = Receiver("feishu").start(), Receiver("webhook").start()
+    tag = f"t-relquick{os.getpid()}"
+    port = str(29300 + os.getpid() % 100)
+    first = TrainJob(tmp_path / "job", ranks=2, tag=tag, port=port,
+                     env={"NPU_WATCHDOG_JOB": "retry-a", "FAKE_TRAIN_NO_DONE": "1", "FAKE_TRAIN_QUIET_END": "1"})
+    d = ShippedDaemon(tmp_path / "d", env, f"{TAG}={tag}", feishu.url, hook.url)
+    again = None
+    try:
+        wait_for(lambda: d.status()["discovery"]["enabled"], timeout=60, what="daemon up")
+        first.start()
+        write_scenario(scenario, first.rank_pids())
+        wait_for(lambda: _followed(d, 2), timeout=90, what="both rank files followed")
+        (first.ctl / "quit-0").touch()
+        (first.ctl / "npuoom-1").touch()
+        first.proc.wait(30)
+        write_scenario(scenario, [])
+        wait_for(lambda: [f for f in d.status()["findings"] if f["rule"] == "job_gone"
+                          and f["labels"].get("training_job") == "retry-a"], timeout=90, what="the first run's end")
+        for name in ("quit-0", "npuoom-1"):
+            (first.ctl / name).unlink()
+        again = TrainJob(tmp_path / "job", ranks=2, tag=tag, port=port,
+                         env={"NPU_WATCHDOG_JOB": "retry-b", "FAKE_TRAIN_NO_DONE": "1", "FAKE_TRAIN_QUIET_END": "1"})
+        again.start()
+        write_scenario(scenario, again.rank_pids())
+        wait_for(lambda: f'npu_watchdog_job_ranks_alive{{training_job="retry-b"}} 2.0' in d.get("/metrics"),
+                 timeout=60, what="the relaunch followed")
+        os.killpg(again.proc.pid, signal.SIGTERM)
+        again.proc.wait(30)
+        write_scenario(scenario, [])
+        (gone,) = wait_for(lambda: [f for f in d.status()["findings"] if f["rule"] == "job_gone"
+                                    and f["labels"].get("training_job") == "retry-b"] or None,
+                           timeout=90, what="the relaunch's end")
+        assert gone["severity"] == "warning" and gone["details"]["verdict"]["row"] == "stopped", gone
+        assert "out of memory" not in gone["summary"].lower(), gone
+        assert not [s for s in _sent(hook) if s[2] == "retry-b"], _sent(hook)  # no critical page for it
+    finally:
+        first.stop()
+        if again is not None:
+            again.stop()
         d.stop()
         feishu.stop()
         hook.stop()

@@ -212,6 +212,9 @@ class DiscoveredProcessProbe(Probe):
         self._comms: Dict[Identity, str] = {}
         self._gone: Dict[Tuple[str, int], ProcessInfo] = {}
         self._jobs: Dict[str, _Job] = {}
+        #: log path -> (device, inode, size, when) as an ended job left it: a run relaunched into
+        #: the same files within seconds (a retry loop) begins its lines there (`_mark_run_start`).
+        self._ended_files: Dict[str, Tuple[int, int, int, float]] = {}
         self._first_seen_at: Optional[float] = None
         #: Exit statuses of processes this daemon is not the parent of (root only; else unavailable).
         self._exits = ProcExits.start()
@@ -272,6 +275,8 @@ class DiscoveredProcessProbe(Probe):
             if t.end_stale or t.relook:
                 t.relook = t.end_stale and t.ended_at is not None
                 t.end, t.end_stale = self._evidence(t), False
+                if t.ended_at is not None:
+                    self._note_ended_files(t, now)
         self._known = infos
         self._gone_state.save({name: (t.pids, t.left) for name, t in self._jobs.items()}, self._gone)
         # Only the exits of what is watched wake the listener (the host's other exits are
@@ -330,13 +335,33 @@ class DiscoveredProcessProbe(Probe):
             if r.heartbeat:
                 t.heartbeats[r.rank] = r.heartbeat
 
-    @staticmethod
-    def _mark_run_start(t: _Job, paths: Iterable[str], started_at: Optional[float]) -> None:
-        """Note where this run's lines begin in log files first seen now (see `earlier_run_ends`)."""
+    def _mark_run_start(self, t: _Job, paths: Iterable[str], started_at: Optional[float]) -> None:
+        """Note where this run's lines begin in log files first seen now: where an ended job of
+        this daemon's left them (the same file, not shorter), else see `earlier_run_ends`."""
         for p in paths:
             at = earlier_run_ends(p, started_at)
+            prev = self._ended_files.get(p)
+            if prev is not None:
+                try:
+                    st = os.stat(p)
+                except OSError:
+                    st = None
+                if st is not None and (st.st_dev, st.st_ino) == prev[:2] and st.st_size >= prev[2]:
+                    at = max(at, prev[2])
             if at:
                 t.log_from[p] = at
+
+    def _note_ended_files(self, t: _Job, now: float) -> None:
+        """Remember how an ended job left its log files (at its end and at the look a round
+        later, after its launcher's last report); forgotten after `discovery.forget_after`."""
+        for p in t.logs | t.launcher_logs:
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            self._ended_files[p] = (st.st_dev, st.st_ino, st.st_size, now)
+        for p in [p for p, v in self._ended_files.items() if now - v[3] > self.dcfg.forget_after]:
+            del self._ended_files[p]
 
     def _restore_gone(self, t: _Job, job) -> None:
         """The ranks this job lost before the daemon restarted (watchdog.probes.gonestate): gone
