@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import psutil
 
@@ -437,16 +437,17 @@ class ShippedNode:
     each row starts its own job (`job`), waits until the daemon follows it (`follow`), marks where
     its messages start (`start_row`) and counts only those (`counts`, `messages`, `hook_alerts`)."""
 
-    def __init__(self, root: Path, prefix: Sequence[str] = ()):
+    def __init__(self, root: Path, prefix: Sequence[str] = (), overrides: Optional[Dict] = None):
         self.root = Path(root)
-        #: The command the daemon runs under (see ShippedDaemon).
-        self.prefix = tuple(prefix)
+        #: The command the daemon runs under (see ShippedDaemon), and time constants merged into
+        #: the shipped config when a test must be shorter.
+        self.prefix, self.overrides = tuple(prefix), overrides
         self.tag = f"t-{uuid.uuid4().hex[:12]}"
         env, self.scenario = fake_npu_smi(self.root)
         self.env = env
         self.feishu = Receiver("feishu").start()
         self.hook = Receiver("webhook").start()
-        self.daemon = ShippedDaemon(self.root, env, f"{TAG}={self.tag}", self.feishu.url, self.hook.url, prefix=prefix)
+        self.daemon = self._start_daemon()
         self.url = self.daemon.url
         self.mark = (0, 0)
         self.files = 0
@@ -455,22 +456,33 @@ class ShippedNode:
     def status(self) -> Dict:
         return self.daemon.status()
 
-    def restart_daemon(self) -> None:
-        """Stop the daemon (SIGTERM, as systemd does) and start it again on the same state."""
+    def _start_daemon(self) -> "ShippedDaemon":
+        return ShippedDaemon(self.root, self.env, f"{TAG}={self.tag}", self.feishu.url, self.hook.url,
+                             overrides=self.overrides, prefix=self.prefix)
+
+    def wait_up(self) -> "ShippedNode":
+        wait_for(lambda: self.status()["discovery"]["enabled"], timeout=60, what="daemon up")
+        return self
+
+    def restart_daemon(self, meanwhile: Optional[Callable[[], None]] = None) -> None:
+        """Stop the daemon (SIGTERM, as systemd does), run `meanwhile` (what happens while it is
+        down) and start it again on the same state."""
         self.daemon.stop()
-        self.daemon = ShippedDaemon(self.root, self.env, f"{TAG}={self.tag}", self.feishu.url, self.hook.url,
-                                    prefix=self.prefix)
+        if meanwhile is not None:
+            meanwhile()
+        self.daemon = self._start_daemon()
         self.url = self.daemon.url
-        wait_for(lambda: self.status()["discovery"]["enabled"], timeout=60, what="daemon up again")
+        self.wait_up()
 
     def findings(self, job: str, rule: str) -> List[Dict]:
         return [f for f in self.status().get("findings", [])
                 if f["rule"] == rule and f["labels"].get("training_job") == job]
 
     def job(self, name: str, ranks: int = 4, flavor: str = "torchrun", quiet: bool = False, max_restarts: int = 0,
-            shared_log: bool = False, no_reap: bool = False, **env: str) -> TrainJob:
+            shared_log: bool = False, no_reap: bool = False, folder: Optional[str] = None, **env: str) -> TrainJob:
+        """A job named `name` in its own folder, or in `folder` (a relaunch into an earlier run's)."""
         self.port_seq += 1
-        return TrainJob(self.root / name, ranks=ranks, tag=self.tag, port=str(self.port_seq),
+        return TrainJob(self.root / (folder or name), ranks=ranks, tag=self.tag, port=str(self.port_seq),
                         env={"NPU_WATCHDOG_JOB": name, **env}, flavor=flavor, quiet=quiet, max_restarts=max_restarts,
                         shared_log=shared_log, no_reap=no_reap)
 

@@ -7,39 +7,27 @@ the daemon first looked (see test_relaunch_appends_shipped_config.py)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from tests.fakes.receivers import Receiver
 from tests.helpers import wait_for
-from tests.jobkit import TAG, ShippedDaemon, TrainJob, fake_npu_smi, write_scenario
+from tests.jobkit import ShippedNode, write_scenario
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_new_jobs_files_are_followed_without_waiting_for_the_rescan(tmp_path):
-    env, scenario = fake_npu_smi(tmp_path)
-    feishu, hook = Receiver("feishu").start(), Receiver("webhook").start()
-    tag = f"t-newjob{os.getpid()}"
-    job = TrainJob(tmp_path / "job", ranks=2, tag=tag, port=str(29400 + os.getpid() % 100),
-                   env={"NPU_WATCHDOG_JOB": "new-job"})
-    d = ShippedDaemon(tmp_path / "d", env, f"{TAG}={tag}", feishu.url, hook.url,
-                      overrides={"probes": {"logs": {"rescan": "10m"}}})
+    node = ShippedNode(tmp_path, overrides={"probes": {"logs": {"rescan": "10m"}}})
     try:
-        wait_for(lambda: d.status()["discovery"]["enabled"], timeout=60, what="daemon up")
-        wait_for(lambda: [p for p in d.status()["probes"] if p["name"] == "logs" and p["runs_total"] >= 1],
+        node.wait_up()
+        wait_for(lambda: [p for p in node.status()["probes"] if p["name"] == "logs" and p["runs_total"] >= 1],
                  timeout=60, what="the logs probe's first round")
-        job.start()
-        write_scenario(scenario, job.rank_pids())
-        wait_for(lambda: 'npu_watchdog_log_files_followed{source="train"} 2.0' in d.get("/metrics"), timeout=120,
-                 what="both rank files followed before the 10-minute rescan")
-        (job.ctl / "npuoom-1").touch()  # and read: rank 1's OOM pages once
-        wait_for(lambda: hook.accepted(), timeout=90, what="the OOM's page")
-        assert any(a["labels"]["alertname"] == "log_oom" and a["labels"].get("rank") == "1"
-                   for r in hook.accepted() for a in r.json["alerts"]), [r.json for r in hook.accepted()]
+        with node.job("new-job", ranks=2) as job:
+            write_scenario(node.scenario, job.rank_pids())
+            wait_for(lambda: node.metric('npu_watchdog_log_files_followed{source="train"}') == 2.0, timeout=120,
+                     what="both rank files followed before the 10-minute rescan")
+            (job.ctl / "npuoom-1").touch()  # and read: rank 1's OOM pages
+            wait_for(lambda: node.hook.accepted(), timeout=90, what="the OOM's page")
+            assert any(a["labels"]["alertname"] == "log_oom" and a["labels"].get("rank") == "1"
+                       for r in node.hook.accepted() for a in r.json["alerts"]), [r.json for r in node.hook.accepted()]
     finally:
-        job.stop()
-        d.stop()
-        feishu.stop()
-        hook.stop()
+        node.stop()

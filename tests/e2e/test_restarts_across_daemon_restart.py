@@ -47,7 +47,8 @@ def test_the_restart_count_goes_on_across_a_daemon_restart(node):
         _restarted(node, job, 1)
         time.sleep(4)  # a log round more: the count is saved with the offsets of the line it read
         node.restart_daemon()
-        assert node.metric(KEY) == 1.0  # taken back from the saved state
+        # taken back from the saved state at the new daemon's first logs round
+        wait_for(lambda: node.metric(KEY) == 1.0, timeout=60, what="the count taken back")
         job.hccl_fail(1, 2)
         _restarted(node, job, 3)
         (found,) = wait_for(lambda: [f for f in node.findings(name, "job_restarting") if f["value"] == "3"] or None,

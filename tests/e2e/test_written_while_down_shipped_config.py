@@ -9,14 +9,12 @@ still held them, and the OOM was never read."""
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
 
-from tests.fakes.receivers import Receiver
 from tests.helpers import wait_for
-from tests.jobkit import TAG, ShippedDaemon, TrainJob, fake_npu_smi, write_scenario
+from tests.jobkit import ShippedNode, write_scenario
 
 pytestmark = pytest.mark.slow
 OOM = ("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 1; 60.96 GiB total capacity; "
@@ -24,36 +22,29 @@ OOM = ("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 1; 60.9
 
 
 def test_an_oom_written_while_the_daemon_was_down_pages_once_after_the_restart(tmp_path):
-    env, scenario = fake_npu_smi(tmp_path)
-    feishu, hook = Receiver("feishu").start(), Receiver("webhook").start()
-    tag = f"t-down{os.getpid()}"
-    job = TrainJob(tmp_path / "job", ranks=2, tag=tag, port=str(29700 + os.getpid() % 100),
-                   env={"NPU_WATCHDOG_JOB": "down-oom", "FAKE_TRAIN_NO_DONE": "1"})
-    d = ShippedDaemon(tmp_path / "d", env, f"{TAG}={tag}", feishu.url, hook.url)
+    node = ShippedNode(tmp_path).wait_up()
     try:
-        wait_for(lambda: d.status()["discovery"]["enabled"], timeout=60, what="daemon up")
-        job.start()
-        write_scenario(scenario, job.rank_pids())
-        wait_for(lambda: 'npu_watchdog_log_files_followed{source="train"} 2.0' in d.get("/metrics"), timeout=90,
-                 what="both rank files followed")
-        d.stop()
-        saved = json.loads((tmp_path / "d" / "state" / "log-offsets.json").read_text())["files"]
-        assert sorted((v["job"], v["rank"]) for v in saved.values()) == [("down-oom", "0"), ("down-oom", "1")]
-        with open(tmp_path / "job" / "logs" / "rank1.log", "a") as fh:
-            fh.write(OOM)
-        job.exit_rank(1)
-        write_scenario(scenario, job.rank_pids()[:1])
-        d = ShippedDaemon(tmp_path / "d", env, f"{TAG}={tag}", feishu.url, hook.url)
-        wait_for(lambda: hook.accepted(), timeout=90, what="the OOM's page")
-        time.sleep(10)  # a few rounds and a group window more: nothing may follow
-        sent = [(r.json["status"], [(a["labels"]["alertname"], a["labels"].get("rank")) for a in r.json["alerts"]])
-                for r in hook.accepted()]
-        assert sent == [("firing", [("log_oom", "1")])], sent
-        assert len(feishu.accepted()) == 1, len(feishu.accepted())
-        (f,) = [f for f in d.status()["findings"] if f["rule"] == "log_oom"]
-        assert f["labels"]["training_job"] == "down-oom" and "NPU out of memory" in f["summary"], f
+        with node.job("down-oom", ranks=2, FAKE_TRAIN_NO_DONE="1") as job:
+            write_scenario(node.scenario, job.rank_pids())
+            wait_for(lambda: node.metric('npu_watchdog_log_files_followed{source="train"}') == 2.0, timeout=90,
+                     what="both rank files followed")
+
+            def meanwhile():
+                saved = json.loads((tmp_path / "state" / "log-offsets.json").read_text())["files"]
+                assert sorted((v["job"], v["rank"]) for v in saved.values()) == [("down-oom", "0"), ("down-oom", "1")]
+                with open(job.logs / "rank1.log", "a") as fh:
+                    fh.write(OOM)
+                job.exit_rank(1)
+                write_scenario(node.scenario, job.rank_pids()[:1])
+
+            node.restart_daemon(meanwhile)
+            wait_for(lambda: node.hook.accepted(), timeout=90, what="the OOM's page")
+            time.sleep(10)  # a few rounds and a group window more: nothing may follow
+            sent = [(r.json["status"], [(a["labels"]["alertname"], a["labels"].get("rank")) for a in r.json["alerts"]])
+                    for r in node.hook.accepted()]
+            assert sent == [("firing", [("log_oom", "1")])], sent
+            assert len(node.feishu.accepted()) == 1, len(node.feishu.accepted())
+            (f,) = node.findings("down-oom", "log_oom")
+            assert "NPU out of memory" in f["summary"], f
     finally:
-        job.stop()
-        d.stop()
-        feishu.stop()
-        hook.stop()
+        node.stop()

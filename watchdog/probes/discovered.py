@@ -395,11 +395,13 @@ class DiscoveredProcessProbe(Probe):
         return {ident: info for ident, info in by_key.values()}
 
     def _dead_zombies(self, infos: Dict[Identity, ProcessInfo]) -> Set[Identity]:
-        """Zombie ranks whose exit the kernel reported (their launcher does not reap them): gone
-        now, with their exit status, not only a `rank_zombie` after `zombie_after`."""
+        """Zombie ranks whose exit the kernel reported (their launcher does not reap them) while
+        peers of theirs run: gone now, with their exit status, not only a `rank_zombie` after
+        `zombie_after`. (With no peer running the job has ended: `_end_jobs` says so.)"""
         out: Set[Identity] = set()
+        running = {i.job for i in infos.values() if i.state != "zombie"}
         for ident, i in infos.items():
-            if i.state == "zombie" and i.rank is not None:
+            if i.state == "zombie" and i.rank is not None and i.job in running:
                 ex = self._exits.get(i.pid)
                 if ex is not None and ex.time >= i.create_time - SAME_START:
                     out.add(ident)
