@@ -40,6 +40,15 @@ def _finding(node, rule, job):
     return [f for f in node.status()["findings"] if f["rule"] == rule and f["labels"].get("training_job") == job]
 
 
+def _wait_finding(node, rule, job, what):
+    """The finding, or a failure that shows what the daemon held and said instead."""
+    try:
+        return wait_for(lambda: _finding(node, rule, job), timeout=90, what=what)
+    except AssertionError as exc:
+        held = [(f["rule"], f["labels"].get("training_job"), f.get("summary")) for f in node.status()["findings"]]
+        raise AssertionError(f"{exc}; findings: {held}; daemon log: {node.daemon.log_path.read_text()[-4000:]}")
+
+
 def _held(job):
     """`job` held silent (its ranks blocked) once started (by `with`), until `_on_chips` is done."""
     (job.ctl / "hang").touch()
@@ -80,7 +89,7 @@ def test_a_relaunch_into_old_files_never_read_does_not_page_their_oom(make_node)
         wait_for(lambda: (job.logs / "rank0.log").read_text().count(" iteration ") > 45, timeout=30, what="training")
         (job.ctl / "finish").touch()
         assert job.proc.wait(30) == 0
-        wait_for(lambda: _finding(node, "job_finished", "relaunch-old"), timeout=90, what="the clean end")
+        _wait_finding(node, "job_finished", "relaunch-old", "the clean end")
         time.sleep(5)  # a group window more: nothing may follow
         assert _sent(node) == [] and node.feishu.accepted() == [], (_sent(node), len(node.feishu.accepted()))
 
@@ -107,7 +116,7 @@ def test_a_relaunch_into_files_read_and_forgotten_does_not_page_their_oom_again(
                  what="training")
         (relaunch.ctl / "finish").touch()
         assert relaunch.proc.wait(30) == 0
-        wait_for(lambda: _finding(node, "job_finished", "relaunch"), timeout=90, what="the relaunch's clean end")
+        _wait_finding(node, "job_finished", "relaunch", "the relaunch's clean end")
         time.sleep(5)
         assert [s for s in _sent(node) if s[2] == "relaunch"] == [], _sent(node)
         assert _sent(node).count(("firing", "log_oom", "first-run")) == 1, _sent(node)

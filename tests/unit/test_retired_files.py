@@ -8,7 +8,7 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import List
+from typing import Dict, List, Optional
 
 from watchdog.logrules import retired
 from watchdog.logrules.tail import SourceSpec, Tailer
@@ -22,10 +22,10 @@ class Sink:
         self.lines.extend(data[:stop].splitlines())
 
 
-def spec(*paths: Path, since: float = 0.0) -> SourceSpec:
+def spec(*paths: Path, start_from: Optional[Dict[Path, int]] = None) -> SourceSpec:
     return SourceSpec("train", tuple(str(p) for p in paths), start="end",
                       path_labels=tuple((str(p), "job", "0") for p in paths),
-                      path_since=tuple((str(p), since) for p in paths) if since else ())
+                      path_from=tuple((str(p), at) for p, at in (start_from or {}).items()))
 
 
 def append(p: Path, data: bytes) -> None:
@@ -78,31 +78,43 @@ def test_the_position_survives_a_daemon_restart_and_a_rewrite_from_the_start_is_
                                    b"torchrun banner"]
 
 
-def test_a_file_last_written_before_its_job_started_is_read_from_its_end(tmp_path: Path) -> None:
+def test_a_file_whose_job_begins_after_an_earlier_run_is_read_from_there(tmp_path: Path) -> None:
+    """`path_from` (discovery's first sight of a file an earlier run wrote): read from there, at a
+    line's start; a file without it from its start."""
     old, fresh = tmp_path / "old.log", tmp_path / "fresh.log"
-    old.write_bytes(b"yesterday: RuntimeError: NPU out of memory\n")
-    day = time.time() - 86400
-    os.utime(old, (day, day))
+    old.write_bytes(b"yesterday: RuntimeError: NPU out of memory\nhalf a line of yesterday")
     t, sink = Tailer([], str(tmp_path / "offsets.json")), Sink()
     t.poll(sink, 1.0)
     fresh.write_bytes(b"this run's first line\n")
-    t.set_sources([spec(old, fresh, since=time.time() - 5)])
+    append(old, b" and this run's first line\n")
+    t.set_sources([spec(old, fresh, start_from={old: len(b"yesterday: RuntimeError: NPU out of memory\nhalf a")})])
     t.poll(sink, 2.0)
-    assert sink.lines == [b"this run's first line"]
-    append(old, b"this run appends\n")
-    t.poll(sink, 3.0)
-    assert sink.lines[-1] == b"this run appends"
+    assert sorted(sink.lines) == [b"half a line of yesterday and this run's first line", b"this run's first line"]
 
 
-def test_written_just_before_the_job_started_is_still_read(tmp_path: Path) -> None:
-    """Within the margin (a clock that lags, a relaunch within seconds): read from the start."""
+def test_earlier_run_ends_and_discoverys_first_sight(tmp_path: Path) -> None:
+    """Where a job's lines begin in a file: its size when last written more than the margin
+    before the job started (now, or when discovery first listed it), else 0."""
+    from watchdog.discovery.feed import DiscoveryFeed, scan_options
+    from watchdog.config.load import load_config_text
+    from watchdog.host.rankfiles import BEFORE_START_MARGIN, earlier_run_ends
+
     log = tmp_path / "rank0.log"
-    log.write_bytes(b"Traceback (most recent call last):\n")
-    t, sink = Tailer([], str(tmp_path / "offsets.json")), Sink()
-    t.poll(sink, 1.0)
-    t.set_sources([spec(log, since=time.time() + 10)])
-    t.poll(sink, 2.0)
-    assert sink.lines == [b"Traceback (most recent call last):"]
+    log.write_bytes(b"yesterday: RuntimeError: NPU out of memory\n")
+    day = time.time() - 86400
+    os.utime(log, (day, day))
+    size = log.stat().st_size
+    assert earlier_run_ends(str(log), time.time()) == size
+    assert earlier_run_ends(str(log), day + BEFORE_START_MARGIN / 2) == 0  # within the margin
+    assert earlier_run_ends(str(log), None) == 0 and earlier_run_ends(str(tmp_path / "none"), time.time()) == 0
+    feed = DiscoveryFeed(scan_options(load_config_text("{}")))
+    feed._first_sight[str(log)] = (log.stat().st_dev, log.stat().st_ino, size, day)  # as a scan records it
+    append(log, b"this run's first line, written before the job was tracked\n")
+    assert earlier_run_ends(str(log), time.time() - 5) == 0  # written since: the file alone cannot tell
+    assert feed.run_start(str(log), time.time() - 5) == size  # its first sight can
+    assert feed.run_start(str(log), day + 10) == 0
+    log.write_bytes(b"x")  # shorter now: rewritten
+    assert feed.run_start(str(log), time.time() - 5) == 0
 
 
 def test_the_memory_is_bounded_and_a_damaged_one_is_set_aside(tmp_path: Path, monkeypatch) -> None:

@@ -14,9 +14,10 @@ import threading
 import time
 from dataclasses import replace
 from functools import partial
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from watchdog.discovery.model import Discovered
+from watchdog.host.rankfiles import BEFORE_START_MARGIN
 from watchdog.discovery.procfs import ProcTable
 from watchdog.discovery.names import GivenNames
 from watchdog.discovery.scan import ScanOptions, discover, unique_names
@@ -87,6 +88,9 @@ class DiscoveryFeed:
         #: logs probe then looks at once (a new job's first lines), not at its next rescan.
         self.logs_version = 0
         self._log_places: frozenset = frozenset()
+        #: rank log path -> (device, inode, size, mtime) at the first scan that listed it: where
+        #: an earlier run's lines end in a file a relaunch appends to (`run_start`).
+        self._first_sight: Dict[str, Tuple[int, int, int, float]] = {}
 
     def set_npu_processes(self, mapping: Mapping[int, int]) -> None:
         with self._lock:
@@ -107,9 +111,17 @@ class DiscoveryFeed:
             with self._lock:
                 self.errors_total += 1
             raise
-        places = frozenset(p for j in found.jobs for r in j.ranks for p in r.logs) | frozenset(
-            d for j in found.jobs for d in j.plog_dirs)
+        files = frozenset(p for j in found.jobs for r in j.ranks for p in r.logs)
+        places = files | frozenset(d for j in found.jobs for d in j.plog_dirs)
+        sighted = {p: v for p, v in self._first_sight.items() if p in files}
+        for p in files - set(sighted):
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            sighted[p] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime)
         with self._lock:
+            self._first_sight = sighted
             self._latest, self._mono = found, time.monotonic()
             self.scans_total += 1
             if places - self._log_places:
@@ -131,6 +143,25 @@ class DiscoveryFeed:
         if latest is not None and age < max_age + self.slack:
             return latest
         return self.refresh()
+
+    def run_start(self, path: str, started_at: Optional[float]) -> int:
+        """Where the lines of a job that started at `started_at` begin in its log file `path`: the
+        file's size when discovery first listed it, if it was last written well before the job
+        started (`BEFORE_START_MARGIN`: a relaunch appending to an earlier run's file) and is
+        still that file, not shorter; else 0. Both the logs probe and the end-of-job judgement
+        ask, so neither depends on which of them saw the job first."""
+        with self._lock:
+            rec = self._first_sight.get(path)
+        if rec is None or not started_at:
+            return 0
+        dev, ino, size, mtime = rec
+        if not size or mtime >= started_at - BEFORE_START_MARGIN:
+            return 0
+        try:
+            st = os.stat(path)
+        except OSError:
+            return 0
+        return size if (st.st_dev, st.st_ino) == (dev, ino) and st.st_size >= size else 0
 
     def latest(self) -> Optional[Discovered]:
         with self._lock:

@@ -46,7 +46,7 @@ from watchdog.service import fdbudget, statefiles
 from watchdog.logrules.extract import StreamState
 from watchdog.logrules.retired import FILE_NAME as RETIRED_FILE, RetiredFiles
 from watchdog.host import openfiles
-from watchdog.host.rankfiles import BEFORE_START_MARGIN, check_fd, open_rank_file
+from watchdog.host.rankfiles import check_fd, open_rank_file
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +72,9 @@ class SourceSpec:
     #: (path, uid) of discovered files: each must belong to the user of the rank that writes it
     #: (see `watchdog.host.rankfiles`); files of configured sources have no known owner.
     path_owners: Tuple[Tuple[str, int], ...] = ()
-    #: (path, epoch seconds its job started) of discovered files: a file first seen after the
-    #: first round whose last write is older than its job holds nothing of that job yet.
-    path_since: Tuple[Tuple[str, float], ...] = ()
+    #: (path, offset) of discovered files not followed yet whose job's lines begin after an
+    #: earlier run's (a relaunch appending to its file): read from there, not from the start.
+    path_from: Tuple[Tuple[str, int], ...] = ()
 
 
 @dataclass
@@ -671,12 +671,11 @@ class Tailer:
                 self._gone.discard(p)
                 return f
             self._close_fh(f)
-        since = dict(src.path_since).get(p) if src.path_since else None
-        before_job = since is not None and st.st_size > 0 and st.st_mtime < since - BEFORE_START_MARGIN
-        if (first and src.start == "end") or before_job:
+        start_at = dict(src.path_from).get(p, 0) if src.path_from else 0
+        if (first and src.start == "end") or 0 < start_at <= st.st_size:
             f = self._new(p, src, st, 0, None)
             fd, fst = self._open(f)
-            f.offset = self._end_of_last_line(fd, fst.st_size)
+            f.offset = self._end_of_last_line(fd, min(fst.st_size, start_at or fst.st_size))
             self._gone.discard(p)
             return f
         if p in self._gone:

@@ -337,9 +337,10 @@ class DiscoveredProcessProbe(Probe):
 
     def _mark_run_start(self, t: _Job, paths: Iterable[str], started_at: Optional[float]) -> None:
         """Note where this run's lines begin in log files first seen now: where an ended job of
-        this daemon's left them (the same file, not shorter), else see `earlier_run_ends`."""
+        this daemon's left them (the same file, not shorter), else where an earlier run's end
+        (discovery's first sight of the file, `DiscoveryFeed.run_start`; `earlier_run_ends`)."""
         for p in paths:
-            at = earlier_run_ends(p, started_at)
+            at = max(earlier_run_ends(p, started_at), self.feed.run_start(p, started_at))
             prev = self._ended_files.get(p)
             if prev is not None:
                 try:

@@ -17,6 +17,7 @@ from watchdog.config.sections.discovery import DiscoveryConfig
 from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.discovery.model import Discovered
+from watchdog.host.rankfiles import earlier_run_ends
 from watchdog.logrules.inotify import EVERYTHING
 from watchdog.logrules.tail import SourceSpec
 from watchdog.privacy.redact import config_secrets
@@ -98,6 +99,20 @@ class DiscoveredLogsProbe(LogsProbe):
             return True
         return super().wait_change(timeout)
 
+    def _run_starts(self, paths: Iterable[str]) -> Tuple[Tuple[str, int], ...]:
+        """(path, offset) for files not followed yet whose job's lines begin after an earlier
+        run's: discovery's first sight of them (`DiscoveryFeed.run_start`), else their size now
+        when last written well before the job (`earlier_run_ends`). Asked for new files only."""
+        out = []
+        for p in paths:
+            since = self._since.get(p)
+            if since is None or p in self.tailer.files:
+                continue
+            at = max(self.feed.run_start(p, since), earlier_run_ends(p, since))
+            if at:
+                out.append((p, at))
+        return tuple(out)
+
     def reconfigure(self, new: Probe) -> bool:
         if not isinstance(new, DiscoveredLogsProbe):
             return False
@@ -146,7 +161,7 @@ class DiscoveredLogsProbe(LogsProbe):
                 specs.append(SourceSpec(name=source, paths=tuple(p for p, _, _ in files),
                                         path_labels=tuple(files), start="end",
                                         path_owners=tuple((p, self._uids[p]) for p, _, _ in files if p in self._uids),
-                                        path_since=tuple((p, self._since[p]) for p, _, _ in files if p in self._since)))
+                                        path_from=self._run_starts(p for p, _, _ in files)))
         if [s.paths for s in specs] != [s.paths for s in self.tailer.sources]:
             self.tailer.set_sources(specs)
         else:
