@@ -461,7 +461,11 @@ class ShippedNode:
                              overrides=self.overrides, prefix=self.prefix)
 
     def wait_up(self) -> "ShippedNode":
+        """Up, and every probe's first round done: a job started before that is one the daemon
+        found running at its start (read from the end of its files, judged as such), not a new one."""
         wait_for(lambda: self.status()["discovery"]["enabled"], timeout=60, what="daemon up")
+        wait_for(lambda: all(p["runs_total"] >= 1 for p in self.status()["probes"]), timeout=60,
+                 what="every probe's first round")
         return self
 
     def restart_daemon(self, meanwhile: Optional[Callable[[], None]] = None) -> None:
