@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
+import logging
 import json
 import os
 import re
@@ -13,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import yaml
 
@@ -291,3 +293,26 @@ def run_cli(*args: str, env: Optional[Dict[str, str]] = None, timeout: float = 6
     """`npu-watchdog ARGS...` as a subprocess of this checkout (text output captured)."""
     return subprocess.run([sys.executable, "-m", "watchdog", *args], capture_output=True, text=True,
                           cwd=str(REPO), env=env, timeout=timeout)
+
+
+@contextlib.contextmanager
+def logged(name: str, level: int = logging.INFO) -> Iterator[List[logging.LogRecord]]:
+    """The records logger `name` emits at `level` and above, by a handler of its own: another
+    test in the same worker may have configured the logging tree (a dictConfig disables the
+    loggers that existed then), so pytest's caplog cannot be relied on; enabled for the block."""
+    records: List[logging.LogRecord] = []
+    handler = logging.Handler(level)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger(name)
+    saved = logger.level, logger.disabled, logging.root.manager.disable
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.disabled = False
+    logging.disable(logging.NOTSET)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.disabled = saved[1]
+        logging.disable(saved[2])

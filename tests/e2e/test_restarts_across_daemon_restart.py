@@ -19,16 +19,6 @@ PAGE_BUDGET_S = 90
 KEY = 'npu_watchdog_job_restarts_total{cause="hccl_notify_wait_timeout",training_job="elastic-dr"}'
 
 
-@pytest.fixture(scope="module")
-def node(tmp_path_factory):
-    n = ShippedNode(tmp_path_factory.mktemp("restarts-dr"))
-    try:
-        wait_for(lambda: n.status()["discovery"]["enabled"], timeout=60, what="daemon up")
-        yield n
-    finally:
-        n.stop()
-
-
 def _restarted(node, job, times):
     log = job.logs / "train.log"
     wait_for(lambda: log.read_text().count("will restart worker group") >= times, timeout=60, what=f"{times} restarts")
@@ -37,7 +27,15 @@ def _restarted(node, job, times):
     wait_for(lambda: node.metric(KEY) == float(times), timeout=PAGE_BUDGET_S, what=f"{times} restarts counted")
 
 
-def test_the_restart_count_goes_on_across_a_daemon_restart(node):
+def test_the_restart_count_goes_on_across_a_daemon_restart(tmp_path):
+    node = ShippedNode(tmp_path).wait_up()
+    try:
+        _restarts_across_a_restart(node)
+    finally:
+        node.stop()
+
+
+def _restarts_across_a_restart(node):
     name = "elastic-dr"
     job = node.job(name, ranks=2, max_restarts=5, shared_log=True, FAKE_TRAIN_NO_DONE="1")
     with job:

@@ -9,6 +9,7 @@ from typing import List, Tuple
 
 import pytest
 
+from tests.helpers import logged
 from watchdog.logrules.tail import SourceSpec, Tailer
 
 
@@ -285,8 +286,6 @@ def test_a_plain_path_that_loops_stays_an_error_beside_a_readable_sibling(tmp_pa
     """Two plain paths in one folder (discovery follows each rank's own file): one becomes a
     symlink loop. Its error was kept under the folder's name, which the readable sibling cleared
     in the same round: both log lines four times a second, and the loop never stayed counted."""
-    import logging
-
     (tmp_path / "rank0.log").write_bytes(b"a\n")
     (tmp_path / "rank1.log").write_bytes(b"b\n")
     spec = SourceSpec("train", (str(tmp_path / "rank0.log"), str(tmp_path / "rank1.log")),
@@ -295,24 +294,9 @@ def test_a_plain_path_that_loops_stays_an_error_beside_a_readable_sibling(tmp_pa
     t.poll(sink, 1.0)
     (tmp_path / "rank0.log").unlink()
     os.symlink(tmp_path / "rank0.log", tmp_path / "rank0.log")
-    # Its own handler on the tailer's logger: other tests of a worker may configure logging.
-    records: List[logging.LogRecord] = []
-    handler = logging.Handler(logging.INFO)
-    handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("watchdog.logrules.tail")
-    level, disabled, floor = logger.level, logger.disabled, logging.root.manager.disable
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.disabled = False
-    logging.disable(logging.NOTSET)
-    try:
+    with logged("watchdog.logrules.tail") as records:
         for i in range(5):
             t.poll(sink, 2.0 + i)
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        logger.disabled = disabled
-        logging.disable(floor)
     loop = str(tmp_path / "rank0.log")
     assert list(t.errors) == [loop] and t.error_sources[loop] == "train"
     assert t.stats["train"].read_errors_total == 1

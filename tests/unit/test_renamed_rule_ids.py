@@ -7,6 +7,8 @@ import logging
 
 import pytest
 
+from tests.helpers import logged
+
 from watchdog.config.load import load_config_text
 from watchdog.config.sections.alerting import parse_matcher
 
@@ -23,36 +25,15 @@ alerting:
 """
 
 
-class _Lines(logging.Handler):
-    """The config logger's warning lines (a handler of its own: other tests may stop propagation)."""
-
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.lines = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-
-
 @pytest.fixture
 def warned():
-    h = _Lines()
-    logger = logging.getLogger("watchdog.config")
-    saved = (logger.level, logger.disabled)
-    logger.addHandler(h)
-    logger.setLevel(logging.WARNING)
-    logger.disabled = False  # another test's logging set-up may have switched it off
-    try:
-        yield h
-    finally:
-        logger.removeHandler(h)
-        logger.setLevel(saved[0])
-        logger.disabled = saved[1]
+    """The config logger's warnings (tests.helpers.logged: a handler of its own)."""
+    with logged("watchdog.config", logging.WARNING) as records:
+        yield records
 
 
 def _warnings(warned, old):
-    return [x for x in warned.lines if old in x]
+    return [r.getMessage() for r in warned if old in r.getMessage()]
 
 
 def test_disabling_oom_host_sigkill_disables_launcher_killed_with_one_warning(warned):
