@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from watchdog.discovery.model import Discovered
-from watchdog.host.rankfiles import BEFORE_START_MARGIN
+from watchdog.host.rankfiles import BEFORE_START_MARGIN, earlier_run_ends, still_from
 from watchdog.discovery.procfs import ProcTable
 from watchdog.discovery.names import GivenNames
 from watchdog.discovery.scan import ScanOptions, discover, unique_names
@@ -148,20 +148,17 @@ class DiscoveryFeed:
         """Where the lines of a job that started at `started_at` begin in its log file `path`: the
         file's size when discovery first listed it, if it was last written well before the job
         started (`BEFORE_START_MARGIN`: a relaunch appending to an earlier run's file) and is
-        still that file, not shorter; else 0. Both the logs probe and the end-of-job judgement
-        ask, so neither depends on which of them saw the job first."""
+        still that file, not shorter; or its size now by the same rule (`earlier_run_ends`: a
+        launcher's file, which discovery does not list); else 0. Both the logs probe and the
+        end-of-job judgement ask, so neither depends on which of them saw the job first."""
+        if not started_at:
+            return 0
         with self._lock:
             rec = self._first_sight.get(path)
-        if rec is None or not started_at:
-            return 0
-        dev, ino, size, mtime = rec
-        if not size or mtime >= started_at - BEFORE_START_MARGIN:
-            return 0
-        try:
-            st = os.stat(path)
-        except OSError:
-            return 0
-        return size if (st.st_dev, st.st_ino) == (dev, ino) and st.st_size >= size else 0
+        at = earlier_run_ends(path, started_at)
+        if rec is not None and rec[2] and rec[3] < started_at - BEFORE_START_MARGIN:
+            at = max(at, still_from(path, *rec[:3]))
+        return at
 
     def latest(self) -> Optional[Discovered]:
         with self._lock:

@@ -118,3 +118,13 @@ def earlier_run_ends(path: str, started_at: Optional[float]) -> int:
     if stat.S_ISREG(st.st_mode) and st.st_size and st.st_mtime < started_at - BEFORE_START_MARGIN:
         return st.st_size
     return 0
+
+
+def still_from(path: str, dev: int, ino: int, size: int) -> int:
+    """`size` when the file at `path` is still the one noted (device, inode) and not shorter than
+    it was (appended to, not rewritten); else 0. Only stat'ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 0
+    return size if (st.st_dev, st.st_ino) == (dev, ino) and st.st_size >= size else 0

@@ -78,11 +78,12 @@ class RetiredFiles:
 
     def retire(self, path: str, record: dict, now: Optional[float] = None) -> None:
         """Remember where reading `path` stopped (`record` as the offsets file holds it)."""
+        at = time.time() if now is None else now
         self.load()
         self.records.pop(path, None)
-        self.records[path] = {**record, "at": time.time() if now is None else now}
+        self.records[path] = {**record, "at": at}
         self._dirty = True
-        self._trim(time.time() if now is None else now)
+        self._trim(at)
 
     def take(self, path: str) -> Optional[dict]:
         """The retired record of `path` (forgotten: it is followed again), or None."""

@@ -37,7 +37,7 @@ from watchdog.privacy.redact import Redactor, config_secrets
 from watchdog.probes.procinfo import describe, follow
 from watchdog.host.procevents import ProcExits
 from watchdog.host.procstat import SAME_START, ProcStat, read_stat
-from watchdog.host.rankfiles import earlier_run_ends, rank_file
+from watchdog.host.rankfiles import rank_file, still_from
 
 Identity = Tuple[int, float]
 #: A rank alive this round: its stat line, job and rank number.
@@ -94,7 +94,7 @@ class _Job:
 
 def log_tail(path: str, size: int = TAIL_BYTES, uid: Optional[int] = None, start: int = 0) -> bytes:
     """The last `size` bytes of a log file after `start` (where this run's lines begin: see
-    `earlier_run_ends`; ignored when the file is shorter now, rewritten since), b"" when it
+    `DiscoveryFeed.run_start`; ignored when the file is shorter now, rewritten since), b"" when it
     cannot be read, or is not the ranks' own regular file: see watchdog.host.rankfiles."""
     try:
         with rank_file(path, uid) as fh:
@@ -338,17 +338,12 @@ class DiscoveredProcessProbe(Probe):
     def _mark_run_start(self, t: _Job, paths: Iterable[str], started_at: Optional[float]) -> None:
         """Note where this run's lines begin in log files first seen now: where an ended job of
         this daemon's left them (the same file, not shorter), else where an earlier run's end
-        (discovery's first sight of the file, `DiscoveryFeed.run_start`; `earlier_run_ends`)."""
+        (`DiscoveryFeed.run_start`)."""
         for p in paths:
-            at = max(earlier_run_ends(p, started_at), self.feed.run_start(p, started_at))
+            at = self.feed.run_start(p, started_at)
             prev = self._ended_files.get(p)
             if prev is not None:
-                try:
-                    st = os.stat(p)
-                except OSError:
-                    st = None
-                if st is not None and (st.st_dev, st.st_ino) == prev[:2] and st.st_size >= prev[2]:
-                    at = max(at, prev[2])
+                at = max(at, still_from(p, *prev[:3]))
             if at:
                 t.log_from[p] = at
 

@@ -17,7 +17,6 @@ from watchdog.config.sections.discovery import DiscoveryConfig
 from watchdog.config.sections.logs import LogsProbeConfig
 from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.discovery.model import Discovered
-from watchdog.host.rankfiles import earlier_run_ends
 from watchdog.logrules.inotify import EVERYTHING
 from watchdog.logrules.tail import SourceSpec
 from watchdog.privacy.redact import config_secrets
@@ -101,14 +100,13 @@ class DiscoveredLogsProbe(LogsProbe):
 
     def _run_starts(self, paths: Iterable[str]) -> Tuple[Tuple[str, int], ...]:
         """(path, offset) for files not followed yet whose job's lines begin after an earlier
-        run's: discovery's first sight of them (`DiscoveryFeed.run_start`), else their size now
-        when last written well before the job (`earlier_run_ends`). Asked for new files only."""
+        run's (`DiscoveryFeed.run_start`). Asked for new files only."""
         out = []
         for p in paths:
             since = self._since.get(p)
             if since is None or p in self.tailer.files:
                 continue
-            at = max(self.feed.run_start(p, since), earlier_run_ends(p, since))
+            at = self.feed.run_start(p, since)
             if at:
                 out.append((p, at))
         return tuple(out)
