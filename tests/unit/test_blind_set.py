@@ -13,7 +13,7 @@ from watchdog.logrules.model import build_ruleset
 SCORED_ONCE = {"failure_lines": 217, "reported": 128, "near_lines": 118, "near_alarms": 7, "unexpected": 37}
 #: After the fourth round's rules, which were written while looking at this set's misses (fitted:
 #: not a fresh score). The floor and the ceiling the test holds from then on.
-AFTER_ROUND = {"failure_lines": 217, "reported": 212, "near_lines": 118, "near_alarms": 7, "unexpected": 44}
+AFTER_ROUND = {"failure_lines": 217, "reported": 212, "near_lines": 118, "near_alarms": 7, "unexpected": 52}
 #: (unexpected was 31 until the sixth round's wordings: 3 more, each a repeat inside a block already
 #: reported: the runtime's `rtMalloc execute failed, reason=[driver error:out of memory]` under its
 #: EL0004 line, twice, and torch elastic's `exitcode  : 1 (pid: N)` row under `failed (exitcode: 1)`;
@@ -23,7 +23,10 @@ AFTER_ROUND = {"failure_lines": 217, "reported": 212, "near_lines": 118, "near_a
 #: Caught RuntimeError in DataLoader worker process 0.` right above its `Original Traceback`, and
 #: MindSpore's `RuntimeError: ({'errCode': 'E80000', ...` marked a failure of no shipped kind; then 1,
 #: a plog error block's code first on its line (`EE9999  Task execute failed, ...`) under the block's
-#: first line.)
+#: first line; then 8 from the ninth round's generic shapes, each a line under its block's reported
+#: first line: the runtime's `rtStreamSynchronize execute failed, reason=[the model stream execute
+#: failed]` three times and `rtGetDevMsg ... reason=[context pointer null]` once (device_generic), HCCL's
+#: plog `[ERROR] HCCL(...)` link table and `get host ip fail` lines four times (hccl_generic).)
 
 
 def _report() -> corpus.Report:

@@ -1,4 +1,4 @@
-"""The blind sets 2-8 (tests/samples/blind2 ... blind8): public failure reports gathered by people
+"""The blind sets 2-9 (tests/samples/blind2 ... blind9): public failure reports gathered by people
 who saw only rule ids, categories and one-line meanings, each scored once before and once after a
 round of rule work it was never tuned to (docs/log-signatures.md reports every score). Each set's
 numbers are held here as a floor (failure lines reported) and a ceiling (unexpected alarms,
@@ -31,7 +31,10 @@ HELD: Dict[str, Dict[str, int]] = {
     # 116, no alarm more (NCCL's socket WARN lines, NVRM's failed adapter start, `loss nan,`).
     # The generic rules' exception patterns anchored where a class may start (a review measured
     # 221-317 ms on a crafted 64 KiB line, now 25 ms): one line fewer (116 to 115).
-    "blind2": {"failure_lines": 152, "near_lines": 125, "reported": 115, "unexpected": 65, "near_miss_alarms": 16},
+    # The ninth round's generic shapes (CANN plog modules at ERROR, a runtime call's failed reason,
+    # NCCL's CUDACHECK) and launcher reports (Open MPI's non-zero exit): 1 more unexpected alarms,
+    # each a line under its block's reported first line or a launcher report the set marks ordinary.
+    "blind2": {"failure_lines": 152, "near_lines": 125, "reported": 115, "unexpected": 66, "near_miss_alarms": 16},
     # Fifth round: 79 of 139 before (56.8 %), 97 after (69.8 %; 102 unexpected, 1 near-miss alarm:
     # NCCL's `WARN Failed to open libibverbs.so[.1]`, fixed since: 101 and 0). The sixth round read
     # its misses (no longer blind): 119 reported with 7 repeats more (`Some NCCL operations have
@@ -41,7 +44,10 @@ HELD: Dict[str, Dict[str, int]] = {
     # unexpectedly` (printed at a normal end too): 117 and 111.
     # torch_npu's printed texts: 2 more, `[Error]:` lines under their block's numbered line.
     # The generic vocabulary rules (`*_generic`, developed with this set's misses in view): 118.
-    "blind3": {"failure_lines": 139, "near_lines": 109, "reported": 118, "unexpected": 113, "near_miss_alarms": 0},
+    # The ninth round's generic shapes (CANN plog modules at ERROR, a runtime call's failed reason,
+    # NCCL's CUDACHECK) and launcher reports (Open MPI's non-zero exit): 6 more unexpected alarms,
+    # each a line under its block's reported first line or a launcher report the set marks ordinary.
+    "blind3": {"failure_lines": 139, "near_lines": 109, "reported": 118, "unexpected": 119, "near_miss_alarms": 0},
     # Sixth round, gathered while its first wording step (bf1859d) was written without reading it:
     # 108 of 188 before (57.4 %), 119 after (63.3 %), 49 unexpected, no near-miss alarm of 200. Its
     # misses were then read (no longer blind): 165 reported with 4 repeats more (the `what():` copy
@@ -52,7 +58,10 @@ HELD: Dict[str, Dict[str, int]] = {
     # The generic vocabulary rules (`*_generic`, developed with this set's misses in view): 172; 1 more
     # unexpected alarm, `RuntimeError: HCCL AllReduce & Reduce: Unsupported data type ...` filed as a
     # collective failure by `hccl_generic`, marked a traceback here.
-    "blind4": {"failure_lines": 188, "near_lines": 200, "reported": 172, "unexpected": 53, "near_miss_alarms": 0},
+    # The ninth round's generic shapes (CANN plog modules at ERROR, a runtime call's failed reason,
+    # NCCL's CUDACHECK) and launcher reports (Open MPI's non-zero exit): 2 more unexpected alarms,
+    # each a line under its block's reported first line or a launcher report the set marks ordinary.
+    "blind4": {"failure_lines": 188, "near_lines": 200, "reported": 172, "unexpected": 55, "near_miss_alarms": 0},
     # Sixth round, gathered after its wording work and attack pass, never tuned to: 62 of 93 at the
     # round's start (14df4e0, 66.7 %), 66 after the third set's wordings (bf7818c), 73 after the
     # round's work (248062e, 78.5 %); 25 unexpected and no near-miss alarm of 98 at all three.
@@ -66,7 +75,10 @@ HELD: Dict[str, Dict[str, int]] = {
     # The generic vocabulary rules (`*_generic`), scored before this set's misses were read (a held-out
     # check of that work): 87 (93.5 %), no alarm more; then, its misses read, another process's
     # exception line inside a prefixed traceback: 88.
-    "blind5": {"failure_lines": 93, "near_lines": 98, "reported": 88, "unexpected": 29, "near_miss_alarms": 0},
+    # The ninth round's generic shapes (CANN plog modules at ERROR, a runtime call's failed reason,
+    # NCCL's CUDACHECK) and launcher reports (Open MPI's non-zero exit): 1 more unexpected alarms,
+    # each a line under its block's reported first line or a launcher report the set marks ordinary.
+    "blind5": {"failure_lines": 93, "near_lines": 98, "reported": 88, "unexpected": 30, "near_miss_alarms": 0},
     # Gathered at the round's end (after ef39449), never tuned to: 50 of 83 at the round's start
     # (14df4e0, 60.2 %), 60 at the fifth set's scoring (248062e, 72.3 %) and at the round's end
     # (ef39449, 72.3 %); no alarm on its 102 near misses at any of the three; 23, 29, 29 unexpected.
@@ -74,7 +86,10 @@ HELD: Dict[str, Dict[str, int]] = {
     # then the wordings from its misses and the vendors' sources (70, 84.3 %), no alarm more.
     # The generic vocabulary rules (`*_generic`), scored before this set's misses were read (a held-out
     # check of that work): 75 (90.4 %), no alarm more.
-    "blind6": {"failure_lines": 83, "near_lines": 102, "reported": 75, "unexpected": 29, "near_miss_alarms": 0},
+    # The ninth round's generic shapes (CANN plog modules at ERROR, a runtime call's failed reason,
+    # NCCL's CUDACHECK) and launcher reports (Open MPI's non-zero exit): 1 more unexpected alarms,
+    # each a line under its block's reported first line or a launcher report the set marks ordinary.
+    "blind6": {"failure_lines": 83, "near_lines": 102, "reported": 76, "unexpected": 30, "near_miss_alarms": 0},
     # Gathered at the seventh round's start (at c05f391), before its rule work, never tuned to: 68
     # of 132 at the sixth round's start (14df4e0, 51.5 %), 72 before the work (c05f391, 54.5 %), 77
     # after its wordings (4dab1fc, 58.3 %), 76 after the attack pass (4859fa1, 57.6 %) and after the
@@ -85,12 +100,23 @@ HELD: Dict[str, Dict[str, int]] = {
     # docs/log-signatures.md). Its misses were read after that score (no longer blind): the
     # generic rules' wider levels and forms and the code tables' contexts from them, 102 (77.3 %);
     # a runner's exit status of 128 + a fatal signal, 103 (78.0 %).
-    "blind7": {"failure_lines": 132, "near_lines": 101, "reported": 103, "unexpected": 22, "near_miss_alarms": 3},
+    # The ninth round's generic shapes (CANN plog modules at ERROR, a runtime call's failed reason,
+    # NCCL's CUDACHECK) and launcher reports (Open MPI's non-zero exit): 1 more unexpected alarms,
+    # each a line under its block's reported first line or a launcher report the set marks ordinary.
+    "blind7": {"failure_lines": 132, "near_lines": 101, "reported": 103, "unexpected": 23, "near_miss_alarms": 3},
     # Gathered in the eighth round (after its generic rules, 3603247), never read: 137 of 228 at the
     # round's start (634cb03, 60.1 %), 145 with the generic rules (3603247, 63.6 %), 146 at the
     # round's end (64.0 %); unexpected 25, 27, 27; alarms on its 112 near misses 2, 2, 2 (the bar is
-    # none). Not read, so it stays blind for the next round.
-    "blind8": {"failure_lines": 228, "near_lines": 112, "reported": 146, "unexpected": 27, "near_miss_alarms": 2},
+    # none). Read in the ninth round (no longer blind): its misses, by kind, were looked up in the
+    # vendors' own texts (launcher exit reports, Paddle's allocator, CANN plog modules, UCX, XLA's
+    # coordination service, NVIDIA's GSP): 186 (81.6 %), 31 unexpected, 2 near-miss alarms.
+    "blind8": {"failure_lines": 228, "near_lines": 112, "reported": 186, "unexpected": 31, "near_miss_alarms": 2},
+    # Gathered at the ninth round's start, before its rule work, by people who saw only rule ids,
+    # categories and one-line meanings (113 sources): 126 of 166 before (d32edbe, 75.9 %), 127 after
+    # the round's wordings (76.5 %); unexpected 23 and 31; near-miss alarms 2 and 2 on 142 near misses.
+    # After that score its unexpected alarms were read once: hccl_generic no longer takes `abnormal`
+    # (`No abnormal periods were discovered`), 30.
+    "blind9": {"failure_lines": 166, "near_lines": 142, "reported": 127, "unexpected": 30, "near_miss_alarms": 2},
 }
 
 

@@ -199,8 +199,6 @@ def test_the_seventh_rounds_wordings_are_reported(engine: str, line: str, rule: 
     "max_model_len 32768 fits: 40960 tokens can be stored in KV cache",
     # repeats of what the line before them reports (a curated set marks them ordinary lines)
     "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
-    "mpirun detected that one or more processes exited with non-zero status, thus causing",
-    "        rtGetDeviceCount execute failed, reason=[driver error:no valid device][FUNC:FuncErrorReason]",
     "WARNING:absl:Unable to initialize backend 'tpu_driver': NOT_FOUND: Unable to find driver in registry",
     # the second attack pass's finds: a requeue the job asked for, a user's scancel, a handled fallback, a retried task
     "slurmstepd: error: *** JOB 31182239 ON sh-06-34 CANCELLED AT 2018-11-05T10:35:06 DUE TO JOB REQUEUE ***",
