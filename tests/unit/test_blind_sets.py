@@ -34,7 +34,8 @@ HELD: Dict[str, Dict[str, int]] = {
     # The ninth round's generic shapes (CANN plog modules at ERROR, a runtime call's failed reason,
     # NCCL's CUDACHECK) and launcher reports (Open MPI's non-zero exit): 1 more unexpected alarms,
     # each a line under its block's reported first line or a launcher report the set marks ordinary.
-    "blind2": {"failure_lines": 152, "near_lines": 125, "reported": 115, "unexpected": 66, "near_miss_alarms": 16},
+    # The Windows store warning `(system error: 10049 - ...)` silent: one near-miss alarm and one unexpected alarm fewer.
+    "blind2": {"failure_lines": 152, "near_lines": 125, "reported": 115, "unexpected": 65, "near_miss_alarms": 15},
     # Fifth round: 79 of 139 before (56.8 %), 97 after (69.8 %; 102 unexpected, 1 near-miss alarm:
     # NCCL's `WARN Failed to open libibverbs.so[.1]`, fixed since: 101 and 0). The sixth round read
     # its misses (no longer blind): 119 reported with 7 repeats more (`Some NCCL operations have
@@ -89,7 +90,7 @@ HELD: Dict[str, Dict[str, int]] = {
     # The ninth round's generic shapes (CANN plog modules at ERROR, a runtime call's failed reason,
     # NCCL's CUDACHECK) and launcher reports (Open MPI's non-zero exit): 1 more unexpected alarms,
     # each a line under its block's reported first line or a launcher report the set marks ordinary.
-    "blind6": {"failure_lines": 83, "near_lines": 102, "reported": 76, "unexpected": 30, "near_miss_alarms": 0},
+    "blind6": {"failure_lines": 83, "near_lines": 102, "reported": 77, "unexpected": 30, "near_miss_alarms": 0},
     # Gathered at the seventh round's start (at c05f391), before its rule work, never tuned to: 68
     # of 132 at the sixth round's start (14df4e0, 51.5 %), 72 before the work (c05f391, 54.5 %), 77
     # after its wordings (4dab1fc, 58.3 %), 76 after the attack pass (4859fa1, 57.6 %) and after the
@@ -109,14 +110,19 @@ HELD: Dict[str, Dict[str, int]] = {
     # round's end (64.0 %); unexpected 25, 27, 27; alarms on its 112 near misses 2, 2, 2 (the bar is
     # none). Read in the ninth round (no longer blind): its misses, by kind, were looked up in the
     # vendors' own texts (launcher exit reports, Paddle's allocator, CANN plog modules, UCX, XLA's
-    # coordination service, NVIDIA's GSP): 186 (81.6 %), 31 unexpected, 2 near-miss alarms.
-    "blind8": {"failure_lines": 228, "near_lines": 112, "reported": 186, "unexpected": 31, "near_miss_alarms": 2},
+    # coordination service, NVIDIA's GSP): 186 (81.6 %), 31 unexpected, 2 near-miss alarms; the Windows
+    # store warning silent: 30 unexpected, 1 near-miss alarm.
+    "blind8": {"failure_lines": 228, "near_lines": 112, "reported": 186, "unexpected": 30, "near_miss_alarms": 1},
     # Gathered at the ninth round's start, before its rule work, by people who saw only rule ids,
     # categories and one-line meanings (113 sources): 126 of 166 before (d32edbe, 75.9 %), 127 after
     # the round's wordings (76.5 %); unexpected 23 and 31; near-miss alarms 2 and 2 on 142 near misses.
     # After that score its unexpected alarms were read once: hccl_generic no longer takes `abnormal`
-    # (`No abnormal periods were discovered`), 30.
-    "blind9": {"failure_lines": 166, "near_lines": 142, "reported": 127, "unexpected": 30, "near_miss_alarms": 2},
+    # (`No abnormal periods were discovered`), 30. Then its misses were read (no longer blind) and looked up
+    # in the vendors' texts (onnxruntime's `CANN failure N` as the acl table's code, ggml's `GGML_ASSERT(...)
+    # failed`, NVML's `GPU is lost`, HCCL's FFTS+ task timeout, Ray Jobs' and submitit's failed job, an
+    # exception carrying its cause's class) and the Windows store warning made silent: 137 (82.5 %), 28
+    # unexpected, no near-miss alarm.
+    "blind9": {"failure_lines": 166, "near_lines": 142, "reported": 137, "unexpected": 28, "near_miss_alarms": 0},
 }
 
 
