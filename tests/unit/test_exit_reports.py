@@ -22,6 +22,11 @@ from watchdog.parse.exits import ExitStatus, from_code, from_wait_status, parse_
     ("Process finished with exit code 137 （interrupted by signal 9： SIGKILL）", "ide", None, "a process killed (signal 9)"),
     ("Process 3 exit with status code 134.", "horovod", "3", "rank 3 aborted (signal 6)"),
     ("./train.sh: line 1:  7364 Killed                  python3 train.py", "shell", None, "pid 7364 killed (signal 9)"),
+    ("=   EXIT CODE: 139", "mpich", None, "a process segmentation fault (signal 11)"),
+    ("=   EXIT CODE: 1", "mpich", None, "a process exit status 1"),
+    ("YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)", "mpich", None, "a process killed (signal 9)"),
+    ("Status message: Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):",
+     "ray", None, "a process exit status 1"),
 ])
 def test_every_launchers_report_names_the_rank_and_how_it_ended(line, launcher, rank, words):
     rep = parse_exit(line)
@@ -38,5 +43,5 @@ def test_statuses_in_both_languages_and_from_every_encoding():
 
 def test_lines_that_are_no_exit_report():
     for line in ("INFO: worker group successfully finished.", "exit code 0", "rank 6 step 100 loss 2.1",
-                 "Killing subprocess 13266", "x" * 100000):
+                 "Killing subprocess 13266", "EXIT CODE: 139 is 128 + SIGSEGV", "x" * 100000):
         assert parse_exit(line) is None

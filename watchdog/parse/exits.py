@@ -2,7 +2,7 @@
 line says about how a rank ended, and the one wording the messages use for it.
 
 Why one module: torchrun says `exitcode: -9`, DeepSpeed `return code = -9`, an IDE `exit code 137
-(interrupted by signal 9: SIGKILL)`, mpirun `exited on signal 9 (Killed)`, Slurm `task 3: Killed`,
+(interrupted by signal 9: SIGKILL)`, mpirun `exited on signal 9 (Killed)`, MPICH's `EXIT CODE: 137`, Slurm `task 3: Killed`,
 and the kernel's process-events connector a wait status; each is the same fact, and a message must
 name it the same way ("killed (signal 9)", never "OOM": only the kernel or a cgroup says a kill was
 for memory). Pure: text in, records out; regexes are linear-time (no nested repetition).
@@ -114,6 +114,15 @@ _PARSERS: Tuple[_Parser, ...] = (
      lambda m: (None, None, ExitStatus(signal=int(m.group(2))))),
     ("horovod", re.compile(r"Process (\d{1,7}) exit with status code (\d{1,3})"),
      lambda m: (m.group(1), None, from_code(int(m.group(2))))),
+    # MPICH's Hydra box (`=   EXIT CODE: 139`, `YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Segmentation fault
+    # (signal 11)`): the status of the process that ended the job; the box names no rank.
+    ("mpich", re.compile(r"^=\s{1,8}EXIT CODE: (\d{1,3})\s*$"),
+     lambda m: (None, None, from_code(int(m.group(1))))),
+    ("mpich", re.compile(r"TERMINATED WITH THE EXIT STRING: [^(\n]{1,60}\(signal (\d{1,2})\)"),
+     lambda m: (None, None, ExitStatus(signal=int(m.group(1))))),
+    # Ray Jobs' status of a failed entrypoint (`Job entrypoint command failed with exit code 1, ...`).
+    ("ray", re.compile(r"Job entrypoint command failed with exit code (\d{1,3})"),
+     lambda m: (None, None, from_code(int(m.group(1))))),
     ("shell", re.compile(r": line \d{1,7}: +(\d{1,10}) (Killed|Terminated|Segmentation fault|Aborted)"),
      lambda m: (None, int(m.group(1)), ExitStatus(signal={"Killed": 9, "Terminated": 15, "Segmentation fault": 11,
                                                           "Aborted": 6}[m.group(2)]))),
