@@ -111,8 +111,9 @@ HELD: Dict[str, Dict[str, int]] = {
     # none). Read in the ninth round (no longer blind): its misses, by kind, were looked up in the
     # vendors' own texts (launcher exit reports, Paddle's allocator, CANN plog modules, UCX, XLA's
     # coordination service, NVIDIA's GSP): 186 (81.6 %), 31 unexpected, 2 near-miss alarms; the Windows
-    # store warning silent: 30 unexpected, 1 near-miss alarm.
-    "blind8": {"failure_lines": 228, "near_lines": 112, "reported": 186, "unexpected": 30, "near_miss_alarms": 1},
+    # store warning silent: 30 unexpected, 1 near-miss alarm. An attack pass took back Horovod's `Process 2 exit
+    # with status code 1.` (its elastic driver prints it for a worker it drops while training goes on): 185.
+    "blind8": {"failure_lines": 228, "near_lines": 112, "reported": 185, "unexpected": 30, "near_miss_alarms": 1},
     # Gathered at the ninth round's start, before its rule work, by people who saw only rule ids,
     # categories and one-line meanings (113 sources): 126 of 166 before (d32edbe, 75.9 %), 127 after
     # the round's wordings (76.5 %); unexpected 23 and 31; near-miss alarms 2 and 2 on 142 near misses.
@@ -120,9 +121,9 @@ HELD: Dict[str, Dict[str, int]] = {
     # (`No abnormal periods were discovered`), 30. Then its misses were read (no longer blind) and looked up
     # in the vendors' texts (onnxruntime's `CANN failure N` as the acl table's code, ggml's `GGML_ASSERT(...)
     # failed`, NVML's `GPU is lost`, HCCL's FFTS+ task timeout, Ray Jobs' and submitit's failed job, an
-    # exception carrying its cause's class) and the Windows store warning made silent: 137 (82.5 %), 28
+    # exception carrying its cause's class) and the Windows store warning made silent: 138 (83.1 %), 28
     # unexpected, no near-miss alarm.
-    "blind9": {"failure_lines": 166, "near_lines": 142, "reported": 137, "unexpected": 28, "near_miss_alarms": 0},
+    "blind9": {"failure_lines": 166, "near_lines": 142, "reported": 138, "unexpected": 28, "near_miss_alarms": 0},
     # Gathered in the ninth round (from 9f86a3b on), never read: 157 of 248 at the round's start (d32edbe,
     # 63.3 %), 166 at the gathering's start (9f86a3b), 167 after the round's rules (f72bc8e, 67.3 %);
     # unexpected 9, 10, 10; alarms on its 254 near misses 0, 0, 0. Not read: it stays blind for the next round.

@@ -24,6 +24,7 @@ from watchdog.parse.exits import ExitStatus, from_code, from_wait_status, parse_
     ("./train.sh: line 1:  7364 Killed                  python3 train.py", "shell", None, "pid 7364 killed (signal 9)"),
     ("=   EXIT CODE: 139", "mpich", None, "a process segmentation fault (signal 11)"),
     ("=   EXIT CODE: 1", "mpich", None, "a process exit status 1"),
+    ("=   EXIT CODE: 9", "mpich", None, "a process killed (signal 9)"),   # Hydra prints the signal's number
     ("YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Killed (signal 9)", "mpich", None, "a process killed (signal 9)"),
     ("Status message: Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):",
      "ray", None, "a process exit status 1"),

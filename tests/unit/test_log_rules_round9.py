@@ -27,7 +27,6 @@ from tests.rule_kit import ENGINES, rules_on
     # Open MPI, Horovod, torch elastic, systemd-coredump
     ("Primary job  terminated normally, but 1 process returned", "launcher_exit_report"),
     ("mpirun detected that one or more processes exited with non-zero status, thus causing", "launcher_exit_report"),
-    ("Process 2 exit with status code 1.", "launcher_exit_report"),
     ("Process 3 exit with status code 134.", "crash_rank_signal_exit"),
     ("INFO:torch.distributed.elastic.agent.server.api:Local worker group finished (FAILED). Waiting 300 seconds "
      "for other agents to finish", "launcher_exit_report"),
@@ -61,6 +60,12 @@ from tests.rule_kit import ENGINES, rules_on
     ("        rtDeviceSynchronizeWithTimeout execute failed, reason=[sdma copy error][FUNC:FuncErrorReason]",
      "device_generic"),
     ("Cuda failure 802 'system not yet initialized'", "device_generic"),
+    ("torch.distributed.elastic.agent.server.api:Local worker group finished (WorkerState.FAILED). Waiting 300 seconds",
+     "launcher_exit_report"),
+    # the exception with the Windows store's words still pages (only the warning is silent)
+    ("torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of "
+     "(DESKTOP-X, 29500). The client socket has failed to connect to [DESKTOP-X]:29500 (system error: 10049 - "
+     "The requested address is not valid in its context.).", "hccl_rendezvous_failed"),
     # after the ninth set's score: ggml's assertion, NVML's lost GPU, HCCL's FFTS+ timeout, Ray Jobs and submitit,
     # an exception carrying its cause's class
     ("/src/llama.cpp/ggml/src/ggml-cann/aclnn_ops.cpp:3007: GGML_ASSERT(n_dims == src0->ne[0]) failed",
@@ -87,6 +92,8 @@ def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Interrupt (signal 2)",   # Ctrl-C, a deliberate stop
     "Primary job terminated normally, but 0 processes returned",               # none returned non-zero
     "Process 0 exit with status code 0.",
+    "Process 2 exit with status code 1.",                                       # Horovod elastic goes on without it
+    "[1543445279.655409] [juno001:29049:0]       ib_iface.c:444  UCX  ERROR ibv_create_cq(cqe=256) failed: x",
     "INFO:torch.distributed.elastic.agent.server.api:Local worker group finished (SUCCEEDED). Waiting 300 seconds",
     "systemd-coredump[2345]: Process 1234 (python) of user 1000 terminated abnormally with signal 2/INT, processing...",
     "Out of memory error handling is described in the allocator's docs",

@@ -84,6 +84,14 @@ class ExitReport:
         return f"{self.who()} {self.status.words()} ({self.launcher}'s report)"
 
 
+def _hydra_code(value: int) -> ExitStatus:
+    return ExitStatus(signal=value) if value in HYDRA_SIGNAL_CODES else from_code(value)
+
+
+#: The codes MPICH's Hydra prints for a process that died on a signal: the signal's own number.
+HYDRA_SIGNAL_CODES = frozenset({4, 6, 7, 8, 9, 11})
+
+
 def _int(s: Optional[str]) -> Optional[int]:
     return int(s) if s is not None else None
 
@@ -115,9 +123,11 @@ _PARSERS: Tuple[_Parser, ...] = (
     ("horovod", re.compile(r"Process (\d{1,7}) exit with status code (\d{1,3})"),
      lambda m: (m.group(1), None, from_code(int(m.group(2))))),
     # MPICH's Hydra box (`=   EXIT CODE: 139`, `YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Segmentation fault
-    # (signal 11)`): the status of the process that ended the job; the box names no rank.
+    # (signal 11)`): the status of the process that ended the job; the box names no rank. Hydra prints a signal's
+    # number as the code (`EXIT CODE: 9` above `Killed (signal 9)`), so 4, 6, 7, 8, 9 and 11 read as signals, as the
+    # log rules read them (an `exit(9)` is read as a kill).
     ("mpich", re.compile(r"^=\s{1,8}EXIT CODE: (\d{1,3})\s*$"),
-     lambda m: (None, None, from_code(int(m.group(1))))),
+     lambda m: (None, None, _hydra_code(int(m.group(1))))),
     ("mpich", re.compile(r"TERMINATED WITH THE EXIT STRING: [^(\n]{1,60}\(signal (\d{1,2})\)"),
      lambda m: (None, None, ExitStatus(signal=int(m.group(1))))),
     # Ray Jobs' status of a failed entrypoint (`Job entrypoint command failed with exit code 1, ...`).
