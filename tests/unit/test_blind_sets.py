@@ -79,7 +79,8 @@ HELD: Dict[str, Dict[str, int]] = {
     # The ninth round's generic shapes (CANN plog modules at ERROR, a runtime call's failed reason,
     # NCCL's CUDACHECK) and launcher reports (Open MPI's non-zero exit): 1 more unexpected alarms,
     # each a line under its block's reported first line or a launcher report the set marks ordinary.
-    "blind5": {"failure_lines": 93, "near_lines": 98, "reported": 88, "unexpected": 30, "near_miss_alarms": 0},
+    # The second wordings' plog RUNTIME shape (a `failed` line at the ERROR level): 1 more, under a reported block.
+    "blind5": {"failure_lines": 93, "near_lines": 98, "reported": 88, "unexpected": 31, "near_miss_alarms": 0},
     # Gathered at the round's end (after ef39449), never tuned to: 50 of 83 at the round's start
     # (14df4e0, 60.2 %), 60 at the fifth set's scoring (248062e, 72.3 %) and at the round's end
     # (ef39449, 72.3 %); no alarm on its 102 near misses at any of the three; 23, 29, 29 unexpected.
@@ -90,7 +91,8 @@ HELD: Dict[str, Dict[str, int]] = {
     # The ninth round's generic shapes (CANN plog modules at ERROR, a runtime call's failed reason,
     # NCCL's CUDACHECK) and launcher reports (Open MPI's non-zero exit): 1 more unexpected alarms,
     # each a line under its block's reported first line or a launcher report the set marks ordinary.
-    "blind6": {"failure_lines": 83, "near_lines": 102, "reported": 77, "unexpected": 30, "near_miss_alarms": 0},
+    # The second wordings' plog RUNTIME shape: 2 more (`LaunchKernel failed.`, `... reason=fftsplus timeout`).
+    "blind6": {"failure_lines": 83, "near_lines": 102, "reported": 77, "unexpected": 32, "near_miss_alarms": 0},
     # Gathered at the seventh round's start (at c05f391), before its rule work, never tuned to: 68
     # of 132 at the sixth round's start (14df4e0, 51.5 %), 72 before the work (c05f391, 54.5 %), 77
     # after its wordings (4dab1fc, 58.3 %), 76 after the attack pass (4859fa1, 57.6 %) and after the
@@ -126,8 +128,13 @@ HELD: Dict[str, Dict[str, int]] = {
     "blind9": {"failure_lines": 166, "near_lines": 142, "reported": 138, "unexpected": 28, "near_miss_alarms": 0},
     # Gathered in the ninth round (from 9f86a3b on), never read: 157 of 248 at the round's start (d32edbe,
     # 63.3 %), 166 at the gathering's start (9f86a3b), 167 after the round's rules (f72bc8e, 67.3 %);
-    # unexpected 9, 10, 10; alarms on its 254 near misses 0, 0, 0. Not read: it stays blind for the next round.
-    "blind10": {"failure_lines": 248, "near_lines": 254, "reported": 167, "unexpected": 10, "near_miss_alarms": 0},
+    # unexpected 9, 10, 10; alarms on its 254 near misses 0, 0, 0. Then read (no longer blind; the eleventh set
+    # was gathered before): its misses looked up in the vendors' texts (PyTorch's and CANN's signal handlers,
+    # asys's crash reason, systemd-oomd, Open MPI's daemon and silent-abort reports, vLLM's fatal signal, Horovod's
+    # shut-down, MPICH's MPI_Init, the runtime's ErrCode= and a call's `ret = N`, plog lines without a space after
+    # the level, HCCL's rank-table checks, the NPU's silent-data-corruption checks): 210 (84.7 %), 10 unexpected,
+    # no near-miss alarm.
+    "blind10": {"failure_lines": 248, "near_lines": 254, "reported": 210, "unexpected": 10, "near_miss_alarms": 0},
 }
 
 

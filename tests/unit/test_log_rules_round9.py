@@ -79,6 +79,35 @@ from tests.rule_kit import ENGINES, rules_on
      "traceback_generic"),
     ("exception of fftsplus aivector error, core id is 0, error code = 0x4000000000000000", "device_aicore_exception"),
     ("Segmentation fault(core dumped)", "crash_shell_signal"),
+    # after the tenth set's score: signal handlers, user-space OOM killers, launchers' silent aborts, codes in
+    # the runtime's API errors, plog lines without a space, the NPU's silent-data-corruption checks
+    ("SIGABRT(6), PID: 2450054, Thread 2450055:", "crash_signal_dump"),
+    ("SIGABRT Signal (Abort Signal from abort) catched, backtrace info:", "crash_signal_dump"),
+    ("    crash reason: SIGABRT", "crash_signal_dump"),
+    ("12月 17 10:04:41 user systemd-oomd[588]: Killed /user.slice/user-1000.slice/app.slice/vte-spawn-f65.scope "
+     "due to memory pressure for /user.slice/user-1000.slice", "oom_host_oom_killer"),
+    ("mpirun noticed that the job aborted, but has no info as to the process", "launcher_exit_report"),
+    ("A daemon (pid 8793) died unexpectedly with status 127 while attempting", "launcher_exit_report"),
+    ("CRITICAL 03-13 09:00:43 [core_client.py:260] Got fatal signal from worker processes, shutting down. See stack "
+     "trace above for root cause issue.", "launcher_exit_report"),
+    ("[1,0]<stderr>:Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt to "
+     "allreduce, allgather or broadcast a tensor after one of the ranks finished execution.", "hccl_generic"),
+    ("Fatal error in MPI_Init: Other MPI error, error stack:", "hccl_generic"),
+    ("hccl interface return err ./common/src/hccl_test_common.cc:538, retcode: 7", "code_hccl_hccl"),
+    ("    [ERROR] RUNTIME(227839,rtstest_host):2026-07-13-11:39:20.982.674 [api_c.cc:1713]227839 rtModelExecute:"
+     "ErrCode=207005, desc=[driver error:resource alloc fail], InnerCode=0x7020023", "code_acl_device"),
+    ("aclrtSetDevice failed, ret = 107001, deviceId=0", "code_acl_device"),
+    ("[ERROR]HCCL(3729526,python3.11):2025-10-23-17:30:40.099.063 [externalinput.cc:47] [3729526][InitExternalInput]"
+     "init failed", "hccl_generic"),
+    ("[ERROR] HCCL(144905,python):2025-04-20-00:26:54.435.048 [config.cc:413] [145735][InitGroupStage]"
+     "[RanktableCheck]rank[0] device ip family[2] is not same as others[10].", "hccl_generic"),
+    ("[ERROR] HCCL(17528,python3):2026-03-18-10:34:43.142.152 [hccl_comm.cc:306] [18111][HcclComm]"
+     "[HcomAllReduce_66_0]errNo[0x0000000000000009] index[0]", "hccl_generic"),
+    ("[ERROR] AICPU(26533,aicpu_scheduler):2025-02-25-18:40:56.176.403 [silent_check_v3.cc:250][ComputeL1Error]"
+     "[tid:26552]SilentCheckV3 ComputeL1Error:val = [nan], max = [nan], avg=[1.128970e-09], step=[5]", "nan_generic"),
+    ("[WARNING] DEBUG(2950752,fffee7e591e0,python):2025-08-26-10:46:26.665.782 [silent_detector.cc:109] SilentDetect] "
+     "Silent detect strike detected: StrikeRecord{timestamp: 1756176386, name: fc1.weight, value: inf, stat: x}",
+     "nan_generic"),
 ])
 def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     fired = rules_on(line, engine)
@@ -116,6 +145,14 @@ def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     "GGML_ASSERT(x) is the macro's name",
     "NVML: GPU is lost is one of the return codes",                              # no `: GPU is lost` result
     "       AIV Kernel happen error, retCode=0x31.[FUNC:GetError][FILE:stream.cc][LINE:1183]",  # the echo of a reported error
+    "SIGSEGV(11) handler installed",
+    "crash reason: none",
+    "systemd-oomd[588]: Considered 12 cgroups for killing, top candidates were:",
+    "[ERROR] HCCL(123,python):2024-03-28-10:25:50.589.705 [topoinfo_exchange_base.cc:137][123]call trace: hcclRet -> 9",
+    "[ERROR] HCCL(1,python):2024 [a.cc:1][1][Init]errNo[0x0000000000000000] done",
+    "aclrtSetDevice ret = 0, deviceId=0",
+    "Silent detect strike detected: StrikeRecord{timestamp: 1756176386, name: fc1.weight, value: 3.5, stat: x}",
+    "[INFO] RUNTIME(57096,python3.10):2025-05-12 [api_c.cc:1713] rtModelExecute:ErrCode=0",
 ])
 def test_their_look_alikes_stay_silent(engine: str, line: str) -> None:
     assert not rules_on(line, engine), line
