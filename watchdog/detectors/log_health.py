@@ -8,10 +8,10 @@ can in both cases, so these findings explain a gap; they never replace a failure
 
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List, Sequence
 
 from watchdog.config.schema import Config
-from watchdog.core.findings import Finding
+from watchdog.core.findings import JOB_LABEL, Finding
 from watchdog.core.rulecatalog import Rule, probe_wait
 from watchdog.core.state import StateView
 from watchdog.probes.logs import LOGS
@@ -39,13 +39,17 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     base = config.base_labels
     out: List[Finding] = []
     for source, paths in sorted(obs.unreadable.items()):
-        out.append(Finding(
-            rule="log_unreadable", severity="warning",
-            summary=f"log source {source}: {len(paths)} path{'s' if len(paths) != 1 else ''} cannot be read: "
-                    + "; ".join(paths[:3])[:500],
-            labels={**base, "source": source}, hint=UNREADABLE_HINT, value=f"{len(paths)} unreadable",
-            evidence=tuple(p[:400] for p in paths[:10]), snapshot=False,
-        ))
+        # A discovered job's files are that job's blind spot: one finding per job, naming it.
+        per_job: Dict[str, List[str]] = {}
+        for src, job, msg in obs.unreadable_jobs:
+            if src == source:
+                per_job.setdefault(job, []).append(msg)
+        of_jobs = {m for msgs in per_job.values() for m in msgs}
+        rest = [p for p in paths if p not in of_jobs]
+        if rest:
+            out.append(_unreadable(source, rest, {**base, "source": source}))
+        for job, msgs in sorted(per_job.items()):
+            out.append(_unreadable(source, msgs, {**base, "source": source, JOB_LABEL: job}))
     err = obs.state_error
     if err:
         out.append(Finding(
@@ -54,6 +58,16 @@ def detect(view: StateView, config: Config) -> List[Finding]:
             snapshot=False,
         ))
     return out
+
+
+def _unreadable(source: str, paths: Sequence[str], labels: Dict[str, str]) -> Finding:
+    return Finding(
+        rule="log_unreadable", severity="warning",
+        summary=f"log source {source}: {len(paths)} path{'s' if len(paths) != 1 else ''} cannot be read: "
+                + "; ".join(paths[:3])[:500],
+        labels=labels, hint=UNREADABLE_HINT, value=f"{len(paths)} unreadable",
+        evidence=tuple(p[:400] for p in paths[:10]), snapshot=False,
+    )
 
 
 TRIGGERS = ("logs",)

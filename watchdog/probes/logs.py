@@ -111,6 +111,8 @@ class LogProbeObservation(LogObservation):
     errors: Tuple[str, ...] = ()
     #: Per configured source, the paths (files or directories) that cannot be read now.
     unreadable: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
+    #: (source, job, message) of the unreadable paths discovery found for a job: the finding names the job.
+    unreadable_jobs: Tuple[Tuple[str, str, str], ...] = ()
     #: Why the read offsets cannot be saved (None when the last save worked) and how often it failed.
     state_error: Optional[str] = None
     state_save_errors_total: int = 0
@@ -285,8 +287,13 @@ class LogsProbe(Probe):
         # drop what the readable files said): the observation carries both conditions, which
         # become the log_unreadable and log_offsets_unsaved findings and metrics.
         unreadable: Dict[str, List[str]] = {}
+        jobs = {p: j for s in t.sources for p, j, _rank in s.path_labels if j}
+        unreadable_jobs = []
         for path, msg in sorted(t.errors.items()):
-            unreadable.setdefault(t.error_sources.get(path, ""), []).append(msg)
+            source = t.error_sources.get(path, "")
+            unreadable.setdefault(source, []).append(msg)
+            if path in jobs:
+                unreadable_jobs.append((source, jobs[path], msg))
         obs = LogProbeObservation(
             events=tuple(events),
             last_line_at={n: s.last_line_at for n, s in stats.items() if s.last_line_at is not None},
@@ -299,6 +306,7 @@ class LogsProbe(Probe):
             matches_total=dict(self.extractor.matched),
             errors=errors,
             unreadable={k: tuple(v) for k, v in unreadable.items()},
+            unreadable_jobs=tuple(unreadable_jobs),
             state_error=t.state_error,
             state_save_errors_total=t.state_save_errors_total,
             last_lines=self.last_lines.snapshot(),
