@@ -16,7 +16,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from watchdog.discovery.model import Discovered
+from watchdog.discovery.model import Discovered, JobInfo
 from watchdog.host.rankfiles import BEFORE_START_MARGIN, earlier_run_ends, still_from
 from watchdog.discovery.procfs import ProcTable
 from watchdog.discovery.names import GivenNames
@@ -24,6 +24,10 @@ from watchdog.discovery.scan import ScanOptions, discover, unique_names
 from watchdog.privacy.redact import Redactor, config_secrets
 
 log = logging.getLogger(__name__)
+
+
+#: How long `seen_since` remembers a job a scan found (longer than any process interval).
+SEEN_KEEP = 600.0
 
 
 def own_pids() -> tuple:
@@ -91,6 +95,10 @@ class DiscoveryFeed:
         #: rank log path -> (device, inode, size, mtime) at the first scan that listed it: where
         #: an earlier run's lines end in a file a relaunch appends to (`run_start`).
         self._first_sight: Dict[str, Tuple[int, int, int, float]] = {}
+        #: job name -> (the job as last found, when: time.monotonic()): what any consumer's scan
+        #: found lately, so the process probe also judges a job that started and ended between two
+        #: of its own rounds (`seen_since`). Kept SEEN_KEEP seconds.
+        self._seen: Dict[str, Tuple[JobInfo, float]] = {}
 
     def set_npu_processes(self, mapping: Mapping[int, int]) -> None:
         with self._lock:
@@ -123,6 +131,8 @@ class DiscoveryFeed:
         with self._lock:
             self._first_sight = sighted
             self._latest, self._mono = found, time.monotonic()
+            self._seen = {n: v for n, v in self._seen.items() if self._mono - v[1] < SEEN_KEEP}
+            self._seen.update((j.name, (j, self._mono)) for j in found.jobs)
             self.scans_total += 1
             if places - self._log_places:
                 self.logs_version += 1
@@ -159,6 +169,11 @@ class DiscoveryFeed:
         if rec is not None and rec[2] and rec[3] < started_at - BEFORE_START_MARGIN:
             at = max(at, still_from(path, *rec[:3]))
         return at
+
+    def seen_since(self, mono: float) -> Tuple[JobInfo, ...]:
+        """The jobs a scan found at or after `mono` (time.monotonic()), as last found."""
+        with self._lock:
+            return tuple(j for j, at in self._seen.values() if at >= mono)
 
     def latest(self) -> Optional[Discovered]:
         with self._lock:

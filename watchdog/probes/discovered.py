@@ -90,6 +90,9 @@ class _Job:
     #: rank pid -> its NPU: npu-smi's process table wins, else the first the environment gave;
     #: kept while the rank lives, so a card that drops out of npu-smi still names its job.
     npus: Dict[int, int] = field(default_factory=dict)
+    #: The job started and ended between two rounds of this probe (another consumer's scan found
+    #: it): its processes' exits were never watched, so its exit statuses are unknown.
+    unwatched: bool = False
 
 
 def log_tail(path: str, size: int = TAIL_BYTES, uid: Optional[int] = None, start: int = 0) -> bytes:
@@ -212,6 +215,9 @@ class DiscoveredProcessProbe(Probe):
         self._comms: Dict[Identity, str] = {}
         self._gone: Dict[Tuple[str, int], ProcessInfo] = {}
         self._jobs: Dict[str, _Job] = {}
+        #: When this probe last scanned (time.monotonic()): the jobs other scans found since then
+        #: and gone by now are judged too (`_track_missed`).
+        self._scanned_at = 0.0
         #: log path -> (device, inode, size, when) as an ended job left it: a run relaunched into
         #: the same files within seconds (a retry loop) begins its lines there (`_mark_run_start`).
         self._ended_files: Dict[str, Tuple[int, int, int, float]] = {}
@@ -245,6 +251,7 @@ class DiscoveredProcessProbe(Probe):
     # -- the round ------------------------------------------------------------------------------
     def collect(self) -> Collected:
         now = clock.now()
+        since, self._scanned_at = self._scanned_at, time.monotonic()
         try:
             found = self.feed.refresh()
         except Exception as exc:
@@ -257,6 +264,7 @@ class DiscoveredProcessProbe(Probe):
             time.sleep(SETTLE_SECONDS)
             live = self._follow_known()
         followed = {ident[0] for ident in live}  # checked against their start time just now
+        self._track_missed(found, since, now)
         for job in found.jobs:
             self._track_job(job, now)
             for r in job.ranks:
@@ -299,6 +307,17 @@ class DiscoveredProcessProbe(Probe):
             if st is not None:
                 out[ident] = (st, prev.job or "", prev.rank if prev.rank is not None else -1)
         return out
+
+    def _track_missed(self, found, since: float, now: float) -> None:
+        """A job another consumer's scan found since this probe's last round, and gone before this
+        one (a job shorter than the process interval: a start-up crash, a short run), is tracked
+        now and so judged as ended: without this it was never seen, and its end never said."""
+        current = {j.name for j in found.jobs}
+        for job in self.feed.seen_since(since):
+            if job.name in current or job.name in self._jobs:
+                continue
+            self._track_job(job, now)
+            self._jobs[job.name].unwatched = True
 
     def _track_job(self, job, now: float) -> None:
         t = self._jobs.get(job.name)
@@ -463,7 +482,7 @@ class DiscoveredProcessProbe(Probe):
         when it failed, the first to go when a stop request ended it (each in English and
         Chinese), the source, and each known (pid, status)."""
         none = ("", "")
-        if self._exits.unavailable is not None:
+        if self._exits.unavailable is not None or job.unwatched:
             return none, none, "", ()
         who = {p.pid: p.rank for (name, _), p in self._gone.items() if name == job.name}
         who.update({i.pid: i.rank for i in self._known.values() if i.job == job.name and i.state == "zombie"})
