@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from tests.helpers import wait_for
 from watchdog.config import load_config_text
@@ -53,6 +53,9 @@ class Feed:
                       for i, pid in enumerate(self.pids))
         return Discovered(jobs=(JobInfo(name="job", launcher=None, world_size=len(ranks), local_world_size=len(ranks),
                                         ranks=ranks),) if ranks else ())
+
+    def seen_since(self, mono: float) -> Tuple[JobInfo, ...]:
+        return ()  # no other probe scans this stand-in
 
 
 def sleepers(procs, n: int) -> List[subprocess.Popen]:
