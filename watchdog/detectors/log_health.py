@@ -38,12 +38,12 @@ def detect(view: StateView, config: Config) -> List[Finding]:
     obs = sample.value
     base = config.base_labels
     out: List[Finding] = []
+    # A discovered job's files are that job's blind spot: one finding per job, naming it.
+    jobs_of: Dict[str, Dict[str, List[str]]] = {}
+    for src, job, msg in obs.unreadable_jobs:
+        jobs_of.setdefault(src, {}).setdefault(job, []).append(msg)
     for source, paths in sorted(obs.unreadable.items()):
-        # A discovered job's files are that job's blind spot: one finding per job, naming it.
-        per_job: Dict[str, List[str]] = {}
-        for src, job, msg in obs.unreadable_jobs:
-            if src == source:
-                per_job.setdefault(job, []).append(msg)
+        per_job = jobs_of.get(source, {})
         of_jobs = {m for msgs in per_job.values() for m in msgs}
         rest = [p for p in paths if p not in of_jobs]
         if rest:

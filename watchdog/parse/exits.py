@@ -84,12 +84,12 @@ class ExitReport:
         return f"{self.who()} {self.status.words()} ({self.launcher}'s report)"
 
 
-def _hydra_code(value: int) -> ExitStatus:
-    return ExitStatus(signal=value) if value in HYDRA_SIGNAL_CODES else from_code(value)
-
-
 #: The codes MPICH's Hydra prints for a process that died on a signal: the signal's own number.
 HYDRA_SIGNAL_CODES = frozenset({4, 6, 7, 8, 9, 11})
+
+
+def _hydra_code(value: int) -> ExitStatus:
+    return ExitStatus(signal=value) if value in HYDRA_SIGNAL_CODES else from_code(value)
 
 
 def _int(s: Optional[str]) -> Optional[int]:

@@ -287,7 +287,8 @@ class LogsProbe(Probe):
         # drop what the readable files said): the observation carries both conditions, which
         # become the log_unreadable and log_offsets_unsaved findings and metrics.
         unreadable: Dict[str, List[str]] = {}
-        jobs = {p: j for s in t.sources for p, j, _rank in s.path_labels if j}
+        # (discovered files' jobs: looked up only in a round with an unreadable path)
+        jobs = {p: j for s in t.sources for p, j, _rank in s.path_labels if j} if t.errors else {}
         unreadable_jobs = []
         for path, msg in sorted(t.errors.items()):
             source = t.error_sources.get(path, "")
