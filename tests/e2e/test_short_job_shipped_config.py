@@ -18,10 +18,11 @@ pytestmark = pytest.mark.slow
 
 
 def _short_run(tmp_path, name, end, **job_env):
-    """A shipped node whose process probe looks every 60 s (the other probes rescan the shared
+    """A shipped node whose process probe looks every 90 s (the other probes rescan the shared
     discovery every 10 s), and a job `name` run and ended (`end(job)`) within that first
-    interval, after a scan found it: the process probe never saw it alive."""
-    node = ShippedNode(tmp_path, overrides={"probes": {"process": {"interval": "60s"}}}).wait_up()
+    interval, after a scan found it: the process probe never saw it alive. (90 s: the job lives
+    about 15 s, and a loaded machine stretches its start, the scan and its end.)"""
+    node = ShippedNode(tmp_path, overrides={"probes": {"process": {"interval": "90s"}}}).wait_up()
     job = node.job(name, ranks=2, **job_env)
     with job:
         pids = wait_for(lambda: job.rank_pids() if len(job.rank_pids()) == 2 else None, what="ranks")
@@ -41,7 +42,7 @@ def _short_run(tmp_path, name, end, **job_env):
 def _judged(node, rule, name):
     return wait_for(lambda: [f for f in node.status()["findings"] if f["rule"] == rule
                              and f["labels"].get("training_job") == name],
-                    timeout=120, what=f"the short job's end judged ({rule})")
+                    timeout=150, what=f"the short job's end judged ({rule})")
 
 
 def test_a_job_that_starts_and_ends_between_two_process_rounds_is_judged(tmp_path):
