@@ -9,9 +9,13 @@ whose channels have sent nothing must not carry them.
 from __future__ import annotations
 
 import json
-import uuid
 import sys
+import time
+import uuid
 
+import pytest
+
+from tests.fakes.receivers import Receiver
 from tests.helpers import Daemon, free_port, wait_for
 
 RUNNER = r"""
@@ -87,3 +91,77 @@ def test_the_count_sees_plugin_modules_when_the_root_loads():
     """The counter itself: importing the composition root loads every plugin module it lists."""
     loaded = _loaded_by("import watchdog.plugins_list")
     assert {"watchdog.probes.npu", "watchdog.detectors.stall", "watchdog.alerting.deliver.channels.feishu"} <= set(loaded)
+
+
+#: Answers each time the ask file appears (and removes it): which of the modules the process holds.
+ASKING_RUNNER = r"""
+import json, os, runpy, sys, threading, time
+ask, out, wanted = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+def answer():
+    while True:
+        if os.path.exists(ask):
+            with open(out + ".tmp", "w") as fh:
+                json.dump(sorted(m for m in wanted if m in sys.modules), fh)
+            os.replace(out + ".tmp", out)
+            os.unlink(ask)
+        time.sleep(0.05)
+threading.Thread(target=answer, daemon=True).start()
+sys.argv = ["npu-watchdog"] + sys.argv[sys.argv.index("-m") + 2:]
+runpy.run_module("watchdog", run_name="__main__", alter_sys=True)
+"""
+
+HCCL_TIMEOUT = ("[E ProcessGroupHCCL.cpp:566] [Rank 3] Watchdog caught collective operation timeout: WorkHCCL(SeqNum=12, "
+                "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800102 milliseconds before timing out.")
+NPU_OOM = ("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 0; 60.97 GiB total capacity; 58.10 GiB "
+           "already allocated; 58.20 GiB reserved in total by PyTorch)")
+
+
+def test_a_quiet_log_is_matched_without_re2_and_a_burst_loads_it(tmp_path):
+    """RE2 (2.6 MB resident as a library, its compiled rules and DFA more) is loaded by the first
+    slice of 64 KiB or more; a log read a few lines at a time is matched on the literal path, with
+    the same findings. Both slices' failures page, once each."""
+    from watchdog.logrules.matcher import re2_available
+
+    if not re2_available():
+        pytest.skip("google-re2 is not installed in this interpreter")
+    runner, ask, out = tmp_path / "runner.py", tmp_path / "ask", tmp_path / "loaded.json"
+    runner.write_text(ASKING_RUNNER)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "train-rank0.log"
+    log.write_bytes(b"")
+
+    def loaded():
+        out.unlink() if out.exists() else None
+        ask.write_text("")
+        wait_for(out.exists, timeout=10, what="the runner's answer")
+        return json.loads(out.read_text())
+
+    def append(text: str) -> None:
+        with open(log, "a") as fh:
+            fh.write(text)
+
+    step = "iteration {:7d}/ 100000 | lm loss: 2.000000E+00 | loss scale: 65536.0 | grad norm: 1.100 |\n"
+    with Receiver("webhook") as pager:
+        cfg = {"probes": {"logs": {"enabled": True, "interval": "1s", "hold": "1h",
+                                   "sources": [{"name": "train", "paths": [str(logs / "*.log")]}]}},
+               "alerting": {"group_window": "300ms", "channels": [{"type": "webhook", "name": "pager", "url": pager.url}]}}
+        d = Daemon(tmp_path, cfg, wrapper=(sys.executable, str(runner), str(ask), str(out), "re2"))
+        with d:
+            wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+            for i in range(20):  # a few lines per round, as a training job prints them
+                append(step.format(i))
+                time.sleep(0.05)
+            append(HCCL_TIMEOUT + "\n")
+            pager.wait_for(1)
+            assert loaded() == [], d.log()[-2000:]
+            # A burst: 1,200 steps at once (about 130 KB), the OOM at its end.
+            append("".join(step.format(i) for i in range(20, 1220)) + NPU_OOM + "\n")
+            pager.wait_for(2)
+            assert loaded() == ["re2"], d.log()[-2000:]
+            lines = d.metrics()['npu_watchdog_log_lines_read_total{source="train"}']
+        got = [(r.json["status"], a["labels"]["alertname"], a["labels"]["log_rule"])
+               for r in pager.accepted() for a in r.json["alerts"]]
+    assert got == [("firing", "log_hccl", "hccl_collective_watchdog_timeout"),
+                   ("firing", "log_oom", "oom_torch_npu")], got
+    assert lines == 1222

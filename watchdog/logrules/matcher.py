@@ -16,19 +16,64 @@ Python's `re` over a joined alternation is ~10x slower than grep, which is why s
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import sys
+import threading
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from watchdog.logrules.model import Rule
 
-try:  # optional accelerator; both engines give identical results (tested)
-    import re2 as _re2  # type: ignore
-except Exception:  # pragma: no cover - depends on the installation
-    _re2 = None
+log = logging.getLogger(__name__)
+
+#: The RE2 module once loaded (see `_load_re2`), None before and where it cannot be.
+_re2: Any = None
+#: None: not tried yet; True: loaded; False: the import failed (said once in the log).
+_re2_loaded: Optional[bool] = None
+_re2_lock = threading.Lock()
+
+#: With `engine: auto`, stage 1 runs on the literal prefilter until it has read BULK_MIN_BYTES
+#: within BULK_WINDOW seconds (a log writing over ~1 KB/s, or one burst that large); RE2 is then
+#: imported, compiled, and serves every slice from then on. The literal path costs about 0.15 ms
+#: per small slice and 12 ms per 64 KiB of training-log text, RE2 0.004 and 0.16 ms
+#: (bench/bench_stage1_slices.py, docs/benchmarks.md): a quiet log (a line every second or
+#: slower) costs a few ms a minute either way, while RE2 loaded is 4 MB of resident memory (its
+#: library 2.6 MB, the shipped bulk pattern and its DFA about 1.5 MB on the footprint bench).
+BULK_MIN_BYTES = 64 << 10
+BULK_WINDOW = 60.0
+
+
+def _re2_on_path() -> bool:
+    """Whether google-re2 is installed, without importing it (its library is 2.6 MB resident):
+    the package folder on the import path, where pip puts it."""
+    return any(os.path.isfile(os.path.join(d or ".", "re2", "__init__.py")) for d in sys.path)
+
+
+def _load_re2() -> Any:
+    """The RE2 module, imported on first use; None where it is missing or fails to load (then the
+    literal path serves every slice, with the same results, and the engine is reported as `re`)."""
+    global _re2, _re2_loaded
+    with _re2_lock:
+        if _re2_loaded is None:
+            try:  # optional accelerator, loaded when a slice needs it (see BULK_MIN_BYTES)
+                import re2 as module  # type: ignore
+            except Exception as exc:  # pragma: no cover - depends on the installation
+                _re2_loaded = False
+                if _re2_on_path():
+                    log.warning("google-re2 is installed but does not load (%s): log rules run on "
+                                "Python's `re` engine", exc)
+            else:
+                _re2, _re2_loaded = module, True
+        return _re2
 
 
 def re2_available() -> bool:
-    return _re2 is not None
+    """RE2 can serve stage 1: loaded, or installed and not yet tried (not imported here)."""
+    if _re2_loaded is None:
+        return _re2_on_path()
+    return _re2_loaded
 
 
 #: Said wherever the engine is reported (start-up log, status, doctor) when the slow one runs.
@@ -38,9 +83,10 @@ SLOW_ENGINE_ADVICE = ("log rules run on Python's `re` engine (google-re2 is not 
 
 
 def effective_engine(requested: str = "auto") -> str:
-    """The engine a rule set configured with `requested` runs on: "re2" or "re"."""
+    """The engine a rule set configured with `requested` runs on: "re2" or "re" ("re2" for
+    `auto` where RE2 is installed: it serves the slices of BULK_MIN_BYTES and more)."""
     if requested == "auto":
-        return "re2" if _re2 is not None else "re"
+        return "re2" if re2_available() else "re"
     return requested
 
 
@@ -105,13 +151,16 @@ def stage_one_re2(alternatives: Sequence[str], loosen: bool = True, max_mem: int
     """Stage 1 on RE2: the rules' patterns (already `_scoped`) as one compiled alternation, as
     the matcher runs it; `loosen` and `max_mem` are there for bench/bench_stage1_memory.py, which
     compares it with the exact pattern and the former 256 MB budget."""
-    opts = _re2.Options()
+    re2 = _load_re2()
+    if re2 is None:
+        raise RuntimeError("the re2 engine needs the google-re2 package")
+    opts = re2.Options()
     opts.never_nl = True          # a match never spans two lines
     opts.never_capture = True
     opts.max_mem = max_mem
     # (?m): `^`/`$` mean a line's start and end here as they do on one line in stage 2.
     bulk = "(?m)" + "|".join(_loosened(a) if loosen else a for a in alternatives)
-    return _re2.compile(bulk.encode("utf-8"), options=opts)
+    return re2.compile(bulk.encode("utf-8"), options=opts)
 
 
 def decode_line(raw: bytes, max_bytes: int) -> str:
@@ -154,38 +203,63 @@ def _invalid_utf8_lines(block: bytes, n: int, search: Any, add: Callable[[int], 
 
 
 class Matcher:
-    """Compiled once per rule set; `engine` is "auto" (RE2 if installed), "re2" or "re"."""
+    """Compiled once per rule set; `engine` is "auto" (the literal prefilter until the log is
+    busy, see BULK_MIN_BYTES, then RE2 where it is installed), "re2" (RE2 for every slice) or "re"
+    (the literal prefilter for every slice). One matcher serves one thread (the logs probe's)."""
 
     def __init__(self, rules: Sequence[Rule], engine: str = "auto", max_line_bytes: int = 65536):
         self.rules = tuple(rules)
         self.max_line_bytes = max_line_bytes
-        if engine == "auto":
-            engine = "re2" if _re2 is not None else "re"
-        if engine == "re2" and _re2 is None:
-            raise RuntimeError("the re2 engine needs the google-re2 package")
-        if engine not in ("re2", "re"):
+        if engine not in ("auto", "re2", "re"):
             raise ValueError(f"unknown engine {engine!r}")
-        self.engine = engine
+        if engine == "re2" and _load_re2() is None:
+            raise RuntimeError("the re2 engine needs the google-re2 package")
+        #: Bytes read on the literal path within a window before RE2 takes over (0: RE2 from the
+        #: start; None: never).
+        self._bulk_min: Optional[int] = {"re2": 0, "re": None}.get(engine, BULK_MIN_BYTES)
+        if engine == "auto" and not re2_available():
+            self._bulk_min = None
+        #: The literal path's bytes in the current window, and when the window began (monotonic).
+        self._window = (0, 0.0)
+        self.engine = "re" if self._bulk_min is None else "re2"
         self._bulk: Any = None
-        self._literals: Tuple[bytes, ...] = ()
-        self._no_literal_bulk: Optional[Any] = None
         # Stage 2's literal guard: each distinct literal once, and the rules it admits.
         admits: Dict[str, Set[int]] = {}
         for i, r in enumerate(self.rules):
             for lit in r.literals:
                 admits.setdefault(lit, set()).add(i)
         self._guard = tuple((lit, frozenset(ix)) for lit, ix in sorted(admits.items()))
-        alternatives = [_scoped(p) for r in self.rules for p in r.patterns]
-        if not alternatives:
-            return
-        if engine == "re2":
-            self._bulk = stage_one_re2(alternatives)
-        else:
-            lits = sorted({lit.encode("utf-8") for r in self.rules if r.literals for lit in r.literals})
-            self._literals = tuple(lits)
-            rest = [_scoped(p) for r in self.rules if not r.literals for p in r.patterns]
-            if rest:
-                self._no_literal_bulk = re.compile("|".join(rest).encode("utf-8"), re.MULTILINE)
+        self._alternatives = [_scoped(p) for r in self.rules for p in r.patterns]
+        if not self._alternatives:
+            self._bulk_min = None
+        if self._bulk_min == 0:
+            self._bulk = stage_one_re2(self._alternatives)
+        # The literal path (every slice on `re`, the small ones on `auto`): cheap to build.
+        self._literals: Tuple[bytes, ...] = tuple(sorted(
+            {lit.encode("utf-8") for r in self.rules if r.literals for lit in r.literals}))
+        rest = [_scoped(p) for r in self.rules if not r.literals for p in r.patterns]
+        self._no_literal_bulk: Optional[Any] = (
+            re.compile("|".join(rest).encode("utf-8"), re.MULTILINE) if rest and self._bulk_min != 0 else None)
+
+    def _stage_one(self, n: int) -> Any:
+        """RE2's compiled bulk pattern for a slice of `n` bytes, or None for the literal path:
+        RE2 once the literal path has read BULK_MIN_BYTES within BULK_WINDOW seconds, counting
+        this slice. Compiled then; a failed load leaves the literal path for good."""
+        if self._bulk is not None or self._bulk_min is None:
+            return self._bulk
+        now = time.monotonic()
+        read, since = self._window
+        if now - since > BULK_WINDOW:
+            read, since = 0, now
+        read += n
+        self._window = (read, since)
+        if read < self._bulk_min:
+            return None
+        try:
+            self._bulk = stage_one_re2(self._alternatives)
+        except RuntimeError:  # installed, yet it does not load (said once in the log)
+            self._bulk_min, self.engine = None, "re"
+        return self._bulk
 
     # -- stage 1 ------------------------------------------------------------------------------
     def candidates(self, block: bytes, stop: Optional[int] = None) -> List[Tuple[int, int]]:
@@ -203,10 +277,11 @@ class Matcher:
             spans.add((start, end))
             return end
 
-        if self._bulk is not None:
+        bulk = self._stage_one(n)
+        if bulk is not None:
             # One pass of the combined pattern over the whole buffer; after a hit the search goes
             # on from the next line (the line is a candidate already).
-            search = self._bulk.search
+            search = bulk.search
             m = search(block, 0, n)
             while m is not None:
                 end = add(m.start())
