@@ -1,4 +1,4 @@
-"""The blind sets 2-11 (tests/samples/blind2 ... blind11): public failure reports gathered by people
+"""The blind sets 2-12 (tests/samples/blind2 ... blind12): public failure reports gathered by people
 who saw only rule ids, categories and one-line meanings, each scored once before and once after a
 round of rule work it was never tuned to (docs/log-signatures.md reports every score). Each set's
 numbers are held here as a floor (failure lines reported) and a ceiling (unexpected alarms,
@@ -48,7 +48,8 @@ HELD: Dict[str, Dict[str, int]] = {
     # The ninth round's generic shapes (CANN plog modules at ERROR, a runtime call's failed reason,
     # NCCL's CUDACHECK) and launcher reports (Open MPI's non-zero exit): 6 more unexpected alarms,
     # each a line under its block's reported first line or a launcher report the set marks ordinary.
-    "blind3": {"failure_lines": 139, "near_lines": 109, "reported": 118, "unexpected": 119, "near_miss_alarms": 0},
+    # The tenth round's wordings: 1 more, vLLM's `AsyncLLM output_handler failed.` under a crash the set reports.
+    "blind3": {"failure_lines": 139, "near_lines": 109, "reported": 118, "unexpected": 120, "near_miss_alarms": 0},
     # Sixth round, gathered while its first wording step (bf1859d) was written without reading it:
     # 108 of 188 before (57.4 %), 119 after (63.3 %), 49 unexpected, no near-miss alarm of 200. Its
     # misses were then read (no longer blind): 165 reported with 4 repeats more (the `what():` copy
@@ -124,8 +125,9 @@ HELD: Dict[str, Dict[str, int]] = {
     # in the vendors' texts (onnxruntime's `CANN failure N` as the acl table's code, ggml's `GGML_ASSERT(...)
     # failed`, NVML's `GPU is lost`, HCCL's FFTS+ task timeout, Ray Jobs' and submitit's failed job, an
     # exception carrying its cause's class) and the Windows store warning made silent: 138 (83.1 %), 28
-    # unexpected, no near-miss alarm.
-    "blind9": {"failure_lines": 166, "near_lines": 142, "reported": 138, "unexpected": 28, "near_miss_alarms": 0},
+    # unexpected, no near-miss alarm. The tenth round's wordings: 1 more unexpected alarm, a module's internal error
+    # (`E89999: [PID: ...] op[Range], outSize ...`) inside a device block the set reports on its first line.
+    "blind9": {"failure_lines": 166, "near_lines": 142, "reported": 138, "unexpected": 29, "near_miss_alarms": 0},
     # Gathered in the ninth round (from 9f86a3b on), never read: 157 of 248 at the round's start (d32edbe,
     # 63.3 %), 166 at the gathering's start (9f86a3b), 167 after the round's rules (f72bc8e, 67.3 %);
     # unexpected 9, 10, 10; alarms on its 254 near misses 0, 0, 0. Then read (no longer blind; the eleventh set
@@ -139,7 +141,16 @@ HELD: Dict[str, Dict[str, int]] = {
     # Gathered at the ninth round's end (from 28c95cd on), never read: 140 of 181 at the round's start (d32edbe,
     # 77.3 %), 145 where the gathering began (28c95cd, 80.1 %), 145 after the round's last wordings (80.1 %);
     # unexpected 40, 42, 42; alarms on its 190 near misses 0, 0, 0. Not read: it stays blind for the next round.
+    # After the tenth round's wordings (written from the twelfth set's misses and the vendors' texts, this set
+    # still unread): 145 (80.1 %), 42 unexpected, 0 near-miss alarms: no change.
     "blind11": {"failure_lines": 181, "near_lines": 190, "reported": 145, "unexpected": 42, "near_miss_alarms": 0},
+    # Gathered at the tenth round's start (3840ea9), before its rule work, by people who saw only rule ids,
+    # categories and one-line meanings (89 sources): 126 of 163 (77.3 %), 16 unexpected, 0 alarms on 107 near misses.
+    # Then read (no longer blind): its misses looked up in the vendors' texts (Kubernetes' OOMKilled and exit codes,
+    # TensorFlow's RESOURCE_EXHAUSTED root errors, vLLM's dead-engine reports, the CUDA table's Paddle glog check,
+    # the acl table's graph-engine lines, CANN's internal-error range of digit modules, the Vision SDK's ACL return
+    # texts, fairseq's zero loss scale): 147 (90.2 %), 14 unexpected, no near-miss alarm.
+    "blind12": {"failure_lines": 163, "near_lines": 107, "reported": 147, "unexpected": 14, "near_miss_alarms": 0},
 }
 
 

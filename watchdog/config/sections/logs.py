@@ -161,7 +161,7 @@ class LogsProbeConfig(ProbeSchedule):
     slice_size: Size = Field(default="8MiB")
     #: Lines are truncated to this for matching and display.
     max_line_bytes: Size = Field(default="64KiB")
-    #: Matching engine: auto (RE2 if google-re2 is installed), re2, re.
+    #: Matching engine: auto (RE2 where google-re2 is installed, loaded once a log is busy: 64 KiB within a minute), re2, re.
     engine: Literal["auto", "re2", "re"] = "auto"
 
     @model_validator(mode="after")
