@@ -14,6 +14,7 @@ case for both). CPU time per slice, the median of `--rounds` passes over as many
 
     python bench/bench_stage1_slices.py
     python bench/bench_stage1_slices.py --rounds 9
+    python bench/bench_stage1_slices.py --quick      # one pass, three sizes (a smoke run)
 """
 
 from __future__ import annotations
@@ -75,19 +76,23 @@ def per_slice(m: Matcher, blocks: list, rounds: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="one pass, three slice sizes (a smoke run)")
     args = ap.parse_args()
+    sizes = SIZES[::2] if args.quick else SIZES
+    if args.quick:
+        args.rounds = 1
     if not re2_available():
         raise SystemExit("google-re2 is not installed: nothing to compare")
     rules = build_ruleset()
     literal, re2 = Matcher(rules, "re"), Matcher(rules, "re2")
     print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, Python "
           f"{platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"command: python bench/bench_stage1_slices.py --rounds {args.rounds}")
+    print(f"command: python bench/bench_stage1_slices.py {'--quick' if args.quick else f'--rounds {args.rounds}'}")
     print(f"BULK_MIN_BYTES = {BULK_MIN_BYTES}")
     for name, data in (("training log", training_log()), ("sample corpus", corpus())):
         print(f"{name} ({len(data)} bytes):")
         print(f"{'slice':>9}  {'literal us':>11}  {'re2 us':>9}  {'literal/re2':>11}")
-        for size in SIZES:
+        for size in sizes:
             blocks = slices(data, size)
             a, b = per_slice(literal, blocks, args.rounds), per_slice(re2, blocks, args.rounds)
             print(f"{size:>9}  {a * 1e6:>11.1f}  {b * 1e6:>9.1f}  {a / b:>10.1f}x")
