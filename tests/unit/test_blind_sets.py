@@ -48,8 +48,7 @@ HELD: Dict[str, Dict[str, int]] = {
     # The ninth round's generic shapes (CANN plog modules at ERROR, a runtime call's failed reason,
     # NCCL's CUDACHECK) and launcher reports (Open MPI's non-zero exit): 6 more unexpected alarms,
     # each a line under its block's reported first line or a launcher report the set marks ordinary.
-    # The tenth round's wordings: 1 more, vLLM's `AsyncLLM output_handler failed.` under a crash the set reports.
-    "blind3": {"failure_lines": 139, "near_lines": 109, "reported": 118, "unexpected": 120, "near_miss_alarms": 0},
+    "blind3": {"failure_lines": 139, "near_lines": 109, "reported": 118, "unexpected": 119, "near_miss_alarms": 0},
     # Sixth round, gathered while its first wording step (bf1859d) was written without reading it:
     # 108 of 188 before (57.4 %), 119 after (63.3 %), 49 unexpected, no near-miss alarm of 200. Its
     # misses were then read (no longer blind): 165 reported with 4 repeats more (the `what():` copy
@@ -149,8 +148,9 @@ HELD: Dict[str, Dict[str, int]] = {
     # Then read (no longer blind): its misses looked up in the vendors' texts (Kubernetes' OOMKilled and exit codes,
     # TensorFlow's RESOURCE_EXHAUSTED root errors, vLLM's dead-engine reports, the CUDA table's Paddle glog check,
     # the acl table's graph-engine lines, CANN's internal-error range of digit modules, the Vision SDK's ACL return
-    # texts, fairseq's zero loss scale): 147 (90.2 %), 14 unexpected, no near-miss alarm.
-    "blind12": {"failure_lines": 163, "near_lines": 107, "reported": 147, "unexpected": 14, "near_miss_alarms": 0},
+    # texts, fairseq's zero loss scale): 147 (90.2 %), 14 unexpected, no near-miss alarm. An attack pass took back
+    # vLLM's `AsyncLLM output_handler failed.` (a clean stop by SIGTERM prints it too): 146 (89.6 %).
+    "blind12": {"failure_lines": 163, "near_lines": 107, "reported": 146, "unexpected": 14, "near_miss_alarms": 0},
 }
 
 

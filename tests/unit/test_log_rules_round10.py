@@ -23,8 +23,6 @@ from tests.rule_kit import ENGINES, rules_on
     # TensorFlow's session error of several failed ops of the RESOURCE_EXHAUSTED status
     ("ResourceExhaustedError: 2 root error(s) found.", "oom_cuda"),
     # vLLM's API server when its engine died
-    ("(APIServer pid=104) ERROR 12-17 09:16:13 [async_llm.py:480] AsyncLLM output_handler failed.",
-     "launcher_failure_report"),
     ("ERROR 01-22 00:13:32 client.py:282] RuntimeError('Engine process (pid 77) died.')", "launcher_failure_report"),
     ("CRITICAL 01-22 00:13:36 launcher.py:99] MQLLMEngine is already dead, terminating server process",
      "launcher_failure_report"),
@@ -68,6 +66,8 @@ def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     "The pod was OOMKilled yesterday, so we raised the memory limit to 64Gi and it has run since.",
     # vLLM starting and stopping its loops
     "INFO 12-17 09:16:13 [async_llm.py:480] AsyncLLM output_handler started.",
+    # V1's output loop ending, also on a clean stop by SIGTERM (vllm-project/vllm#48745)
+    "ERROR 05-02 10:01:12 [async_llm.py:704] AsyncLLM output_handler failed.",
     "INFO 01-22 00:13:36 launcher.py:99] Shutting down FastAPI HTTP server.",
     # a glog check that held, and a GE line without a failure
     "Check failed: cudaSuccess == cudaStat (0 vs. 0) ",

@@ -5,10 +5,12 @@ the same on both sides of the threshold and on every engine."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import logged
 from watchdog.logrules import matcher as matcher_module
 from watchdog.logrules.matcher import BULK_MIN_BYTES, BULK_WINDOW, Matcher, decode_line, re2_available
 from watchdog.logrules.model import build_ruleset
@@ -114,3 +116,42 @@ def test_a_stop_inside_the_block_is_honoured_on_both_paths(rules):
 def test_unknown_engine_is_refused(rules):
     with pytest.raises(ValueError, match="unknown engine"):
         Matcher(rules, "pcre")
+
+
+def _user_rule(**kw):
+    from watchdog.logrules.model import make_rule
+
+    return make_rule(dict({"id": "mine", "category": "custom", "severity": "warning"}, **kw), "custom")
+
+
+@needs_re2
+def test_a_user_pattern_re2_rejects_leaves_the_literal_path_with_the_same_findings(rules):
+    """Python takes `\\Z`, RE2 does not: the busy log's slice falls back to the literal path (said
+    in the log) instead of failing every round from then on."""
+    mine = _user_rule(patterns=[r"FATAL: worker died\Z"], literals=["fatal: worker died"])
+    auto, plain = Matcher(rules + (mine,), "auto"), Matcher(rules + (mine,), "re")
+    burst = b"iteration 1 | lm loss: 2.0\n" * 3000 + b"RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB\n"
+    with logged("watchdog.logrules.matcher", logging.WARNING) as records:
+        assert hits(auto, burst) == hits(plain, burst) != []
+    assert auto.engine == "re" and auto._bulk is None
+    assert ["RE2 cannot compile the log rules" in r.getMessage() for r in records] == [True]
+    line = b"FATAL: worker died"
+    assert hits(auto, line) == hits(plain, line) == [(0, ["mine"])]
+
+
+def test_a_literal_with_non_ascii_case_is_found_on_the_literal_path(rules):
+    """Literals are folded with Unicode's lower case (`сбой узла`), the block with `bytes.lower()`,
+    which folds ASCII only: the line as the user's pattern spells it is still a candidate (every
+    non-ASCII line is, with such a rule)."""
+    mine = _user_rule(patterns=["Сбой узла"], literals=["Сбой узла"])
+    m = Matcher(rules + (mine,), "re")
+    block = "iteration 1\nСбой узла 3\nok\n".encode("utf-8")
+    assert hits(m, block) == [(12, ["mine"])]
+
+
+def test_a_rule_without_literals_sees_non_ascii_text_on_the_literal_path(rules):
+    """The bytes pass's `.` is one byte; the line is a candidate anyway, and stage 2 reads text."""
+    mine = _user_rule(patterns=[r"NPU temperature \d+.C, throttling"])
+    m = Matcher(rules + (mine,), "re")
+    block = "NPU temperature 95°C, throttling\n".encode("utf-8")
+    assert hits(m, block) == [(0, ["mine"])]

@@ -27,7 +27,7 @@ from watchdog.observations import NpuObservation
 from watchdog.host.subproc import run_command
 from watchdog.config.placeholders import placeholders
 from watchdog.doctor.discovery import check_discovery, check_exit_statuses
-from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
+from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine, re2_loadable
 from watchdog.runbook import runbook_link
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -328,7 +328,11 @@ def placeholder_checks(config: Config) -> List[CheckResult]:
 
 
 def _log_engine_check(config: Config) -> CheckResult:
+    """The daemon imports RE2 only when a log is busy: doctor imports it now, so an installed RE2
+    that does not load (a missing library, another ABI) is said here, not found at 3 a.m."""
     engine = effective_engine(config.probes.logs.engine)
+    if engine == "re2" and not re2_loadable():
+        engine = "re"
     if engine == "re2":
         return CheckResult("daemon", "log_engine", PASS, "log rules run on the RE2 engine", details={"engine": engine})
     return CheckResult("daemon", "log_engine", WARN, "log rules run on the slow fallback engine (Python re)",

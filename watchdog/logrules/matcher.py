@@ -70,10 +70,17 @@ def _load_re2() -> Any:
 
 
 def re2_available() -> bool:
-    """RE2 can serve stage 1: loaded, or installed and not yet tried (not imported here)."""
+    """RE2 can serve stage 1: loaded, or installed and not yet tried (not imported here). An
+    installed RE2 that does not load is found at its first use (then False, said in the log)."""
     if _re2_loaded is None:
         return _re2_on_path()
     return _re2_loaded
+
+
+def re2_loadable() -> bool:
+    """RE2 imports here (it is imported to find out): for `engine: re2`, which uses it from the
+    start, and for `doctor`, which says what the daemon will run."""
+    return _load_re2() is not None
 
 
 #: Said wherever the engine is reported (start-up log, status, doctor) when the slow one runs.
@@ -173,6 +180,9 @@ def decode_line(raw: bytes, max_bytes: int) -> str:
     return text.rstrip("\r\n")
 
 
+#: A byte outside ASCII (the literal path's candidates where case folding or `.` needs the text).
+_NON_ASCII = re.compile(rb"[\x80-\xff]")
+
 #: What `surrogateescape` makes of a byte that is not UTF-8.
 _UNDECODABLE = re.compile("[\udc80-\udcff]")
 
@@ -205,7 +215,8 @@ def _invalid_utf8_lines(block: bytes, n: int, search: Any, add: Callable[[int], 
 class Matcher:
     """Compiled once per rule set; `engine` is "auto" (the literal prefilter until the log is
     busy, see BULK_MIN_BYTES, then RE2 where it is installed), "re2" (RE2 for every slice) or "re"
-    (the literal prefilter for every slice). One matcher serves one thread (the logs probe's)."""
+    (the literal prefilter for every slice). `scan` calls `candidates` from worker threads: the
+    compile happens once, under a lock; the window's count may lose a slice to a race, no more."""
 
     def __init__(self, rules: Sequence[Rule], engine: str = "auto", max_line_bytes: int = 65536):
         self.rules = tuple(rules)
@@ -221,6 +232,7 @@ class Matcher:
             self._bulk_min = None
         #: The literal path's bytes in the current window, and when the window began (monotonic).
         self._window = (0, 0.0)
+        self._compile_lock = threading.Lock()
         self.engine = "re" if self._bulk_min is None else "re2"
         self._bulk: Any = None
         # Stage 2's literal guard: each distinct literal once, and the rules it admits.
@@ -240,6 +252,11 @@ class Matcher:
         rest = [_scoped(p) for r in self.rules if not r.literals for p in r.patterns]
         self._no_literal_bulk: Optional[Any] = (
             re.compile("|".join(rest).encode("utf-8"), re.MULTILINE) if rest and self._bulk_min != 0 else None)
+        #: `bytes.lower()` folds ASCII only, and the bytes pass's `.` is one byte: with a literal that
+        #: has non-ASCII case (`Сбой`) or a rule without literals, every line holding a non-ASCII byte
+        #: is a candidate on the literal path (stage 2 decides on the decoded line, as it always does).
+        self._non_ascii_lines = bool(rest) or any(not lit.isascii() and lit != lit.upper()
+                                                   for r in self.rules for lit in r.literals)
 
     def _stage_one(self, n: int) -> Any:
         """RE2's compiled bulk pattern for a slice of `n` bytes, or None for the literal path:
@@ -255,10 +272,16 @@ class Matcher:
         self._window = (read, since)
         if read < self._bulk_min:
             return None
-        try:
-            self._bulk = stage_one_re2(self._alternatives)
-        except RuntimeError:  # installed, yet it does not load (said once in the log)
-            self._bulk_min, self.engine = None, "re"
+        with self._compile_lock:
+            if self._bulk is None and self._bulk_min is not None:
+                try:
+                    self._bulk = stage_one_re2(self._alternatives)
+                except Exception as exc:  # RE2 does not load, or rejects a (user's) pattern Python takes
+                    self._bulk_min, self.engine = None, "re"
+                    if _re2_loaded:
+                        log.warning("RE2 cannot compile the log rules (%s): they run on the literal "
+                                    "prefilter and Python's `re`, with the same results, slower on busy "
+                                    "logs; a user rule's pattern RE2 rejects is the usual cause", exc)
         return self._bulk
 
     # -- stage 1 ------------------------------------------------------------------------------
@@ -300,6 +323,11 @@ class Matcher:
             if self._no_literal_bulk is not None:
                 for m in self._no_literal_bulk.finditer(block):
                     add(m.start())
+            if self._non_ascii_lines and not block.isascii():
+                m = _NON_ASCII.search(block)
+                while m is not None:
+                    end = add(m.start())
+                    m = _NON_ASCII.search(block, end + 1)
         return sorted(spans)
 
     # -- stage 2 ------------------------------------------------------------------------------

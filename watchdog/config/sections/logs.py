@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from watchdog.config.sections.common import ProbeSchedule
 from watchdog.config.types import Duration, Size, StrictModel
-from watchdog.logrules.matcher import re2_available
+from watchdog.logrules.matcher import re2_loadable
 
 log = logging.getLogger("watchdog.config")
 from watchdog.logrules.model import CATEGORIES, SHIPPED_PACKS, RuleError, build_ruleset, current_rule_id
@@ -189,7 +189,7 @@ class LogsProbeConfig(ProbeSchedule):
             except re.error as exc:
                 raise ValueError(f"progress_patterns[{i}]: bad regular expression {pat!r}: {exc}") from None
         if self.engine == "re2":
-            if not re2_available():
+            if not re2_loadable():
                 raise ValueError("engine: re2 needs the google-re2 package (pip install google-re2)")
         return self
 
