@@ -42,6 +42,8 @@ def report_setup(config: Config) -> None:
     engine = effective_engine(logs.engine)
     if logs.enabled and engine == "re":
         log.warning(SLOW_ENGINE_ADVICE)
+    elif logs.engine == "auto" and engine == "re2":
+        log.info("log rules run on the re2 engine (imported once a log is busy: 64 KiB within a minute)")
     else:
         log.info("log rules run on the %s engine", engine)
     for line in unmatched_paths(config):
