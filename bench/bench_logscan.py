@@ -19,6 +19,7 @@ import argparse
 import os
 import platform
 import random
+import re
 import resource
 import shutil
 import subprocess
@@ -87,34 +88,88 @@ def generate(path: str, size: int, failures: int, seed: int = 7) -> int:
     return lines
 
 
+def _ere_class(pattern: str, i: int, icase: bool) -> tuple:
+    """The bracket expression starting at `pattern[i]` ("[") as POSIX ERE, and the index after it:
+    inside brackets ERE has no escapes, so `\\]` goes first, `\\-` last, `\\\\` is one backslash,
+    `\\d \\w \\s` become ranges and classes; `[^\\n]` (any character of a line) becomes `.`."""
+    j, members, close, dash = i + 1, [], False, False
+    negate = pattern.startswith("^", j)
+    if negate:
+        j += 1
+    while j < len(pattern) and not (pattern[j] == "]" and (members or close or dash)):
+        c = pattern[j]
+        if c == "\\" and j + 1 < len(pattern):
+            n = pattern[j + 1]
+            if n == "]":
+                close = True
+            elif n == "-":
+                dash = True
+            elif n == "n":
+                members.append("\n")
+            else:
+                members.append({"d": "0-9", "w": "A-Za-z0-9_", "s": "[:space:]", "\\": "\\"}.get(n, n))
+            j += 2
+            continue
+        if c == "]" and not members:  # a `]` first in the class is a member
+            close = True
+        else:
+            members.append(c)
+        j += 1
+    if negate and members == ["\n"] and not close and not dash:
+        return ".", j + 1
+    body = "".join(m for m in members if m != "\n")
+    if icase:  # the other case of each letter and each letter range
+        ranges = re.findall(r"[A-Za-z]-[A-Za-z]", body)
+        singles = re.sub(r"[A-Za-z]-[A-Za-z]", "", body)
+        body += "".join(r.swapcase() for r in ranges) + "".join(ch.swapcase() for ch in singles if ch.isalpha())
+    return "[" + ("^" if negate else "") + ("]" if close else "") + body + ("-" if dash else "") + "]", j + 1
+
+
 def to_ere(pattern: str) -> str:
-    """Python/RE2 pattern (the subset the packs use) -> POSIX ERE for GNU grep."""
-    pattern = pattern.replace("[^\\]]", "[^]]")  # ERE: a literal ] comes first in a class
+    """Python/RE2 pattern (the subset the packs use) -> POSIX ERE for GNU grep: `(?:` and named
+    groups `(?P<name>` become plain groups, a leading `(?i)` and a scoped `(?i:...)` spell each
+    letter both ways (`[aA]`) inside their reach, `\\d \\w \\s` become classes, bracket expressions
+    are rewritten to ERE's rules (`_ere_class`)."""
     icase = pattern.startswith("(?i)")
     if icase:
         pattern = pattern[4:]
     out = []
     i = 0
-    in_class = False
+    groups: list = []  # per open group: whether it turned case-insensitivity on
     while i < len(pattern):
         c = pattern[i]
+        if pattern.startswith("(?i:", i):
+            out.append("(")
+            groups.append(not icase)
+            icase = True
+            i += 4
+            continue
+        if pattern.startswith("(?P<", i):
+            out.append("(")
+            groups.append(False)
+            i = pattern.index(">", i) + 1
+            continue
         if pattern.startswith("(?:", i):
             out.append("(")
+            groups.append(False)
             i += 3
+            continue
+        if c == "[":
+            text, i = _ere_class(pattern, i, icase)
+            out.append(text)
             continue
         if c == "\\" and i + 1 < len(pattern):
             n = pattern[i + 1]
             rep = {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "s": "[[:space:]]", "b": "\\b"}.get(n)
-            if in_class and n in "dws":
-                rep = {"d": "0-9", "w": "A-Za-z0-9_", "s": "[:space:]"}[n]
             out.append(rep if rep is not None else "\\" + n)
             i += 2
             continue
-        if c == "[":
-            in_class = True
-        elif c == "]":
-            in_class = False
-        if icase and c.isalpha() and not in_class:
+        if c == "(":
+            groups.append(False)
+        elif c == ")" and groups:
+            if groups.pop():
+                icase = False
+        if icase and c.isalpha():
             out.append(f"[{c.lower()}{c.upper()}]")
         else:
             out.append(c)
