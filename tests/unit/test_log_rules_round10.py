@@ -46,6 +46,8 @@ from tests.rule_kit import ENGINES, rules_on
     ("RuntimeError: [3][ACL: runtime failure]", "device_mindx_acl_error"),
     ('E1122 10:02:57.0 Model.cpp:10] Malloc failed. (Code = 2, Message = "ACL: memory allocation fail")',
      "oom_cann_memory_alloc"),
+    # Open MPI's rank that ended without MPI_Finalize
+    ("mpirun has exited due to process rank 1 with PID 4017 on", "launcher_exit_report"),
     # fairseq's progress line with the loss scale at its minimum, printed as zero
     ("| epoch 028 | loss 3.976 | nll_loss 2.204 | ppl 4.61 | wps 279460 | ups 3 | wpb 110529.673 | bsz 3780.211 | "
      "num_updates 9165 | lr 0.000330319 | gnorm 0.635 | clip 0.000 | oom 0.000 | loss_scale 0.000 | wall 4043 | "
@@ -74,6 +76,8 @@ def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     "[INFO] GE(1160425,python):2023-07-14-15:51:00.409.864 [single_op.cc:331]1160425 ValidateArgs: ErrorNo: 0(Success)",
     # a digit module's user-class code and a warning of the internal range
     "W69999: [PID: 301341] 2025-07-08-19:23:04.799.485 op[QuantBatchMatmulV3] falls back to the slow path",
+    # Open MPI's shutdown race after every rank finished (`PID 0`)
+    "15:50:32   mpirun has exited due to process rank 1 with PID 0 on",
     # the Vision SDK's success, fairseq's healthy scale
     'I20241122 10:02:56.600000 281462569663328 ModelInferenceProcessor.cpp:120] Init model succeeded. (Code = 0, Message = "Success")',
     "| epoch 028 | loss 3.976 | nll_loss 2.204 | ppl 4.61 | gnorm 0.635 | clip 0.000 | oom 0.000 | loss_scale 128.000 | wall 4043",

@@ -35,7 +35,8 @@ _re2_loaded: Optional[bool] = None
 _re2_lock = threading.Lock()
 
 #: With `engine: auto`, stage 1 runs on the literal prefilter until it has read BULK_MIN_BYTES
-#: within BULK_WINDOW seconds (a log writing over ~1 KB/s, or one burst that large); RE2 is then
+#: within one window of BULK_WINDOW seconds, counted per matcher, so over all the files of the logs
+#: probe together (logs writing over ~1 KB/s in all, or one burst that large); RE2 is then
 #: imported, compiled, and serves every slice from then on. The literal path costs about 0.15 ms
 #: per small slice and 12 ms per 64 KiB of training-log text, RE2 0.004 and 0.16 ms
 #: (bench/bench_stage1_slices.py, docs/benchmarks.md): a quiet log (a line every second or
