@@ -302,3 +302,21 @@ def test_a_crash_page_names_who_went_and_how_even_when_the_failure_line_does_not
                      T, T + 10, verdict)
     assert page.summary.endswith(": rank 1 (pid 4242) aborted (signal 6) first"), page.summary
     assert "rank 1（pid 4242）中止（信号 6）" in page.details["said"]["zh"]
+
+
+def test_a_stop_only_the_launcher_reported_is_worded_in_each_language():
+    """The ranks' exit statuses are unknown and the launcher's own stop report is the only word
+    (torch elastic on a scancel): the page names the launcher and quotes its line, in English
+    words for the English message and Chinese words for the Chinese one (the line itself verbatim)."""
+    from watchdog.detectors.liveness import _job_gone
+    from watchdog.observations import JobState, ProcessObservation
+
+    ev = replace(BLIND, failure_line="launcher_exit_report: [WARNING] Received 15 death signal, shutting down workers")
+    verdict = judge_end(ev, 0, T + 10, W)
+    assert (verdict.outcome, verdict.row) == (FAILURE, "stopped")
+    page = _job_gone({"host": "h"}, ProcessObservation(processes=(), jobs=(JobState("j", T - 100, end=ev),)),
+                     T, T + 10, verdict)
+    line = "[WARNING] Received 15 death signal, shutting down workers"
+    assert f"the launcher ({line}) first: cancelled or preempted?" in page.summary, page.summary
+    zh = page.details["said"]["zh"]
+    assert f"启动器（{line}） 最先退出，被取消还是被抢占？" in zh and "the launcher" not in zh, zh
