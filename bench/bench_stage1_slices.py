@@ -31,6 +31,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from watchdog.logrules.corpus import load  # noqa: E402
 from watchdog.logrules.matcher import BULK_MIN_BYTES, Matcher, re2_available  # noqa: E402
 from watchdog.logrules.model import build_ruleset  # noqa: E402
 sys.path.insert(0, os.path.join(REPO, "bench"))
@@ -46,11 +47,9 @@ def training_log(size: int = 4 << 20) -> bytes:
 
 
 def corpus() -> bytes:
-    lines = []
-    for f in sorted(glob.glob(os.path.join(REPO, "tests", "samples", "*", "*.log"))):
-        with open(f, "rb") as fh:
-            lines.extend(raw.split(b"  ##> ")[0] for raw in fh.read().splitlines())
-    return b"\n".join(lines) + b"\n"
+    """Every annotated sample line, annotations cut off (as bench_stage1_memory.py reads them)."""
+    files = sorted(glob.glob(os.path.join(REPO, "tests", "samples", "*", "*.log")))
+    return b"".join(s.data for s in load(files))
 
 
 def slices(data: bytes, size: int, budget: int = 2 << 20) -> list:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import logged
+from watchdog.logrules import corpus
 from watchdog.logrules import matcher as matcher_module
 from watchdog.logrules.matcher import BULK_MIN_BYTES, BULK_WINDOW, Matcher, decode_line, re2_available
 from watchdog.logrules.model import build_ruleset
@@ -21,11 +22,7 @@ needs_re2 = pytest.mark.skipif(not re2_available(), reason="google-re2 is not in
 
 def corpus_bytes() -> bytes:
     """Every annotated sample line (annotations cut off), as one log would hold them."""
-    out = []
-    for f in sorted(SAMPLES.glob("*/*.log")):
-        for raw in f.read_bytes().splitlines():
-            out.append(raw.split(b"  ##> ")[0])
-    return b"\n".join(out) + b"\n"
+    return b"".join(s.data for s in corpus.load(sorted(SAMPLES.glob("*/*.log"))))
 
 
 def hits(m: Matcher, block: bytes, stop=None):

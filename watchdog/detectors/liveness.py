@@ -186,8 +186,9 @@ def judge_end(ev: EndEvidence, running: int, now: float, window: float) -> EndVe
 
 def _echo_words(echo: str, language: str = "en") -> str:
     """The launcher's stop report as the first to go, in `language`'s words around the launcher's own
-    line: `the launcher (Received 15 death signal ...)`, `启动器（Received 15 death signal ...）`."""
-    return words(language).t("launcher_said", line=echo.split(": ", 1)[-1][:200])
+    line: `the launcher (Received 15 death signal ...)`, `启动器（Received 15 death signal ...）`; ""
+    when there is no such report."""
+    return words(language).t("launcher_said", line=echo.split(": ", 1)[-1][:200]) if echo else ""
 
 
 def _job_end(obs: ProcessObservation, running: int, view: StateView, config: Config
@@ -259,9 +260,8 @@ def _job_gone(base: Dict[str, str], obs: ProcessObservation, gone_since: Optiona
         said_zh += f"：{end.first_exit_zh} {zh.t('first_to_go')}"
     if row == "stopped" and end is not None:
         echo = stop_echo(end)
-        summary += f": {end.first_stop or (_echo_words(echo) if echo else '')} first: cancelled or preempted?"
-        said_zh += (f"：{end.first_stop_zh or (_echo_words(echo, 'zh') if echo else '')} {zh.t('first_to_go')}，"
-                    f"{zh.t('stopped_question')}")
+        summary += f": {end.first_stop or _echo_words(echo)} first: cancelled or preempted?"
+        said_zh += f"：{end.first_stop_zh or _echo_words(echo, 'zh')} {zh.t('first_to_go')}，{zh.t('stopped_question')}"
     if row == "status_unknown":
         summary += f": {STATUS_UNKNOWN}"
         said_zh += f"：{zh.t('status_unknown')}"

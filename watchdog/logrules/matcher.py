@@ -16,6 +16,7 @@ Python's `re` over a joined alternation is ~10x slower than grep, which is why s
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -46,9 +47,11 @@ BULK_MIN_BYTES = 64 << 10
 BULK_WINDOW = 60.0
 
 
+@functools.lru_cache(maxsize=None)
 def _re2_on_path() -> bool:
     """Whether google-re2 is installed, without importing it (its library is 2.6 MB resident):
-    the package folder on the import path, where pip puts it."""
+    the package folder on the import path, where pip puts it. Looked up once: every /metrics
+    scrape and status answer asks for the engine."""
     return any(os.path.isfile(os.path.join(d or ".", "re2", "__init__.py")) for d in sys.path)
 
 

@@ -13,7 +13,7 @@ from watchdog.service import fdbudget, statelock
 from watchdog.config import Config
 from watchdog.http.server import HttpEndpoint, MetricsSource
 from watchdog.config.pathcheck import unmatched_paths
-from watchdog.logrules.matcher import SLOW_ENGINE_ADVICE, effective_engine
+from watchdog.logrules.matcher import BULK_MIN_BYTES, BULK_WINDOW, SLOW_ENGINE_ADVICE, effective_engine
 from watchdog.probes.discovered_logs import SECTION as LOGS_CONFIG
 
 log = logging.getLogger("watchdog.daemon")
@@ -43,7 +43,8 @@ def report_setup(config: Config) -> None:
     if logs.enabled and engine == "re":
         log.warning(SLOW_ENGINE_ADVICE)
     elif logs.engine == "auto" and engine == "re2":
-        log.info("log rules run on the re2 engine (imported once a log is busy: 64 KiB within a minute)")
+        log.info("log rules run on the re2 engine (imported once the logs read %d KiB within %.0f s)",
+                 BULK_MIN_BYTES >> 10, BULK_WINDOW)
     else:
         log.info("log rules run on the %s engine", engine)
     for line in unmatched_paths(config):
