@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -67,7 +68,8 @@ class Clock:
 @needs_re2
 def test_a_quiet_log_stays_on_the_literal_path_and_a_busy_minute_loads_re2(rules, monkeypatch):
     clock = Clock()
-    monkeypatch.setattr(matcher_module.time, "monotonic", clock)
+    # the matcher's own clock only (the global `time.monotonic` stays: other threads of the worker use it)
+    monkeypatch.setattr(matcher_module, "time", SimpleNamespace(monotonic=clock))
     data = corpus_bytes()
     auto, plain = Matcher(rules, "auto"), Matcher(rules, "re")
     # 600 slices of 1 KiB, one every 10 s (100 minutes): never 64 KiB in a minute.
