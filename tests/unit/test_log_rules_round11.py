@@ -3,8 +3,11 @@ showed a kind missing: Kubeflow's and Kubernetes' exit reports, systemd's verdic
 Slurm's accounting states and its uncorrectable-memory cancel, MindIE's daemon, glibc's psiginfo,
 runc's OOM-killed init, IPython's traceback header and PyTorch's memory summary, the NCCL heartbeat
 monitor and socket connect, the driver's AI CPU error code, amdgpu's RAS and firmware reports,
-NVIDIA's device plugin, TensorRT-LLM's runtime check, Lightning's and BigDL's loss. Each case runs
-on both engines; each kind has lines that look alike and must stay silent."""
+NVIDIA's device plugin, TensorRT-LLM's runtime check, Lightning's and BigDL's loss; and, read from
+their documentation with no set line in view, the schedulers' and orchestrators' own words for a failed
+or killed job (Kubernetes' Job back-off limit, restart back-off and memory eviction, Docker Compose,
+IBM LSF, PBS and Torque, Slurm's older memory kill and lost node). Each case runs on both engines;
+each kind has lines that look alike and must stay silent."""
 
 from __future__ import annotations
 
@@ -77,6 +80,25 @@ from tests.rule_kit import ENGINES, rules_on
      "nan_loss_value"),
     ("2017-08-20 16:11:46 INFO  DistriOptimizer$:295 - [Epoch 64 740096/1281167] Train 1792 in 4.0seconds. Loss is "
      "Infinity. Current learning rate is 0.046.", "nan_loss_value"),
+    # the schedulers' and orchestrators' documented words for a failed or killed job
+    ("Warning  BackoffLimitExceeded  2m  job-controller  Job has reached the specified backoff limit",
+     "launcher_exit_report"),
+    ("Warning  BackOff  3m (x12 over 5m)  kubelet  Back-off restarting failed container pytorch in pod train-0",
+     "launcher_exit_report"),
+    ("train-1 exited with code 1", "launcher_exit_report"),
+    ("train-1 exited with code 137", "launcher_killed"),
+    ("train-1 exited with code 139", "crash_rank_signal_exit"),
+    ("Exited with exit code 1.", "launcher_exit_report"),
+    ("TERM_RUNLIMIT: job killed after reaching LSF run time limit.", "launcher_exit_report"),
+    ("TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.", "oom_host_oom_killer"),
+    ("=>> PBS: job killed: walltime 3610 exceeded limit 3600", "launcher_exit_report"),
+    ("=>> PBS: job killed: mem 8123456kb exceeded limit 8000000kb", "oom_host_oom_killer"),
+    ("slurmstepd: error: Job 1234 exceeded memory limit (8123456 > 8000000), being killed", "oom_host_oom_killer"),
+    ("srun: error: Node failure on n12", "launcher_exit_report"),
+    ("train-0                0/1     OOMKilled   2 (10s ago)   5m", "oom_container_killed"),
+    ("Message: The node was low on resource: memory. Threshold quantity: 100Mi, available: 90Mi.",
+     "oom_container_killed"),
+    ("systemd[1]: train.service: Failed with result 'core-dump'.", "crash_rank_signal_exit"),
 ])
 def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     fired = rules_on(line, engine)
@@ -106,6 +128,14 @@ def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     # a healthy loss in a progress bar
     "| 5880/8295 [04:01<01:39, 24.37it/s, v_num=0, train_loss_step=0.412, train_loss_epoch=0.530]",
     "Loss is 1.2645824. Current learning rate is 0.04628416419774555.",
+    # a job that ended well, a person's kill, a disk eviction, a restart policy in prose
+    "train-1 exited with code 0",
+    "Successfully completed.",
+    "TERM_OWNER: job killed by owner.",
+    "=>> PBS: job ended normally",
+    "Message: The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 9Gi.",
+    "train-0                1/1     Running     2 (10s ago)   5m",
+    "backoffLimit: 4  # the Job is retried this many times before it is marked failed",
 ])
 def test_their_look_alikes_stay_silent(engine: str, line: str) -> None:
     assert not rules_on(line, engine), line
