@@ -26,7 +26,7 @@ import platform
 import subprocess
 import sys
 import time
-from typing import Dict, List
+from typing import Dict
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
