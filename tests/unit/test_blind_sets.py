@@ -159,8 +159,9 @@ HELD: Dict[str, Dict[str, int]] = {
     # Kubernetes' exit reports, systemd's service verdicts, Slurm's accounting states, MindIE's daemon, glibc's
     # psiginfo, runc's OOM-killed init, IPython's OOM header, PyTorch's memory summary, the NCCL heartbeat monitor
     # and socket connect, the driver's AI CPU code, amdgpu, NVIDIA's device plugin, TensorRT-LLM, Lightning's
-    # and BigDL's loss): 116 (92.1 %), 6 unexpected, no near-miss alarm.
-    "blind13": {"failure_lines": 126, "near_lines": 147, "reported": 116, "unexpected": 6, "near_miss_alarms": 0},
+    # and BigDL's loss): 116 (92.1 %), 6 unexpected, no near-miss alarm. An attack pass took back systemd's
+    # verdicts (in a journal they name every unit of the host): 114 (90.5 %).
+    "blind13": {"failure_lines": 126, "near_lines": 147, "reported": 114, "unexpected": 6, "near_miss_alarms": 0},
     # Gathered at the eleventh round's start (5269f11), before its wordings, never read (83 sources, three
     # gatherers): 108 of 155 at the round's start (69.7 %) and at its end (69.7 %); unexpected 11 and 11;
     # alarms on its 129 near misses 0 and 0. It stays blind for the next round.

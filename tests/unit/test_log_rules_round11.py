@@ -1,13 +1,15 @@
 """The eleventh round's wordings, read from the vendors' own texts where the thirteenth blind set
-showed a kind missing: Kubeflow's and Kubernetes' exit reports, systemd's verdict on a service,
-Slurm's accounting states and its uncorrectable-memory cancel, MindIE's daemon, glibc's psiginfo,
-runc's OOM-killed init, IPython's traceback header and PyTorch's memory summary, the NCCL heartbeat
-monitor and socket connect, the driver's AI CPU error code, amdgpu's RAS and firmware reports,
-NVIDIA's device plugin, TensorRT-LLM's runtime check, Lightning's and BigDL's loss; and, read from
-their documentation with no set line in view, the schedulers' and orchestrators' own words for a failed
-or killed job (Kubernetes' Job back-off limit, restart back-off and memory eviction, Docker Compose,
+showed a kind missing: Kubeflow's, Ascend's and Kubernetes' exit reports, Slurm's accounting
+states and its uncorrectable-memory cancel, MindIE's daemon, glibc's psiginfo, runc's OOM-killed
+init, IPython's traceback header and PyTorch's memory summary, the NCCL heartbeat monitor and
+socket connect, the driver's AI CPU error code, amdgpu's RAS and firmware reports,
+NVIDIA's device plugin, TensorRT-LLM's runtime check, Lightning's and BigDL's loss; and, read
+from their documentation with no set line in view, the schedulers' and orchestrators' own words for
+a failed or killed job (Kubernetes' Job back-off limit, restart back-off and memory eviction, Docker Compose,
 IBM LSF, PBS and Torque, Slurm's older memory kill and lost node). Each case runs on both engines;
-each kind has lines that look alike and must stay silent."""
+each kind has lines that look alike and must stay silent, among them those an attack pass on the
+round's first patterns found (systemd's verdicts on any unit, Docker Compose's 137, LSF's deliberate
+kills, Kubeflow's retryable exit codes)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,10 @@ from tests.rule_kit import ENGINES, rules_on
      "launcher_exit_report"),
     ("2024-04-05T11:12:25-04:00\tDEBUG\tevents\tPyTorchJob kfto-01 is restarting because 1 Master replica(s) failed.",
      "launcher_exit_report"),
+    ("job pytorch-simple is restarting because Worker replica(s) failed.", "launcher_exit_report"),
+    ("AscendJob default-test is restarting because Worker replica(s) failed.", "launcher_exit_report"),
+    ('job "default/x" is failing because "Worker" replica(s) failed.', "launcher_exit_report"),
+    ("MPIJob x is failed because 1 Worker replica(s) failed.", "launcher_exit_report"),
     ("1.70e+09\tDEBUG\tevents\tError pod pytorch-simple-worker-0 container pytorch exitCode: 1 terminated message: ",
      "launcher_exit_report"),
     ("        exitCode: 2", "launcher_exit_report"),
@@ -30,13 +36,6 @@ from tests.rule_kit import ENGINES, rules_on
     ("        exitCode: 139", "crash_rank_signal_exit"),
     # kubectl describe with a wide column
     ("      Exit Code:                1", "launcher_exit_report"),
-    # systemd's verdict on a service
-    ("Feb 20 12:27:39 suma systemd[1]: ollama.service: Main process exited, code=exited, status=2/INVALIDARGUMENT",
-     "launcher_exit_report"),
-    ("Feb 20 12:27:39 suma systemd[1]: ollama.service: Failed with result 'exit-code'.", "launcher_exit_report"),
-    ("systemd[1]: train.service: Main process exited, code=killed, status=9/KILL", "launcher_killed"),
-    ("systemd[1]: train.service: Main process exited, code=dumped, status=11/SEGV", "crash_rank_signal_exit"),
-    ("systemd[1]: train.service: Failed with result 'oom-kill'.", "oom_host_oom_killer"),
     # Slurm's accounting states and the cancel of a step by an uncorrectable memory error
     ("2681683_420  entropy.sh     FAILED      1:0", "launcher_exit_report"),
     ("2681683_420+      batch     FAILED      1:0", "launcher_exit_report"),
@@ -59,6 +58,9 @@ from tests.rule_kit import ENGINES, rules_on
      "no heartbeat of its watchdog.", "hccl_pg_watchdog_hang"),
     ("node5:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 10.0.0.4<56849> returned "
      "113(No route to host) errno 115(Operation now in progress)", "hccl_peer_connection_lost"),
+    # (NCCL 2.24 on: `exceeded error retry count`, read by the generic NCCL WARN error shape)
+    ("node5:240:240 [6] NCCL WARN socketPollConnect: connect returned No route to host, exceeded error retry count (35)",
+     "hccl_call_failed"),
     # the driver's exception dump with the AI CPU's error code
     ("    Other info[0]:time=2024-09-19-11:09:15.032.209, function=proc_aicpu_task_done, line=970, error code=0x2a",
      "device_aicore_exception"),
@@ -86,7 +88,6 @@ from tests.rule_kit import ENGINES, rules_on
     ("Warning  BackOff  3m (x12 over 5m)  kubelet  Back-off restarting failed container pytorch in pod train-0",
      "launcher_exit_report"),
     ("train-1 exited with code 1", "launcher_exit_report"),
-    ("train-1 exited with code 137", "launcher_killed"),
     ("train-1 exited with code 139", "crash_rank_signal_exit"),
     ("Exited with exit code 1.", "launcher_exit_report"),
     ("TERM_RUNLIMIT: job killed after reaching LSF run time limit.", "launcher_exit_report"),
@@ -98,7 +99,6 @@ from tests.rule_kit import ENGINES, rules_on
     ("train-0                0/1     OOMKilled   2 (10s ago)   5m", "oom_container_killed"),
     ("Message: The node was low on resource: memory. Threshold quantity: 100Mi, available: 90Mi.",
      "oom_container_killed"),
-    ("systemd[1]: train.service: Failed with result 'core-dump'.", "crash_rank_signal_exit"),
 ])
 def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     fired = rules_on(line, engine)
@@ -107,12 +107,21 @@ def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("line", [
-    # a pod, a service and a job that ended well
+    # a pod, a service and a job that ended well; a pod its restart policy recreates after a preemption (143)
     "INFO[0289] Pod: default.kfto-01-master-0 exited with code 0  job=default.kfto-01 replica-type=master",
+    "Pod: default.pytorch-simple-worker-0 exited with code 143",
     "        exitCode: 0",
     "      Exit Code:                0",
     "systemd[1]: ollama.service: Main process exited, code=exited, status=0/SUCCESS",
     "systemd[1]: ollama.service: Deactivated successfully.",
+    # systemd's verdicts name any unit of the host (fwupd/fwupd#4567: a refresh timer failing on every
+    # install), and a stop past its timeout ends in SIGKILL (flux-framework/flux-core#4158)
+    "fwupd-refresh.service: Main process exited, code=exited, status=1/FAILURE",
+    "fwupd-refresh.service: Failed with result 'exit-code'.",
+    "flux.service: Main process exited, code=killed, status=9/KILL",
+    "train.service: Failed with result 'oom-kill'.",
+    # `docker compose down` with a container that ignores SIGTERM (maildev/maildev#118)
+    "attendize_mail_1 exited with code 137",
     "2681683_420  entropy.sh  COMPLETED      0:0",
     # the launcher ending the other ranks after the first one's exit (reported on that rank's line)
     "[2023-05-20 12:09:28,633] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 51386",
@@ -132,6 +141,8 @@ def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     "train-1 exited with code 0",
     "Successfully completed.",
     "TERM_OWNER: job killed by owner.",
+    "TERM_BUCKET_KILL: job killed with bkill -b.",
+    "TERM_PREEMPT: job killed after preemption.",
     "=>> PBS: job ended normally",
     "Message: The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 9Gi.",
     "train-0                1/1     Running     2 (10s ago)   5m",
