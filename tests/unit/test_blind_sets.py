@@ -168,11 +168,11 @@ HELD: Dict[str, Dict[str, int]] = {
     # Gathered at the eleventh round's start (5269f11), before its wordings, never read (83 sources, three
     # gatherers): 108 of 155 at the round's start (69.7 %) and at its end (69.7 %); unexpected 11 and 11;
     # alarms on its 129 near misses 0 and 0. Then read (no longer blind): its misses looked up in the vendors'
-    # texts (the device management library, the runtime's chip version, the device plugin, the TS log's AI Core
-    # timeout, the fusion engine's plugins, the aclnn status, HCCL's transport and graph task, nvidia-smi's ECC
-    # counters, DCGM, the TPU runtime, a cgroup's memory.events, spawn's SIGKILL, a named loss part, a bare step
-    # and loss, kubectl's job state): 137 (88.4 %), 10 unexpected, no near-miss alarm.
-    "blind14": {"failure_lines": 155, "near_lines": 129, "reported": 137, "unexpected": 10, "near_miss_alarms": 0},
+    # texts: 137 (88.4 %), 10 unexpected, no near-miss alarm; an attack pass took back the kinds healthy nodes
+    # print too (memory.events and vmstat counters, nvidia-smi's lifetime ECC counts, DCGM's diagnostic, the
+    # kubelet's no-healthy-device, the fusion engine's optional passes, a bare step and value, kubectl's job
+    # listing): 124 (80.0 %).
+    "blind14": {"failure_lines": 155, "near_lines": 129, "reported": 124, "unexpected": 10, "near_miss_alarms": 0},
 }
 
 
