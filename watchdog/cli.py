@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import List, Optional
 
+from watchdog.compat import hidden_module
 from watchdog.release import version_line
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +36,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args_in == ["--version"]:  # answered before any subcommand is even registered
         print(version_line())
         return 0
+    # Before pydantic (its `secrets` imports `hmac`, which imports `hashlib`) or any other library
+    # imports them: both on CPython's own digests, not OpenSSL's (libcrypto is 3 MB resident in a
+    # daemon that hashes a few hundred bytes per finding; see watchdog.compat). A channel's HTTPS
+    # send loads libcrypto through `ssl` when it happens.
+    with hidden_module("_hashlib"):
+        import hashlib, hmac  # noqa: F401,E401
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

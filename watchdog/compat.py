@@ -9,11 +9,12 @@ and `python-dateutil` (installed before 3.9 only, pyproject.toml says so).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 if sys.version_info >= (3, 8):
     from typing import Literal, Protocol, runtime_checkable
@@ -43,8 +44,34 @@ else:  # 3.7, 3.8: python-dateutil's zones (backports.zoneinfo has no aarch64 wh
             raise ZoneInfoNotFoundError(f"No time zone found with key {key}")
         return zone
 
+# The SHA digests without `hashlib`: importing `hashlib` loads OpenSSL's libcrypto through `_hashlib`
+# (3.7 MB resident, measured by bench/bench_resident.py), for digests of a few hundred bytes that
+# name findings, notifications and log files. CPython's own implementations give the same bytes;
+# their modules were renamed in 3.12 (`_sha256` -> `_sha2`). `random` loads `_sha512` this way too.
+try:  # 3.12+
+    from _sha2 import sha256 as _sha256
+except ImportError:
+    try:  # 3.7-3.11
+        from _sha256 import sha256 as _sha256  # type: ignore[no-redef]
+    except ImportError:  # an interpreter built without them (never seen): OpenSSL's
+        from hashlib import sha256 as _sha256  # type: ignore[no-redef]
+try:
+    from _sha1 import sha1 as _sha1
+except ImportError:
+    from hashlib import sha1 as _sha1  # type: ignore[no-redef]
+
 __all__ = ["Annotated", "Literal", "Protocol", "ZoneInfo", "ZoneInfoNotFoundError", "exitcode_of",
-           "get_args", "get_origin", "resource_text", "runtime_checkable"]
+           "get_args", "get_origin", "hidden_module", "resource_text", "runtime_checkable", "sha1_hex", "sha256_hex"]
+
+
+def sha256_hex(data: bytes) -> str:
+    """`hashlib.sha256(data).hexdigest()`, without loading libcrypto (see above)."""
+    return _sha256(data).hexdigest()
+
+
+def sha1_hex(data: bytes) -> str:
+    """`hashlib.sha1(data).hexdigest()`, without loading libcrypto (see above)."""
+    return _sha1(data).hexdigest()
 
 
 def resource_text(package: str, *parts: str) -> str:
@@ -71,3 +98,21 @@ def exitcode_of(status: int) -> Optional[int]:
     if os.WIFSIGNALED(status):
         return -os.WTERMSIG(status)
     return None
+
+
+@contextlib.contextmanager
+def hidden_module(name: str) -> Iterator[None]:
+    """Imports inside the block see `name` as absent (an ImportError, which the standard library's
+    optional imports are written for); after it, `name` imports as usual. For `ssl` while
+    APScheduler imports asyncio: asyncio loads TLS support (libssl, libcrypto: 4-5 MB resident) that
+    the daemon never uses there (APScheduler takes one function from asyncio), and a channel's
+    first HTTPS send still loads `ssl` for itself. Nothing when `name` is already imported."""
+    if name in sys.modules:
+        yield
+        return
+    sys.modules[name] = None  # type: ignore[assignment]  # the import system's "not importable"
+    try:
+        yield
+    finally:
+        if name in sys.modules and sys.modules[name] is None:
+            del sys.modules[name]

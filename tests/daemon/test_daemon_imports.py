@@ -165,3 +165,61 @@ def test_a_quiet_log_is_matched_without_re2_and_a_burst_loads_it(tmp_path):
     assert got == [("firing", "log_hccl", "hccl_collective_watchdog_timeout"),
                    ("firing", "log_oom", "oom_torch_npu")], got
     assert lines == 1222
+
+
+#: OpenSSL's libraries, as the dynamic loader names them in /proc/PID/maps.
+OPENSSL = ("libssl", "libcrypto")
+
+
+def _openssl_mapped(pid: int) -> list:
+    with open(f"/proc/{pid}/maps") as fh:
+        return sorted({line.split("/")[-1].strip() for line in fh if "/lib" in line and any(n in line for n in OPENSSL)})
+
+
+def _self_signed(tmp_path) -> tuple:
+    """A certificate for 127.0.0.1 made by the openssl command (skip without it)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    return str(cert), str(key)
+
+
+def test_an_idle_daemon_holds_no_openssl_and_its_first_https_page_still_arrives(tmp_path):
+    """OpenSSL (libssl, libcrypto: about 5 MB resident) is loaded by the first HTTPS send, not by
+    the idle daemon: its endpoint does not import `http.server` (which imports `ssl`), APScheduler's
+    asyncio is imported with `ssl` hidden, and digests and HMAC use CPython's own SHA (pydantic's
+    `secrets` would load `_hashlib`). The page then goes out over TLS, verified against the test's
+    own certificate, once, with its labels; and the Feishu-style signature is checked by the
+    receiver (a wrong HMAC would be refused)."""
+    cert, key = _self_signed(tmp_path)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "train-rank0.log"
+    log.write_bytes(b"")
+    with Receiver("feishu", secret="s3cret", tls=(cert, key)) as pager:
+        cfg = {"probes": {"logs": {"enabled": True, "interval": "1s", "hold": "1h",
+                                   "sources": [{"name": "train", "paths": [str(logs / "*.log")]}]}},
+               "alerting": {"group_window": "300ms",
+                            "channels": [{"type": "feishu", "name": "pager", "url": pager.url, "secret": "s3cret"}]}}
+        d = Daemon(tmp_path, cfg, env={"REQUESTS_CA_BUNDLE": cert})
+        with d:
+            wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+            wait_for(lambda: all(p["runs_total"] >= 2 for p in d.status()["probes"]), what="two rounds of every probe")
+            idle = _openssl_mapped(d.proc.pid)
+            with open(log, "a") as fh:
+                fh.write(HCCL_TIMEOUT + "\n")
+            pager.wait_for(1)
+            after = _openssl_mapped(d.proc.pid)
+            time.sleep(1.0)  # a second message would have been sent by now (group window 300 ms)
+            sent = pager.accepted()
+    assert idle == [], (idle, d.log()[-2000:])
+    assert any(name.startswith("libssl") for name in after), after
+    assert len(sent) == 1, [r.text for r in sent]
+    card = sent[0].text
+    assert "hccl" in card.lower() and "rank" in card.lower(), card[:2000]

@@ -29,7 +29,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from watchdog.demo.ports import free_port
 
@@ -106,12 +106,15 @@ class Receiver:
     """A vendor look-alike HTTP server; `kind` picks the answers and the checks."""
 
     def __init__(self, kind: str = "webhook", port: int = 0, secret: Optional[str] = None,
-                 path: Optional[str] = None, bearer: Optional[str] = None):
+                 path: Optional[str] = None, bearer: Optional[str] = None,
+                 tls: Optional[Tuple[str, str]] = None):
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}")
         self.kind = kind
         self.secret = secret
         self.bearer = bearer
+        #: (certificate file, key file): served over HTTPS (`url` says https).
+        self.tls = tls
         self.path = DEFAULT_PATHS[kind] if path is None else path
         self.requests: List[Recorded] = []
         #: Requests whose handling began (recorded in `requests` only once answered).
@@ -147,6 +150,12 @@ class Receiver:
             allow_reuse_address = True
 
         self.server = Server(("127.0.0.1", self._port), Handler)
+        if self.tls is not None:
+            import ssl
+
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*self.tls)
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self._port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, name=f"rx-{self.kind}", daemon=True).start()
         return self
@@ -169,7 +178,8 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._port}{self.path}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self._port}{self.path}"
 
     # -- scripting and inspection -----------------------------------------------------------
     def script(self, *answers: Answer) -> None:

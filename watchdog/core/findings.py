@@ -6,9 +6,10 @@ same `key`, so a restart or a repeated detector run never produces a second, dif
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
+
+from watchdog.compat import sha256_hex  # not hashlib: see watchdog.compat
 
 SEVERITIES = ("info", "warning", "critical")
 SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
@@ -36,7 +37,7 @@ def upgrade_labels(labels: Mapping[str, str]) -> Dict[str, str]:
 def fingerprint(rule: str, labels: Mapping[str, str]) -> str:
     """Stable key of a finding: rule plus its identifying labels, order-independent."""
     text = rule + "\x00" + "\x00".join(f"{k}={labels[k]}" for k in sorted(labels))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return sha256_hex(text.encode("utf-8"))[:16]
 
 
 def identity(labels: Mapping[str, str], context: Tuple[str, ...]) -> Dict[str, str]:

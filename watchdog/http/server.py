@@ -17,17 +17,16 @@ from __future__ import annotations
 import collections
 import errno
 import functools
-import html
 import ipaddress
 import json
 import logging
 import os
 import selectors
 import socket
+import socketserver
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from watchdog.compat import Protocol  # 3.7: from typing_extensions
@@ -35,6 +34,7 @@ from watchdog.compat import Protocol  # 3.7: from typing_extensions
 from watchdog import __version__, runbook
 from watchdog.core.findings import JOB_LABEL
 from watchdog.discovery.status import summary_lines
+from watchdog.http import wire
 from watchdog.metrics.collector import CONTENT_TYPE
 
 log = logging.getLogger("watchdog.httpserver")  # its name in the journal, kept across the move into a folder
@@ -42,7 +42,7 @@ log = logging.getLogger("watchdog.httpserver")  # its name in the journal, kept 
 Route = Callable[[], Tuple[int, str, bytes]]
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
     # socketserver's default backlog of 5 drops connections when a few scrapers arrive at once
@@ -168,47 +168,37 @@ class HttpEndpoint:
         self.status_remote = status_remote
         endpoint = self
 
-        class Handler(BaseHTTPRequestHandler):
-            server_version = f"npu-watchdog/{__version__}"
-            sys_version = ""
+        server = f"npu-watchdog/{__version__}"
+
+        class Handler(socketserver.StreamRequestHandler):
             # Per read on the connection (StreamRequestHandler sets it on the socket): an idle
             # or trickling client is dropped, and at the cap evicted sooner.
             timeout = connection_timeout
 
-            def do_GET(self) -> None:  # noqa: N802
-                self.server.request_read(self.request)  # type: ignore[attr-defined]
-                path = self.path.split("?", 1)[0]
-                route = endpoint.routes.get(path)
-                if path in endpoint.local_only and not endpoint.status_remote() and not self._local():
-                    route = endpoint.public_routes.get(path, endpoint._forbidden)
-                if route is None:
-                    self._send(404, "text/plain; charset=utf-8", b"not found\n")
-                    return
+            def handle(self) -> None:
                 try:
-                    code, ctype, body = route()
-                except Exception:
-                    log.exception("HTTP %s failed", path)
-                    code, ctype, body = 500, "text/plain; charset=utf-8", b"internal error\n"
-                self._send(code, ctype, body)
-
-            def do_HEAD(self) -> None:  # noqa: N802
-                self.do_GET()
+                    request = wire.read_request(self.rfile)
+                except wire.BadRequest as exc:
+                    self.server.request_read(self.request)  # type: ignore[attr-defined]
+                    self._send("?", exc.code, "text/plain; charset=utf-8", exc.text.encode() + b"\n")
+                    return
+                if request is None:  # connected and closed without a request (a port check)
+                    return
+                self.server.request_read(self.request)  # type: ignore[attr-defined]
+                if request.method not in ("GET", "HEAD"):
+                    self._send(request.method, 501, "text/plain; charset=utf-8", b"only GET and HEAD\n")
+                    return
+                code, ctype, body = endpoint.answer(request.path, self._local)
+                self._send(request.method, code, ctype, body, request.path)
 
             def _local(self) -> bool:
                 """The client is on this node: a loopback address, or the address it reached us
                 on (a connection from the node to its own interface comes from that address)."""
                 return is_local_client(self.client_address[0], self.connection.getsockname()[0])
 
-            def _send(self, code: int, ctype: str, body: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
-
-            def log_message(self, fmt: str, *args: Any) -> None:
-                log.debug("http %s " + fmt, self.address_string(), *args)
+            def _send(self, method: str, code: int, ctype: str, body: bytes, path: str = "") -> None:
+                self.wfile.write(wire.answer(code, ctype, body, server, head=method == "HEAD"))
+                log.debug("http %s %s %r %d", self.client_address[0], method, path[:200], code)
 
         server_cls = _Server6 if ":" in host else _Server
         self.server = server_cls((host, port), Handler)
@@ -244,6 +234,20 @@ class HttpEndpoint:
             for fd in (self._wake_r, self._wake_w):
                 os.close(fd)
         self.server.server_close()
+
+    def answer(self, path: str, is_local: Callable[[], bool]) -> Tuple[int, str, bytes]:
+        """The route's answer to GET `path` (`is_local` says whether the client is on this node:
+        asked only for the routes that care)."""
+        route = self.routes.get(path)
+        if path in self.local_only and not self.status_remote() and not is_local():
+            route = self.public_routes.get(path, self._forbidden)
+        if route is None:
+            return 404, "text/plain; charset=utf-8", b"not found\n"
+        try:
+            return route()
+        except Exception:
+            log.exception("HTTP %s failed", path)
+            return 500, "text/plain; charset=utf-8", b"internal error\n"
 
     def connection_stats(self) -> Dict[str, Any]:
         """Open connections, the cap in force and the connections dropped at the cap."""
@@ -293,7 +297,7 @@ class HttpEndpoint:
     @staticmethod
     def _public_index() -> Tuple[int, str, bytes]:
         page = ("<!doctype html><html><head><meta charset='utf-8'><title>npu-watchdog</title></head><body>"
-                f"<h1>npu-watchdog {html.escape(__version__)}</h1>"
+                f"<h1>npu-watchdog {runbook.escape_html(__version__)}</h1>"
                 "<p><a href='/metrics'>/metrics</a> &middot; <a href='/healthz'>/healthz</a> &middot; <a href='/runbook'>/runbook</a></p>"
                 "<p>Status and jobs are shown to clients on this node only (<code>npu-watchdog status</code>).</p>"
                 "</body></html>")
@@ -302,18 +306,18 @@ class HttpEndpoint:
     def _index(self) -> Tuple[int, str, bytes]:
         st = self.status_fn()
         rows = "".join(
-            f"<tr><td>{html.escape(p['name'])}</td><td>{'up' if p['up'] else 'DOWN'}</td>"
-            f"<td>{html.escape(str(p.get('last_result') or p.get('last_error') or ''))}</td></tr>"
+            f"<tr><td>{runbook.escape_html(p['name'])}</td><td>{'up' if p['up'] else 'DOWN'}</td>"
+            f"<td>{runbook.escape_html(str(p.get('last_result') or p.get('last_error') or ''))}</td></tr>"
             for p in st.get("probes", [])
         )
         findings = "".join(
-            f"<li>[{html.escape(f['severity'])}] {html.escape(f['summary'])}</li>" for f in st.get("findings", [])
+            f"<li>[{runbook.escape_html(f['severity'])}] {runbook.escape_html(f['summary'])}</li>" for f in st.get("findings", [])
         ) or "<li>none</li>"
-        jobs = "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(st.get("discovery")))
+        jobs = "".join(f"<li>{runbook.escape_html(line)}</li>" for line in summary_lines(st.get("discovery")))
         page = (
             "<!doctype html><html><head><meta charset='utf-8'><title>npu-watchdog</title></head><body>"
-            f"<h1>npu-watchdog {html.escape(__version__)}</h1>"
-            f"<p>host {html.escape(st['host'])}, job {html.escape(st[JOB_LABEL])}</p>"
+            f"<h1>npu-watchdog {runbook.escape_html(__version__)}</h1>"
+            f"<p>host {runbook.escape_html(st['host'])}, job {runbook.escape_html(st[JOB_LABEL])}</p>"
             "<p><a href='/metrics'>/metrics</a> &middot; <a href='/healthz'>/healthz</a> &middot; "
             "<a href='/api/status'>/api/status</a> &middot; <a href='/runbook'>runbook</a></p>"
             f"<h2>Discovered training jobs</h2><ul>{jobs}</ul>"

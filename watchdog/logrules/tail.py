@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import errno
 import glob
-import hashlib
 import logging
 import os
 import stat
@@ -42,6 +41,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from watchdog.compat import sha1_hex  # not hashlib: see watchdog.compat
 from watchdog.service import fdbudget, statefiles
 from watchdog.logrules.extract import StreamState
 from watchdog.logrules.retired import FILE_NAME as RETIRED_FILE, RetiredFiles
@@ -214,7 +214,7 @@ def _record(f: Followed) -> dict:
 
 
 def _digest(data: bytes) -> str:
-    return hashlib.sha1(data).hexdigest()
+    return sha1_hex(data)
 
 
 def _valid_files(files: object) -> bool:

@@ -14,7 +14,6 @@ The Markdown is our own, trusted text; the renderer still escapes everything and
 
 from __future__ import annotations
 
-import html
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -103,23 +102,30 @@ def own_base(http_enabled: bool, host: str, port: int) -> Optional[str]:
 _INLINE = re.compile(r"`([^`]+)`|\*\*([^*]+)\*\*|\[([^\]]+)\]\(([^)\s]+)\)")
 
 
+def escape_html(text: str, quote: bool = True) -> str:
+    """`html.escape`, character for character: the `html` package imports its 2,231-entry entity
+    table (0.7 MB resident) to unescape, which nothing here does."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace('"', "&quot;").replace("'", "&#x27;") if quote else text
+
+
 def _inline(text: str) -> str:
     """Escaped text with `code`, **bold** and [links](url); a link that is neither http(s) nor
     on this page (another docs page) keeps its text only."""
     out, pos = [], 0
     for m in _INLINE.finditer(text):
-        out.append(html.escape(text[pos:m.start()]))
+        out.append(escape_html(text[pos:m.start()]))
         code, bold, label, url = m.groups()
         if code is not None:
-            out.append(f"<code>{html.escape(code)}</code>")
+            out.append(f"<code>{escape_html(code)}</code>")
         elif bold is not None:
             out.append(f"<strong>{_inline(bold)}</strong>")
         elif re.match(r"^(https?://|#)[^\s\"'<>]*$", url):
-            out.append(f'<a href="{html.escape(url, quote=True)}">{_inline(label)}</a>')
+            out.append(f'<a href="{escape_html(url, quote=True)}">{_inline(label)}</a>')
         else:
             out.append(_inline(label))
         pos = m.end()
-    out.append(html.escape(text[pos:]))
+    out.append(escape_html(text[pos:]))
     return "".join(out)
 
 
@@ -164,10 +170,10 @@ def to_html(md: str, title: str, lang: str) -> str:
             level = min(len(lines[0]) - len(lines[0].lstrip("#")), 6)
             text = lines[0][level:].strip()
             m = _SECTION.match(lines[0])
-            ident = f' id="{html.escape(m.group(1), quote=True)}"' if m and level == 2 else ""
+            ident = f' id="{escape_html(m.group(1), quote=True)}"' if m and level == 2 else ""
             body.append(f"<h{level}{ident}>{_inline(text)}</h{level}>")
         elif kind == "code":
-            body.append(f"<pre><code>{html.escape(chr(10).join(lines))}</code></pre>")
+            body.append(f"<pre><code>{escape_html(chr(10).join(lines))}</code></pre>")
         elif kind == "list-item":
             if not in_list:
                 body.append("<ul>")
@@ -177,8 +183,8 @@ def to_html(md: str, title: str, lang: str) -> str:
             body.append(f"<p>{_inline(' '.join(lines))}</p>")
     if in_list:
         body.append("</ul>")
-    return (f'<!doctype html><html lang="{html.escape(lang, quote=True)}"><head><meta charset="utf-8">'
-            f"<title>{html.escape(title)}</title></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+    return (f'<!doctype html><html lang="{escape_html(lang, quote=True)}"><head><meta charset="utf-8">'
+            f"<title>{escape_html(title)}</title></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 
 
 @lru_cache(maxsize=None)

@@ -13,11 +13,11 @@ in a sender.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
+from watchdog.compat import sha256_hex  # not hashlib: see watchdog.compat
 from watchdog.alerting.decide.links import dashboard_link
 from watchdog.alerting.decide.records import AlertRow
 from watchdog.config.sections.alerting import AlertingConfig
@@ -247,7 +247,7 @@ def notification(kind: str, batch: Iterable[AlertRow], now: float, cfg: Alerting
     rows = sorted(batch, key=lambda a: (-SEVERITY_RANK.get(a.severity, 0), a.rule, sorted(a.labels.items())))
     first = rows[0].labels
     fps = ",".join(a.fp for a in rows)
-    ikey = hashlib.sha256(f"{kind}|{fps}|{now:.6f}".encode()).hexdigest()[:20]
+    ikey = sha256_hex(f"{kind}|{fps}|{now:.6f}".encode())[:20]
     for a in rows:
         log.info("notify %s %s: %s", kind, a.rule, a.finding.get("summary", ""),
                  extra={"event": f"notify_{kind}", "ikey": ikey})

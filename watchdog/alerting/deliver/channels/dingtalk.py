@@ -4,8 +4,6 @@ mentions through `at`, errors in HTTP-200 bodies (`errcode`, number or string)."
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 import time
 import urllib.parse
@@ -27,6 +25,8 @@ PERMANENT = {310000: "bad signature, keyword or IP whitelist", 300001: "token do
 
 def dingtalk_sign(secret: str, timestamp_ms: int) -> str:
     """DingTalk's scheme: key = secret, message = `timestamp + "\\n" + secret`; base64, URL-encoded."""
+    import hashlib, hmac  # here, at the first signed send: both load libcrypto (see watchdog.compat)
+
     mac = hmac.new(secret.encode("utf-8"), f"{timestamp_ms}\n{secret}".encode("utf-8"), hashlib.sha256).digest()
     return urllib.parse.quote_plus(base64.b64encode(mac).decode("ascii"))
 

@@ -4,8 +4,6 @@ signature (`timestamp` + `sign` in the body), mentions, and the 20 KB body limit
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import time
 from typing import Any, Dict, List
 
@@ -24,6 +22,8 @@ THROTTLED = {11232}
 
 def feishu_sign(secret: str, timestamp: int) -> str:
     """Feishu's scheme: the key is `timestamp + "\\n" + secret`, the message is empty."""
+    import hashlib, hmac  # here, at the first signed send: both load libcrypto (see watchdog.compat)
+
     key = f"{timestamp}\n{secret}".encode("utf-8")
     return base64.b64encode(hmac.new(key, b"", digestmod=hashlib.sha256).digest()).decode("ascii")
 
