@@ -41,7 +41,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     # daemon that hashes a few hundred bytes per finding; see watchdog.compat). A channel's HTTPS
     # send loads libcrypto through `ssl` when it happens.
     with hidden_module("_hashlib"):
-        import hashlib, hmac  # noqa: F401,E401
+        import hashlib
+        import hmac
+    del hashlib, hmac  # imported for what stays behind: the modules, cached for every later importer
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
