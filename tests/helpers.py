@@ -316,3 +316,13 @@ def logged(name: str, level: int = logging.INFO) -> Iterator[List[logging.LogRec
         logger.setLevel(saved[0])
         logger.disabled = saved[1]
         logging.disable(saved[2])
+
+
+#: OpenSSL's libraries, as the dynamic loader names them in /proc/PID/maps.
+OPENSSL = ("libssl", "libcrypto")
+
+
+def openssl_mapped(pid: int) -> List[str]:
+    """The OpenSSL libraries process `pid` has loaded (an idle daemon has none: watchdog.compat)."""
+    with open(f"/proc/{pid}/maps") as fh:
+        return sorted({line.split("/")[-1].strip() for line in fh if "/lib" in line and any(n in line for n in OPENSSL)})

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import List, Optional
 
-from watchdog.compat import hidden_module
+from watchdog.compat import load_without_openssl
 from watchdog.release import version_line
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,19 +36,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args_in == ["--version"]:  # answered before any subcommand is even registered
         print(version_line())
         return 0
-    # Before pydantic (its `secrets` imports `hmac`, which imports `hashlib`) or any other library
-    # imports them: both on CPython's own digests, not OpenSSL's (libcrypto is 3 MB resident in a
-    # daemon that hashes a few hundred bytes per finding; see watchdog.compat). A channel's HTTPS
-    # send loads libcrypto through `ssl` when it happens.
-    with hidden_module("_hashlib"):
-        import hashlib
-        import hmac
-    del hashlib, hmac  # imported for what stays behind: the modules, cached for every later importer
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    if args.command == "run":  # the daemon, before assemble() imports pydantic and the rest (see there)
+        load_without_openssl()
     from watchdog.plugins_list import assemble  # the composition root, once a command runs: --help stays light
 
     assemble()

@@ -14,7 +14,8 @@ import datetime
 import os
 import sys
 from pathlib import Path
-from typing import Iterator, Optional
+from types import ModuleType
+from typing import Iterator, Optional, Tuple
 
 if sys.version_info >= (3, 8):
     from typing import Literal, Protocol, runtime_checkable
@@ -61,7 +62,7 @@ except ImportError:
     from hashlib import sha1 as _sha1  # type: ignore[no-redef]
 
 __all__ = ["Annotated", "Literal", "Protocol", "ZoneInfo", "ZoneInfoNotFoundError", "exitcode_of",
-           "get_args", "get_origin", "hidden_module", "resource_text", "runtime_checkable", "sha1_hex", "sha256_hex"]
+           "get_args", "get_origin", "hidden_module", "load_without_openssl", "resource_text", "runtime_checkable", "sha1_hex", "sha256_hex"]
 
 
 def sha256_hex(data: bytes) -> str:
@@ -103,10 +104,8 @@ def exitcode_of(status: int) -> Optional[int]:
 @contextlib.contextmanager
 def hidden_module(name: str) -> Iterator[None]:
     """Imports inside the block see `name` as absent (an ImportError, which the standard library's
-    optional imports are written for); after it, `name` imports as usual. For `ssl` while
-    APScheduler imports asyncio: asyncio loads TLS support (libssl, libcrypto: 4-5 MB resident) that
-    the daemon never uses there (APScheduler takes one function from asyncio), and a channel's
-    first HTTPS send still loads `ssl` for itself. Nothing when `name` is already imported."""
+    optional imports are written for); after it, `name` imports as usual. Nothing when `name` is
+    already imported. See `load_without_openssl`."""
     if name in sys.modules:
         yield
         return
@@ -116,3 +115,46 @@ def hidden_module(name: str) -> Iterator[None]:
     finally:
         if name in sys.modules and sys.modules[name] is None:
             del sys.modules[name]
+
+
+def _builtin_digests() -> bool:
+    """Whether this interpreter has CPython's own implementation of every digest `hashlib` names
+    (a build may leave some to OpenSSL: `--with-builtin-hashlib-hashes`). Without one of them,
+    a `hashlib` imported without OpenSSL would log an error for it at import."""
+    try:
+        import _blake2, _md5, _sha1, _sha3
+        common = (_blake2, _md5, _sha1, _sha3)
+    except ImportError:
+        return False
+    try:
+        import _sha2  # 3.12+
+        sha2: Tuple[ModuleType, ...] = (_sha2,)
+    except ImportError:
+        try:
+            import _sha256, _sha512  # 3.7-3.11
+            sha2 = (_sha256, _sha512)
+        except ImportError:
+            return False
+    return len(common + sha2) > 0
+
+
+def load_without_openssl() -> Tuple[ModuleType, ...]:
+    """For the daemon, before pydantic, APScheduler or anything else imports them: `hashlib` and
+    `hmac` on CPython's own digests, and asyncio without TLS support. OpenSSL's libssl and
+    libcrypto (about 5 MB resident, bench/bench_resident.py) are then loaded only by a channel's
+    first HTTPS send, through `requests`. Three paths loaded them before: pydantic imports
+    `secrets`, which imports `hmac` and `hashlib`, whose `_hashlib` is libcrypto; APScheduler
+    imports asyncio (it takes one function from it), which imports `ssl`, as pydantic does on
+    3.8 through typing_extensions; `http.server` imports `http.client`, which imports `ssl` (the
+    endpoint speaks its own HTTP: watchdog.http.wire). The digests are the same bytes; nothing in
+    the daemon uses asyncio's TLS. Where the interpreter lacks a builtin digest, `hashlib` keeps
+    OpenSSL's. Returns the modules it imported (they stay cached for every later importer)."""
+    loaded: Tuple[ModuleType, ...] = ()
+    if _builtin_digests():
+        with hidden_module("_hashlib"):
+            import hashlib
+            import hmac
+        loaded = (hashlib, hmac)
+    with hidden_module("ssl"):
+        import asyncio
+    return loaded + (asyncio,)

@@ -18,12 +18,9 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
-from watchdog.compat import hidden_module
-
-with hidden_module("ssl"):  # asyncio, imported by APScheduler, would load TLS for nothing (see there)
-    from apscheduler.executors.debug import DebugExecutor
-    from apscheduler.schedulers.background import BackgroundScheduler
-    from apscheduler.triggers.interval import IntervalTrigger
+from apscheduler.executors.debug import DebugExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
 
 from watchdog.host import clock
 from watchdog.probes.base import Probe

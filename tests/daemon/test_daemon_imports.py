@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from tests.fakes.receivers import Receiver
-from tests.helpers import Daemon, free_port, wait_for
+from tests.helpers import Daemon, free_port, openssl_mapped, wait_for
 
 RUNNER = r"""
 import json, os, runpy, sys, threading, time
@@ -167,15 +167,6 @@ def test_a_quiet_log_is_matched_without_re2_and_a_burst_loads_it(tmp_path):
     assert lines == 1222
 
 
-#: OpenSSL's libraries, as the dynamic loader names them in /proc/PID/maps.
-OPENSSL = ("libssl", "libcrypto")
-
-
-def _openssl_mapped(pid: int) -> list:
-    with open(f"/proc/{pid}/maps") as fh:
-        return sorted({line.split("/")[-1].strip() for line in fh if "/lib" in line and any(n in line for n in OPENSSL)})
-
-
 def _self_signed(tmp_path) -> tuple:
     """A certificate for 127.0.0.1 made by the openssl command (skip without it)."""
     import shutil
@@ -211,11 +202,11 @@ def test_an_idle_daemon_holds_no_openssl_and_its_first_https_page_still_arrives(
         with d:
             wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
             wait_for(lambda: all(p["runs_total"] >= 2 for p in d.status()["probes"]), what="two rounds of every probe")
-            idle = _openssl_mapped(d.proc.pid)
+            idle = openssl_mapped(d.proc.pid)
             with open(log, "a") as fh:
                 fh.write(HCCL_TIMEOUT + "\n")
             pager.wait_for(1)
-            after = _openssl_mapped(d.proc.pid)
+            after = openssl_mapped(d.proc.pid)
             time.sleep(1.0)  # a second message would have been sent by now (group window 300 ms)
             sent = pager.accepted()
     assert idle == [], (idle, d.log()[-2000:])

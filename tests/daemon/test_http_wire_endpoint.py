@@ -70,6 +70,9 @@ def test_head_has_the_headers_and_no_body(endpoint):
     (b"GET / HTTP/1.1\r\nX: " + b"b" * (wire.MAX_LINE - 2), "431"),
     (b"GET / HTTP/1.1\r\n" + b"X: y\r\n" * 101, "431"),
     (b"GET /nothing-here HTTP/1.1\r\n\r\n", "404"),
+    (b"GET /metrics HTTP/2.0\r\n", "505"),
+    (b"GET /metrics HTTP/x.y\r\n", "400"),
+    (b"GET /metrics HTTP/1.1.1\r\n", "400"),
 ])
 def test_what_no_route_answers_gets_its_code(endpoint, raw, code):
     status, headers, body = split(exchange(endpoint.port, raw))
@@ -92,3 +95,24 @@ def test_a_hidden_module_is_absent_inside_and_importable_after():
             "with hidden_module('ssl'):\n    import ssl as again\nprint('kept', again is ssl)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.split("\n")[:3] == ["hidden", "after True", "kept True"], out
+
+
+@pytest.mark.parametrize("raw", [
+    b"GET //metrics HTTP/1.1\r\n\r\n",  # a base URL ending in "/" joined with "/metrics"
+    b"GET ///metrics?x HTTP/1.0\r\n\r\n",
+    b"\r\nGET /metrics HTTP/1.1\r\n\r\n",  # an empty line before the request (RFC 9112 2.2)
+    b"\n\r\nGET /metrics HTTP/1.1\n\n",
+])
+def test_what_http_server_answered_is_answered(endpoint, raw):
+    status, _, body = split(exchange(endpoint.port, raw))
+    assert status == "HTTP/1.0 200 OK" and body == b"up 1\n", (status, body)
+
+
+def test_a_head_gets_no_body_with_its_error_either(endpoint):
+    status, headers, body = split(exchange(endpoint.port, b"HEAD / HTTP/1.1\r\n" + b"X: y\r\n" * 101))
+    assert status.split()[1] == "431" and int(headers["Content-Length"]) > 0 and body == b""
+
+
+@pytest.mark.parametrize("raw", [b"\r\n", b"   \r\n", b"\r\n" * 9])
+def test_only_empty_lines_get_nothing(endpoint, raw):
+    assert exchange(endpoint.port, raw) == b""

@@ -19,7 +19,7 @@ import pytest
 
 from tests.fakes.receivers import Receiver
 from tests.golden_kit import GOLDEN_DIR, step_key
-from tests.helpers import REPO, wait_for
+from tests.helpers import REPO, openssl_mapped, wait_for
 from tests.pythons_kit import (OLDEST, PYTHONS, InstalledDaemon, find_python, flit_wheels, install, need_python, offline,
                                paging_config, unpacked_bundle, venv_bin)
 from watchdog import __version__
@@ -36,13 +36,16 @@ def _version_of(exe: Path) -> str:
 
 def _page_once(tmp_path: Path, exe: Path) -> None:
     """One injected failure (a command check that fails while a flag file exists): one firing
-    message, then one resolved, nothing else; labels as sent."""
+    message, then one resolved, nothing else; labels as sent. Before it, the idle daemon holds no
+    OpenSSL library (watchdog.compat.load_without_openssl, on this interpreter's libraries)."""
     tmp_path.mkdir(exist_ok=True)
     flag = tmp_path / "flag"
     with Receiver("webhook") as rx:
         d = InstalledDaemon(tmp_path, paging_config(flag, rx.url), exe).start()
         try:
             assert d.metrics()[SENT] == 0
+            # Idle, on every interpreter: no OpenSSL (its first HTTPS send would load it).
+            assert openssl_mapped(d.proc.pid) == [], d.log()[-3000:]
             flag.touch()
             (firing,) = rx.wait_for(1)
             flag.unlink()

@@ -37,3 +37,18 @@ def test_escape_html_is_html_escape(text):
 def test_the_lean_digests_are_hashlibs(data):
     assert compat.sha256_hex(data) == hashlib.sha256(data).hexdigest()
     assert compat.sha1_hex(data) == hashlib.sha1(data).hexdigest()
+
+
+@pytest.mark.parametrize("target,path", [("/metrics", "/metrics"), ("//metrics", "/metrics"),
+                                         ("///a//b?c=//d", "/a//b"), ("/a?b", "/a"), ("*", "*")])
+def test_the_path_is_the_targets_without_query_and_leading_slashes(target, path):
+    assert wire.read_request(io.BytesIO(f"GET {target} HTTP/1.1\r\n\r\n".encode())) == wire.Request("GET", path)
+
+
+def test_errors_name_the_method_when_the_request_line_did():
+    with pytest.raises(wire.BadRequest) as got:
+        wire.read_request(io.BytesIO(b"HEAD / HTTP/1.1\r\n" + b"X: y\r\n" * 101))
+    assert (got.value.code, got.value.method) == (431, "HEAD")
+    with pytest.raises(wire.BadRequest) as got:
+        wire.read_request(io.BytesIO(b"HEAD / HTTP/9999999.0\r\n\r\n"))
+    assert (got.value.code, got.value.method) == (400, "HEAD")

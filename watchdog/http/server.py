@@ -180,7 +180,7 @@ class HttpEndpoint:
                     request = wire.read_request(self.rfile)
                 except wire.BadRequest as exc:
                     self.server.request_read(self.request)  # type: ignore[attr-defined]
-                    self._send("?", exc.code, "text/plain; charset=utf-8", exc.text.encode() + b"\n")
+                    self._send(exc.method, exc.code, "text/plain; charset=utf-8", exc.text.encode() + b"\n")
                     return
                 if request is None:  # connected and closed without a request (a port check)
                     return
@@ -198,7 +198,7 @@ class HttpEndpoint:
 
             def _send(self, method: str, code: int, ctype: str, body: bytes, path: str = "") -> None:
                 self.wfile.write(wire.answer(code, ctype, body, server, head=method == "HEAD"))
-                log.debug("http %s %s %r %d", self.client_address[0], method, path[:200], code)
+                log.debug("http %s %r %r %d", self.client_address[0], method[:20], path[:200], code)
 
         server_cls = _Server6 if ":" in host else _Server
         self.server = server_cls((host, port), Handler)
