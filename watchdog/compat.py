@@ -123,19 +123,19 @@ def _builtin_digests() -> bool:
     a `hashlib` imported without OpenSSL would log an error for it at import."""
     try:
         import _blake2, _md5, _sha1, _sha3
-        common = (_blake2, _md5, _sha1, _sha3)
     except ImportError:
         return False
+    del _blake2, _md5, _sha1, _sha3  # only whether they import
     try:
         import _sha2  # 3.12+
-        sha2: Tuple[ModuleType, ...] = (_sha2,)
+        del _sha2
     except ImportError:
         try:
             import _sha256, _sha512  # 3.7-3.11
-            sha2 = (_sha256, _sha512)
+            del _sha256, _sha512
         except ImportError:
             return False
-    return len(common + sha2) > 0
+    return True
 
 
 def load_without_openssl() -> Tuple[ModuleType, ...]:
