@@ -330,17 +330,22 @@ def stop_proc(p: subprocess.Popen) -> None:
         pass
 
 
-def task_cpu(pid: int) -> Dict[int, float]:
-    """CPU seconds (user + system) of each live thread of `pid`, by its kernel thread id."""
+def task_cpu(pid: int) -> Dict[int, Tuple[float, int]]:
+    """(CPU seconds (user + system), wake-ups) of each live thread of `pid`, by its kernel thread
+    id. A wake-up is a voluntary context switch (the thread slept and was woken): on a VM each
+    one costs a fixed share of a millisecond whatever the thread then does, so an idle daemon's
+    CPU follows how often its threads wake as much as what they do."""
     hz = os.sysconf("SC_CLK_TCK")
-    out: Dict[int, float] = {}
+    out: Dict[int, Tuple[float, int]] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/task/{tid}/status") as fh:
+                woken = next((int(line.split()[1]) for line in fh if line.startswith("voluntary_ctxt_switches")), 0)
         except OSError:  # the thread ended
             continue
-        out[int(tid)] = (int(fields[11]) + int(fields[12])) / hz
+        out[int(tid)] = ((int(fields[11]) + int(fields[12])) / hz, woken)
     return out
 
 
@@ -363,14 +368,17 @@ def thread_names(pid: int) -> Dict[int, str]:
     return names
 
 
-def per_thread(pid: int, before: Dict[int, float], after: Dict[int, float], seconds: float) -> str:
-    """Where the daemon's CPU went over the measured windows, per thread that is still alive
-    (the HTTP server's per-request threads have ended; their share is the scrape cost below)."""
+def per_thread(pid: int, before: Dict[int, Tuple[float, int]], after: Dict[int, Tuple[float, int]],
+               seconds: float) -> str:
+    """Where the daemon's CPU went over the measured windows, and how often each thread woke, per
+    thread that is still alive (the HTTP server's per-request threads have ended; their share is
+    the scrape cost below)."""
     names = thread_names(pid)
-    rows = sorted(((after[t] - before.get(t, 0.0), t) for t in after), reverse=True)
-    total = sum(c for c, _ in rows)
-    lines = [f"daemon CPU per live thread over {seconds:g} s (total {total:.2f} s):"]
-    lines += [f"  {c:6.2f} s  {names.get(t, '?')}" for c, t in rows if c > 0]
+    rows = sorted(((c - before.get(t, (0.0, 0))[0], w - before.get(t, (0.0, 0))[1], t)
+                   for t, (c, w) in after.items()), reverse=True)
+    total, woken = sum(r[0] for r in rows), sum(r[1] for r in rows)
+    lines = [f"daemon CPU and wake-ups per live thread over {seconds:g} s (total {total:.2f} s, {woken} wake-ups):"]
+    lines += [f"  {c:6.2f} s  {w:6d} wake-ups  {names.get(t, '?')}" for c, w, t in rows if c > 0 or w > 0]
     return "\n".join(lines)
 
 

@@ -24,6 +24,7 @@ import atexit
 import collections
 import gc
 import os
+import re
 import runpy
 import signal
 import sys
@@ -132,6 +133,25 @@ def install() -> None:
     wrap(command.CommandProbe, "collect", "probe round: command")
 
 
+#: Threads that have ended (an HTTP request's, a send's): name with digits as N -> [count, CPU].
+ENDED: Dict[str, List[float]] = collections.defaultdict(lambda: [0, 0.0])
+
+
+def count_ended_threads() -> None:
+    """A thread's own CPU, added up by name when it ends: /proc lists live threads only."""
+    run = threading.Thread.run
+
+    def counted(self: threading.Thread) -> None:
+        try:
+            run(self)
+        finally:
+            entry = ENDED[re.sub(r"[0-9]+", "N", self.name)]
+            entry[0] += 1
+            entry[1] += time.thread_time()
+
+    threading.Thread.run = counted  # type: ignore[method-assign]
+
+
 def dump(path: str, started: float) -> None:
     tick = os.sysconf("SC_CLK_TCK")
     names = {t.native_id: t.name for t in threading.enumerate()}
@@ -145,6 +165,8 @@ def dump(path: str, started: float) -> None:
             fh.write(f"{label:58s} calls {int(n):6d}  CPU {s:8.3f} s  per call {1000 * s / max(n, 1):7.3f} ms\n")
         for rule, n in sorted(HELD.items()):
             fh.write(f"answer that kept a periodic pass: {rule}: {n} times\n")
+        for name, (n, s) in sorted(ENDED.items(), key=lambda kv: -kv[1][1]):
+            fh.write(f"threads ended: {name:40s} {int(n):6d}  CPU {s:8.3f} s\n")
         for gen, (n, s) in sorted(GC.items()):
             fh.write(f"cyclic collector, generation {gen}: {int(n)} passes, {s:.3f} s\n")
         for tid in sorted(int(x) for x in os.listdir("/proc/self/task")):
@@ -168,6 +190,7 @@ def main() -> None:
             GC[info["generation"]][1] += time.thread_time() - gc_started[0]
 
     gc.callbacks.append(on_gc)
+    count_ended_threads()
     install()
     signal.signal(signal.SIGUSR1, lambda *_: dump(out, started))
     atexit.register(dump, out, started)

@@ -268,8 +268,10 @@ class Daemon:
         """One turn of the main loop; False when a stop signal came."""
         try:
             # A queued signal wakes this at once; the timeout only paces READY/ping/STATUS
-            # checks, and each wake-up costs CPU at idle (bench/bench_footprint.py). 1 s until ready.
-            signum = self.signals.get(timeout=alive.wait if self.ready else min(alive.wait, 1.0))
+            # checks, and each wake-up costs CPU at idle (bench/bench_footprint.py): once ready,
+            # the turn falls just after the rounds' and the tick's on the grid. 1 s until ready.
+            wait = self.scheduler.until_beat(alive.wait) if self.ready else min(alive.wait, 1.0)
+            signum = self.signals.get(timeout=wait)
         except queue.Empty:
             signum = None
         if signum in STOP_SIGNALS:

@@ -2,15 +2,21 @@
 
 APScheduler has no job timeout and its pool threads block interpreter exit, so a round's real
 work runs in its probe's own daemon thread (`RoundWorker`), and the job only hands the round over
-and returns: APScheduler's pool needs one thread. One watch thread (`RoundWatch`) settles every
-round when it finishes or when the probe's timeout is up, whichever comes first. A round that
+and returns: APScheduler's pool needs one thread. A round is settled when it finishes (in its
+worker) or when the probe's timeout is up (`RoundWatch`), whichever comes first. A round that
 overruns marks the probe down and is left to finish (or hang) on its own; while it is still stuck,
 later rounds report "previous round still running" instead of piling up threads. Subprocesses
 inside probes have their own timeouts and kill their process group.
+
+Every periodic wake-up of the daemon falls on one grid (the anchor + k x interval): the probes of
+one interval, the tick, and the main loop's turn (`until_beat`) wake together. On a VM an idle
+process pays a fixed share of a millisecond each time it wakes, whatever it then does, so wake-ups
+that fall together cost one (docs/architecture.md, "Threads and wake-ups").
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -19,12 +25,15 @@ from datetime import datetime, timedelta, timezone
 from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
 from apscheduler.executors.debug import DebugExecutor
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from watchdog.host import clock
 from watchdog.probes.base import Probe
-from watchdog.scheduling.replan import ClockFollower, replan_jobs
+from watchdog.scheduling.pace import IdlePacing
+from watchdog.scheduling.batch import gather
+from watchdog.scheduling.replan import ClockFollower, replan_jobs, until_beat
 from watchdog.scheduling.rounds import Round, RoundWorker, pass_wanted, record_round, record_stuck
 from watchdog.scheduling.tracker import RoundTracker
 from watchdog.scheduling.watch import RoundWatch
@@ -41,11 +50,11 @@ TICK_SECONDS = 5.0
 #: most this often: a new failure line is read within a fraction of a second, while a chatty log
 #: cannot make rounds back to back.
 EVENT_GAP = 0.25
-#: How long a follower thread waits for events before checking that its probe is still current.
-FOLLOW_WAIT = 5.0
-#: Rounds started this close together form one batch: the last of them to finish runs the
-#: detector pass for all (see `ProbeScheduler._finish`).
-BATCH_SECONDS = 0.5
+#: How long a follower thread waits for events before checking that its probe is still current
+#: (a probe replaced by a reload leaves its old follower asleep this long at most; the follower
+#: of its successor runs meanwhile). Each timeout is a wake-up off the grid: at 5 s the two
+#: followers were an eighth of an idle daemon's wake-ups.
+FOLLOW_WAIT = 60.0
 #: How long a stop waits for APScheduler's thread to finish the job it is running (a detector pass
 #: takes milliseconds). A pass stuck longer (a state write on a hung disk) is left behind: the stop
 #: goes on to close the probes, which saves their progress, within systemd's TimeoutStopSec (20 s).
@@ -103,6 +112,8 @@ class ProbeScheduler:
         #: One round of a probe at a time, whether the schedule or its change events started it.
         self._turns: Dict[str, threading.Lock] = {}
         self._workers: Dict[str, RoundWorker] = {}
+        #: Probes running every IDLE_SECONDS for now (their last round found nothing to watch).
+        self._pacing = IdlePacing()
         #: Settles every round (finished or timed out): see watchdog.scheduling.watch.
         self._watch = RoundWatch()
         self._stopped = threading.Event()
@@ -118,7 +129,7 @@ class ProbeScheduler:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self, probes: List[Probe]) -> None:
-        self._sched.add_job(self._tick, IntervalTrigger(seconds=TICK_SECONDS), id=TICK_JOB, name=TICK_JOB)
+        self._sched.add_job(self._tick, self._trigger(TICK_SECONDS), id=TICK_JOB, name=TICK_JOB)
         for p in probes:
             self._add(p)
         self._sched.start()
@@ -135,6 +146,10 @@ class ProbeScheduler:
                 p.close()
             except Exception:
                 log.exception("closing probe %s failed", p.name)
+
+    def until_beat(self, period: float) -> float:
+        """Seconds until just after the next multiple of `period` on the grid (the main loop's turn)."""
+        return until_beat(self._anchor, period)
 
     def timeout_of(self, probe: Probe) -> float:
         return probe.timeout if probe.timeout else self.default_timeout
@@ -170,10 +185,12 @@ class ProbeScheduler:
                 self.probes.pop(name).close()
                 with self._lock:
                     worker = self._workers.pop(name, None)
+                self._pacing.forget(name)
                 if worker is not None:
                     worker.submit(None)  # ends after a round still running, if any
         for p in probes:
             old = self.probes.get(p.name)
+            self._pacing.forget(p.name)  # a new config: its own interval until a round says otherwise
             if old is not None and old.reconfigure(p):
                 self._sched.reschedule_job(p.name, trigger=self._trigger(old.interval))
                 self.store.register(p.name, old.interval)
@@ -187,8 +204,8 @@ class ProbeScheduler:
         """After a step of the wall clock (see watchdog.scheduling.replan): every schedule is
         anchored again at the wall clock of now, with the same phase."""
         self._anchor = datetime.now(timezone.utc) + self._phase
-        replan_jobs(self._sched, {n: p.interval for n, p in self.probes.items()}, self._trigger,
-                    {TICK_JOB: IntervalTrigger(seconds=TICK_SECONDS)})
+        replan_jobs(self._sched, {n: self.interval_of(n) for n in self.probes}, self._trigger,
+                    {TICK_JOB: self._trigger(TICK_SECONDS)})
 
     # -- rounds ----------------------------------------------------------------------------
     def _tick(self) -> None:
@@ -255,10 +272,24 @@ class ProbeScheduler:
                 with self._lock:
                     self._inflight.pop(name, None)
             record_round(self.store, name, rnd, finished, timeout, runs, now)
+            self._pace(name, rnd, finished)
             evaluate, wait = pass_wanted(rnd, finished)
             self._finish(name, complete=finished, evaluate=evaluate, wait=wait)
         finally:
             turn.release()
+
+    def interval_of(self, name: str) -> float:
+        """The probe's interval now: its own, or IDLE_SECONDS while it has nothing to watch."""
+        return self._pacing.interval(name, self.probes[name].interval)
+
+    def _pace(self, name: str, rnd: Round, finished: bool) -> None:
+        """Reschedule a probe whose round moved it to the idle interval or back (scheduling/pace.py)."""
+        every = self._pacing.settled(name, rnd, finished) if self.probes.get(name) is rnd.probe else None
+        with contextlib.suppress(JobLookupError):  # JobLookupError: replaced by a reload meanwhile
+            if every is not None:
+                self._sched.reschedule_job(name, trigger=self._trigger(every))
+                self.store.register(name, every)
+                log.info("probe %s: rounds every %gs (%s)", name, every, rnd.result.summary if rnd.result else "")
 
     def _finish(self, name: str, complete: bool = True, evaluate: bool = True, wait: bool = True) -> None:
         self.rounds.ended(name)
@@ -271,25 +302,9 @@ class ProbeScheduler:
         self.rounds.note_round(name, complete, self.probes)
 
     def _gather(self, name: str, own: bool = True, wait: bool = True) -> Optional[FrozenSet[str]]:
-        """The probes to evaluate for now: none while another round of this round's batch (started
-        within BATCH_SECONDS of it) is still under way, since the last of them evaluates for all.
-        Another round counts only while it is under way: a hung one is not waited for (its batch
-        mates' detectors then run in the next periodic pass, which runs whatever is not fresh).
-        A quiet round (`own` False) adds nothing of its own, but when it is the last of its batch
-        it still hands over the rounds that waited for it. With `wait` False this round does not
-        wait for its batch mates: it takes what has gathered now (later ones gather on their own)."""
+        """The probes to evaluate for now, or None (scheduling/batch.py)."""
         with self._lock:
-            if own:
-                self._gathered.add(name)
-            elif not self._gathered:
-                return None
-            mine = self._started.get(name)
-            if wait and mine is not None and any(
-                    other != name and not rnd.done.is_set() and abs(rnd.started - mine) < BATCH_SECONDS
-                    for other, rnd in self._inflight.items()):
-                return None
-            batch, self._gathered = frozenset(self._gathered), set()
-            return batch
+            return gather(self._gathered, name, own, wait, self._started, self._inflight)
 
     # -- health ----------------------------------------------------------------------------
     def wait_first_round(self, timeout: float) -> bool:
@@ -306,7 +321,7 @@ class ProbeScheduler:
         if now - self.last_tick > 30:
             return False
         for name, probe in self.probes.items():
-            if self.rounds.overdue(name, probe.interval + self.timeout_of(probe) + self.jitter + 30, now):
+            if self.rounds.overdue(name, self.interval_of(name) + self.timeout_of(probe) + self.jitter + 30, now):
                 return False
         return True
 

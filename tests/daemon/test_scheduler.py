@@ -157,9 +157,9 @@ def test_probes_of_one_interval_share_one_grid():
 def test_rounds_of_one_batch_get_one_detector_pass(monkeypatch):
     """The last round of a batch to finish hands the whole batch to one detector pass: the round
     that ends first leaves its pass to the one still under way (gated, so no timing)."""
-    import watchdog.scheduler as scheduler_mod
+    import watchdog.scheduling.batch as batch_mod
 
-    monkeypatch.setattr(scheduler_mod, "BATCH_SECONDS", 3600.0)  # one batch however slow the machine
+    monkeypatch.setattr(batch_mod, "BATCH_SECONDS", 3600.0)  # one batch however slow the machine
     fast, slow = Gated("fast", quiet=False), Gated("slow", quiet=False)
     sched, batches = batch_of(fast, slow)
     fast.release.set()
@@ -216,9 +216,9 @@ def test_a_round_waiting_for_a_quiet_batch_mate_is_still_evaluated(monkeypatch):
     """A round that finishes first leaves the detector pass to the last of its batch; when that
     last one is a quiet round (it evaluates nothing of its own), the waiting round must still get
     its pass, not sit unevaluated until some later round happens to gather it."""
-    import watchdog.scheduler as scheduler_mod
+    import watchdog.scheduling.batch as batch_mod
 
-    monkeypatch.setattr(scheduler_mod, "BATCH_SECONDS", 3600.0)  # both rounds in one batch, however slow the machine
+    monkeypatch.setattr(batch_mod, "BATCH_SECONDS", 3600.0)  # both rounds in one batch, however slow the machine
     npu, logs = Gated("npu", quiet=False), Gated("logs", quiet=True)
     sched, batches = batch_of(npu, logs)
     npu.release.set()
@@ -242,9 +242,9 @@ def test_a_round_that_found_log_matches_is_evaluated_without_waiting_for_a_slow_
     """A NaN line read by the logs probe is judged as soon as its round ends, as before rounds were
     batched: it does not wait for an npu round of its batch that is still running (npu-smi may take
     seconds, up to the probe timeout)."""
-    import watchdog.scheduler as scheduler_mod
+    import watchdog.scheduling.batch as batch_mod
 
-    monkeypatch.setattr(scheduler_mod, "BATCH_SECONDS", 3600.0)
+    monkeypatch.setattr(batch_mod, "BATCH_SECONDS", 3600.0)
     npu, logs = Gated("npu", quiet=False), GatedLines("logs", quiet=False)
     sched, batches = batch_of(npu, logs)
     logs.release.set()

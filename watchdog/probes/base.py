@@ -39,6 +39,9 @@ class Collected:
     #: Nothing a detector reads changed in a way that needs judging now (e.g. a log round that
     #: read lines but matched nothing): the scheduler skips the detector pass after it.
     quiet: bool = False
+    #: This node has nothing for the probe to watch (no hccn_tool): the scheduler runs its rounds
+    #: only every `scheduler.IDLE_SECONDS` until a round finds something again.
+    idle: bool = False
 
 
 class ProbeError(Exception):

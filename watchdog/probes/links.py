@@ -221,7 +221,7 @@ class LinksProbe(Probe):
                          cfg.hccn_tool, DRIVER_TOOLS)
                 self._absent_logged = True
             return Collected(LinkObservation(absent=True), f"{cfg.hccn_tool} not found: NPU links not watched",
-                             quiet=True)
+                             quiet=True, idle=True)
         self._absent_logged = False
         devices = list(cfg.devices) if cfg.devices is not None else node_devices()
         budget = self.timeout - float(cfg.command_timeout) - 2

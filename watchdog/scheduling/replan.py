@@ -10,11 +10,23 @@ now (`replan_jobs`).
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 from watchdog.host.clock import CLOCK
 
 log = logging.getLogger("watchdog.scheduler")
+
+#: The main loop turns this long after a grid point, once the rounds started there are handed over.
+BEAT_AFTER = 0.05
+
+
+def until_beat(anchor: datetime, period: float) -> float:
+    """Seconds from now until just after the next multiple of `period` from `anchor` (the probes'
+    grid), so that the main loop turns in the wake-up of the rounds and the tick, not in one of its
+    own (docs/architecture.md, "Threads and wake-ups")."""
+    since = (datetime.now(timezone.utc) - anchor).total_seconds()
+    return period - since % period + BEAT_AFTER
 
 
 def replan_jobs(sched: Any, intervals: Mapping[str, float], trigger: Callable[[float], Any],

@@ -1,0 +1,85 @@
+"""How often the scheduler's threads wake: rounds settle in their own worker, the watch thread
+wakes for deadlines only, and a probe with nothing to watch runs rarely (docs/architecture.md,
+"Threads and wake-ups"). Wake-ups are counted by the kernel (voluntary context switches of one
+thread of this process), not timed."""
+
+from __future__ import annotations
+
+import threading
+from typing import List
+
+from tests.helpers import wait_for
+from watchdog.scheduling import pace as pace_mod
+from watchdog.core.state import StateStore
+from watchdog.probes.base import Collected, Probe
+from watchdog.scheduler import ProbeScheduler
+
+
+class Counting(Probe):
+    def __init__(self, name: str, interval: float = 0.2):
+        self.name, self.interval, self.timeout, self.n = name, interval, 1.0, 0
+
+    def collect(self) -> Collected:
+        self.n += 1
+        return Collected(self.n, f"round {self.n}")
+
+
+class ToolLater(Counting):
+    """Finds nothing to watch until `tool` is set (as the links probe without hccn_tool)."""
+
+    def __init__(self, name: str, interval: float):
+        super().__init__(name, interval)
+        self.tool = threading.Event()
+
+    def collect(self) -> Collected:
+        self.n += 1
+        if not self.tool.is_set():
+            return Collected(None, "tool not found", quiet=True, idle=True)
+        return Collected(self.n, "watching")
+
+
+def woken(thread: threading.Thread) -> int:
+    """Voluntary context switches of `thread` so far: each is one sleep it was woken from."""
+    with open(f"/proc/self/task/{thread.native_id}/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("voluntary_ctxt_switches"))
+
+
+def test_rounds_that_end_in_time_are_settled_in_their_own_thread_and_the_watch_sleeps():
+    threads: List[str] = []
+    sched = ProbeScheduler(StateStore(), 5.0, 0.0, tick=lambda: None,
+                           on_round=lambda batch: threads.append(threading.current_thread().name))
+    probes = [Counting(f"p{i}") for i in range(3)]
+    sched.start(probes)
+    try:
+        wait_for(lambda: len(threads) >= 2, what="first batches")
+        before, batches = woken(sched._watch.thread), len(threads)
+        wait_for(lambda: len(threads) >= batches + 15, timeout=30, what="15 more batches")
+        wakeups, batches = woken(sched._watch.thread) - before, len(threads) - batches
+    finally:
+        sched.shutdown()
+    assert set(threads) <= {"probe-p0", "probe-p1", "probe-p2"}, threads
+    # Settling in the watch thread woke it for every round handed over and every round ended
+    # (3 probes: about 6 a batch). Now it wakes for deadlines: at most about once a batch.
+    assert wakeups <= 1.5 * batches, (wakeups, batches)
+
+
+def test_a_probe_with_nothing_to_watch_runs_every_idle_seconds_until_it_has(monkeypatch):
+    monkeypatch.setattr(pace_mod, "IDLE_SECONDS", 1.0)
+    store = StateStore()
+    sched = ProbeScheduler(store, 5.0, 0.0, on_round=lambda batch: None, tick=lambda: None)
+    links, other = ToolLater("links", 0.1), Counting("other", 0.1)
+    sched.start([links, other])
+    try:
+        wait_for(lambda: store.status("links").interval == 1.0, what="links moved to the idle interval")
+        n, m = links.n, other.n
+        wait_for(lambda: other.n >= m + 20, timeout=30, what="20 rounds of a probe at 0.1 s")
+        # 20 rounds of the other probe take 2 s or more: an idle probe at 1 s ran 2-3 times in them.
+        assert links.n - n <= (other.n - m) // 5, (links.n - n, other.n - m)
+        assert sched.completing_rounds()
+        links.tool.set()  # the next round (within a second) finds the tool: back to 0.1 s
+        wait_for(lambda: store.status("links").interval == 0.1, what="links back at its own interval")
+        n = links.n
+        wait_for(lambda: links.n >= n + 10, timeout=30, what="10 rounds at 0.1 s")
+        assert store.status("links").up
+    finally:
+        sched.shutdown()
