@@ -34,7 +34,7 @@ from watchdog.metrics.collector import evaluated_metrics, make_registry
 from watchdog.probes import ProbeContext, build_probes
 from watchdog.probes.base import Probe
 from watchdog.runtime import AlertEngineView, Runtime
-from watchdog.scheduler import TICK_SECONDS, ProbeScheduler
+from watchdog.scheduler import IDLE_TICK_SECONDS, TICK_SECONDS, ProbeScheduler
 from watchdog.snapshots import build_snapshot_taker
 from watchdog.service.sdnotify import Notifier, watchdog_interval
 from watchdog.service.signals import deliver_to, inbox
@@ -115,9 +115,9 @@ class Daemon:
         self.listen_later: Optional[ListenLater] = None
         self._http_lock = threading.Lock()
         self._last_periodic_eval = 0.0
-        #: Detector passes run, and periodic ones skipped as needless (tests count them).
-        self.passes = 0
-        self.periodic_skipped = 0
+        #: Detector passes run, and periodic ones skipped as needless (tests count them); `idle`:
+        #: the last periodic one was, nothing found since (the main loop slows the tick then).
+        self.passes, self.periodic_skipped, self.idle = 0, 0, False
         self.stopping = False
         #: Reloads run in a thread (watchdog.wiring.reload); RELOAD_READY wakes the main loop.
         self.reloader = Reloader(config_path, lambda: self.config, self._build_probes,
@@ -148,9 +148,11 @@ class Daemon:
         a probe's round (`trigger`) those that probe feeds and every answer older than
         `fresh_within`. A `periodic` pass that would change nothing is skipped (`_needless`)."""
         with self._eval_lock:
-            if periodic and self._needless():
-                self.periodic_skipped += 1
-                return
+            if periodic:
+                self.idle = self._needless()
+                if self.idle:
+                    self.periodic_skipped += 1
+                    return
             self.passes += 1
             config = self.config
             view = self.detectors.prepare(self.state.view(), config)
@@ -160,6 +162,7 @@ class Daemon:
             self.runtime.detector_errors = errors
             self.runtime.publish(evaluated_metrics(view, config))
             self.engine.process(findings, view.now, blind_rules(view))
+            self.idle = self.idle and not findings
 
     def _needless(self) -> bool:
         """A periodic pass is needless while nothing is found and every answer is less than
@@ -178,8 +181,8 @@ class Daemon:
             self.engine.round_complete()
 
     def _periodic(self) -> None:
-        # Time-based conditions (a heartbeat going stale) must be seen even between probe rounds.
-        # The tick comes every TICK_SECONDS; the margin only skips a coalesced double fire.
+        # Time-based conditions (a heartbeat going stale) must be seen even between probe rounds;
+        # the margin only skips a coalesced double fire.
         now = time.monotonic()
         if now - self._last_periodic_eval >= FRESH_WITHIN and not self.stopping:
             self._last_periodic_eval = now
@@ -267,11 +270,10 @@ class Daemon:
     def _turn(self, alive: KeepAlive, ready_deadline: float) -> bool:
         """One turn of the main loop; False when a stop signal came."""
         try:
-            # A queued signal wakes this at once; the timeout only paces READY/ping/STATUS
-            # checks, and each wake-up costs CPU at idle (bench/bench_footprint.py): once ready,
-            # the turn falls just after the rounds' and the tick's on the grid. 1 s until ready.
-            wait = self.scheduler.until_beat(alive.wait) if self.ready else min(alive.wait, 1.0)
-            signum = self.signals.get(timeout=wait)
+            # A signal wakes this at once; the timeout paces READY/ping/STATUS checks: 1 s until
+            # ready, then a turn just after the tick's on the grid (a wake-up of its own costs CPU).
+            signum = self.signals.get(timeout=self.scheduler.until_beat(alive.wait(self.scheduler.tick_period))
+                                      if self.ready else 1.0)
         except queue.Empty:
             signum = None
         if signum in STOP_SIGNALS:
@@ -295,6 +297,7 @@ class Daemon:
             self._become_ready()
         if self.ready:
             alive.turn(now)
+            self.scheduler.tick_every(IDLE_TICK_SECONDS if self.idle else TICK_SECONDS)
         return True
 
     def _become_ready(self) -> None:

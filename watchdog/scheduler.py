@@ -46,6 +46,11 @@ TICK_JOB = "_tick"
 #: APScheduler run costs a few ms of CPU on a small VM, so a 1 s tick alone was ~0.25 % of a core
 #: at idle (bench/bench_footprint.py); time-based detectors only need an evaluation every few seconds.
 TICK_SECONDS = 5.0
+#: The tick's period while nothing is found and every detector's answer is fresh (the daemon says
+#: so, `tick_every`): the rounds' own passes then judge the node every 10 s at the shipped
+#: intervals and the 5 s tick's passes were all skipped, so the wake-ups between two rounds did
+#: nothing (docs/architecture.md, "When detectors run").
+IDLE_TICK_SECONDS = 10.0
 #: A probe with change events (`wait_change`, the logs probe) runs a round when they arrive, at
 #: most this often: a new failure line is read within a fraction of a second, while a chatty log
 #: cannot make rounds back to back.
@@ -118,6 +123,8 @@ class ProbeScheduler:
         self._watch = RoundWatch()
         self._stopped = threading.Event()
         self.last_tick = time.monotonic()
+        #: The tick's period now: TICK_SECONDS, or IDLE_TICK_SECONDS at idle (`tick_every`).
+        self.tick_period = TICK_SECONDS
         self._sched = BackgroundScheduler(
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 30},
             # A job only hands a round to its probe's worker and returns, and the tick runs the
@@ -205,7 +212,14 @@ class ProbeScheduler:
         anchored again at the wall clock of now, with the same phase."""
         self._anchor = datetime.now(timezone.utc) + self._phase
         replan_jobs(self._sched, {n: self.interval_of(n) for n in self.probes}, self._trigger,
-                    {TICK_JOB: self._trigger(TICK_SECONDS)})
+                    {TICK_JOB: self._trigger(self.tick_period)})
+
+    def tick_every(self, seconds: float) -> None:
+        """Move the tick to `seconds` on the grid; never from the tick (APScheduler's in-thread
+        executor writes the job's next run after the job returns, over a new trigger)."""
+        if seconds != self.tick_period:
+            self.tick_period = seconds
+            self._sched.reschedule_job(TICK_JOB, trigger=self._trigger(seconds))
 
     # -- rounds ----------------------------------------------------------------------------
     def _tick(self) -> None:
@@ -311,19 +325,10 @@ class ProbeScheduler:
         return self.rounds.wait_first_round(timeout)
 
     def completing_rounds(self) -> bool:
-        """True if the scheduler loop ticks and every probe's rounds complete on time.
-
-        This gates the systemd watchdog ping: a wedged scheduler (or a round wrapper that itself
-        hangs) stops the pings and systemd restarts the daemon. A probe that merely fails or times
-        out still completes its round wrapper, so it does not stop the pings.
-        """
-        now = time.monotonic()
-        if now - self.last_tick > 30:
-            return False
-        for name, probe in self.probes.items():
-            if self.rounds.overdue(name, self.interval_of(name) + self.timeout_of(probe) + self.jitter + 30, now):
-                return False
-        return True
+        """True if the scheduler loop ticks and every probe's rounds complete on time: gates the
+        systemd watchdog ping (`RoundTracker.completing`)."""
+        budgets = {n: self.interval_of(n) + self.timeout_of(p) + self.jitter + 30 for n, p in self.probes.items()}
+        return self.rounds.completing(time.monotonic() - self.last_tick, budgets, time.monotonic())
 
     def next_runs(self) -> Dict[str, Optional[float]]:
         # A job added before the scheduler started is pending: it has no next_run_time yet (the

@@ -140,3 +140,64 @@ def test_a_reload_makes_every_answer_stale(tmp_path, monkeypatch):
         assert found and found[0] - reload_at <= 5.0, handed
     finally:
         d.stop()
+
+
+def _simulate_main_loop(d, now, t0, until, batch_offset, batches=True):
+    """As `_simulate`, with the tick's period moved by the main loop as the daemon does it
+    (ProbeScheduler.tick_every after each turn, which falls just after a tick): 10 s while the
+    daemon is idle, 5 s otherwise, on the grid t0 + 5k. Returns the ticks' times."""
+    period, tick, ticks = daemon_mod.TICK_SECONDS, t0 + daemon_mod.TICK_SECONDS, []
+    batch_times = [t0 + 10.0 * m + batch_offset for m in range(0, int((until - t0) / 10))] if batches else []
+    while tick <= until:
+        for t in [b for b in batch_times if b < tick]:
+            now[0] = t
+            d._after_round(BATCH)
+            batch_times.remove(t)
+        now[0] = tick
+        d._periodic()
+        ticks.append(tick - t0)
+        period = daemon_mod.IDLE_TICK_SECONDS if d.idle else daemon_mod.TICK_SECONDS
+        tick = t0 + (int((tick - t0) / period) + 1) * period
+    return ticks
+
+
+def test_at_idle_the_tick_slows_to_10_s_and_the_rounds_still_keep_every_answer_recent(tmp_path, monkeypatch):
+    d, runs, _, now, t0 = _start(tmp_path, monkeypatch)
+    try:
+        ticks = _simulate_main_loop(d, now, t0, t0 + 120.0, 0.6)
+        assert d.idle and ticks[:2] == [5.0, 10.0] and all(b - a == 10.0 for a, b in zip(ticks[1:], ticks[2:])), ticks
+        for name in ("core", "liveness", "logs"):
+            got, gaps = _gaps(runs, name, t0)
+            assert max(gaps) <= 11.0, (name, got)  # SKIP_WITHIN: the rounds' passes, as at 5 s
+    finally:
+        d.stop()
+
+
+def test_at_idle_when_rounds_stop_every_answer_is_judged_within_20_s_and_the_tick_is_5_s_again(tmp_path, monkeypatch):
+    d, runs, _, now, t0 = _start(tmp_path, monkeypatch)
+    try:
+        _simulate_main_loop(d, now, t0, t0 + 60.0, 0.6)  # idle: the tick at 10 s
+        stop = now[0]
+        ticks = _simulate_main_loop(d, now, stop, stop + 60.0, 0.0, batches=False)
+        got = [t - stop for t in runs["liveness"] if t > stop]
+        assert got and got[0] <= 20.0, got  # the first 10 s tick past SKIP_WITHIN
+        assert not d.idle and 5.0 in [b - a for a, b in zip(ticks, ticks[1:])], ticks
+    finally:
+        d.stop()
+
+
+def test_while_a_finding_stands_the_tick_is_5_s_and_a_hold_ends_in_time(tmp_path, monkeypatch):
+    d, runs, handed, now, t0 = _start(tmp_path, monkeypatch)
+    try:
+        _simulate_main_loop(d, now, t0, t0 + 30.0, 0.6)  # idle first: the tick at 10 s
+        start = now[0]
+        runs["hold_end"] = start + 27.0
+        now[0] = start + 0.6
+        d._after_round(BATCH)  # the match's pass
+        assert not d.idle
+        ticks = _simulate_main_loop(d, now, start, start + 60.0, 0.6)
+        assert [b - a for a, b in zip(ticks, ticks[1:])][:4] == [5.0] * 4, ticks
+        gone = [t for t, rules in handed if t >= runs["hold_end"] and "log_oom" not in rules]
+        assert gone and gone[0] - runs["hold_end"] <= 5.0, handed
+    finally:
+        d.stop()

@@ -6,6 +6,7 @@ thread of this process), not timed."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import List
 
 from tests.helpers import wait_for
@@ -81,5 +82,22 @@ def test_a_probe_with_nothing_to_watch_runs_every_idle_seconds_until_it_has(monk
         n = links.n
         wait_for(lambda: links.n >= n + 10, timeout=30, what="10 rounds at 0.1 s")
         assert store.status("links").up
+    finally:
+        sched.shutdown()
+
+
+def test_the_tick_moves_to_the_period_it_is_given_on_the_grid():
+    ticks: List[float] = []
+    sched = ProbeScheduler(StateStore(), 5.0, 0.0, on_round=lambda batch: None, tick=lambda: ticks.append(1.0))
+    sched.start([Counting("other", 0.1)])
+    try:
+        sched.tick_every(0.1)
+        wait_for(lambda: len(ticks) >= 10, timeout=30, what="ticks at 0.1 s")
+        sched.tick_every(2.0)
+        n, rounds, since = len(ticks), sched.probes["other"].n, time.monotonic()
+        wait_for(lambda: sched.probes["other"].n >= rounds + 20, timeout=30, what="20 rounds at 0.1 s")
+        # At 0.1 s it would have ticked as often as the probe ran (20 times or more).
+        assert len(ticks) - n <= (time.monotonic() - since) / 2.0 + 2, (len(ticks) - n)
+        assert sched.tick_period == 2.0 and sched.completing_rounds()
     finally:
         sched.shutdown()

@@ -74,6 +74,18 @@ class RoundTracker:
                 return False
         return True
 
+    def completing(self, since_tick: float, budgets: Dict[str, float], now: float) -> bool:
+        """True if the scheduler loop ticks and every probe's rounds complete on time (each
+        within its budget: interval + timeout + jitter + a margin).
+
+        This gates the systemd watchdog ping: a wedged scheduler (or a round wrapper that itself
+        hangs) stops the pings and systemd restarts the daemon. A probe that merely fails or times
+        out still completes its round wrapper, so it does not stop the pings.
+        """
+        if since_tick > 30:
+            return False
+        return not any(self.overdue(name, budget, now) for name, budget in budgets.items())
+
     def overdue(self, name: str, budget: float, now: float) -> bool:
         """Whether the probe's last round ended longer than `budget` ago (never, before its first)."""
         last = self._completed.get(name)

@@ -27,11 +27,10 @@ class KeepAlive:
         self.last_status = 0.0
         self.last_trim = float("-inf")  # freed heap pages go back once ready, then every TRIM_SECONDS
 
-    @property
-    def wait(self) -> float:
-        """Main-loop pace once ready: fast enough for the systemd watchdog ping and the 10 s
-        STATUS line, else idle (READY and signals wake it at once)."""
-        return min(5.0, self.ping_every / 2) if self.ping_every else 5.0
+    def wait(self, tick: float) -> float:
+        """Main-loop pace once ready: the tick's period (the turn falls in the tick's wake-up),
+        shorter only for the systemd watchdog ping (READY and signals wake it at once)."""
+        return min(tick, self.ping_every / 2) if self.ping_every else tick
 
     def turn(self, now: float) -> None:
         if self.ping_every and now - self.last_ping >= self.ping_every:
@@ -43,6 +42,6 @@ class KeepAlive:
         if now - self.last_trim >= TRIM_SECONDS:
             trim()
             self.last_trim = now
-        if now - self.last_status >= STATUS_SECONDS:
+        if self.notifier.enabled and now - self.last_status >= STATUS_SECONDS:
             self.notifier.status(self._status_line())
             self.last_status = now
