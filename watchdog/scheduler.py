@@ -303,7 +303,8 @@ class ProbeScheduler:
             if every is not None:
                 self._sched.reschedule_job(name, trigger=self._trigger(every))
                 self.store.register(name, every)
-                log.info("probe %s: rounds every %gs (%s)", name, every, rnd.result.summary if rnd.result else "")
+                log.info("probe %s: rounds every %gs (%s)", name, every,
+                         "nothing to watch on this node" if every != rnd.probe.interval else "its own interval")
 
     def _finish(self, name: str, complete: bool = True, evaluate: bool = True, wait: bool = True) -> None:
         self.rounds.ended(name)
