@@ -33,7 +33,7 @@ from watchdog.host import clock
 from watchdog.probes.base import Probe
 from watchdog.scheduling.pace import IdlePacing
 from watchdog.scheduling.batch import gather
-from watchdog.scheduling.replan import ClockFollower, replan_jobs, until_beat
+from watchdog.scheduling.replan import ClockFollower, move_job, replan_jobs, until_beat
 from watchdog.scheduling.rounds import Round, RoundWorker, pass_wanted, record_round, record_stuck
 from watchdog.scheduling.tracker import RoundTracker
 from watchdog.scheduling.watch import RoundWatch
@@ -104,8 +104,7 @@ class ProbeScheduler:
         #: run together (one wake-up, one detector pass for their batch, warm caches).
         self._phase = timedelta(seconds=random.uniform(0.0, jitter or 0.0))
         self._anchor = datetime.now(timezone.utc) + self._phase
-        #: The daemon's main loop calls its `follow` (a wall-clock step re-plans the schedules).
-        self.clock_follower = ClockFollower(self.replan)
+        self.clock_follower = ClockFollower(self.replan)  # a wall-clock step re-plans (main loop)
         #: First rounds (READY=1), full rounds (the dead-man ping), rounds completing on time.
         self.rounds = RoundTracker(on_complete_round, on_first_round)
         self._tick_fn = tick
@@ -117,14 +116,12 @@ class ProbeScheduler:
         #: One round of a probe at a time, whether the schedule or its change events started it.
         self._turns: Dict[str, threading.Lock] = {}
         self._workers: Dict[str, RoundWorker] = {}
-        #: Probes running every IDLE_SECONDS for now (their last round found nothing to watch).
-        self._pacing = IdlePacing()
-        #: Settles every round (finished or timed out): see watchdog.scheduling.watch.
-        self._watch = RoundWatch()
+        #: Probes at the idle interval for now (pace.py); settles rounds that overrun (watch.py).
+        self._pacing, self._watch = IdlePacing(), RoundWatch()
         self._stopped = threading.Event()
         self.last_tick = time.monotonic()
         #: The tick's period now: TICK_SECONDS, or IDLE_TICK_SECONDS at idle (`tick_every`).
-        self.tick_period = TICK_SECONDS
+        self.tick_period, self._tick_moving = TICK_SECONDS, threading.Lock()
         self._sched = BackgroundScheduler(
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 30},
             # A job only hands a round to its probe's worker and returns, and the tick runs the
@@ -215,11 +212,13 @@ class ProbeScheduler:
                     {TICK_JOB: self._trigger(self.tick_period)})
 
     def tick_every(self, seconds: float) -> None:
-        """Move the tick to `seconds` on the grid; never from the tick (APScheduler's in-thread
-        executor writes the job's next run after the job returns, over a new trigger)."""
+        """Move the tick to `seconds` on the grid, in a thread of its own (`replan.move_job`: a tick
+        stuck in I/O holds APScheduler's lock; the main loop, which calls this, must not wait)."""
         if seconds != self.tick_period:
             self.tick_period = seconds
-            self._sched.reschedule_job(TICK_JOB, trigger=self._trigger(seconds))
+            threading.Thread(target=move_job, args=(self._sched, self._tick_moving, TICK_JOB,
+                                                    lambda: self._trigger(self.tick_period)),
+                             name="tick-move", daemon=True).start()
 
     # -- rounds ----------------------------------------------------------------------------
     def _tick(self) -> None:

@@ -101,3 +101,28 @@ def test_the_tick_moves_to_the_period_it_is_given_on_the_grid():
         assert sched.tick_period == 2.0 and sched.completing_rounds()
     finally:
         sched.shutdown()
+
+
+def test_moving_the_tick_never_waits_for_a_tick_stuck_in_io():
+    """The main loop moves the tick; APScheduler holds its job store's lock while the tick runs, so
+    a tick's pass stuck in I/O must not hold the main loop (it would miss a stop signal)."""
+    stuck, ticks = threading.Event(), []
+
+    def tick() -> None:
+        ticks.append(1)
+        stuck.wait(30)
+
+    sched = ProbeScheduler(StateStore(), 5.0, 0.0, on_round=lambda batch: None, tick=tick)
+    sched.start([])
+    mover = None
+    try:
+        sched.tick_every(0.1)
+        wait_for(lambda: ticks, timeout=30, what="a tick, stuck")
+        mover = threading.Thread(target=sched.tick_every, args=(1.0,), daemon=True)
+        mover.start()
+        mover.join(5.0)
+        assert not mover.is_alive(), "tick_every waited for the stuck tick"
+        assert sched.tick_period == 1.0
+    finally:
+        stuck.set()
+        sched.shutdown()

@@ -10,8 +10,11 @@ now (`replan_jobs`).
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
+
+from apscheduler.jobstores.base import JobLookupError
 
 from watchdog.host.clock import CLOCK
 
@@ -39,6 +42,18 @@ def replan_jobs(sched: Any, intervals: Mapping[str, float], trigger: Callable[[f
         sched.reschedule_job(name, trigger=trig)
     sched.wakeup()
     log.info("probe schedules planned again after the wall-clock step")
+
+
+def move_job(sched: Any, lock: threading.Lock, job_id: str, trigger: Callable[[], Any]) -> None:
+    """Give `job_id` the trigger `trigger()` makes now (the last wanted one wins, whichever
+    thread runs last). Run in a thread of its own: APScheduler holds its job store's lock while a
+    job runs in its in-thread executor; and never from that job (the executor writes the job's
+    next run after it returns, over a new trigger)."""
+    with lock:
+        try:
+            sched.reschedule_job(job_id, trigger=trigger())
+        except JobLookupError:  # stopped meanwhile
+            pass
 
 
 class ClockFollower:
