@@ -54,7 +54,7 @@ class Feed:
         return Discovered(jobs=(JobInfo(name="job", launcher=None, world_size=len(ranks), local_world_size=len(ranks),
                                         ranks=ranks),) if ranks else ())
 
-    def seen_since(self, mono: float) -> Tuple[JobInfo, ...]:
+    def seen_since(self, mono: float, before: float = float("inf")) -> Tuple[JobInfo, ...]:
         return ()  # no other probe scans this stand-in
 
 

@@ -95,10 +95,13 @@ class DiscoveryFeed:
         #: rank log path -> (device, inode, size, mtime) at the first scan that listed it: where
         #: an earlier run's lines end in a file a relaunch appends to (`run_start`).
         self._first_sight: Dict[str, Tuple[int, int, int, float]] = {}
-        #: job name -> (the job as last found, when: time.monotonic()): what any consumer's scan
-        #: found lately, so the process probe also judges a job that started and ended between two
-        #: of its own rounds (`seen_since`). Kept SEEN_KEEP seconds.
-        self._seen: Dict[str, Tuple[JobInfo, float]] = {}
+        #: job name -> (the job as last found, when that scan began and ended: time.monotonic()):
+        #: what any consumer's scan found lately, so the process probe also judges a job that
+        #: started and ended between two of its own rounds (`seen_since`). Kept SEEN_KEEP seconds.
+        self._seen: Dict[str, Tuple[JobInfo, float, float]] = {}
+        #: When the scan behind `_latest` began: scans run in several probes' threads at once,
+        #: and one that began earlier and ended later read an older process table.
+        self._latest_began = float("-inf")
 
     def set_npu_processes(self, mapping: Mapping[int, int]) -> None:
         with self._lock:
@@ -113,6 +116,7 @@ class DiscoveryFeed:
         """Scan now; a failure is counted and raised (the calling probe reports it)."""
         with self._lock:
             npu = dict(self._npu_by_pid)
+        began = time.monotonic()
         try:
             found = self._keep_names(discover(self.opts, npu, self._table))
         except Exception:
@@ -130,9 +134,12 @@ class DiscoveryFeed:
             sighted[p] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime)
         with self._lock:
             self._first_sight = sighted
-            self._latest, self._mono = found, time.monotonic()
-            self._seen = {n: v for n, v in self._seen.items() if self._mono - v[1] < SEEN_KEEP}
-            self._seen.update((j.name, (j, self._mono)) for j in found.jobs)
+            ended = time.monotonic()
+            if began >= self._latest_began:  # an older read of the table never replaces a newer one
+                self._latest, self._mono, self._latest_began = found, ended, began
+            self._seen = {n: v for n, v in self._seen.items() if ended - v[2] < SEEN_KEEP}
+            self._seen.update((j.name, (j, began, ended)) for j in found.jobs
+                              if j.name not in self._seen or began >= self._seen[j.name][1])
             self.scans_total += 1
             if places - self._log_places:
                 self.logs_version += 1
@@ -170,10 +177,14 @@ class DiscoveryFeed:
             at = max(at, still_from(path, *rec[:3]))
         return at
 
-    def seen_since(self, mono: float) -> Tuple[JobInfo, ...]:
-        """The jobs a scan found at or after `mono` (time.monotonic()), as last found."""
+    def seen_since(self, mono: float, before: float = float("inf")) -> Tuple[JobInfo, ...]:
+        """The jobs found by scans that ended at or after `mono` and began before `before` (both
+        time.monotonic()), as last found. The process probe asks with `before` = the start of its
+        own scan: a job only a later-begun scan found may have started after its own read of the
+        process table, and is not "gone before this round" (under load, scans of several probes'
+        threads overlap: a later-begun one may end first)."""
         with self._lock:
-            return tuple(j for j, at in self._seen.values() if at >= mono)
+            return tuple(j for j, began, ended in self._seen.values() if ended >= mono and began < before)
 
     def latest(self) -> Optional[Discovered]:
         with self._lock:

@@ -313,7 +313,7 @@ class DiscoveredProcessProbe(Probe):
         one (a job shorter than the process interval: a start-up crash, a short run), is tracked
         now and so judged as ended: without this it was never seen, and its end never said."""
         current = {j.name for j in found.jobs}
-        for job in self.feed.seen_since(since):
+        for job in self.feed.seen_since(since, before=self._scanned_at):
             if job.name in current or job.name in self._jobs:
                 continue
             self._track_job(job, now)
