@@ -60,6 +60,8 @@ EVENT_GAP = 0.25
 #: of its successor runs meanwhile). Each timeout is a wake-up off the grid: at 5 s the two
 #: followers were an eighth of an idle daemon's wake-ups.
 FOLLOW_WAIT = 60.0
+#: How long a follower waits after its probe's `wait_change` failed before it waits again.
+FOLLOW_ERROR_WAIT = 5.0
 #: How long a stop waits for APScheduler's thread to finish the job it is running (a detector pass
 #: takes milliseconds). A pass stuck longer (a state write on a hung disk) is left behind: the stop
 #: goes on to close the probes, which saves their progress, within systemd's TimeoutStopSec (20 s).
@@ -217,7 +219,7 @@ class ProbeScheduler:
         if seconds != self.tick_period:
             self.tick_period = seconds
             threading.Thread(target=move_job, args=(self._sched, self._tick_moving, TICK_JOB,
-                                                    lambda: self._trigger(self.tick_period)),
+                                                    lambda: self._trigger(self.tick_period), lambda: self._anchor),
                              name="tick-move", daemon=True).start()
 
     # -- rounds ----------------------------------------------------------------------------
@@ -346,7 +348,7 @@ def follow_changes(sched: ProbeScheduler, probe: Probe) -> None:
             changed = probe.wait_change(FOLLOW_WAIT)
         except Exception:
             log.exception("waiting for changes of probe %s failed", probe.name)
-            sched._stopped.wait(FOLLOW_WAIT)
+            sched._stopped.wait(FOLLOW_ERROR_WAIT)
             continue
         if not changed or sched.probes.get(probe.name) is not probe:
             continue

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 from typing import List
 
 from tests.helpers import wait_for
 from watchdog.scheduling import pace as pace_mod
 from watchdog.core.state import StateStore
-from watchdog.probes.base import Collected, Probe
+from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.scheduler import ProbeScheduler
 
 
@@ -125,4 +126,59 @@ def test_moving_the_tick_never_waits_for_a_tick_stuck_in_io():
         assert sched.tick_period == 1.0
     finally:
         stuck.set()
+        sched.shutdown()
+
+
+class ToolFails(ToolLater):
+    """Idle until `tool` is set; then every round fails (the tool is there, the driver is not)."""
+
+    def collect(self) -> Collected:
+        if self.tool.is_set():
+            self.n += 1
+            raise ProbeError("every hccn_tool query of this round failed")
+        return super().collect()
+
+
+def test_an_idle_probe_whose_rounds_fail_runs_at_its_own_interval_again(monkeypatch):
+    monkeypatch.setattr(pace_mod, "IDLE_SECONDS", 1.0)
+    store = StateStore()
+    sched = ProbeScheduler(store, 5.0, 0.0, on_round=lambda batch: None, tick=lambda: None)
+    links = ToolFails("links", 0.1)
+    sched.start([links])
+    try:
+        wait_for(lambda: store.status("links").interval == 1.0, what="links at the idle interval")
+        links.tool.set()
+        wait_for(lambda: store.status("links").interval == 0.1, what="a failing round brings its own interval back")
+        n = links.n
+        wait_for(lambda: links.n >= n + 10, timeout=30, what="10 failing rounds at 0.1 s")
+        assert not store.status("links").up
+    finally:
+        sched.shutdown()
+
+
+def test_a_tick_move_that_waited_out_a_clock_steps_replan_is_made_on_the_new_anchor():
+    """The mover makes its trigger, then waits for APScheduler's lock (a tick stuck in I/O); a
+    wall-clock step's re-plan meanwhile moves the anchor. Found by an attack pass: the mover then
+    wrote the old anchor's trigger, and after a step back of an hour the tick stopped for an hour."""
+    sched = ProbeScheduler(StateStore(), 5.0, 0.0, on_round=lambda batch: None, tick=lambda: None)
+    sched.start([])
+    real = sched._sched.reschedule_job
+    stepped = threading.Event()
+
+    def replan_meanwhile(job_id, **kwargs):
+        out = real(job_id, **kwargs)
+        if threading.current_thread().name == "tick-move" and not stepped.is_set():
+            stepped.set()
+            sched._anchor -= timedelta(hours=1)  # what `replan` does after a step back of an hour
+        return out
+
+    sched._sched.reschedule_job = replan_meanwhile
+    try:
+        sched.tick_every(2.0)
+        wait_for(stepped.is_set, timeout=30, what="the mover's first reschedule")
+        wait_for(lambda: not [t for t in threading.enumerate() if t.name == "tick-move"], timeout=30,
+                 what="the mover done")
+        job = sched._sched.get_job("_tick")
+        assert job.trigger.start_date == sched._anchor + timedelta(seconds=2.0), (job.trigger.start_date, sched._anchor)
+    finally:
         sched.shutdown()

@@ -32,11 +32,13 @@ class IdlePacing:
 
     def settled(self, name: str, rnd: Round, finished: bool) -> Optional[float]:
         """After a round: the probe's new interval when the round moved it (to IDLE_SECONDS or
-        back to its own), else None. A round that failed or timed out moves nothing."""
+        back to its own), else None. Only a round that says so keeps a probe idle: one that failed
+        or timed out (the tool is there now, and fails) brings it back to its own interval, so its
+        failure is confirmed and reported at its own pace."""
         own = rnd.probe.interval
-        if own >= IDLE_SECONDS or not finished or rnd.error is not None or rnd.result is None:
+        if own >= IDLE_SECONDS:
             return None
-        idle = rnd.result.idle
+        idle = finished and rnd.error is None and rnd.result is not None and rnd.result.idle
         with self._lock:
             if idle == (name in self._idle):
                 return None

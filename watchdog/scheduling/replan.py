@@ -44,16 +44,22 @@ def replan_jobs(sched: Any, intervals: Mapping[str, float], trigger: Callable[[f
     log.info("probe schedules planned again after the wall-clock step")
 
 
-def move_job(sched: Any, lock: threading.Lock, job_id: str, trigger: Callable[[], Any]) -> None:
+def move_job(sched: Any, lock: threading.Lock, job_id: str, trigger: Callable[[], Any],
+             anchor: Callable[[], Any]) -> None:
     """Give `job_id` the trigger `trigger()` makes now (the last wanted one wins, whichever
     thread runs last). Run in a thread of its own: APScheduler holds its job store's lock while a
     job runs in its in-thread executor; and never from that job (the executor writes the job's
-    next run after it returns, over a new trigger)."""
+    next run after it returns, over a new trigger). A wall-clock step's re-plan (a new `anchor()`)
+    while this waited for that lock is not undone: the trigger is made again on the new anchor."""
     with lock:
-        try:
-            sched.reschedule_job(job_id, trigger=trigger())
-        except JobLookupError:  # stopped meanwhile
-            pass
+        for _ in range(3):
+            made_on = anchor()
+            try:
+                sched.reschedule_job(job_id, trigger=trigger())
+            except JobLookupError:  # stopped meanwhile
+                return
+            if anchor() == made_on:
+                return
 
 
 class ClockFollower:
