@@ -171,18 +171,20 @@ def test_hang_of_5_in_30_gives_goodput_83(tmp_path):
             share = pace_row(d, name)["goodput_ratio"]
             metrics = d.get("/metrics")
             m = re.search(rf'npu_watchdog_job_goodput_ratio{{training_job="{name}"}} ([0-9.]+)', metrics)
-            # 25 of 30 units: 83 %. The lower bound is 4 points below, the upper 2 above: a loaded
-            # machine only lengthens the hang the test's own sleep makes and the job's start (a full
-            # run read 80.95 % with the hang and start stretched by about 1.5 s between them).
-            assert m and 0.79 <= float(m.group(1)) <= 0.85, (m and m.group(0), pace_row(d, name))
+            # 25 of 30 units: 83 %. The bounds follow the hang the ranks really made, 8-12 s (the
+            # booked stall is checked below): a loaded machine stretches the test's sleep and the
+            # job's start (a full run read 80.95 %), and it also shortens the hang, which begins
+            # at the ranks' next step boundary, up to a slow warm-up step after `hang()` (a full
+            # run read 85.03 %: 9 s of hang in 60). 1 - 8/60 = 86.7 %.
+            assert m and 0.79 <= float(m.group(1)) <= 0.87, (m and m.group(0), pace_row(d, name))
             job.finish()
             assert job.wait() == 0
             (f,) = wait_for(lambda: [x for x in d.findings() if x["rule"] == "job_finished"
                                      and x["labels"]["training_job"] == name] or None, timeout=90,
                             what="job_finished")
             said = re.search(r"goodput ([0-9.]+) %", f["summary"])
-            assert said and 79 <= float(said.group(1)) <= 85, (f["summary"], share)
-            assert 0.79 <= f["details"]["goodput_ratio"] <= 0.85
+            assert said and 79 <= float(said.group(1)) <= 87, (f["summary"], share)
+            assert 0.79 <= f["details"]["goodput_ratio"] <= 0.87
             # The same sentence for the Chinese message (its rule template plus `said`).
             said_zh = re.search(r"有效训练占比 ([0-9.]+)%", f["details"]["said"]["zh"])
             assert said_zh and said_zh.group(1) == said.group(1), f["details"]["said"]
