@@ -330,7 +330,7 @@ class ProbeScheduler:
         """True if the scheduler loop ticks and every probe's rounds complete on time: gates the
         systemd watchdog ping (`RoundTracker.completing`)."""
         budgets = {n: self.interval_of(n) + self.timeout_of(p) + self.jitter + 30 for n, p in self.probes.items()}
-        return self.rounds.completing(time.monotonic() - self.last_tick, budgets, time.monotonic())
+        return self.rounds.completing(self.last_tick, budgets, time.monotonic())
 
     def next_runs(self) -> Dict[str, Optional[float]]:
         # A job added before the scheduler started is pending: it has no next_run_time yet (the

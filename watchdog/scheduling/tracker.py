@@ -74,7 +74,7 @@ class RoundTracker:
                 return False
         return True
 
-    def completing(self, since_tick: float, budgets: Dict[str, float], now: float) -> bool:
+    def completing(self, last_tick: float, budgets: Dict[str, float], now: float) -> bool:
         """True if the scheduler loop ticks and every probe's rounds complete on time (each
         within its budget: interval + timeout + jitter + a margin).
 
@@ -82,7 +82,7 @@ class RoundTracker:
         hangs) stops the pings and systemd restarts the daemon. A probe that merely fails or times
         out still completes its round wrapper, so it does not stop the pings.
         """
-        if since_tick > 30:
+        if now - last_tick > 30:
             return False
         return not any(self.overdue(name, budget, now) for name, budget in budgets.items())
 
