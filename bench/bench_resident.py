@@ -34,9 +34,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: composition root and the daemon). Each step is one `import` in the same interpreter.
 STEPS = [
     "typing", "dataclasses", "pathlib", "logging", "subprocess", "psutil", "yaml", "pydantic",
-    "ssl", "asyncio", "importlib.metadata", "multiprocessing", "apscheduler.schedulers.background",
-    "sqlite3", "http.server", "watchdog.config.schema", "watchdog.plugins_list", "watchdog.daemon",
-    "watchdog.cli",
+    "importlib.metadata", "watchdog.scheduling.aps", "sqlite3", "socketserver",
+    "watchdog.config.schema", "watchdog.plugins_list", "watchdog.daemon", "watchdog.cli",
 ]
 
 CHILD = r"""

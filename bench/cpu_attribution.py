@@ -14,8 +14,9 @@ the engine's timer pass, the /metrics rendering) and adds up the calling thread'
 whole process's CPU since start, the CPU of each thread, and the cyclic collector's passes) are
 written at exit and on SIGUSR1 to $CPU_ATTRIBUTION_OUT (default: cpu-attribution.txt), with
 each detector's own time and the rules of any answer that kept a periodic pass from being skipped.
-$CPU_ATTRIBUTION_PROFILE names one entry point (a label below, e.g. "probe round: logs") to run
-under cProfile as well (written to $CPU_ATTRIBUTION_OUT.prof.txt).
+$CPU_ATTRIBUTION_PROFILE names entry points (labels below, comma-separated, e.g. "probe round: logs")
+to run under cProfile as well, timed by the thread's CPU clock rather than the wall clock (a round
+waiting for npu-smi is not busy), each written to $CPU_ATTRIBUTION_OUT.prof.txt.
 """
 
 from __future__ import annotations
@@ -38,21 +39,21 @@ ACC: Dict[str, List[float]] = collections.defaultdict(lambda: [0, 0.0])
 GC: Dict[int, List[float]] = collections.defaultdict(lambda: [0, 0.0])
 
 
-#: $CPU_ATTRIBUTION_PROFILE names one label (e.g. "probe round: logs") whose calls run under
-#: cProfile; its statistics are written beside the totals (`<out>.prof.txt`).
-PROFILED = os.environ.get("CPU_ATTRIBUTION_PROFILE", "")
-PROFILE: List[Any] = []
+#: $CPU_ATTRIBUTION_PROFILE names labels (comma-separated, e.g. "probe round: logs") whose calls
+#: run under cProfile; their statistics are written beside the totals (`<out>.prof.txt`).
+PROFILED = {x.strip() for x in os.environ.get("CPU_ATTRIBUTION_PROFILE", "").split(",") if x.strip()}
+PROFILE: Dict[str, Any] = {}
 
 
 def wrap(owner: Any, attr: str, label: str) -> None:
     fn = getattr(owner, attr)
-    if label == PROFILED:
+    if label in PROFILED:
         import cProfile
-        PROFILE.append(cProfile.Profile())
+        profile = PROFILE[label] = cProfile.Profile(time.thread_time)  # CPU, not waiting
         plain = fn
 
         def fn(*args: Any, **kwargs: Any) -> Any:
-            return PROFILE[0].runcall(plain, *args, **kwargs)
+            return profile.runcall(plain, *args, **kwargs)
 
     def attributed(*args: Any, **kwargs: Any) -> Any:
         t = time.thread_time()
@@ -158,7 +159,9 @@ def dump(path: str, started: float) -> None:
     if PROFILE:
         import pstats
         with open(path + ".prof.txt", "w") as out:
-            pstats.Stats(PROFILE[0], stream=out).sort_stats("cumulative").print_stats(60)
+            for label, profile in PROFILE.items():
+                out.write(f"==== {label} (CPU time)\n")
+                pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(45)
     with open(path, "w") as fh:
         fh.write(f"process CPU since start: {time.process_time() - started:.3f} s\n")
         for label, (n, s) in sorted(ACC.items(), key=lambda kv: -kv[1][1]):

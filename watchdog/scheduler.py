@@ -24,13 +24,9 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
-from apscheduler.executors.debug import DebugExecutor
-from apscheduler.jobstores.base import JobLookupError
-from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.interval import IntervalTrigger
-
 from watchdog.host import clock
 from watchdog.probes.base import Probe
+from watchdog.scheduling.aps import BackgroundScheduler, DebugExecutor, IntervalTrigger, JobLookupError
 from watchdog.scheduling.pace import IdlePacing
 from watchdog.scheduling.batch import gather
 from watchdog.scheduling.replan import ClockFollower, move_job, replan_jobs, until_beat

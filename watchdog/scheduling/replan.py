@@ -14,9 +14,8 @@ import threading
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
-from apscheduler.jobstores.base import JobLookupError
-
 from watchdog.host.clock import CLOCK
+from watchdog.scheduling.aps import JobLookupError
 
 log = logging.getLogger("watchdog.scheduler")
 
