@@ -140,15 +140,17 @@ def _builtin_digests() -> bool:
 
 def load_without_openssl() -> Tuple[ModuleType, ...]:
     """For the daemon, before pydantic, APScheduler or anything else imports them: `hashlib` and
-    `hmac` on CPython's own digests, and asyncio without TLS support. OpenSSL's libssl and
+    `hmac` on CPython's own digests, and pydantic's core without TLS support. OpenSSL's libssl and
     libcrypto (about 5 MB resident, bench/bench_resident.py) are then loaded only by a channel's
     first HTTPS send, through `requests`. Three paths loaded them before: pydantic imports
-    `secrets`, which imports `hmac` and `hashlib`, whose `_hashlib` is libcrypto; APScheduler
-    imports asyncio (it takes one function from it), which imports `ssl`, as pydantic does on
-    3.8 through typing_extensions; `http.server` imports `http.client`, which imports `ssl` (the
-    endpoint speaks its own HTTP: watchdog.http.wire). The digests are the same bytes; nothing in
-    the daemon uses asyncio's TLS. Where the interpreter lacks a builtin digest, `hashlib` keeps
-    OpenSSL's. Returns the modules it imported (they stay cached for every later importer)."""
+    `secrets`, which imports `hmac` and `hashlib`, whose `_hashlib` is libcrypto; asyncio imports
+    `ssl`, and on older interpreters (3.8) pydantic-core's `typing_extensions.deprecated`
+    imports asyncio (APScheduler's import of it takes a stand-in: watchdog.scheduling.aps, so on
+    3.9 and later asyncio is not loaded at all); `http.server` imports `http.client`, which
+    imports `ssl` (the endpoint speaks its own HTTP: watchdog.http.wire). The digests are the
+    same bytes; nothing in the daemon uses asyncio's TLS. Where the interpreter lacks a builtin
+    digest, `hashlib` keeps OpenSSL's. Returns the modules it imported (they stay cached for
+    every later importer)."""
     loaded: Tuple[ModuleType, ...] = ()
     if _builtin_digests():
         with hidden_module("_hashlib"):
@@ -156,5 +158,5 @@ def load_without_openssl() -> Tuple[ModuleType, ...]:
             import hmac
         loaded = (hashlib, hmac)
     with hidden_module("ssl"):
-        import asyncio
-    return loaded + (asyncio,)
+        import pydantic_core  # (pydantic imports its modules lazily; their core is what asks)
+    return loaded + (pydantic_core,)

@@ -29,6 +29,19 @@ def test_the_daemon_loads_neither_asyncio_nor_ssl_nor_multiprocessing():
     assert out == "[]"
 
 
+def test_the_run_path_loads_none_of_them_either():
+    """`run` first loads hashlib and pydantic's core without OpenSSL (watchdog.compat); from 3.9
+    on nothing then imports asyncio (on 3.8 pydantic-core's typing_extensions does, without ssl)."""
+    out = _run("""
+        import sys
+        from watchdog.compat import load_without_openssl
+        load_without_openssl()
+        import watchdog.plugins_list, watchdog.daemon
+        print(sorted(m for m in ("asyncio", "ssl", "multiprocessing", "_hashlib") if m in sys.modules))
+    """)
+    assert out == "[]"
+
+
 def test_a_later_import_gets_the_real_modules_and_the_scheduler_runs_jobs():
     out = _run("""
         import threading
