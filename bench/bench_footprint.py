@@ -20,6 +20,10 @@ the history. What runs besides the two measured processes: one writer process (h
 of every rank every 10 s, one training-log line per log every 10 s), one `sleep` process per rank
 (RANK in its environment, found through a pid file), and the fake npu-smi (tests/fakes).
 
+`--chatty R` adds what a progress bar writes (tqdm's default: a refresh every 0.1 s) to every
+training log: R short lines a second, beside the one iteration line every 10 s. An idle daemon's
+cost then includes reading a log that is written all the time, as most training logs are.
+
 `--discovery` runs the shipped example config (discovery on, without its channels) instead: the
 ranks are started by one launcher process per job (1 job small, 2 at scale) with the environment
 a launcher gives them (RANK, LOCAL_RANK, WORLD_SIZE, the job name, NPU_WATCHDOG_HEARTBEAT), the
@@ -75,6 +79,19 @@ while True:
     time.sleep(every)
 """
 
+#: A progress bar's output, R lines a second into every log (`--chatty R`).
+CHATTER = r"""
+import sys, time
+paths, rate = sys.argv[2:], float(sys.argv[1])
+outs = [open(p, "a", buffering=1) for p in paths]
+n = 0
+while True:
+    n += 1
+    for fh in outs:
+        fh.write("Training: %3d%%|%-20s| %d/100000 [%d it/s, loss=2.1]\n" % (n // 1000 % 100, "#" * (n % 20), n, rate))
+    time.sleep(1.0 / rate)
+"""
+
 #: One discovered job's launcher (a custom one, like a site's own script): starts its ranks
 #: (`sleep`) with the environment a real launcher gives them, stdout of the first ones in a log
 #: file, and writes their pids. Discovery finds the job from /proc alone.
@@ -108,7 +125,7 @@ def machine() -> str:
 
 
 def node_setup(root: Path, ranks: int, npus: int, logs: int, every: float,
-               jobs: int = 0, tag: str = "") -> List[subprocess.Popen]:
+               jobs: int = 0, tag: str = "", chatty: float = 0.0) -> List[subprocess.Popen]:
     """The simulated node: rank processes, the writer, the fake npu-smi scenario. With `jobs`, the
     ranks are split into that many jobs, each started by its own launcher with the environment
     discovery reads (their heartbeat files and logs named there), `tag` in their environment."""
@@ -130,6 +147,8 @@ def node_setup(root: Path, ranks: int, npus: int, logs: int, every: float,
     (root / "writer.json").write_text(json.dumps({"hb": hb, "logs": log_paths, "pids": pids,
                                                   "ranks": [r % (ranks // max(jobs, 1)) for r in range(ranks)]}))
     procs.append(subprocess.Popen([sys.executable, "-c", WRITER, str(root / "writer.json"), str(every)]))
+    if chatty > 0:
+        procs.append(subprocess.Popen([sys.executable, "-c", CHATTER, str(chatty), *log_paths]))
     return procs
 
 
@@ -282,11 +301,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"command: python {' '.join(sys.argv)}")
     jobs = (args.jobs or (2 if args.size == "scale" else 1)) if args.discovery else 0
     mode = (f"discovery (the shipped config), {jobs} job(s)" if jobs else "hand-configured probes")
-    print(f"setup: {args.size}: {ranks} ranks, {npus} NPUs, {logs} logs; {mode}; compress x{k:g} "
+    chatty = f"; {args.chatty:g} progress lines/s per log" if args.chatty else ""
+    print(f"setup: {args.size}: {ranks} ranks, {npus} NPUs, {logs} logs{chatty}; {mode}; compress x{k:g} "
           f"(window {window:g}s = 5 min of samples); scrape every {15 / k:g}s")
     root = Path(tempfile.mkdtemp(prefix="bench-footprint-"))
     tag = f"bench-{os.getpid()}" if jobs else ""
-    node = node_setup(root, ranks, npus, logs, 10.0 / k, jobs, tag)
+    node = node_setup(root, ranks, npus, logs, 10.0 / k, jobs, tag, args.chatty)
     cfg = daemon_config(root, free_port(), ranks, k, tag)
     procs: List[subprocess.Popen] = []
     stop = threading.Event()
@@ -427,6 +447,8 @@ def main() -> int:
                     help="the shipped config (discovery on) finding the ranks, instead of hand-configured probes")
     ap.add_argument("--jobs", type=int, default=0, help="with --discovery: jobs (default 1 small, 2 scale)")
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 min at --compress 10")
+    ap.add_argument("--chatty", type=float, default=0.0, metavar="R",
+                    help="R progress-bar lines a second into every training log (see above)")
     args = ap.parse_args()
     if args.quick:
         args.minutes, args.compress, args.settle = 1.0, 10.0, 5.0

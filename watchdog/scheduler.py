@@ -51,6 +51,11 @@ IDLE_TICK_SECONDS = 10.0
 #: most this often: a new failure line is read within a fraction of a second, while a chatty log
 #: cannot make rounds back to back.
 EVENT_GAP = 0.25
+#: The gap doubles after each event round that found nothing, up to this (`next_gap`): a log
+#: written all the time (a progress bar refreshing 10 times a second) made four rounds a second,
+#: each finding nothing. A write after a pause longer than the gap is still read at once; a
+#: failure line amid a chatty log within this long.
+MAX_EVENT_GAP = 2.0
 #: How long a follower thread waits for events before checking that its probe is still current
 #: (a probe replaced by a reload leaves its old follower asleep this long at most; the follower
 #: of its successor runs meanwhile). Each timeout is a wake-up off the grid: at 5 s the two
@@ -229,17 +234,16 @@ class ProbeScheduler:
     def run_now(self, name: str) -> None:  # returns once the round is settled (recorded, evaluated)
         self._run_probe(name, wait_settled=True)
 
-    def _run_probe(self, name: str, wait_turn: bool = False, wait_settled: bool = False) -> None:
-        """Start one round: a scheduled one is skipped while another is under way, one for change
-        events waits for its turn. The turn comes back when the round is settled (`_settle`)."""
+    def _run_probe(self, name: str, wait_turn: bool = False, wait_settled: bool = False) -> Optional[Round]:
+        """Start one round and return it (None: none started): a scheduled one is skipped while another
+        is under way, one for change events waits for its turn; the turn returns at `_settle`."""
         probe = self.probes.get(name)
         if probe is None:
-            return
+            return None
         with self._lock:
             turn = self._turns.setdefault(name, threading.Lock())
-        got = turn.acquire(timeout=self.timeout_of(probe) + 1.0) if wait_turn else turn.acquire(blocking=False)
-        if not got:
-            return
+        if not (turn.acquire(timeout=self.timeout_of(probe) + 1.0) if wait_turn else turn.acquire(blocking=False)):
+            return None
         try:
             rnd = self._start_round(name, probe, turn)
         except BaseException:  # never keep the turn of a round that did not start
@@ -249,6 +253,7 @@ class ProbeScheduler:
             turn.release()
         elif wait_settled:
             rnd.settled.wait()
+        return rnd
 
     def _start_round(self, name: str, probe: Probe, turn: threading.Lock) -> Optional[Round]:
         """Hand a round to the probe's worker, watched until settled; None: the last one is stuck."""
@@ -338,7 +343,7 @@ class ProbeScheduler:
 def follow_changes(sched: ProbeScheduler, probe: Probe) -> None:
     """Run a round of `probe` whenever it reports a change (until it is replaced or the scheduler
     stops): the thread of a probe with change events (`follows_changes`), beside its schedule."""
-    last = 0.0
+    last, gap = 0.0, EVENT_GAP
     while not sched._stopped.is_set() and sched.probes.get(probe.name) is probe:
         try:
             changed = probe.wait_change(FOLLOW_WAIT)
@@ -348,8 +353,16 @@ def follow_changes(sched: ProbeScheduler, probe: Probe) -> None:
             continue
         if not changed or sched.probes.get(probe.name) is not probe:
             continue
-        gap = EVENT_GAP - (time.monotonic() - last)
-        if gap > 0 and sched._stopped.wait(gap):
+        wait = gap - (time.monotonic() - last)
+        if wait > 0 and sched._stopped.wait(wait):
             return
         last = time.monotonic()
-        sched._run_probe(probe.name, wait_turn=True, wait_settled=True)
+        gap = next_gap(gap, sched._run_probe(probe.name, wait_turn=True, wait_settled=True))
+
+
+def next_gap(gap: float, rnd: Optional[Round]) -> float:
+    """The least time from this event round's start to the next one's: doubled (up to
+    MAX_EVENT_GAP) after a round that found nothing, EVENT_GAP after one that found something,
+    failed or left a backlog (caught up at the speed of the reads, not once per gap)."""
+    res = rnd.result if rnd is not None and rnd.error is None else None
+    return min(2 * gap, MAX_EVENT_GAP) if res is not None and res.quiet and not res.more else EVENT_GAP

@@ -257,3 +257,44 @@ def test_a_line_through_the_old_handle_after_a_rotation_pages_from_its_change_ev
     detected_in = found[0]["since"] - written_at
     print(f"line through the old handle detected {detected_in:.2f}s after it was written")
     assert -1.0 < detected_in <= 2.0, found  # the rescan (1 h) never ran; the event did
+
+
+CHATTER = ("import sys, time\n"
+           "end = time.monotonic() + float(sys.argv[2])\n"
+           "with open(sys.argv[1], 'a', buffering=1) as fh:\n"
+           "    n = 0\n"
+           "    while time.monotonic() < end:\n"
+           "        n += 1\n"
+           "        fh.write('Training: %d/100000 [10 it/s, loss=2.1]\\n' % n)\n"
+           "        time.sleep(0.05)\n")
+
+
+@linux
+def test_a_log_written_all_the_time_spaces_its_quiet_rounds_out_and_still_pages(make_daemon, procs, tmp_path):
+    """A progress bar writing 20 lines a second: the rounds that find nothing come ever further
+    apart (0.25, 0.5, 1, then every 2 s: scheduler.next_gap), not four a second; a failure line
+    amid it is still found by its change event (the schedule says one round an hour)."""
+    import subprocess
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    log = logdir / "train_rank0.log"
+    log.write_text("start\n")
+    d = make_daemon(_logs_config(logdir))
+    wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+    runs = 'npu_watchdog_probe_runs_total{probe="logs"}'
+    before = d.metrics()[runs]
+    writer = procs([sys.executable, "-c", CHATTER, str(log), "8"])
+    assert writer.wait(timeout=60) == 0
+    m = d.metrics()
+    lines = m['npu_watchdog_log_lines_read_total{source="train"}']
+    assert lines >= 100, "the writer's lines were not read"
+    # Four rounds a second before: about 32 in 8 s. Spaced out: 0.25 + 0.5 + 1 + 2 + 2 + 2 s.
+    assert 3 <= m[runs] - before <= 12, m[runs] - before
+    chatter = procs([sys.executable, "-c", CHATTER, str(log), "30"], stdout=subprocess.DEVNULL)
+    try:
+        with open(log, "a") as fh:
+            fh.write(NAN)
+        wait_for(lambda: _findings(d, "log_nan"), timeout=20, what="log_nan amid the chatter")
+    finally:
+        chatter.kill()

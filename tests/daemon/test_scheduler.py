@@ -357,3 +357,27 @@ def test_a_periodic_pass_stuck_in_io_does_not_hold_the_stop(monkeypatch, caplog)
         assert any("still running a job" in r.getMessage() for r in caplog.records)
     finally:
         release.set()
+
+
+def test_the_gap_between_event_rounds_doubles_while_they_find_nothing():
+    """scheduler.next_gap: a quiet round doubles it up to MAX_EVENT_GAP; a round that found
+    something, failed, left a backlog or did not start brings EVENT_GAP back."""
+    from watchdog.probes.base import Collected
+    from watchdog.scheduler import EVENT_GAP, MAX_EVENT_GAP, next_gap
+    from watchdog.scheduling.rounds import Round
+
+    def rnd(**kw):
+        r = Round(Gated("logs", quiet=True))
+        r.result = Collected(None, **kw)
+        return r
+
+    gaps = [EVENT_GAP]
+    for _ in range(6):
+        gaps.append(next_gap(gaps[-1], rnd(quiet=True)))
+    assert gaps == [0.25, 0.5, 1.0, 2.0, 2.0, 2.0, 2.0] and MAX_EVENT_GAP == 2.0
+    assert next_gap(2.0, rnd(quiet=False)) == EVENT_GAP
+    assert next_gap(2.0, rnd(quiet=True, more=True)) == EVENT_GAP
+    failed = rnd(quiet=True)
+    failed.error = RuntimeError("x")
+    assert next_gap(2.0, failed) == EVENT_GAP
+    assert next_gap(2.0, None) == EVENT_GAP

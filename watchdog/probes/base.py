@@ -42,6 +42,9 @@ class Collected:
     #: This node has nothing for the probe to watch (no hccn_tool): the scheduler runs its rounds
     #: only every `scheduler.IDLE_SECONDS` until a round finds something again.
     idle: bool = False
+    #: The round left work behind (a log backlog past its byte budget): a probe with change events
+    #: gets its next round at once, even after quiet rounds (`scheduler.next_gap`).
+    more: bool = False
 
 
 class ProbeError(Exception):

@@ -323,7 +323,7 @@ class LogsProbe(Probe):
         # now, or an alert still pending on the old answer would fire after its cause was gone.
         health = (t.state_error, obs.unreadable)
         changed, self._health = health != self._health, health
-        return Collected(obs, summary, quiet=not events and not changed)
+        return Collected(obs, summary, quiet=not events and not changed, more=follow.behind(t))
 
     def _restore_once(self, now: float) -> None:
         """At the first round, not when built (see `Tailer.load_saved`): the saved offsets and,
