@@ -32,8 +32,10 @@ sys.argv = ["npu-watchdog"] + sys.argv[sys.argv.index("-m") + 2:]
 runpy.run_module("watchdog", run_name="__main__", alter_sys=True)
 """
 
-#: Loaded only by what uses them.
-LAZY = ("requests", "urllib3", "watchdog.alerting.deliver.httpclient")
+#: Loaded only by what uses them; asyncio, ssl and multiprocessing by nothing in the daemon (from
+#: Python 3.9 on: APScheduler takes stand-ins for them, watchdog/scheduling/aps.py).
+LAZY = ("requests", "urllib3", "watchdog.alerting.deliver.httpclient") + (
+    ("asyncio", "ssl", "multiprocessing") if sys.version_info >= (3, 9) else ())
 
 
 def loaded_after_rounds(tmp_path, rounds: int = 1):
