@@ -345,6 +345,11 @@ def follow_changes(sched: ProbeScheduler, probe: Probe) -> None:
     stops): the thread of a probe with change events (`follows_changes`), beside its schedule."""
     last, gap = 0.0, EVENT_GAP
     while not sched._stopped.is_set() and sched.probes.get(probe.name) is probe:
+        # The gap is waited out before the changes are collected, not after: a change that comes
+        # meanwhile (a NaN line in another rank's log than the chatty one) is in this round.
+        wait = gap - (time.monotonic() - last)
+        if wait > 0 and sched._stopped.wait(wait):
+            return
         try:
             changed = probe.wait_change(FOLLOW_WAIT)
         except Exception:
@@ -353,9 +358,6 @@ def follow_changes(sched: ProbeScheduler, probe: Probe) -> None:
             continue
         if not changed or sched.probes.get(probe.name) is not probe:
             continue
-        wait = gap - (time.monotonic() - last)
-        if wait > 0 and sched._stopped.wait(wait):
-            return
         last = time.monotonic()
         gap = next_gap(gap, sched._run_probe(probe.name, wait_turn=True, wait_settled=True))
 
@@ -363,6 +365,7 @@ def follow_changes(sched: ProbeScheduler, probe: Probe) -> None:
 def next_gap(gap: float, rnd: Optional[Round]) -> float:
     """The least time from this event round's start to the next one's: doubled (up to
     MAX_EVENT_GAP) after a round that found nothing, EVENT_GAP after one that found something,
-    failed or left a backlog (caught up at the speed of the reads, not once per gap)."""
-    res = rnd.result if rnd is not None and rnd.error is None else None
+    failed or left a backlog (caught up at the speed of the reads, not once per gap), and always
+    for a probe whose unread changes are lost (`Probe.spaces_quiet_rounds`: the kernel's ring)."""
+    res = rnd.result if rnd is not None and rnd.error is None and rnd.probe.spaces_quiet_rounds else None
     return min(2 * gap, MAX_EVENT_GAP) if res is not None and res.quiet and not res.more else EVENT_GAP

@@ -185,8 +185,9 @@ def _self_signed(tmp_path) -> tuple:
 
 def test_an_idle_daemon_holds_no_openssl_and_its_first_https_page_still_arrives(tmp_path):
     """OpenSSL (libssl, libcrypto: about 5 MB resident) is loaded by the first HTTPS send, not by
-    the idle daemon: its endpoint does not import `http.server` (which imports `ssl`), APScheduler's
-    asyncio is imported with `ssl` hidden, and digests and HMAC use CPython's own SHA (pydantic's
+    the idle daemon: its endpoint does not import `http.server` (which imports `ssl`), APScheduler
+    takes stand-ins for asyncio (which imports `ssl`), pydantic's core is imported with `ssl`
+    hidden (on 3.8 it imports asyncio), and digests and HMAC use CPython's own SHA (pydantic's
     `secrets` would load `_hashlib`). The page then goes out over TLS, verified against the test's
     own certificate, once, with its labels; and the Feishu-style signature is checked by the
     receiver (a wrong HMAC would be refused)."""

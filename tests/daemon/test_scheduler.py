@@ -381,3 +381,79 @@ def test_the_gap_between_event_rounds_doubles_while_they_find_nothing():
     failed.error = RuntimeError("x")
     assert next_gap(2.0, failed) == EVENT_GAP
     assert next_gap(2.0, None) == EVENT_GAP
+
+
+def test_the_kernel_follower_never_spaces_its_rounds_out():
+    """/dev/kmsg overwrites what is not read: a flood of records no rule matches, read every 2 s,
+    would wrap the ring and take a segfault record with it (an attack pass lost 5,998 of 14,172
+    records that way). Its quiet rounds keep the 0.25 s gap."""
+    from watchdog.probes.base import Collected
+    from watchdog.probes.kernel import KernelProbe
+    from watchdog.scheduler import EVENT_GAP, next_gap
+    from watchdog.scheduling.rounds import Round
+
+    class Ring(Gated):
+        spaces_quiet_rounds = KernelProbe.spaces_quiet_rounds
+
+    r = Round(Ring("kernel", quiet=True))
+    r.result = Collected(None, quiet=True)
+    assert KernelProbe.spaces_quiet_rounds is False
+    assert next_gap(EVENT_GAP, r) == EVENT_GAP and next_gap(2.0, r) == EVENT_GAP
+
+
+class Changes(Probe):
+    """A probe with change events, pending like the logs probe's: `wait_change` moves the changes
+    that arrived into the pending set, a round takes the pending set (quiet unless it holds a
+    change named "NaN")."""
+
+    def __init__(self):
+        self.name, self.interval, self.timeout = "logs", 3600.0, 30.0
+        self._cond = threading.Condition()
+        self.arrived, self.pending, self.rounds = [], [], []
+
+    def arrive(self, change):
+        with self._cond:
+            self.arrived.append(change)
+            self._cond.notify_all()
+
+    def wait_change(self, timeout):
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.arrived, timeout):
+                return False
+            self.pending += self.arrived
+            self.arrived = []
+            return True
+
+    def collect(self):
+        with self._cond:
+            taken, self.pending = self.pending, []
+        self.rounds.append(taken)
+        return Collected(taken, "", quiet="NaN" not in taken)
+
+
+def test_a_change_that_comes_while_the_gap_is_waited_out_is_in_the_next_round(monkeypatch):
+    """The gap between event rounds is waited out before the changes are collected: a NaN line in
+    one log that comes while a chatty other log's rounds are spaced out is read by the next round,
+    not left for the one after (which came a whole gap later: 2.6-3.6 s with 2 s gaps)."""
+    import watchdog.scheduler as scheduler_mod
+
+    monkeypatch.setattr(scheduler_mod, "EVENT_GAP", 0.5)
+    monkeypatch.setattr(scheduler_mod, "MAX_EVENT_GAP", 1.0)
+    probe = Changes()
+    store = StateStore()
+    sched = ProbeScheduler(store, 30.0, 0.0, on_round=lambda batch: None, tick=lambda: None)
+    sched.probes[probe.name] = probe
+    store.register(probe.name, probe.interval)
+    follower = threading.Thread(target=scheduler_mod.follow_changes, args=(sched, probe), daemon=True)
+    follower.start()
+    try:
+        probe.arrive("chatter 1")
+        wait_for(lambda: probe.rounds == [["chatter 1"]], what="the first round")  # quiet: the gap is 1 s now
+        probe.arrive("chatter 2")  # at once, as a progress bar writes
+        time.sleep(0.2)  # well inside the 1 s gap
+        probe.arrive("NaN")
+        wait_for(lambda: any("NaN" in r for r in probe.rounds), timeout=30, what="the NaN read")
+        assert probe.rounds == [["chatter 1"], ["chatter 2", "NaN"]], probe.rounds
+    finally:
+        sched.shutdown()
+        follower.join(10)

@@ -62,6 +62,9 @@ class Probe:
     name: str = "probe"
     interval: float = 10.0
     timeout: Optional[float] = None
+    #: With change events: rounds that find nothing may come further apart (up to 2 s) while
+    #: changes keep coming. False where what is not read soon is lost (a ring buffer).
+    spaces_quiet_rounds: bool = True
 
     def collect(self) -> Collected:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -54,6 +54,9 @@ MAX_COMMS = 8
 
 class KernelProbe(Probe):
     name = "kernel"
+    #: /dev/kmsg is a ring that overwrites what was not read: a flood of records no rule matches
+    #: would wrap it between rounds spaced 2 s apart, taking a segfault record with it.
+    spaces_quiet_rounds = False
 
     def __init__(self, cfg: KernelProbeConfig, state_dir: str, feed: Any = None, secrets: Iterable[str] = ()):
         self.cfg = cfg

@@ -3,8 +3,9 @@
 Why: APScheduler 3.x imports asyncio (for `iscoroutinefunction` alone; asyncio in turn imports
 ssl) and multiprocessing (for its process-pool executor) whichever executor a scheduler uses. The
 daemon uses neither: its jobs are plain functions that its in-thread executor runs. Those imports
-were 2.8 MB of an idle daemon's 52 MB resident memory (`import watchdog.daemon`: 49.3 MB with
-them, 46.5 MB without; docs/benchmarks.md, "Resident memory: APScheduler without asyncio").
+were 2.8 MB of `import watchdog.daemon` (49.3 MB with them, 46.5 MB without) and 2.5 MB of an
+idle daemon's resident memory (docs/benchmarks.md, "Idle footprint, 2026-12-07 15:35 and 15:40
+UTC").
 
 While APScheduler's modules are imported for the first time, small stand-ins take the place of
 `asyncio`, `multiprocessing` and `concurrent.futures.process` in `sys.modules`, holding just the
@@ -12,7 +13,11 @@ names APScheduler binds at import (`iscoroutinefunction`, `BrokenProcessPool`); 
 out right after, so a later `import asyncio` anywhere gets the real module. A module already
 imported is never replaced (a test runner that loaded asyncio keeps it, and APScheduler uses it).
 Nothing in APScheduler's code paths that the daemon reaches calls into those modules: the
-asyncio scheduler and executor and the process pool are separate modules the daemon never loads.
+asyncio scheduler and executor are separate modules the daemon never loads, and APScheduler's
+process-pool executor, which keeps the stand-in `multiprocessing`, cannot be built (the daemon
+never builds it). The stand-ins are visible to every thread while they are in place, so this
+module is imported before the daemon starts any thread (the entry points import the scheduler
+first).
 """
 
 from __future__ import annotations

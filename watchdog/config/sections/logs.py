@@ -124,8 +124,9 @@ class LogsProbeConfig(ProbeSchedule):
     #: cheap (a stat per file when nothing was written), so the default round is short.
     interval: Duration = Field(default="3s")
     #: How new lines are noticed: `events` (Linux inotify: a line is read within a fraction of a
-    #: second of its write, an idle log costs nothing; polling where events are unavailable) or
-    #: `poll` (every `interval`, e.g. for files written by other hosts on a network filesystem).
+    #: second of its write, within 2 s while the logs are written all the time, an idle log costs
+    #: nothing; polling where events are unavailable) or `poll` (every `interval`, e.g. for files
+    #: written by other hosts on a network filesystem).
     follow: Literal["events", "poll"] = "events"
     #: With events: a full round (globs expanded, every file looked at) at least this often, in
     #: case an event was missed.

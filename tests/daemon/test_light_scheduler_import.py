@@ -9,7 +9,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
+#: On 3.8 pydantic-core's typing_extensions imports asyncio (the run path then loads it without ssl).
+FROM_39 = pytest.mark.skipif(sys.version_info < (3, 9), reason="3.8's pydantic-core imports asyncio itself")
 
 
 def _run(code: str) -> str:
@@ -19,6 +23,7 @@ def _run(code: str) -> str:
     return out.stdout.strip()
 
 
+@FROM_39
 def test_the_daemon_loads_neither_asyncio_nor_ssl_nor_multiprocessing():
     out = _run("""
         import sys
@@ -29,6 +34,7 @@ def test_the_daemon_loads_neither_asyncio_nor_ssl_nor_multiprocessing():
     assert out == "[]"
 
 
+@FROM_39
 def test_the_run_path_loads_none_of_them_either():
     """`run` first loads hashlib and pydantic's core without OpenSSL (watchdog.compat); from 3.9
     on nothing then imports asyncio (on 3.8 pydantic-core's typing_extensions does, without ssl)."""
