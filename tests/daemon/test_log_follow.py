@@ -299,3 +299,34 @@ def test_a_log_written_all_the_time_spaces_its_quiet_rounds_out_and_still_pages(
         wait_for(lambda: _findings(d, "log_nan"), timeout=20, what="log_nan amid the chatter")
     finally:
         chatter.kill()
+
+
+#: A progress bar as tqdm draws it into a file (`\r` and the bar, no newline), then the line a
+#: trainer prints through it (`tqdm.write`: `\r`, spaces, `\r`, the text, a newline): the bytes of
+#: tqdm 4.70.1, tests/unit/test_log_progress_bars.py.
+PROGRESS_BAR = ("import sys, time\n"
+                "with open(sys.argv[1], 'a') as fh:\n"
+                "    for i in range(3000):\n"
+                "        fh.write('\\r 37%%|###7      | %d/10000 [12:01<20:22, 5.14it/s]' % i)\n"
+                "        if i % 100 == 0:\n"
+                "            fh.flush()\n"
+                "            time.sleep(0.01)\n"
+                "    fh.write('\\r' + ' ' * 52 + '\\r' + sys.argv[2] + '\\n')\n")
+
+
+@linux
+def test_a_nan_line_printed_through_a_progress_bar_pages(make_daemon, procs, tmp_path):
+    """150 KiB of redraws since the last newline, then the NaN line: matched on what a terminal
+    shows (before, on the first 64 KiB of the "line", all of it bar)."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    log = logdir / "train_rank0.log"
+    log.write_text("start\n")
+    d = make_daemon(_logs_config(logdir))
+    wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+    assert procs([sys.executable, "-c", PROGRESS_BAR, str(log), NAN.strip()]).wait(timeout=60) == 0
+    assert log.stat().st_size > 2 * 65536
+    (found,) = wait_for(lambda: _findings(d, "log_nan"), timeout=30, what="log_nan after the bar")
+    # The evidence is the line as the terminal shows it, not 64 KiB of bar.
+    assert found["details"]["first_line"] == NAN.strip() and found["labels"]["log_rule"] == "nan_loss_value"
+    assert found["summary"] == f"loss is NaN/inf (rank 0): {NAN.strip()}"

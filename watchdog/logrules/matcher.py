@@ -292,12 +292,20 @@ class Matcher:
     def candidates(self, block: bytes, stop: Optional[int] = None) -> List[Tuple[int, int]]:
         """Sorted, unique (start, end) spans of lines in `block[:stop]` that may match (end
         excludes \\n). Line boundaries are looked up only around matches; `stop` spares the caller
-        a copy of a multi-megabyte slice."""
+        a copy of a multi-megabyte slice.
+
+        A span starts after the last carriage return before the match, not at the newline: a
+        progress bar (tqdm) redraws itself with `\\r` and no newline, and the line a trainer
+        prints through it (`tqdm.write`: `\\r`, spaces, `\\r`, the text, `\\n`) ends a "line" of
+        every redraw since the last newline, hundreds of KiB after an hour, of which matching
+        sees the first `max_line_bytes`: a NaN at its end was never matched. The span is what a
+        terminal shows. The search for `\\r` stays within the line (linear)."""
         spans = set()
         n = len(block) if stop is None else stop
 
         def add(pos: int) -> int:
             start = block.rfind(b"\n", 0, pos) + 1
+            start = block.rfind(b"\r", start, pos) + 1 or start
             end = block.find(b"\n", pos, n)
             if end < 0:
                 end = n
