@@ -30,6 +30,17 @@ def _logs_config(logdir: Path, **kw):
         "sources": [{"name": "train", "paths": [str(logdir / "*.log")]}], **kw}}}
 
 
+def _following(make_daemon, tmp_path, first="start\n", **kw):
+    """A daemon following `logs/train_rank0.log` (which holds `first`), returned once it does."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    log = logdir / "train_rank0.log"
+    log.write_text(first)
+    d = make_daemon(_logs_config(logdir, **kw))
+    wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+    return d, log
+
+
 @linux
 def test_dirwatch_reports_writes_creations_and_renames(tmp_path: Path) -> None:
     w = DirWatch.open()
@@ -148,12 +159,7 @@ def test_lines_written_just_before_a_delete_or_a_rotation_are_read_at_once(tmp_p
 
 @linux
 def test_a_failure_line_is_found_by_its_change_event(make_daemon, tmp_path):
-    logdir = tmp_path / "logs"
-    logdir.mkdir()
-    log = logdir / "train_rank0.log"
-    log.write_text("start\n")
-    d = make_daemon(_logs_config(logdir))
-    wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+    d, log = _following(make_daemon, tmp_path)
     with open(log, "a") as fh:
         fh.write(NAN)
     # The schedule says one round per hour: only the change event can explain finding it.
@@ -162,12 +168,7 @@ def test_a_failure_line_is_found_by_its_change_event(make_daemon, tmp_path):
 
 @linux
 def test_a_backlog_is_caught_up_in_back_to_back_rounds(make_daemon, tmp_path):
-    logdir = tmp_path / "logs"
-    logdir.mkdir()
-    log = logdir / "train_rank0.log"
-    log.write_text("")
-    d = make_daemon(_logs_config(logdir, max_bytes_per_round="64KiB", slice_size="16KiB"))
-    wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+    d, log = _following(make_daemon, tmp_path, first="", max_bytes_per_round="64KiB", slice_size="16KiB")
     line = "iteration 1 | lm loss: 2.0 | loss scale: 65536.0 | an ordinary training line\n"
     n = (4 << 20) // len(line)  # 4 MiB: 64 rounds of 64 KiB
     with open(log, "a") as fh:
@@ -179,12 +180,7 @@ def test_a_backlog_is_caught_up_in_back_to_back_rounds(make_daemon, tmp_path):
 
 
 def test_polling_follows_where_events_are_not_wanted(make_daemon, tmp_path):
-    logdir = tmp_path / "logs"
-    logdir.mkdir()
-    log = logdir / "train_rank0.log"
-    log.write_text("start\n")
-    d = make_daemon(_logs_config(logdir, follow="poll", interval="1s"))
-    wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+    d, log = _following(make_daemon, tmp_path, follow="poll", interval="1s")
     with open(log, "a") as fh:
         fh.write(NAN)
     wait_for(lambda: _findings(d, "log_nan"), what="log_nan by polling")
@@ -234,15 +230,10 @@ def test_a_line_through_the_old_handle_after_a_rotation_pages_from_its_change_ev
     nothing)."""
     import time
 
-    logdir = tmp_path / "logs"
-    logdir.mkdir()
-    log = logdir / "train_rank0.log"
-    log.write_text("start\n")
-    d = make_daemon(_logs_config(logdir))
-    wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+    d, log = _following(make_daemon, tmp_path)
     lines = 'npu_watchdog_log_lines_read_total{source="train"}'
     with open(log, "a", buffering=1) as writer:
-        log.rename(logdir / "train_rank0.log.1")
+        log.rename(log.parent / "train_rank0.log.1")
         with open(log, "a", buffering=1) as new:
             wait_for(lambda: d.metrics().get('npu_watchdog_log_rotations_total{source="train"}', 0) >= 1,
                      what="the rotation seen")
@@ -277,12 +268,7 @@ def test_a_log_written_all_the_time_spaces_its_quiet_rounds_out_and_still_pages(
     amid it is still found by its change event (the schedule says one round an hour)."""
     import subprocess
 
-    logdir = tmp_path / "logs"
-    logdir.mkdir()
-    log = logdir / "train_rank0.log"
-    log.write_text("start\n")
-    d = make_daemon(_logs_config(logdir))
-    wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+    d, log = _following(make_daemon, tmp_path)
     runs = 'npu_watchdog_probe_runs_total{probe="logs"}'
     before = d.metrics()[runs]
     writer = procs([sys.executable, "-c", CHATTER, str(log), "8"])
@@ -318,12 +304,7 @@ PROGRESS_BAR = ("import sys, time\n"
 def test_a_nan_line_printed_through_a_progress_bar_pages(make_daemon, procs, tmp_path):
     """150 KiB of redraws since the last newline, then the NaN line: matched on what a terminal
     shows (before, on the first 64 KiB of the "line", all of it bar)."""
-    logdir = tmp_path / "logs"
-    logdir.mkdir()
-    log = logdir / "train_rank0.log"
-    log.write_text("start\n")
-    d = make_daemon(_logs_config(logdir))
-    wait_for(lambda: d.metrics().get('npu_watchdog_log_files_followed{source="train"}') == 1, what="followed")
+    d, log = _following(make_daemon, tmp_path)
     assert procs([sys.executable, "-c", PROGRESS_BAR, str(log), NAN.strip()]).wait(timeout=60) == 0
     assert log.stat().st_size > 2 * 65536
     (found,) = wait_for(lambda: _findings(d, "log_nan"), timeout=30, what="log_nan after the bar")
