@@ -6,7 +6,8 @@ and obeys control files in $FAKE_TRAIN_CONTROL:
 - `segv-<rank>`: a real segmentation fault (NULL read);  - `oom-<rank>`: allocate host memory
   until the kernel kills it (the test puts it in a small memory cgroup first);
 - `npuoom-<rank>`: print torch_npu's out-of-memory traceback, exit 1;
-- `words-<rank>`: print that file's text, then go silent (a rank that logged errors, then hung);
+- `words-<rank>`: print that file's text as it is (carriage returns kept: a progress bar), then go
+  silent (a rank that logged errors, then hung);
 - `finish`: phase `done` in the heartbeat (unless $FAKE_TRAIN_NO_DONE is set), rank 0 prints
   $FAKE_TRAIN_END_LINE (default "Training completed. ...", none if $FAKE_TRAIN_QUIET_END is
   set), all exit 0;
@@ -170,7 +171,7 @@ def main() -> int:
                 hog.append(bytearray(1 << 20))
         words = os.path.join(ctl, f"words-{rank}") if ctl else ""
         if words and os.path.exists(words):
-            with open(words) as fh:
+            with open(words, newline="") as fh:
                 print(fh.read(), end="", flush=True)
             while True:
                 time.sleep(1)
