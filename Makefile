@@ -49,12 +49,15 @@ check-config: $(STAMP)
 # one worker, starts the slow tests first and the unit tier last, where its short tests fill the
 # workers the long ones leave idle). Run as a tier of its own before the others, the unit tier
 # added its minute to the wall time while the daemon tests' waits left a seventh of the CPU idle.
-# Every test has its own temporary folder, ports and processes. 12 workers on a 2-core machine:
+# Every test has its own temporary folder, ports and processes. 16 workers on a 2-core machine:
 # with 4 the CPU was idle two thirds of the time, with 8 still a third (the tests wait on daemons'
-# rounds, hangs and timeouts); 16 was no faster than 12 (612 s against 565-653 s for the two
-# tiers, 2026-12-05). `make test-unit` is the quick check that stops at the first tier.
+# rounds, hangs and timeouts). With 12 (2026-12-07, /proc/stat sampled every 5 s) the CPU was
+# 30-70 % busy for the five minutes in which every worker held a long e2e test that waits (the
+# sum of the tests' wall times over 12 workers, 600 s, was the run's floor: 637 s); with 16 it
+# was busy throughout and the run took 608 s, its CPU (1,036 s over 2 cores) now the floor.
+# `make test-unit` is the quick check that stops at the first tier.
 PYTEST       = $(BIN)/python -m pytest -q -rs
-TEST_WORKERS ?= 12
+TEST_WORKERS ?= 16
 PARALLEL     = -n $(TEST_WORKERS) --dist loadfile
 SCENARIOS    = -n $(TEST_WORKERS) --dist load
 

@@ -170,6 +170,27 @@ def test_rule_validation_errors_are_specific() -> None:
     assert "oom_torch_npu" not in {r.id for r in build_ruleset(disable=["oom_torch_npu"])}
 
 
+def test_shipped_patterns_compile_when_first_used_and_every_one_compiles() -> None:
+    """The shipped rules' patterns are compiled when a line first reaches the rule, not at load
+    (a daemon start compiled some 800 of them); a user's rule is compiled at load, so a config
+    check reports its mistakes. Every shipped pattern compiles (nothing else would show a broken
+    one before a log line reached it)."""
+    from watchdog.logrules.codes import code_rule_data
+
+    fresh = [make_rule(d, "codes") for d in code_rule_data(SHIPPED_PACKS)]  # not the cached ones
+    assert fresh and all("compiled" not in vars(r) for r in fresh)
+    assert fresh[0].matches("no such line") is False and "compiled" in vars(fresh[0])
+    rules = build_ruleset()
+    for r in rules:
+        assert len(r.compiled) == len(r.patterns) and len(r.unless_compiled) == len(r.unless), r.id
+        assert all(p.pattern == text for p, text in zip(r.compiled, r.patterns)), r.id
+    assert all("compiled" in vars(r) for r in rules)
+    mine = make_rule({"id": "mine", "category": "custom", "patterns": ["a+b"], "unless": ["^ab"]}, "custom")
+    assert "compiled" in vars(mine) and mine.matches("aab") and not mine.matches("ab")
+    with pytest.raises(RuleError, match="look-around"):
+        make_rule({"id": "x4", "category": "oom", "patterns": ["(?!a)b"]}, SHIPPED_PACKS[0])
+
+
 def test_line_timestamp_formats() -> None:
     assert line_timestamp("[ERROR] HCCL(1,p):2025-01-24-11:24:07.908.424 [x]") is not None
     assert line_timestamp("[2024-07-10 15:50:45,798] [INFO] x") is not None
