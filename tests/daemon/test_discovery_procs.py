@@ -134,8 +134,14 @@ def test_a_rank_with_a_large_environment_keeps_its_rank_keys(tmp_path):
     env.update(RANK="3", LOCAL_RANK="3")  # last, as torchrun sets them
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
     try:
-        # (right after Popen returns the new program may still be setting up: no command line yet)
-        rec = wait_for(lambda: read_record(proc.pid, wanted_keys()), timeout=10, what="the rank's record")
+        # Right after Popen returns the new program may still be setting up: no command line yet,
+        # or (mid-exec, while the kernel copies 1.5 MB of strings) its command line but an empty
+        # environment; discovery reads a young process again until it settles (procfs.ProcTable).
+        def settled():
+            rec = read_record(proc.pid, wanted_keys())
+            return rec if rec is not None and rec.env else None
+
+        rec = wait_for(settled, timeout=10, what="the rank's record with its environment")
         assert rec is not None and rec.env is not None
         assert rec.env.get("RANK") == "3" and rec.env.get("LOCAL_RANK") == "3"
         assert not any(k.startswith("BIG_") for k in rec.env)  # only the whitelisted keys are kept
