@@ -82,6 +82,29 @@ def test_text_is_what_prometheus_client_writes_for_the_same_samples():
         pytest.fail(f"{len(diff)} lines differ from prometheus-client's exposition, first: {diff[:3]}")
 
 
+def test_a_second_render_reuses_series_texts_and_serves_what_changed():
+    """The series' texts are kept from one render to the next: the second render of the same
+    samples is still prometheus-client's text; a series that went is not served (nor kept), a
+    new one and a new value are; label values that compare equal but print apart stay apart."""
+    samples = _samples()
+    col = WatchdogCollector(None)
+    mod = _Module(samples)
+    col._modules = [mod]
+    ref = _reference(samples)
+    assert col.render() == ref and col.render() == ref
+    assert len(col._series) == sum(1 for _, labels, _v in samples if labels)
+    labelled = [x for x in samples if x[1]]
+    gone, kept = labelled[0], labelled[1:]
+    changed = [(n, dict(labels), v + 1 if v == v else v) for n, labels, v in kept]
+    name, labels, _v = kept[0]
+    one = {k: 1 for k in labels}
+    fresh = [(name, {k: True for k in labels}, 2.0), (name, one, 3.0)]
+    mod._samples = changed + fresh
+    assert col.render() == _reference([(n, {k: str(v) for k, v in ls.items()}, v2) for n, ls, v2 in changed + fresh])
+    assert (gone[0], *[str(gone[1][k]) for k in sorted(gone[1])]) not in col._series
+    assert len(col._series) == len(changed) + 2
+
+
 def test_prometheus_parser_reads_back_every_value_and_label():
     samples = _samples()
     got = {}

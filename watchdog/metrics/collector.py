@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from watchdog.metrics.catalog import EVALUATORS, MetricDef, all_metrics, metric_modules
 
@@ -63,9 +63,16 @@ class WatchdogCollector:
         self._order = {d.name: tuple(sorted(d.labels)) for d in self.defs.values()}
         self._labelsets = {d.name: frozenset(d.labels) for d in self.defs.values()}
         self._modules = metric_modules()
+        #: (metric, label values) -> the series' text before its value, from the last render.
+        #: Why: nearly every series of a scrape was served by the one before (hosts, jobs,
+        #: ranks and NPUs change rarely), and escaping and joining its labels again was most of a
+        #: render's CPU. Only the last render's series are kept, so it never outgrows the series.
+        self._series: Dict[Tuple[Any, ...], str] = {}
 
     def render(self) -> bytes:
         lines: Dict[str, List[str]] = {name: [] for name in self.defs}
+        seen: Dict[Tuple[Any, ...], str] = {}
+        known = self._series  # (another scrape's thread may render at the same time)
         for mod in self._modules:
             try:
                 samples = list(mod.samples(self.runtime))
@@ -83,10 +90,17 @@ class WatchdogCollector:
                     continue
                 text = format_value(float(value))
                 if labels:
-                    pairs = ",".join(f'{k}="{_escape_label(str(labels[k]))}"' for k in self._order[name])
-                    body.append(f"{name}{{{pairs}}} {text}\n")
+                    order = self._order[name]
+                    key = (name, *[str(labels[k]) for k in order])
+                    head = known.get(key) or seen.get(key)
+                    if head is None:
+                        pairs = ",".join(f'{k}="{_escape_label(v)}"' for k, v in zip(order, key[1:]))
+                        head = f"{name}{{{pairs}}} "
+                    seen[key] = head
+                    body.append(f"{head}{text}\n")
                 else:
                     body.append(f"{name} {text}\n")
+        self._series = seen
         return "".join(self._heads[name] + "".join(body) for name, body in lines.items()).encode("utf-8")
 
 
