@@ -61,6 +61,51 @@ def test_partial_line_is_held_until_complete(tmp_path: Path) -> None:
     assert sink.texts() == [b"complete", b"half a line"]
 
 
+def test_a_held_partial_line_is_not_read_again_until_more_is_written(tmp_path: Path, monkeypatch) -> None:
+    """A progress bar redrawn with a carriage return and no newline grows one line for hours:
+    each round read all of it again (up to a slice) to find no newline. Now a round reads only
+    what was written after it; the line is read whole once its newline comes, and a file
+    truncated under it is read from its start again."""
+    from watchdog.logrules import tail as tail_module
+
+    p = tmp_path / "rank0.log"
+    p.write_bytes(b"")
+    t, sink = make(tmp_path, slice_bytes=1 << 22), Sink()
+    t.poll(sink, 1.0)
+    bar = b"".join(b"\r %3d%%|####| %d/1000" % (i % 100, i) for i in range(20000))  # ~480 KB
+    append(p, b"epoch 1\n" + bar)
+    read: List[int] = []
+    real = tail_module.os.pread
+
+    def counting(fd: int, n: int, offset: int) -> bytes:
+        data = real(fd, n, offset)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(tail_module.os, "pread", counting)
+    t.poll(sink, 2.0)
+    assert sink.texts() == [b"epoch 1"] and sum(read) >= len(bar)
+    read.clear()
+    t.poll(sink, 3.0)  # nothing written: the file's first bytes (its identity) are all it reads
+    assert sum(read) <= 1024
+    append(p, b"\r 1%|#| 20001/1000")
+    t.poll(sink, 4.0)
+    assert sink.texts() == [b"epoch 1"] and sum(read) <= 1024 + 64
+    append(p, b"\nloss: nan at step 20002\n")
+    t.poll(sink, 5.0)
+    assert sink.texts()[-1] == b"loss: nan at step 20002"
+    got = sink.texts()  # (the sink splits at carriage returns too)
+    assert got[-2] == b" 1%|#| 20001/1000" and b"  99%|####| 19999/1000" in got and len(got) == 20004
+    assert t.files[str(p)].offset == p.stat().st_size
+    append(p, b"half")
+    t.poll(sink, 6.0)
+    p.write_bytes(b"")  # truncated (a relaunch), then a new run writes its lines
+    t.poll(sink, 7.0)
+    append(p, b"new run\nhalf")
+    t.poll(sink, 8.0)
+    assert sink.texts()[-1] == b"new run"
+
+
 def test_rename_and_create_rotation_drains_old_file(tmp_path: Path) -> None:
     p = tmp_path / "train.log"
     p.write_bytes(b"")

@@ -107,6 +107,9 @@ class Followed:
     tail_len: int = 0
     #: When a process was last found writing this file (it is kept open while one does).
     written_at: float = 0.0
+    #: (offset, end): the bytes from `offset` to `end` hold no newline (a partial last line,
+    #: held for its newline). Valid while `offset` is unchanged; see `Tailer._still_partial`.
+    no_newline: Tuple[int, int] = (-1, -1)
 
 
 @dataclass
@@ -741,8 +744,8 @@ class Tailer:
         size = check_fd(f.fh, f.path, f.uid).st_size
         used = 0
         stats = self.stats.get(f.source)
-        held = False
-        while f.offset < size and used < budget:
+        held = not final and self._still_partial(f, size)
+        while f.offset < size and used < budget and not held:
             want = min(self.slice_bytes, budget - used, size - f.offset)
             data = os.pread(f.fh, want, f.offset)
             if not data:
@@ -756,6 +759,8 @@ class Tailer:
                 stop = len(data)  # an over-long line is cut; a drained file's last line is flushed
             else:
                 held = f.offset + len(data) >= size  # partial last line: wait for its newline
+                if held:
+                    f.no_newline = (f.offset, size)
                 break
             fed = f.stream.lines_fed
             consume(f, data, stop)
@@ -771,6 +776,7 @@ class Tailer:
                 stats.last_line_at = now
             if stop < len(data) and f.offset + (len(data) - stop) >= size:
                 held = True
+                f.no_newline = (f.offset, size)
                 break
         behind = f.offset < size and not held
         if behind:
@@ -781,6 +787,22 @@ class Tailer:
         if final and f.offset >= size:
             self._close_fh(f)
         return used
+
+    def _still_partial(self, f: Followed, size: int) -> bool:
+        """Whether the partial last line held at the last read is still one, reading only what
+        was written after it. Why: a progress bar redrawn with `\r` and no newline grows one
+        line for hours; the whole of it (up to a slice) was read again every round to find no
+        newline, at every round of an unchanged file too. A line that reaches a slice is read
+        (and cut) as before; a file that shrank or moved its offset is read as before."""
+        start, end = f.no_newline
+        if f.fh is None or start != f.offset or not start < end <= size or size - start >= self.slice_bytes:
+            return False
+        if end < size:
+            new = os.pread(f.fh, size - end, end)
+            if len(new) != size - end or b"\n" in new:
+                return False
+        f.no_newline = (start, size)
+        return True
 
     def _note_tail(self, f: Followed, data: bytes, stop: int) -> None:
         """Remember the hash of the bytes just before the new offset (see `_rewritten`)."""
