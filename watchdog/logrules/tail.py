@@ -759,8 +759,6 @@ class Tailer:
                 stop = len(data)  # an over-long line is cut; a drained file's last line is flushed
             else:
                 held = f.offset + len(data) >= size  # partial last line: wait for its newline
-                if held:
-                    f.no_newline = (f.offset, size)
                 break
             fed = f.stream.lines_fed
             consume(f, data, stop)
@@ -776,8 +774,9 @@ class Tailer:
                 stats.last_line_at = now
             if stop < len(data) and f.offset + (len(data) - stop) >= size:
                 held = True
-                f.no_newline = (f.offset, size)
                 break
+        if held:  # what lies from the offset to the end holds no newline: the next round reads on from the end
+            f.no_newline = (f.offset, size)
         behind = f.offset < size and not held
         if behind:
             if f.behind_since is None:
@@ -801,7 +800,6 @@ class Tailer:
             new = os.pread(f.fh, size - end, end)
             if len(new) != size - end or b"\n" in new:
                 return False
-        f.no_newline = (start, size)
         return True
 
     def _note_tail(self, f: Followed, data: bytes, stop: int) -> None:

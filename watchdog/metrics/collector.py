@@ -92,7 +92,7 @@ class WatchdogCollector:
                 if labels:
                     order = self._order[name]
                     key = (name, *[str(labels[k]) for k in order])
-                    head = known.get(key) or seen.get(key)
+                    head = known.get(key)
                     if head is None:
                         pairs = ",".join(f'{k}="{_escape_label(v)}"' for k, v in zip(order, key[1:]))
                         head = f"{name}{{{pairs}}} "
