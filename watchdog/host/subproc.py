@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence, Set, Tuple
 
+from watchdog.host import turns
+
 
 @dataclass(frozen=True)
 class CommandOutcome:
@@ -195,7 +197,8 @@ def run_command(
     with _LIVE_LOCK:
         _LIVE.add(proc)
     try:
-        out, err, timed_out = _collect(proc, start + timeout, max_output)
+        with turns.waiting():  # another probe round runs while this one waits for the command
+            out, err, timed_out = _collect(proc, start + timeout, max_output)
     finally:
         if proc.poll() is None:
             _kill_group(proc)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from watchdog.host import clock
+from watchdog.host import clock, turns
 from watchdog.config.schema import Config
 from watchdog.discovery.feed import DiscoveryFeed
 from watchdog.discovery.model import Discovered
@@ -261,7 +261,8 @@ class DiscoveredProcessProbe(Probe):
             # A rank went while peers live: look again shortly. A job killed as a whole (its
             # process group, the scheduler) is then seen as gone at once, not as a missing rank
             # followed by a gone job a round later.
-            time.sleep(SETTLE_SECONDS)
+            with turns.waiting():
+                time.sleep(SETTLE_SECONDS)
             live = self._follow_known()
         followed = {ident[0] for ident in live}  # checked against their start time just now
         self._track_missed(found, since, now)

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple
 
-from watchdog.host import clock
+from watchdog.host import clock, turns
 from watchdog.parse import flight_recorder as fr
 from watchdog.config.sections.common import ProbeSection
 from watchdog.config.sections.heartbeat import HeartbeatProbeConfig
@@ -219,7 +219,8 @@ class HeartbeatProbe(Probe):
             except HeartbeatFormatError as exc:
                 error = str(exc)
             if attempt == 0:
-                time.sleep(RETRY_DELAY)  # caught mid-rewrite: look once more before reporting
+                with turns.waiting():  # caught mid-rewrite: look once more before reporting
+                    time.sleep(RETRY_DELAY)
         return None, mtime, error
 
     def _read_one(self, path: str, order: int, now: float) -> HeartbeatReading:

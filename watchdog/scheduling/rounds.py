@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Callable, Optional, Tuple
 
-from watchdog.host import clock
+from watchdog.host import clock, turns
 from watchdog.probes.base import Collected, Probe, ProbeError
 from watchdog.core.state import FailureReason, StateStore
 
@@ -32,7 +32,8 @@ class Round:
 
     def run(self) -> None:
         try:
-            self.result = self.probe.collect()
+            with turns.turn():  # one round's Python work at a time (watchdog.host.turns)
+                self.result = self.probe.collect()
         except BaseException as exc:  # noqa: BLE001 - reported, never raised into the scheduler
             self.error = exc
         finally:
