@@ -31,15 +31,20 @@ def _take() -> None:
 
 
 def _give() -> None:
-    if getattr(_HELD, "on", False):
+    if holding():
         _HELD.on = False
         _TURN.release()
+
+
+def holding() -> bool:
+    """Whether this thread holds the turn now."""
+    return bool(getattr(_HELD, "on", False))
 
 
 @contextmanager
 def turn() -> Iterator[None]:
     """Run the body in this thread's turn (or without one after MAX_WAIT)."""
-    if getattr(_HELD, "on", False):  # nested: the outer turn covers it
+    if holding():  # nested: the outer turn covers it
         yield
         return
     _take()
@@ -53,7 +58,7 @@ def turn() -> Iterator[None]:
 def waiting() -> Iterator[None]:
     """The body waits for something outside the interpreter: the turn goes to another round
     meanwhile, and is taken back after (a thread without a turn just runs the body)."""
-    if not getattr(_HELD, "on", False):
+    if not holding():
         yield
         return
     _give()
