@@ -23,7 +23,15 @@ from typing import Iterator
 MAX_WAIT = 1.0
 
 _TURN = threading.Lock()
-_HELD = threading.local()
+
+
+class _Held(threading.local):
+    """Whether this thread holds the turn (each thread sees its own)."""
+
+    on = False
+
+
+_HELD = _Held()
 
 
 def _take() -> None:
@@ -38,7 +46,7 @@ def _give() -> None:
 
 def holding() -> bool:
     """Whether this thread holds the turn now."""
-    return bool(getattr(_HELD, "on", False))
+    return _HELD.on
 
 
 @contextmanager
