@@ -179,8 +179,10 @@ HELD: Dict[str, Dict[str, int]] = {
     # 11; alarms on its 193 near misses 0. Twelfth round: read (no longer blind), its misses looked up in the
     # emitters' own texts (AMD's driver and ROCr, Gaudi's driver, runtime and bridge, the Neuron runtime and
     # collectives, Moore Threads' driver, torch_xla on TPU, Abseil's and glog's handlers, JAX's and Keras' NaN
-    # stops, IPython's header): 166 (78.7 %), 10 unexpected, no near-miss alarm.
-    "blind15": {"failure_lines": 211, "near_lines": 193, "reported": 166, "unexpected": 10, "near_miss_alarms": 0},
+    # stops, IPython's header): 166 (78.7 %), 10 unexpected, no near-miss alarm. An attack pass took back what
+    # healthy runs print too (the IOMMU's page fault on a GPU, JAX's warning before its de-optimized rerun, the
+    # Neuron collectives' timeout while a graph compiles, glog's header as Markdown escapes it): 153 (72.5 %).
+    "blind15": {"failure_lines": 211, "near_lines": 193, "reported": 153, "unexpected": 10, "near_miss_alarms": 0},
     # Gathered at the twelfth round's start (d25a82f), before its rules, never read (103 blocks, three gatherers:
     # an Ascend half, the neighbouring accelerators (ROCm, Kunlunxin, Neuron, TPU), CUDA-world and launchers):
     # 120 of 180 at the round's start (66.7 %), 127 after the round's wordings (70.6 %); unexpected 12 and 12;
