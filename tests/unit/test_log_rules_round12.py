@@ -73,6 +73,35 @@ from tests.rule_kit import ENGINES, rules_on
     ('\t"message": "invalid value (nan) encountered in jit(compiled_train_step). Because jax_config.debug_nans.value',
      "nan_anomaly_detected"),
     ("Batch 6: Invalid loss, terminating training", "nan_anomaly_detected"),
+    # read from the sixteenth set once it had been scored: ROCr without its agent handle, amdgpu's failed ring
+    # reset and its scheduler firmware, Kunlunxin's runtime and collectives, the Neuron status in a framework's
+    # message and in its daemon's, its DRAM placement, PaddlePaddle's launcher, torch elastic's error file,
+    # zsh's job report with its signal names, JAX's traceback header
+    ("Memory access fault by GPU node-1 on address 0x1e4000. Reason: Page not present or supervisor privilege.",
+     "device_cuda_error"),
+    ("[127035.492298] amdgpu 0000:c5:00.0: amdgpu: Ring gfx_0.0.0 reset failed", "device_cuda_error"),
+    ("[127037.563935] amdgpu 0000:c5:00.0: amdgpu: MES failed to respond to msg=REMOVE_QUEUE", "device_cuda_error"),
+    ("[   92.344425] amdgpu 0000:45:00.0: amdgpu: MES(1) failed to respond to msg=REMOVE_QUEUE", "device_cuda_error"),
+    ("[WARN][XPURT][xpu_llwait:675] ioctl() fail, (714) Exception in kernel execution", "device_generic"),
+    ("[WARN][XPURT][xpu_launch_async:327] fail on kernel ty=CDNN name='_ZN4xpu29findmax1dIfEEvPKT_xPf' ncl=6 nco=8",
+     "device_generic"),
+    ('Internal: nrt::infer_wait failed with grpc status code 0, error message ""; nrt status code 1004, details '
+     '"[NMGR:exec_wait] Inference completed with err: 1004', "device_generic"),
+    ("1: [NRTD:infer_wait] error: 1004", "device_generic"),
+    ("[TDRV:copy_and_stage_mr_one_channel] Failed to allocate aligned (0) buffer in MLA DRAM for W145-b of size "
+     "4194304 bytes, channel 0", "oom_generic"),
+    ("[23:35:17][node13.tjdm][4288][ERR][BKCL][init.cpp:1485] BKCL dont support send to one peer multi times in one group",
+     "hccl_generic"),
+    ("[23:35:17][node13.tjdm][4288][WARN][BKCL][bkcl.cpp:534] group_enqueue call failed, expected 0, error code=2",
+     "hccl_generic"),
+    ('    "message": "RendezvousClosedError: ",', "hccl_rendezvous_failed"),
+    ("LAUNCH ERROR 2023-08-30 15:51:16,726 Container failed !!!", "launcher_failure_report"),
+    ("LAUNCH INFO 2023-08-30 15:51:16,725 Pod failed", "launcher_failure_report"),
+    ("Container rank 0 status failed cmd ['/usr/bin/python3.7', '-u', 'tools/train.py'] code 1 log output/workerlog.0",
+     "launcher_failure_report"),
+    ("[1]    18956 IOT instruction (core dumped)  /home/u/.conda/bin/python /home/u/GAN/main.py", "crash_shell_signal"),
+    ("[2]  + 4012 segmentation fault  python train.py", "crash_shell_signal"),
+    ("UnfilteredStackTrace                      Traceback (most recent call last)", "traceback_generic"),
     # IPython's and Jupyter's header of any exception
     ("FloatingPointError                        Traceback (most recent call last)", "traceback_generic"),
     ("RuntimeError                              Traceback (most recent call last)", "traceback_generic"),
@@ -120,6 +149,18 @@ def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     "Set jax_debug_nans=True to raise on invalid nan values encountered in jitted functions",
     "Invalid nan value encountered in the output of a C++-jit/pmap function. Calling the de-optimized version.",
     "Batch 6: loss 0.4312, continuing training",
+    # a hardware error the hardware corrected (the kernel probe counts them), and the header every APEI report has
+    "kernel: [ 2484.374029] {359}[Hardware Error]: event severity: corrected",
+    "kernel: [ 2484.374025] {359}[Hardware Error]: Hardware error from APEI Generic Hardware Error Source: 512",
+    # a ring reset that worked, Kunlunxin's runtime and collectives at info level, a launcher's good end,
+    # zsh's report of a job that ended well or was suspended
+    "amdgpu 0000:c5:00.0: amdgpu: Ring gfx_0.0.0 reset succeeded",
+    "[INFO][XPURT][xpu_init:120] device 0 opened",
+    "[23:35:17][node13.tjdm][4288][INFO][BKCL][init.cpp:1485] BKCL init done",
+    "LAUNCH INFO 2023-08-30 15:51:16,725 Pod completed",
+    "[1]  + 18956 done       python main.py",
+    "[1]  + 18956 suspended  python main.py",
+    '    "message": "Worker group succeeded",',
     # a traceback header quoted in prose; a person's stop in a notebook
     "See the RuntimeError traceback (most recent call last) above",
     "KeyboardInterrupt                         Traceback (most recent call last)",

@@ -8,21 +8,28 @@ the same small reads at once took 3.3x the CPU of the same work done one after t
 context switches against 300). A turn costs one hand-over per round instead.
 
 A round gives its turn away while it waits for another process (`waiting()`, around a command's
-output: npu-smi may take seconds) and takes it back after. A turn is waited for at most
-`MAX_WAIT` seconds: a round stuck while holding it (a read hung on a dead NFS mount) delays the
-others by that much, then they run without it, as they did before turns existed.
+output: npu-smi may take seconds) and takes it back after. A round's Python work takes a few
+milliseconds; a turn held longer than `MAX_WAIT` (a logs round catching up a backlog, a read hung
+on a dead NFS mount) is no longer waited for: the others run without it, as they did before turns
+existed, so a stuck round delays each other round by at most `MAX_WAIT`, once, and a round's own
+timeout (a second or more) is never spent waiting for a turn.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
-#: The longest a round waits for its turn before it runs anyway.
-MAX_WAIT = 1.0
+#: How long a turn is waited for, counted from when its holder took it: past that the holder is
+#: busy for long or stuck, and a round runs without a turn.
+MAX_WAIT = 0.25
 
 _TURN = threading.Lock()
+#: When the turn was last taken (monotonic); read without the lock, a stale value only shortens
+#: or lengthens one wait.
+_taken_at = 0.0
 
 
 class _Held(threading.local):
@@ -35,7 +42,12 @@ _HELD = _Held()
 
 
 def _take() -> None:
-    _HELD.on = _TURN.acquire(timeout=MAX_WAIT)
+    global _taken_at
+    left = MAX_WAIT - (time.monotonic() - _taken_at) if _TURN.locked() else MAX_WAIT
+    got = _TURN.acquire(timeout=left) if left > 0 else _TURN.acquire(blocking=False)
+    if got:
+        _taken_at = time.monotonic()
+    _HELD.on = got
 
 
 def _give() -> None:
