@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from tests.helpers import wait_for
 from watchdog.host import turns
 from watchdog.host.subproc import run_command
@@ -31,7 +33,14 @@ class _Busy:
         return "ok"
 
 
-def test_rounds_started_together_run_one_after_the_other(tmp_path):
+@pytest.fixture
+def patient(monkeypatch):
+    """A turn waited for as long as it takes: which round runs when must not depend on how fast
+    this machine is (on a loaded one a round of these reads can take longer than MAX_WAIT)."""
+    monkeypatch.setattr(turns, "MAX_WAIT", 60.0)
+
+
+def test_rounds_started_together_run_one_after_the_other(tmp_path, patient):
     f = tmp_path / "stat"
     f.write_bytes(b"x" * 200)
     probes = [_Busy(f) for _ in range(4)]
@@ -62,7 +71,7 @@ class _Waits:
         return turns.holding()  # taken back after the command
 
 
-def test_a_round_waiting_for_a_command_gives_its_turn_to_another(tmp_path):
+def test_a_round_waiting_for_a_command_gives_its_turn_to_another(tmp_path, patient):
     flag = tmp_path / "go"
     f = tmp_path / "stat"
     f.write_bytes(b"x")

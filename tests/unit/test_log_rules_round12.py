@@ -101,6 +101,10 @@ from tests.rule_kit import ENGINES, rules_on
      "launcher_failure_report"),
     ("[1]    18956 IOT instruction (core dumped)  /home/u/.conda/bin/python /home/u/GAN/main.py", "crash_shell_signal"),
     ("[2]  + 4012 segmentation fault  python train.py", "crash_shell_signal"),
+    ("[1]  + 4012 killed     python train.py", "launcher_killed"),
+    ("Memory access fault by GPU node-2 on address (nil). Reason: Unknown.", "device_cuda_error"),
+    ("amdgpu 0000:c5:00.0: amdgpu: Ring gfx_0.0.0 reset failure", "device_cuda_error"),
+    ("torch.distributed.elastic.rendezvous.api.RendezvousClosedError", "hccl_rendezvous_failed"),
     ("UnfilteredStackTrace                      Traceback (most recent call last)", "traceback_generic"),
     # IPython's and Jupyter's header of any exception
     ("FloatingPointError                        Traceback (most recent call last)", "traceback_generic"),
@@ -161,6 +165,9 @@ def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     "[1]  + 18956 done       python main.py",
     "[1]  + 18956 suspended  python main.py",
     '    "message": "Worker group succeeded",',
+    '    "message": "RendezvousGracefulExitError: ",',
+    "torch.distributed.elastic.rendezvous.api.RendezvousGracefulExitError",
+    "amdgpu 0000:c1:00.0: amdgpu: MES failed to respond to msg=MISC (WAIT_REG_MEM)",
     # a traceback header quoted in prose; a person's stop in a notebook
     "See the RuntimeError traceback (most recent call last) above",
     "KeyboardInterrupt                         Traceback (most recent call last)",
