@@ -74,6 +74,12 @@ def turn() -> Iterator[None]:
         _give()
 
 
+def pause(seconds: float) -> None:
+    """Sleep with the turn given away (a probe that looks again shortly after)."""
+    with waiting():
+        time.sleep(seconds)
+
+
 @contextmanager
 def waiting() -> Iterator[None]:
     """The body waits for something outside the interpreter: the turn goes to another round

@@ -261,8 +261,7 @@ class DiscoveredProcessProbe(Probe):
             # A rank went while peers live: look again shortly. A job killed as a whole (its
             # process group, the scheduler) is then seen as gone at once, not as a missing rank
             # followed by a gone job a round later.
-            with turns.waiting():
-                time.sleep(SETTLE_SECONDS)
+            turns.pause(SETTLE_SECONDS)
             live = self._follow_known()
         followed = {ident[0] for ident in live}  # checked against their start time just now
         self._track_missed(found, since, now)

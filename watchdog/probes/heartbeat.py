@@ -219,8 +219,7 @@ class HeartbeatProbe(Probe):
             except HeartbeatFormatError as exc:
                 error = str(exc)
             if attempt == 0:
-                with turns.waiting():  # caught mid-rewrite: look once more before reporting
-                    time.sleep(RETRY_DELAY)
+                turns.pause(RETRY_DELAY)  # caught mid-rewrite: look once more before reporting
         return None, mtime, error
 
     def _read_one(self, path: str, order: int, now: float) -> HeartbeatReading:
