@@ -98,6 +98,31 @@ def test_scan_report_prints_precision_and_recall(tmp_path: Path) -> None:
     assert r.returncode == 2 and "nomark.log:1" in r.stderr
 
 
+def test_scan_report_scores_whole_failure_reports_from_the_sources_file(tmp_path: Path) -> None:
+    """A folder whose SOURCES.md lists blocks (`file.log:START-END`) is also scored per failure report:
+    a block counts once, caught when any of its failure lines is reported in its own category."""
+    (tmp_path / "x_crash.log").write_text(
+        "step 1  ##> -\n"
+        "Segmentation fault (core dumped)  ##> ?crash\n"          # block 1: caught on this line
+        "a driver line no rule knows  ##> ?crash\n"
+        "step 2  ##> -\n"
+        "another failure in words nobody wrote a rule for  ##> ?crash\n"   # block 2: missed
+        "a healthy line  ##> -\n")                               # block 3: no failure line
+    (tmp_path / "SOURCES.md").write_text("- a/b: https://example.invalid/1 (one) [x_crash.log] lines x_crash.log:1-3\n"
+                                         "- a/b: https://example.invalid/2 (two) [x_crash.log] lines x_crash.log:4-5\n"
+                                         "- a/b: https://example.invalid/3 (three) [x_crash.log] lines x_crash.log:6-6\n")
+    r = scan("--report", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "Failure reports (the blocks its sources file lists that hold a failure line): 2; caught" in r.stdout
+    assert "): 1 (50.0 %)." in r.stdout
+    # two folders at once: blocks are named by file name alone, so no report score is printed
+    other = tmp_path / "more"
+    other.mkdir()
+    (other / "x_crash.log").write_text("fine  ##> -\n")
+    r = scan("--report", str(tmp_path), str(other))
+    assert r.returncode == 0 and "Failure reports" not in r.stdout, r.stdout
+
+
 def test_scan_count_prints_the_lines_any_rule_matches(tmp_path: Path) -> None:
     """`--count` is what `grep -c` with the rules' patterns prints: matching lines before
     thresholds (a single overflow skip line counts, though it raises no event)."""

@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from watchdog.logrules import SHIPPED_PACKS
 
@@ -218,10 +218,13 @@ def _report(paths: Sequence[str], rules: Sequence[Any], engine: str) -> int:
 
     from watchdog.logrules import corpus
     files: List[Path] = []
+    ranges: List[Tuple[str, int, int]] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
             files.extend(sorted(path.glob("*.log")))
+            # Blocks are named by file name alone: scored for one folder at a time.
+            ranges = _ranges_beside(path) if len(paths) == 1 else []
         elif path.is_file():
             files.append(path)
         else:
@@ -230,8 +233,17 @@ def _report(paths: Sequence[str], rules: Sequence[Any], engine: str) -> int:
         rep = corpus.score(corpus.load(files), rules, "re2" if engine == "re2" else "re")
     except (corpus.AnnotationError, OSError, UnicodeDecodeError) as exc:
         return _err(str(exc))
-    print(corpus.render(rep, CATEGORY_ORDER))
+    print(corpus.render(rep, CATEGORY_ORDER, ranges))
     return 1 if rep.false_alarms else 0
+
+
+def _ranges_beside(folder: Any) -> List[Tuple[str, int, int]]:
+    """The failure reports a folder's SOURCES.md lists (`file.log:START-END`), if it has one."""
+    from watchdog.logrules import corpus
+    try:
+        return corpus.report_ranges((folder / "SOURCES.md").read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return []
 
 
 def _order_key(e: Dict[str, Any]) -> tuple:

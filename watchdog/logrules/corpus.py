@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Set
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from watchdog.core.verdict import DOMAINS, verdict_of_rule
 from watchdog.logrules.extract import Extractor, RawEvent, StreamState
@@ -129,6 +129,35 @@ class Report:
     #: rules see the failure but file it under another kind than the annotation (a kill reported
     #: as a launcher's report, say). Counted as missed all the same.
     other_kind: int = 0
+    #: Failure lines by (file name, line number), and those reported in their own category: what
+    #: `reports_caught` reads to score whole failure reports (a block of lines) as well as lines.
+    failing: Set[Tuple[str, int]] = field(default_factory=set)
+    caught: Set[Tuple[str, int]] = field(default_factory=set)
+
+
+#: A failure report's place in a sources file (the blind sets' SOURCES.md: `... lines accel_device.log:1-13`).
+_RANGE = re.compile(r"([\w.-]{1,200}\.log):(\d{1,9})-(\d{1,9})")
+
+
+def report_ranges(sources: str) -> List[Tuple[str, int, int]]:
+    """The (file name, first line, last line) of every block a sources file lists."""
+    return [(m.group(1), int(m.group(2)), int(m.group(3))) for m in _RANGE.finditer(sources)]
+
+
+def reports_caught(rep: Report, ranges: Sequence[Tuple[str, int, int]]) -> Tuple[int, int]:
+    """(failure reports, reports caught): a block holding a failure line is one failure report, as a
+    person filed it; it is caught when any of its failure lines is reported in its own category.
+
+    Why beside the line score: on-call is paged once per failure, whichever of its lines a rule
+    knows; a report whose five driver lines are read on the first is caught, while the line score
+    still counts the four others as missed. Both are reported; neither replaces the other."""
+    total = caught = 0
+    for name, first, last in ranges:
+        lines = {(n, no) for n, no in rep.failing if n == name and first <= no <= last}
+        if lines:
+            total += 1
+            caught += bool(lines & rep.caught)
+    return total, caught
 
 
 def score(samples: Sequence[Sample], rules: Sequence[Rule], engine: str = "re") -> Report:
@@ -160,6 +189,9 @@ def score(samples: Sequence[Sample], rules: Sequence[Rule], engine: str = "re") 
             if want and want - have and have:
                 rep.other_kind += 1
             if want:
+                rep.failing.add((s.name, no))
+                if want & have:
+                    rep.caught.add((s.name, no))
                 hits = sorted(r for r in got.get(no, set()) if category.get(r, "custom") in want)
                 domain = verdict_of_rule(hits[0], category.get(hits[0], "custom")).domain if hits else "unknown"
                 rep.domains[domain] = rep.domains.get(domain, 0) + 1
@@ -170,8 +202,9 @@ def _pct(v: Optional[float]) -> str:
     return "n/a" if v is None else f"{100 * v:.1f} %"
 
 
-def render(rep: Report, order: Sequence[str]) -> str:
-    """The report as a Markdown table (the docs embed it verbatim)."""
+def render(rep: Report, order: Sequence[str], ranges: Sequence[Tuple[str, int, int]] = ()) -> str:
+    """The report as a Markdown table (the docs embed it verbatim); with the blocks of a sources
+    file (`report_ranges`), also the failure reports caught."""
     out = ["| category | failure lines | reported | missed | false alarms | precision | recall "
            "| near-miss lines | alarms on near misses |",
            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -197,4 +230,8 @@ def render(rep: Report, order: Sequence[str]) -> str:
         out += ["", f"Unknown share: {unknown} of {rep.failure_lines} failure lines ({100 * unknown / rep.failure_lines:.1f} %): "
                     "lines no rule reported, or reported by a rule whose cause names no domain (a kill by signal 9, "
                     "a launcher's exit report)."]
+    total, caught = reports_caught(rep, ranges)
+    if total:
+        out += ["", f"Failure reports (the blocks its sources file lists that hold a failure line): {total}; caught "
+                    f"(a failure line of the block reported in its own category): {caught} ({100 * caught / total:.1f} %)."]
     return "\n".join(out)
