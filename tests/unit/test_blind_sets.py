@@ -149,8 +149,12 @@ HELD: Dict[str, Dict[str, int]] = {
     # still unread): 145 (80.1 %), 42 unexpected, 0 near-miss alarms: no change. The eleventh round's first
     # wordings (from the thirteenth set's misses): no change. Its second (from the fourteenth set's misses, this
     # set still unread): 150 (82.9 %), 42 unexpected, 0 near-miss alarms. The twelfth round's (from the fifteenth
-    # and sixteenth sets and their attack passes; this set still unread): 151 (83.4 %), no alarm more.
-    "blind11": {"failure_lines": 181, "near_lines": 190, "reported": 151, "unexpected": 42, "near_miss_alarms": 0},
+    # and sixteenth sets and their attack passes; this set still unread): 151 (83.4 %), no alarm more. The
+    # thirteenth round's first wordings (from the seventeenth set): 151, no change. Then read (no longer blind;
+    # the eighteenth and nineteenth sets were gathered first): vLLM's SIGQUIT handler, vllm-ascend's allocator code,
+    # torch_npu's description after vLLM's logger, NVIDIA's driver falling off the bus in its other sentence, its
+    # API mismatch and GSP heartbeat, Ray Jobs' failed job: 164 (90.6 %), no alarm more.
+    "blind11": {"failure_lines": 181, "near_lines": 190, "reported": 164, "unexpected": 42, "near_miss_alarms": 0},
     # Gathered at the tenth round's start (3840ea9), before its rule work, by people who saw only rule ids,
     # categories and one-line meanings (89 sources): 126 of 163 (77.3 %), 16 unexpected, 0 alarms on 107 near misses.
     # Then read (no longer blind): its misses looked up in the vendors' texts (Kubernetes' OOMKilled and exit codes,
@@ -175,8 +179,9 @@ HELD: Dict[str, Dict[str, int]] = {
     # texts: 137 (88.4 %), 10 unexpected, no near-miss alarm; an attack pass took back the kinds healthy nodes
     # print too (memory.events and vmstat counters, nvidia-smi's lifetime ECC counts, DCGM's diagnostic, the
     # kubelet's no-healthy-device, the fusion engine's optional passes, a bare step and value, kubectl's job
-    # listing): 124 (80.0 %).
-    "blind14": {"failure_lines": 155, "near_lines": 129, "reported": 124, "unexpected": 10, "near_miss_alarms": 0},
+    # listing): 124 (80.0 %). The thirteenth round's torch_npu description after vLLM's logger: 11 unexpected (a
+    # second description line the set marks ordinary, under the first).
+    "blind14": {"failure_lines": 155, "near_lines": 129, "reported": 124, "unexpected": 11, "near_miss_alarms": 0},
     # Gathered in the eleventh round after its first wordings (6cf4831), before its second, never read (129 sources;
     # its Ascend half mostly other accelerators' stacks, Gaudi, Trainium, TPU, Moore Threads): 87 of 211 at the
     # round's start (5269f11), after the first wordings and at the round's end (41.2 % at all three); unexpected

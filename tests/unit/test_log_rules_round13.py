@@ -3,8 +3,10 @@ kernel driver when the GPU's command processor, scheduler firmware or power firm
 the device management library missing, shells in a Chinese locale and bash's job report with two
 spaces, an IDE's signal report without its space, PaddlePaddle's own signal handler, Horovod's
 shut-down in its other words, TensorFlow's `check_numerics`, Keras' stop after a progress bar,
-torch.multiprocessing's spawn reports and MindSpore Serving's. Each case runs on both engines; each
-kind has lines that look alike and must stay silent."""
+torch.multiprocessing's spawn reports and MindSpore Serving's; then, the eleventh set read, vLLM's
+SIGQUIT handler, vllm-ascend's allocator code, torch_npu's description after vLLM's logger, NVIDIA's
+driver in three more sentences and Ray Jobs' failed job. Each case runs on both engines; each kind has
+lines that look alike and must stay silent."""
 
 from __future__ import annotations
 
@@ -56,6 +58,19 @@ from tests.rule_kit import ENGINES, rules_on
      "_server.py:235] Fail to start workers because of death of one worker", "launcher_failure_report"),
     ("Jul 13 21:22:34 Process 2 terminated with exit code 10, terminating remaining processes.", "launcher_exit_report"),
     ("Jul 13 21:22:34  exiting process 3 with exit code: 10", "launcher_exit_report"),
+    # second wordings (the eleventh set read): vLLM's SIGQUIT handler, Ray Jobs' CLI
+    ("[2026-07-07 07:20:43] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+     "launcher_failure_report"),
+    ("Job 'raysubmit_7wNNGHdVi92R8wt2' failed", "launcher_exit_report"),
+    # vllm-ascend's allocator code; torch_npu's description after vLLM's logger and after an exception's name
+    ("acl Error, code: 207001 at /__w/vllm-ascend/vllm-ascend/csrc/camem_allocator.cpp:63", "code_acl_oom"),
+    ("(EngineCore_DP0 pid=3132) ERROR 10-15 16:32:16 [core.py:708] [Error]: System Direct Memory Access (DMA) "
+     "hardware execution error.", "code_acl_device"),
+    ("Error: [Error]: An internal error occurs in the Driver module.", "code_acl_device"),
+    # NVIDIA's driver: off the bus in its other sentence, versions that differ, the GSP's heartbeat
+    ("[   49.261458] NVRM: GPU at 0000:01:00.0 has fallen off the bus.", "device_cuda_error"),
+    ("NVRM: API mismatch: client version 570.133.07, kernel module version 570.124.06", "device_cuda_error"),
+    ("NVRM: _kgspRpcRecvPoll: GSP RM heartbeat timed out", "device_generic"),
 ])
 def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     fired = rules_on(line, engine)
@@ -84,6 +99,13 @@ def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     '    raise RuntimeError("Fail to start workers because of death of one worker")',
     "Process 2 terminated with exit code 0",
     "exiting process 3 with exit code: 0",
+    # Ray's job that succeeded and its memory monitor's summary (the killed task is retried); another tool's
+    # `[Error]:` sentence; Hydra's header over a traceback that is read
+    "Job 'raysubmit_7wNNGHdVi92R8wt2' succeeded",
+    "(raylet) node_manager.cc:3277: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed",
+    "x.sh [Error]: Invalid device.",
+    "Error executing job with overrides: ['run.iterations=10']",
+    "SIGQUIT received; reloading",
 ])
 def test_their_look_alikes_stay_silent(engine: str, line: str) -> None:
     assert not rules_on(line, engine), line
