@@ -5,8 +5,11 @@ spaces, an IDE's signal report without its space, PaddlePaddle's own signal hand
 shut-down in its other words, TensorFlow's `check_numerics`, Keras' stop after a progress bar,
 torch.multiprocessing's spawn reports and MindSpore Serving's; then, the eleventh set read, vLLM's
 SIGQUIT handler, vllm-ascend's allocator code, torch_npu's description after vLLM's logger, NVIDIA's
-driver in three more sentences and Ray Jobs' failed job. Each case runs on both engines; each kind has
-lines that look alike and must stay silent."""
+driver in three more sentences and Ray Jobs' failed job; then, the eighteenth and nineteenth sets read
+after their scores, the third wordings (NVIDIA's version checks, THC's and Kaldi's device faults, MIOpen,
+the CANN libraries not found, glibc's assert, launchers and services, Open MPI's misuse abort, the
+Ascend driver's physical allocation, vLLM's negative KV cache, BasicSR's losses). Each case runs on both
+engines; each kind has lines that look alike and must stay silent."""
 
 from __future__ import annotations
 
@@ -71,6 +74,52 @@ from tests.rule_kit import ENGINES, rules_on
     ("[   49.261458] NVRM: GPU at 0000:01:00.0 has fallen off the bus.", "device_cuda_error"),
     ("NVRM: API mismatch: client version 570.133.07, kernel module version 570.124.06", "device_cuda_error"),
     ("NVRM: _kgspRpcRecvPoll: GSP RM heartbeat timed out", "device_generic"),
+    # third wordings (the eighteenth and nineteenth sets read after their scores): NVIDIA's versions and old checks
+    ("f11n13:3580085:3580108 [0] misc/nvmlwrap.cc:98 NCCL WARN nvmlInit_v2() failed: Driver/library version mismatch",
+     "device_cuda_error"),
+    ("nvidia-container-cli: detection error: nvml error: unknown error: unknown", "device_cuda_error"),
+    ("Unable to determine the device handle for GPU1: 0000:02:00.0: Unknown Error", "device_cuda_error"),
+    ("    THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingHostAllocator.cpp line=278 error=700 : an illegal "
+     "memory access was encountered", "device_cuda_error"),
+    ('ERROR (nnet3-train[5.4]:CopyToVec():cu-vector.cc:899) cudaError_t 4 : "unspecified launch failure" returned '
+     "from 'cudaMemcpy(dst->Data(), this->data_, sizeof(Real) * dim_, cudaMemcpyDeviceToHost)'", "device_cuda_error"),
+    # the runtime's reason in words, MIOpen, a CANN library not found
+    ("        rtStreamSynchronizeWithTimeout execution failed, reason=the model stream execute failed"
+     "[FUNC:FuncErrorReason][FILE:error_message_manage.cc][LINE:50]", "device_generic"),
+    ("MIOpen Error: /MIOpen/src/hipoc/hipoc_program.cpp:286: Code object build failed. Source: MIOpenIm2d2Col.cl",
+     "device_generic"),
+    ("MIOpen(HIP): Error [BuildOcl] comgr status = INVALID_ARGUMENT (2)", "device_generic"),
+    ("ImportError: libhccl.so: cannot open shared object file: No such file or directory", "cann_library_load_failed"),
+    # native aborts: glibc's assert, a swallowed cancellation, strace's fatal signal
+    ("train_gpt2cu: llmc/dataloader.h:186: void dataloader_init(DataLoader*, const char*, size_t, size_t, int, int, "
+     "int): Assertion `shard_ntok >= (int64_t) (num_processes * B * T + 1)' failed.", "crash_signal_dump"),
+    ("FATAL: exception not rethrown", "crash_signal_dump"),
+    ("[pid  4242] --- SIGSEGV {si_signo=SIGSEGV, si_code=SEGV_MAPERR, si_addr=0x40} ---", "crash_signal_dump"),
+    # launchers and services
+    ("terminate called recursively", "cpp_terminate"),
+    ("run_script_path FAILED", "launcher_exit_report"),
+    ("[Modelarts Service Log]Training end with return code: 1", "launcher_exit_report"),
+    ("[Modelarts Service Log]Training end with return code: 137", "launcher_killed"),
+    ("run.pl: job failed, log is in exp/chain/tdnn_sp/log/train.0.1.log", "launcher_exit_report"),
+    ("ERROR 08-20 09:50:58 [multiproc_executor.py:298] Rank 0 scheduler is dead. Please check if there are relevant "
+     "logs.", "launcher_failure_report"),
+    # collectives: Open MPI's misuse abort, UCX's PML, HCCL's op-retry connection
+    ("*** The MPI_Comm_rank() function was called before MPI_INIT was invoked.", "hccl_generic"),
+    ("pml_ucx.c:175 Error: Failed to receive UCX worker address: Not found (-13)", "hccl_generic"),
+    ("[OpRetryConnection][Init] Connect to server failed, serverIp_[90.90.97.29]  serverPort [60000]", "hccl_generic"),
+    # memory: the driver's physical allocation, MindSpore's start, vLLM's KV cache, TensorFlow's BFC
+    ("[ERROR] DRV(4176881,python3.7):2024-06-29-16:19:28.520.085 [ascend][curpid: 4176881, 4176881][drv][devmm]"
+     "[halMemCreate 3073]<errno:12, 6> Mem create failed. (ret=6; size=20971520; side=1; devid=0)", "oom_cann_memory_alloc"),
+    ("[ERROR] RUNTIME(4176881,python3.7):2024-06-29-16:19:28.521.874 [npu_driver.cc:5757]4176881 MallocPhysical:"
+     "[INIT][DEFAULT][drv api]halMemCreate failed. drvRetCode=6.", "oom_cann_memory_alloc"),
+    ("RuntimeError: mindspore/ccsrc/plugin/device/ascend/hal/device/ascend_memory_adapter.cc:47 Initialize] Malloc "
+     "device memory failed, free memory size is less than half of total memory size.", "oom_mindspore"),
+    ("(Worker_TP0_EP0 pid=280) INFO 09-20 03:22:51 [worker.py:593] Available KV cache memory: -7.21 GiB", "oom_exception"),
+    ("W tensorflow/core/common_runtime/bfc_allocator.cc:275] Ran out of memory trying to allocate 24.38MiB.  See logs "
+     "for memory state.", "oom_exception"),
+    # BasicSR's loss names
+    ("2023-06-16 22:22:49,988 INFO: [debug..][epoch: 0, iter: 156, lr:(2.000e-04,2.000e-05,)] [eta: 403 days, 22:44:43, "
+     "time (data): 0.482 (0.002)] l_pix: nan", "nan_loss_value"),
 ])
 def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     fired = rules_on(line, engine)
@@ -106,6 +155,29 @@ def test_the_rounds_wordings(engine: str, line: str, rule: object) -> None:
     "x.sh [Error]: Invalid device.",
     "Error executing job with overrides: ['run.iterations=10']",
     "SIGQUIT received; reloading",
+    # NCCL's optional plugin, a healthy KV cache, TensorFlow's BFC warning that is no failure, BasicSR's healthy loss,
+    # ModelArts' clean end, strace showing a child's exit
+    "node:14159:14159 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : libnccl-net.so: cannot "
+    "open shared object file: No such file or directory",
+    "(EngineCore_DP0 pid=387) INFO 03-08 16:44:29 [gpu_worker.py:456] Available KV cache memory: 17.36 GiB",
+    "W tensorflow/core/common_runtime/bfc_allocator.cc:275] Allocator (GPU_0_bfc) ran out of memory trying to allocate "
+    "1.02GiB with freed_by_count=0. The caller indicates that this is not a failure, but may mean that there could be "
+    "performance gains if more memory were available.",
+    "2023-06-16 22:22:49,505 INFO: [epoch: 0, iter: 155] l_pix: 1.2345e-02",
+    "[Modelarts Service Log]Training end with return code: 0",
+    "[pid  4242] --- SIGCHLD {si_signo=SIGCHLD, si_code=CLD_EXITED, si_pid=4243, si_status=0} ---",
 ])
 def test_their_look_alikes_stay_silent(engine: str, line: str) -> None:
     assert not rules_on(line, engine), line
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_device_side_assert_stays_the_device_rules(engine: str) -> None:
+    """A CUDA kernel's assert ends with a backtick, glibc's with a quote: the kernel's stays with its own
+    rule (device_cuda_assert), never the host crash rule, and a THC check of it is not a device fault."""
+    kernel = ("../aten/src/ATen/native/cuda/NLLLoss2d.cu:103: nll_loss2d_forward_kernel: block: [3,0,0], thread: "
+              "[930,0,0] Assertion `t >= 0 && t < n_classes` failed.")
+    assert rules_on(kernel, engine) == ["device_cuda_assert"]
+    thc = ("THCudaCheck FAIL file=/build/pytorch/torch/lib/THC/generic/THCStorage.c line=36 error=59 : device-side "
+           "assert triggered")
+    assert "device_cuda_error" not in rules_on(thc, engine)

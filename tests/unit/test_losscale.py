@@ -86,3 +86,30 @@ def test_trend_rule_validation_is_specific():
         make_rule({**base, "trend": {"fall": 0.5}}, "custom")
     with pytest.raises(RuleError, match="trend must be"):
         make_rule({**base, "trend": {"drops": 3}}, "custom")
+
+
+def test_a_peak_from_a_later_run_is_not_this_runs():
+    """Lines whose clock is more than a window behind the last one are another run's (two runs'
+    logs in one file, a report pasting an older run under a newer one): the later run's peak
+    must not make the older run's calibration look like a collapse (the eighteenth blind set:
+    a 2023 run's 2^32 before a 2021 run's `reducing to 128.0`)."""
+    tr = ScaleTrack()
+    day = 86400.0
+    assert tr.add(800 * day, 2.0 ** 32, 21600) == 2.0 ** 32
+    assert tr.add(100 * day, 128.0, 21600) == 128.0          # two years earlier: its own run
+    assert not collapsed(ScaleTrend(), 128.0, tr.add(100 * day + 60, 128.0, 21600))
+    # A clock a little behind (ranks' lines interleaved, a skewed clock) keeps the window's peak.
+    tr2 = ScaleTrack()
+    tr2.add(1000.0, 4096.0, 21600)
+    assert tr2.add(990.0, 64.0, 21600) == 4096.0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_log_rule_does_not_carry_a_later_runs_peak_back(engine):
+    older = ("[2021-05-25 07:07:52,792] [INFO] [stage3.py:2708:_overflow_clean_up] [deepscale] OVERFLOW! Rank 0 "
+             "Skipping step. Attempted loss scale: 256, reducing to 128.0")
+    lines = [DS.format(m=m, a=2.0 ** (33 - m), b=2.0 ** (32 - m)) for m in range(1, 18)] + [older]
+    ex = Extractor(Matcher(build_ruleset(), engine=engine))
+    st = StreamState()
+    fired = [e.rule.id for line in lines for e in ex.feed(st, (line + "\n").encode(), None)]
+    assert "fp16_loss_scale_collapse" not in fired, fired

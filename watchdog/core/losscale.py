@@ -59,6 +59,11 @@ class ScaleTrack:
             return self._max[0][1] if self._max else value
         span = float(UNTIMED_VALUES) if t is None else window
         q = self._max
+        if t is not None and q and q[-1][0] > key + span:
+            # The clock went back by more than a window: these lines are another run's (logs of two
+            # runs in one file, a report pasting one run under another); a later run's peak is not
+            # this one's.
+            q.clear()
         while q and q[-1][1] <= value:
             q.pop()
         q.append((key, value))
