@@ -43,7 +43,8 @@ def register(sub: "argparse._SubParsersAction") -> None:
     p.add_argument("--json", action="store_true", help="print events as JSON")
     p.add_argument("--report", action="store_true",
                    help="FILEs (or folders of *.log) are annotated samples (`  ##> EXPECT` per line): "
-                        "print precision/recall per category instead of events")
+                        "print precision/recall per category instead of events (and, for one folder whose "
+                        "SOURCES.md lists blocks `file.log:START-END`, the failure reports caught)")
     p.add_argument("--count", action="store_true",
                    help="print only the number of lines on which any rule matches, before thresholds "
                         "(what `grep -c` with the same patterns prints)")
