@@ -16,6 +16,7 @@ Pure: parsing and scoring take text and events, no files are opened here except 
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,12 +152,18 @@ def reports_caught(rep: Report, ranges: Sequence[Tuple[str, int, int]]) -> Tuple
     Why beside the line score: on-call is paged once per failure, whichever of its lines a rule
     knows; a report whose five driver lines are read on the first is caught, while the line score
     still counts the four others as missed. Both are reported; neither replaces the other."""
+    by_file: Dict[str, List[int]] = {}
+    for name, no in rep.failing:
+        by_file.setdefault(name, []).append(no)
+    for numbers in by_file.values():
+        numbers.sort()
     total = caught = 0
-    for name, first, last in ranges:
-        lines = {(n, no) for n, no in rep.failing if n == name and first <= no <= last}
-        if lines:
+    for name, first, last in ranges:  # each block by bisection: no cost of blocks x lines
+        numbers = by_file.get(name, [])
+        inside = numbers[bisect.bisect_left(numbers, first):bisect.bisect_right(numbers, last)]
+        if inside:
             total += 1
-            caught += bool(lines & rep.caught)
+            caught += any((name, no) in rep.caught for no in inside)
     return total, caught
 
 
